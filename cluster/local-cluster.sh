@@ -1,0 +1,408 @@
+#!/usr/bin/env bash
+# The local Kubernetes control plane that mlkube's tests and quickstart run against.
+#
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler (and kubectl, for
+# benchmarks) from upstream Go modules, plus kwok to simulate nodes and kubelets, caches the
+# binaries outside the repository keyed by version, and runs them on 127.0.0.1 with TLS.
+#
+#   cluster/local-cluster.sh build    build (once) the binaries into the cache
+#   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
+#   cluster/local-cluster.sh down     stop everything, remove the state dir
+#   cluster/local-cluster.sh env      print `export KUBECONFIG=...`
+#   cluster/local-cluster.sh status   say what runs and whether the API server is ready
+#
+# The API server advertises no endpoints for the `kubernetes` Service: its only address is on the
+# loopback range, which Endpoints reject, and nothing in this cluster dials it.
+#
+# Settings (environment): MLKUBE_CACHE (default ~/.cache/mlkube), MLKUBE_CLUSTER_DIR (default
+# $TMPDIR/mlkube-cluster), MLKUBE_CLUSTER_PORT (API server port, default 16443; etcd and the
+# other components take the ports just above it).
+set -euo pipefail
+
+K8S_VERSION=v1.35.4
+K8S_STAGING_VERSION=v0.35.4
+ETCD_VERSION=v3.6.5
+KWOK_VERSION=v0.7.0
+
+CACHE_ROOT=${MLKUBE_CACHE:-$HOME/.cache/mlkube}
+BIN_DIR=$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin
+STATE_DIR=${MLKUBE_CLUSTER_DIR:-${TMPDIR:-/tmp}/mlkube-cluster}
+KUBECONFIG_FILE=$STATE_DIR/admin.kubeconfig
+
+API_PORT=${MLKUBE_CLUSTER_PORT:-16443}
+ETCD_CLIENT_PORT=$((API_PORT + 1))
+ETCD_PEER_PORT=$((API_PORT + 2))
+CONTROLLER_MANAGER_PORT=$((API_PORT + 3))
+SCHEDULER_PORT=$((API_PORT + 4))
+KWOK_PORT=$((API_PORT + 5))
+ALL_PORTS=("$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$CONTROLLER_MANAGER_PORT" "$SCHEDULER_PORT" "$KWOK_PORT")
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+say() { printf 'local-cluster: %s\n' "$*" >&2; }
+die() {
+  printf 'local-cluster: error: %s\n' "$1" >&2
+  shift
+  for hint in "$@"; do printf '  hint: %s\n' "$hint" >&2; done
+  exit 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# build
+
+require_go() {
+  command -v go >/dev/null 2>&1 ||
+    die "the Go toolchain is not on PATH; it is needed once, to build the control plane" \
+      "install Go 1.25 or newer, put its bin directory on PATH, and run this again"
+  local version
+  version=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+  case "$version" in
+    1.2[5-9]* | 1.[3-9][0-9]* | [2-9].*) ;;
+    *) die "Go $version is too old to build Kubernetes $K8S_VERSION" "install Go 1.25 or newer and put it first on PATH" ;;
+  esac
+}
+
+have_binaries() {
+  local b
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+    [ -x "$BIN_DIR/$b" ] || return 1
+  done
+}
+
+# The Kubernetes commands live in k8s.io/kubernetes, whose go.mod points its k8s.io/* staging
+# modules at local paths; a module of our own must pin each of them to the published v0.X.Y.
+# etcd is built in the same module so that it shares one pinned dependency set.
+write_controlplane_module() {
+  local dir=$1 staging
+  staging=$(sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => ./staging/.*#\1#p' \
+    "$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/go.mod")
+  [ -n "$staging" ] || die "could not read the staging modules of k8s.io/kubernetes@$K8S_VERSION"
+  {
+    echo "module mlkube.local/controlplane"
+    echo
+    echo "go 1.25.0"
+    echo
+    echo "require ("
+    echo "	k8s.io/kubernetes $K8S_VERSION"
+    echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
+    echo "	go.etcd.io/etcd/api/v3 $ETCD_VERSION"
+    echo "	go.etcd.io/etcd/client/pkg/v3 $ETCD_VERSION"
+    echo "	go.etcd.io/etcd/client/v3 $ETCD_VERSION"
+    echo "	go.etcd.io/etcd/pkg/v3 $ETCD_VERSION"
+    echo ")"
+    echo
+    echo "replace ("
+    for m in $staging; do echo "	$m => $m $K8S_STAGING_VERSION"; done
+    echo ")"
+  } >"$dir/go.mod"
+}
+
+build() {
+  if have_binaries; then
+    say "binaries are cached in $BIN_DIR"
+    return 0
+  fi
+  require_go
+  local work log
+  work=$CACHE_ROOT/controlplane/build-$K8S_VERSION
+  log=$work/build.log
+  mkdir -p "$work" "$BIN_DIR"
+  : >"$log"
+  say "building the control plane once (k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION); log: $log"
+  say "this takes 15-30 minutes on 2 cores; later runs use the cache"
+  (
+    cd "$work"
+    go mod download "k8s.io/kubernetes@$K8S_VERSION"
+    write_controlplane_module "$work"
+    GOFLAGS=-mod=mod go mod download all
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$BIN_DIR/" \
+      go.etcd.io/etcd/server/v3 \
+      k8s.io/kubernetes/cmd/kube-apiserver \
+      k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl
+    # etcd's main package is its server module, so the binary comes out named after it.
+    mv "$BIN_DIR/server" "$BIN_DIR/etcd"
+  ) >>"$log" 2>&1 || die "building the Kubernetes control plane failed; the last lines of $log:" \
+    "$(tail -n 15 "$log" | tr '\n' ' ')"
+  (
+    # kwok is a client of the API server only; it keeps its own dependency set.
+    GOBIN=$BIN_DIR CGO_ENABLED=0 go install -trimpath -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  ) >>"$log" 2>&1 || die "building kwok failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+  have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
+  say "built into $BIN_DIR"
+}
+
+# ---------------------------------------------------------------------------------------------
+# certificates and kubeconfig
+
+generate_pki() {
+  local pki=$STATE_DIR/pki
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=mlkube-local-ca" \
+      -keyout ca.key -out ca.crt
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key -out apiserver.csr
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+      "extendedKeyUsage=serverAuth" >apiserver.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile apiserver.ext -out apiserver.crt
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=mlkube-admin" -keyout admin.key -out admin.csr
+    printf '%s\n' "extendedKeyUsage=clientAuth" >admin.ext
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile admin.ext -out admin.crt
+    openssl genrsa -out sa.key 2048
+    openssl rsa -in sa.key -pubout -out sa.pub
+  ) >"$STATE_DIR/pki.log" 2>&1 || die "generating certificates with openssl failed; see $STATE_DIR/pki.log"
+  cat >"$KUBECONFIG_FILE" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: mlkube-local
+  cluster:
+    server: https://127.0.0.1:$API_PORT
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: mlkube-admin
+  user:
+    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
+    client-key-data: $(base64 -w0 "$pki/admin.key")
+contexts:
+- name: mlkube-local
+  context:
+    cluster: mlkube-local
+    user: mlkube-admin
+current-context: mlkube-local
+KUBECONFIG
+  chmod 600 "$KUBECONFIG_FILE"
+}
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+pid_of() { cat "$STATE_DIR/$1.pid" 2>/dev/null || true; }
+
+is_running() {
+  local pid
+  pid=$(pid_of "$1")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+start() {
+  local name=$1
+  shift
+  setsid "$BIN_DIR/$name" "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE_DIR/$name.pid"
+}
+
+port_owner() { ss -ltnpH "sport = :$1" 2>/dev/null | head -n1; }
+
+check_ports_free() {
+  local port owner
+  for port in "${ALL_PORTS[@]}"; do
+    owner=$(port_owner "$port")
+    if [ -n "$owner" ]; then
+      die "port $port on 127.0.0.1 is already taken: $owner" \
+        "stop whatever listens there, or choose other ports with MLKUBE_CLUSTER_PORT=<base> (the base and the 5 ports above it)"
+    fi
+  done
+}
+
+# Wait until the command `check` succeeds, for at most `seconds`, failing early with the log of
+# `component` if that process exits.
+wait_until() {
+  local what=$1 seconds=$2 component=$3 check=$4 deadline
+  deadline=$((SECONDS + seconds))
+  until eval "$check" >/dev/null 2>&1; do
+    if ! is_running "$component"; then
+      die "$component exited while waiting for $what; the last lines of $STATE_DIR/$component.log:" \
+        "$(tail -n 8 "$STATE_DIR/$component.log" | tr '\n' ' ')"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      die "timed out after ${seconds}s waiting for $what; see $STATE_DIR/$component.log"
+    fi
+    sleep 0.2
+  done
+}
+
+kubectl_local() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+api_ready() {
+  curl -fsS --max-time 2 --cacert "$STATE_DIR/pki/ca.crt" --cert "$STATE_DIR/pki/admin.crt" \
+    --key "$STATE_DIR/pki/admin.key" "https://127.0.0.1:$API_PORT/readyz" | grep -qx ok
+}
+
+all_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do is_running "$c" || return 1; done
+}
+
+# Two simulated nodes, one of them with GPUs. kwok manages the nodes that carry its annotation;
+# its default stages make them Ready and bring their pods to Running.
+node_manifest() {
+  local name=$1 gpus=$2 extra_capacity="" extra_label=""
+  if [ "$gpus" -gt 0 ]; then
+    extra_capacity=", nvidia.com/gpu: \"$gpus\""
+    extra_label="nvidia.com/gpu.present: \"true\""
+  fi
+  cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: $name
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: $name
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    node-role.kubernetes.io/agent: ""
+    type: kwok
+    $extra_label
+status:
+  allocatable: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
+  capacity: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
+  nodeInfo:
+    architecture: amd64
+    kubeletVersion: $K8S_VERSION-kwok
+    operatingSystem: linux
+NODE
+}
+
+nodes_ready() {
+  [ "$(kubectl_local get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 2 ]
+}
+
+up() {
+  if [ -d "$STATE_DIR" ] && all_running && api_ready; then
+    say "already up"
+    env_line
+    return 0
+  fi
+  if [ -d "$STATE_DIR" ]; then
+    say "a previous cluster in $STATE_DIR is only partly running; stopping it first"
+    down
+  fi
+  command -v openssl >/dev/null || die "openssl is not on PATH" "install it: apt-get install openssl"
+  command -v curl >/dev/null || die "curl is not on PATH" "install it: apt-get install curl"
+  check_ports_free
+  build
+  local started=$SECONDS pki=$STATE_DIR/pki
+  mkdir -p "$STATE_DIR"
+  generate_pki
+
+  start etcd --name mlkube-local --data-dir "$STATE_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "mlkube-local=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --unsafe-no-fsync --quota-backend-bytes 8589934592 --log-level warn
+  wait_until "etcd to serve" 30 etcd "curl -fsS --max-time 1 http://127.0.0.1:$ETCD_CLIENT_PORT/health | grep -q true"
+
+  start kube-apiserver \
+    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --authorization-mode Node,RBAC --allow-privileged=true \
+    --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+    --endpoint-reconciler-type none \
+    --profiling=false
+  wait_until "kube-apiserver /readyz" 90 kube-apiserver api_ready
+
+  start kube-controller-manager \
+    --kubeconfig "$KUBECONFIG_FILE" \
+    --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
+    --leader-elect=false \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --kube-api-qps 500 --kube-api-burst 1000 \
+    --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
+    --profiling=false
+
+  cat >"$STATE_DIR/scheduler.yaml" <<SCHEDULER
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $KUBECONFIG_FILE
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+SCHEDULER
+  start kube-scheduler --config "$STATE_DIR/scheduler.yaml" \
+    --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
+    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --profiling=false
+
+  start kwok --kubeconfig "$KUBECONFIG_FILE" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --server-address "127.0.0.1:$KWOK_PORT" \
+    --cidr 10.244.0.0/16 --node-ip 10.244.0.1 \
+    --node-lease-duration-seconds 40
+
+  { node_manifest kwok-node-0 0; echo "---"; node_manifest kwok-gpu-node-0 8; } |
+    kubectl_local apply -f - >"$STATE_DIR/nodes.log" 2>&1 ||
+    die "creating the kwok nodes failed; see $STATE_DIR/nodes.log"
+  wait_until "both kwok nodes to be Ready" 60 kwok nodes_ready
+  # Pods need their namespace's default ServiceAccount, which the controller-manager creates.
+  wait_until "the default ServiceAccount" 60 kube-controller-manager \
+    "kubectl_local get serviceaccount default -n default"
+  say "up in $((SECONDS - started))s with nodes: $(kubectl_local get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
+  env_line
+}
+
+down() {
+  local c pid deadline
+  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    pid=$(pid_of "$c")
+    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  deadline=$((SECONDS + 15))
+  for c in "${COMPONENTS[@]}"; do
+    while is_running "$c" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+    if is_running "$c"; then kill -KILL "$(pid_of "$c")" 2>/dev/null || true; fi
+    while is_running "$c"; do sleep 0.1; done
+  done
+  rm -rf "$STATE_DIR"
+  say "down"
+}
+
+env_line() { echo "export KUBECONFIG=$KUBECONFIG_FILE"; }
+
+status() {
+  local c healthy=0
+  for c in "${COMPONENTS[@]}"; do
+    if is_running "$c"; then
+      printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"
+    else
+      printf '%-24s not running\n' "$c"
+      healthy=1
+    fi
+  done
+  if [ -f "$KUBECONFIG_FILE" ] && api_ready; then
+    echo "api server               ready at https://127.0.0.1:$API_PORT"
+    kubectl_local get nodes
+  else
+    echo "api server               not ready"
+    healthy=1
+  fi
+  return $healthy
+}
+
+case "${1:-}" in
+  build) build ;;
+  up) up ;;
+  down) down ;;
+  env) env_line ;;
+  status) status ;;
+  *)
+    echo "usage: $0 build|up|down|env|status" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,359 @@
+//! The command line: argument parsing and dispatch, nothing else.
+//!
+//! Each verb parses into a value of the types below and is handed to the stage that does the
+//! work. stdout carries data (manifests, diffs, JSON); messages and progress go to stderr.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::exit::Exit;
+
+/// Deploy a Kubeflow-style ML platform to Kubernetes per environment, and run its TFJob operator.
+#[derive(Debug, Parser)]
+#[command(name = "mlkube", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every verb understands.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The app directory (default: the nearest ancestor of the current directory holding app.yaml).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub app: Option<PathBuf>,
+}
+
+/// Options of the verbs that talk to a cluster.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ClusterArgs {
+    /// The kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use, overriding the one the environment pins.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a new app with the local, dev and prod environments.
+    Init(InitArgs),
+    /// List, add, change or remove environments.
+    #[command(subcommand)]
+    Env(EnvCommand),
+    /// List the embedded prototypes, or describe one with its parameters.
+    #[command(subcommand)]
+    Prototype(PrototypeCommand),
+    /// Add, list or remove component instances.
+    #[command(subcommand)]
+    Component(ComponentCommand),
+    /// Set, list or compare parameters.
+    #[command(subcommand)]
+    Param(ParamCommand),
+    /// Render an environment to Kubernetes manifests, in apply order.
+    Show(ShowArgs),
+    /// Show what applying an environment would change on the live cluster.
+    ///
+    /// Exit codes as `kubectl diff`: 0 no differences, 1 differences, 2 and up errors.
+    Diff(DiffArgs),
+    /// Apply an environment to its cluster, in order, and wait until it is healthy.
+    Apply(ApplyArgs),
+    /// Delete the objects this environment applied earlier and no longer renders.
+    Prune(PruneArgs),
+    /// Delete everything this environment applied.
+    Delete(DeleteArgs),
+    /// Validate an environment with a server-side dry run, listing every rejection.
+    Validate(ValidateArgs),
+    /// Run the TFJob operator (kubeflow.org/v1) against the cluster.
+    Operator(OperatorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to create the app; the directory must not exist or be empty.
+    pub dir: PathBuf,
+    /// The namespace of the `local` environment (dev and prod get `<ns>-dev`, `<ns>-prod`).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Pin the environments to this API server URL.
+    #[arg(long, value_name = "URL", conflicts_with = "context")]
+    pub server: Option<String>,
+    /// Pin the environments to this kubeconfig context.
+    #[arg(long, value_name = "CTX")]
+    pub context: Option<String>,
+    /// Start with no components instead of one of each prototype.
+    #[arg(long)]
+    pub empty: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnvCommand {
+    /// List the environments.
+    List(ListArgs),
+    /// Add an environment.
+    Add {
+        env: String,
+        #[arg(long, value_name = "NS")]
+        namespace: Option<String>,
+        #[arg(long, value_name = "URL", conflicts_with = "context")]
+        server: Option<String>,
+        #[arg(long, value_name = "CTX")]
+        context: Option<String>,
+    },
+    /// Change an environment's namespace, cluster or name.
+    Set {
+        env: String,
+        #[arg(long, value_name = "NS")]
+        namespace: Option<String>,
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        #[arg(long, value_name = "CTX")]
+        context: Option<String>,
+        /// Rename the environment.
+        #[arg(long, value_name = "NEW")]
+        name: Option<String>,
+    },
+    /// Remove an environment and its overrides.
+    Rm { env: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PrototypeCommand {
+    /// List the embedded prototypes.
+    List(ListArgs),
+    /// Show a prototype's parameters with their types, defaults and descriptions.
+    Describe {
+        prototype: String,
+        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+        output: ListFormat,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ComponentCommand {
+    /// Add an instance of a prototype as a component.
+    Add {
+        prototype: String,
+        name: String,
+        /// A parameter value, `key=value`; repeat for more.
+        #[arg(long = "param", value_name = "KEY=VALUE")]
+        params: Vec<String>,
+    },
+    /// List the components.
+    List(ListArgs),
+    /// Remove a component and its parameters.
+    Rm { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ParamCommand {
+    /// Set a parameter of a component (or of every component, with `global`).
+    Set {
+        component: String,
+        key: String,
+        value: String,
+        /// Set it for this environment only.
+        #[arg(long, value_name = "E")]
+        env: Option<String>,
+        /// Keep the value a string instead of reading it as JSON.
+        #[arg(long)]
+        as_string: bool,
+    },
+    /// List parameters, as an environment sees them.
+    List {
+        component: Option<String>,
+        #[arg(long, value_name = "E")]
+        env: Option<String>,
+        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+        output: ListFormat,
+    },
+    /// Show the parameters that differ between two environments.
+    Diff {
+        env_a: String,
+        env_b: String,
+        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+        output: ListFormat,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+}
+
+/// How a listing verb prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Text,
+    Json,
+}
+
+/// How rendered manifests print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ManifestFormat {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    pub env: String,
+    /// Only these components; repeat for more.
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub components: Vec<String>,
+    #[arg(short = 'o', long, value_enum, default_value_t = ManifestFormat::Yaml)]
+    pub output: ManifestFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    pub env: String,
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub components: Vec<String>,
+    /// Show Secret values instead of masking them.
+    #[arg(long)]
+    pub show_secrets: bool,
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    pub env: String,
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub components: Vec<String>,
+    /// Send everything as a server-side dry run; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also delete what this environment applied earlier and no longer renders.
+    #[arg(long)]
+    pub prune: bool,
+    /// Do not ask before pruning.
+    #[arg(long)]
+    pub yes: bool,
+    /// Take over fields that another field manager owns.
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Wait until what was applied is healthy (the default).
+    #[arg(long, overrides_with = "no_wait")]
+    pub wait: bool,
+    /// Do not wait for health.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for health, e.g. 90s, 5m.
+    #[arg(long, value_name = "D", default_value = "5m")]
+    pub timeout: String,
+    /// Prune even when the environment renders nothing.
+    #[arg(long)]
+    pub allow_empty: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    pub env: String,
+    #[arg(long)]
+    pub yes: bool,
+    /// Prune even when the environment renders nothing.
+    #[arg(long)]
+    pub allow_empty: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    pub env: String,
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub components: Vec<String>,
+    #[arg(long)]
+    pub yes: bool,
+    /// Also delete the environment's namespace.
+    #[arg(long)]
+    pub delete_namespace: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    pub env: String,
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub components: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Take a coordination.k8s.io Lease before reconciling, so only one replica acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    pub metrics_addr: String,
+    #[arg(long, value_name = "ADDR", default_value = ":8081")]
+    pub health_addr: String,
+    /// How many TFJobs to reconcile at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub concurrency: u16,
+    /// Create a PodGroup per job for this gang scheduler (e.g. volcano, scheduler-plugins).
+    #[arg(long, value_name = "NAME")]
+    pub gang_scheduler: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Parse the process arguments, run the verb, and turn the outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    run(cli).into()
+}
+
+fn run(cli: Cli) -> Exit {
+    match cli.command {
+        Command::Init(_) => not_implemented("init", 3),
+        Command::Env(_) => not_implemented("env", 3),
+        Command::Prototype(_) => not_implemented("prototype", 3),
+        Command::Component(_) => not_implemented("component", 3),
+        Command::Param(_) => not_implemented("param", 3),
+        Command::Show(_) => not_implemented("show", 3),
+        Command::Diff(_) => not_implemented("diff", 5),
+        Command::Apply(_) => not_implemented("apply", 5),
+        Command::Prune(_) => not_implemented("prune", 5),
+        Command::Delete(_) => not_implemented("delete", 5),
+        Command::Validate(_) => not_implemented("validate", 5),
+        Command::Operator(_) => not_implemented("operator", 6),
+    }
+}
+
+/// Print a failure and the chain of its causes to stderr, and give the error exit code.
+///
+/// Messages never repeat their source; this walks the chain instead. A message may carry
+/// `hint:` lines of its own, which print as they are.
+pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
+    eprintln!("mlkube: error: {error}");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
+    }
+    Exit::Error
+}
+
+/// A verb that later work fills in says so, and fails, rather than pretend to work.
+fn not_implemented(verb: &str, issue: u32) -> Exit {
+    eprintln!("mlkube: error: `mlkube {verb}` is not implemented yet (tracked in issue {issue})");
+    Exit::Error
+}

@@ -1,0 +1,25 @@
+//! Exit codes of the `mlkube` binary, the same for every verb.
+//!
+//! They follow `kubectl diff`: 0 means done (or no differences), 1 means differences were found,
+//! and 2 and up are errors.
+
+use std::process::ExitCode;
+
+/// How a verb ended, as the process exit code a script sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The verb did what it was asked; for `diff`, there are no differences.
+    Done = 0,
+    /// `diff` found differences between the rendered environment and the cluster.
+    Differences = 1,
+    /// Bad input, a failed operation, or a verb that is not available yet.
+    Error = 2,
+    /// `apply` applied everything but not all of it became healthy before the timeout.
+    NotReady = 3,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit as u8)
+    }
+}

@@ -1,0 +1,2 @@
+mod smoke;
+mod support;

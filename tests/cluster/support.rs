@@ -1,0 +1,130 @@
+//! The harness every cluster test stands on: a client for the local control plane that
+//! `cluster/local-cluster.sh up` starts, and a namespace of its own per test.
+//!
+//! When the cluster is not reachable, tests fail (never skip) with a message that says how to
+//! start it.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+const HOW_TO_START: &str = "start the local control plane with `cluster/local-cluster.sh up` and \
+     `eval \"$(cluster/local-cluster.sh env)\"`, or run the README's test command";
+
+/// The kubeconfig the cluster tests use: `$KUBECONFIG`, which must be set.
+pub fn kubeconfig_path() -> PathBuf {
+    match std::env::var_os("KUBECONFIG") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => {
+            panic!("KUBECONFIG is not set, so there is no cluster to test against: {HOW_TO_START}")
+        }
+    }
+}
+
+/// A client for the test cluster; panics with instructions when it is not reachable.
+pub async fn client() -> Client {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read kubeconfig {}: {e}; {HOW_TO_START}",
+            path.display()
+        )
+    });
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "kubeconfig {} is not usable: {e}; {HOW_TO_START}",
+                path.display()
+            )
+        });
+    let client = Client::try_from(config).expect("a client from a valid kubeconfig");
+    if let Err(e) = client.apiserver_version().await {
+        panic!(
+            "the cluster in {} is not reachable: {e}; {HOW_TO_START}",
+            path.display()
+        );
+    }
+    client
+}
+
+/// A namespace that belongs to one test, deleted when it is dropped (also when the test panics).
+pub struct TestNamespace {
+    pub client: Client,
+    pub name: String,
+}
+
+impl TestNamespace {
+    /// Create a fresh namespace named `<prefix>-<pid>-<n>`.
+    pub async fn new(prefix: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let client = client().await;
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        let namespace: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "labels": { "mlkube.io/test": "true" } }
+        }))
+        .expect("a valid Namespace");
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create test namespace {name}: {e}"));
+        TestNamespace { client, name }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        // Drop cannot await: delete from a thread with a runtime of its own. It needs a client
+        // of its own too, because the test's client sends its requests through a task on the
+        // test's runtime, which is blocked here until the thread is done.
+        let name = self.name.clone();
+        let deleted = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let client = client().await;
+                Api::<Namespace>::all(client)
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .map(|_| ())
+            })?;
+            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+        })
+        .join();
+        if let Ok(Err(e)) = deleted {
+            eprintln!(
+                "warning: could not delete test namespace {}: {e}",
+                self.name
+            );
+        }
+    }
+}
+
+/// Poll `check` until it returns `Some`, or panic after `timeout` saying what was awaited.
+///
+/// For conditions a watch cannot express directly (several objects, derived state); a single
+/// object's condition is better awaited with `kube::runtime::wait::await_condition`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
