@@ -221,6 +221,10 @@ pub struct DiffArgs {
     pub show_secrets: bool,
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
+    /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
+    /// of rendering the app; the environment argument is then also the namespace.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -254,6 +258,10 @@ pub struct ApplyArgs {
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
+    /// of rendering the app; the environment argument is then also the namespace.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -280,6 +288,10 @@ pub struct DeleteArgs {
     /// Also delete the environment's namespace.
     #[arg(long)]
     pub delete_namespace: bool,
+    /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
+    /// of rendering the app; the environment argument is then also the namespace.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -323,18 +335,39 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Exit {
     match cli.command {
-        Command::Init(_) => not_implemented("init", 3),
-        Command::Env(_) => not_implemented("env", 3),
-        Command::Prototype(_) => not_implemented("prototype", 3),
-        Command::Component(_) => not_implemented("component", 3),
-        Command::Param(_) => not_implemented("param", 3),
-        Command::Show(_) => not_implemented("show", 3),
-        Command::Diff(_) => not_implemented("diff", 5),
-        Command::Apply(_) => not_implemented("apply", 5),
-        Command::Prune(_) => not_implemented("prune", 5),
-        Command::Delete(_) => not_implemented("delete", 5),
-        Command::Validate(_) => not_implemented("validate", 5),
-        Command::Operator(_) => not_implemented("operator", 6),
+        Command::Init(args) => outcome(crate::app::verbs::init(&args)),
+        Command::Env(command) => {
+            outcome(crate::app::verbs::env(cli.global.app.as_deref(), &command))
+        }
+        Command::Prototype(command) => outcome(crate::app::verbs::prototype(&command)),
+        Command::Component(command) => outcome(crate::app::verbs::component(
+            cli.global.app.as_deref(),
+            &command,
+        )),
+        Command::Param(command) => outcome(crate::app::verbs::param(
+            cli.global.app.as_deref(),
+            &command,
+        )),
+        Command::Show(args) => outcome(crate::render::show(
+            cli.global.app.as_deref(),
+            &args.env,
+            &args.components,
+            args.output,
+        )),
+        Command::Diff(args) => crate::deploy::diff(&cli.global, &args),
+        Command::Apply(args) => crate::deploy::apply(&cli.global, &args),
+        Command::Prune(args) => crate::deploy::prune(&cli.global, &args),
+        Command::Delete(args) => crate::deploy::delete(&cli.global, &args),
+        Command::Validate(args) => crate::deploy::validate(&cli.global, &args),
+        Command::Operator(args) => crate::operator::run(args),
+    }
+}
+
+/// A verb's result as an exit code, reporting the error if there is one.
+fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
+    match result {
+        Ok(()) => Exit::Done,
+        Err(error) => report(&error),
     }
 }
 
@@ -349,11 +382,5 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
         eprintln!("  caused by: {cause}");
         source = cause.source();
     }
-    Exit::Error
-}
-
-/// A verb that later work fills in says so, and fails, rather than pretend to work.
-fn not_implemented(verb: &str, issue: u32) -> Exit {
-    eprintln!("mlkube: error: `mlkube {verb}` is not implemented yet (tracked in issue {issue})");
     Exit::Error
 }

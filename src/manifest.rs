@@ -61,13 +61,6 @@ pub enum ManifestError {
         first: String,
         second: String,
     },
-    #[error("cannot print {kind} {name} as YAML")]
-    Yaml {
-        kind: String,
-        name: String,
-        #[source]
-        source: serde_yaml::Error,
-    },
 }
 
 /// The labels mlkube sets on every object it renders.
@@ -351,39 +344,33 @@ impl Manifest {
             }
             seen.insert(key, object.component.clone());
         }
-        objects.sort_by(|a, b| {
+        objects.sort_by_cached_key(|o| {
+            let key = (
+                apply_rank(o.kind()),
+                o.kind(),
+                o.namespace(),
+                o.name(),
+                o.group(),
+            );
             (
-                apply_rank(a.kind()),
-                a.kind(),
-                a.namespace(),
-                a.name(),
-                a.group(),
+                key.0,
+                key.1.to_owned(),
+                key.2.map(str::to_owned),
+                key.3.to_owned(),
+                key.4.to_owned(),
             )
-                .cmp(&(
-                    apply_rank(b.kind()),
-                    b.kind(),
-                    b.namespace(),
-                    b.name(),
-                    b.group(),
-                ))
         });
         Ok(Manifest { objects })
     }
 
     /// A stream of YAML documents, each starting with `---`.
-    pub fn to_yaml(&self) -> Result<String, ManifestError> {
-        let mut out = String::new();
+    pub fn to_yaml(&self) -> String {
+        let mut out = String::with_capacity(self.objects.len() * 1024);
         for object in &self.objects {
             out.push_str("---\n");
-            let yaml =
-                serde_yaml::to_string(&object.value).map_err(|source| ManifestError::Yaml {
-                    kind: object.kind().to_owned(),
-                    name: object.name().to_owned(),
-                    source,
-                })?;
-            out.push_str(&yaml);
+            crate::yaml::document(&object.value, &mut out);
         }
-        Ok(out)
+        out
     }
 
     /// One `v1` `List` holding every object, pretty-printed.
@@ -626,7 +613,7 @@ mod processing_tests {
                 object("c", "v1", "ConfigMap", "b"),
             ],
         };
-        let yaml = manifest.to_yaml().unwrap();
+        let yaml = manifest.to_yaml();
         assert_eq!(yaml.matches("---\n").count(), 2);
         assert!(yaml.starts_with("---\napiVersion: v1\nkind: ConfigMap\n"));
         let json: Value = serde_json::from_str(&manifest.to_json()).unwrap();

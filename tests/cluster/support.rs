@@ -108,6 +108,14 @@ impl Drop for TestNamespace {
     }
 }
 
+/// Hold this while applying the platform's cluster-scoped objects (its CRDs, the `kvc`
+/// StorageClass): every test that renders the default app shares them, and two such tests at
+/// once would change each other's labels between an apply and the diff that checks it.
+pub async fn lock_shared_cluster_objects() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 /// Poll `check` until it returns `Some`, or panic after `timeout` saying what was awaited.
 ///
 /// For conditions a watch cannot express directly (several objects, derived state); a single

@@ -1,0 +1,284 @@
+//! The operator at scale: 1,000 TFJobs of 1 PS + 3 workers (4,000 pods, 4,000 services) on the
+//! local control plane. A benchmark, not a timed test.
+//!
+//!     cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
+//!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=16 by default
+//!
+//! It starts the release `mlkube operator` as a child process scoped to a fresh namespace,
+//! submits the jobs, and measures: the time until every pod exists, until every job is Running,
+//! then (after playing the kubelet and completing every worker) until every job is Succeeded;
+//! and the operator's peak RSS and CPU seconds from /proc. Prints a Markdown table on stdout,
+//! progress on stderr.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use mlkube::operator::api::TFJob;
+use mlkube::operator::crd;
+use serde_json::json;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn setting(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn say(message: &str) {
+    eprintln!("operator bench: {message}");
+}
+
+/// A store that follows every object of a kind in the namespace.
+fn follow<K>(api: Api<K>) -> Store<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .applied_objects();
+    tokio::spawn(stream.for_each(|_| async {}));
+    store
+}
+
+/// Poll a store-derived condition every 50 ms until it holds; the elapsed time since `since`.
+async fn until(
+    what: &str,
+    since: Instant,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+) -> Result<Duration, Error> {
+    loop {
+        if check() {
+            let took = since.elapsed();
+            say(&format!("{what}: {:.1}s", took.as_secs_f64()));
+            return Ok(took);
+        }
+        if since.elapsed() > limit {
+            return Err(format!("gave up after {limit:?} waiting for {what}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn last_condition(job: &TFJob) -> Option<&str> {
+    job.status
+        .as_ref()?
+        .conditions
+        .last()
+        .map(|c| c.type_.as_str())
+}
+
+/// (peak RSS in MB, CPU seconds) of a process, from /proc.
+fn usage(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let peak_kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((peak_kb / 1024.0, ticks / 100.0))
+}
+
+fn job(name: &str) -> Result<TFJob, Error> {
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] } });
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
+        "spec": { "tfReplicaSpecs": {
+            "PS": { "replicas": 1, "template": template },
+            "Worker": { "replicas": 3, "template": template }
+        } }
+    }))?)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    // `cargo bench` passes `--bench`; nothing else is understood.
+    let jobs_wanted = setting("JOBS", 1000);
+    let concurrency = setting("CONCURRENCY", 16);
+    let client = Client::try_default()
+        .await
+        .map_err(|e| format!("no cluster: {e}; run `eval \"$(cluster/local-cluster.sh env)\"`"))?;
+
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    crds.patch(
+        "tfjobs.kubeflow.org",
+        &PatchParams::apply("mlkube-operator-bench").force(),
+        &Patch::Apply(crd::definition()),
+    )
+    .await?;
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(
+            crds,
+            "tfjobs.kubeflow.org",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await??;
+
+    let ns = format!("bench-operator-{}", std::process::id());
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": ns } }))?,
+        )
+        .await?;
+    say(&format!(
+        "namespace {ns}, {jobs_wanted} jobs, operator concurrency {concurrency}"
+    ));
+
+    let mut operator = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args([
+            "operator",
+            "--namespace",
+            &ns,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--concurrency", &concurrency.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let pid = operator.id();
+
+    let result = measure(&client, &ns, jobs_wanted).await;
+
+    let (rss, cpu) = usage(pid).unwrap_or((f64::NAN, f64::NAN));
+    let _ = operator.kill();
+    let _ = operator.wait();
+    let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
+    let times = result?;
+
+    println!("| {jobs_wanted} TFJobs (1 PS + 3 workers), concurrency {concurrency} | |");
+    println!("|---|---|");
+    for (what, took) in &times {
+        println!("| {what} | {:.1} s |", took.as_secs_f64());
+    }
+    println!("| operator peak RSS | {rss:.0} MB |");
+    println!("| operator CPU time | {cpu:.1} s |");
+    Ok(())
+}
+
+async fn measure(
+    client: &Client,
+    ns: &str,
+    jobs_wanted: usize,
+) -> Result<BTreeMap<&'static str, Duration>, Error> {
+    let jobs_api = Api::<TFJob>::namespaced(client.clone(), ns);
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    let jobs = follow(jobs_api.clone());
+    let pods = follow(pods_api.clone());
+    let services = follow(Api::<Service>::namespaced(client.clone(), ns));
+    let mut times = BTreeMap::new();
+    let limit = Duration::from_secs(900);
+
+    let start = Instant::now();
+    let jobs_api = Arc::new(jobs_api);
+    stream::iter(0..jobs_wanted)
+        .map(|i| {
+            let api = jobs_api.clone();
+            async move {
+                api.create(&PostParams::default(), &job(&format!("bench-{i}"))?)
+                    .await
+                    .map_err(Error::from)
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    times.insert("1. all jobs submitted", start.elapsed());
+    say(&format!(
+        "submitted in {:.1}s",
+        start.elapsed().as_secs_f64()
+    ));
+
+    let want_pods = jobs_wanted * 4;
+    times.insert(
+        "2. every pod and service exists",
+        until("every pod and service exists", start, limit, || {
+            pods.len() >= want_pods && services.len() >= want_pods
+        })
+        .await?,
+    );
+    times.insert(
+        "3. every job is Running",
+        until("every job is Running", start, limit, || {
+            let state = jobs.state();
+            state.len() == jobs_wanted
+                && state.iter().all(|j| {
+                    last_condition(j) == Some("Running")
+                        && j.status.as_ref().is_some_and(|s| {
+                            s.replica_statuses
+                                .get("Worker")
+                                .is_some_and(|w| w.active == 3)
+                        })
+                })
+        })
+        .await?,
+    );
+
+    // Play the kubelet: every worker's tensorflow container exits 0.
+    let finish = Instant::now();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let workers: Vec<String> = (0..jobs_wanted)
+        .flat_map(|i| (0..3).map(move |w| format!("bench-{i}-worker-{w}")))
+        .collect();
+    let pods_api = Arc::new(pods_api);
+    stream::iter(workers)
+        .map(|name| {
+            let api = pods_api.clone();
+            let status = json!({ "status": { "phase": "Succeeded", "containerStatuses": [{
+                "name": "tensorflow", "ready": false, "restartCount": 0, "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
+                "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now } }
+            }] } });
+            async move { api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.map_err(Error::from) }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await?;
+    times.insert(
+        "4. every worker completed (status patched)",
+        finish.elapsed(),
+    );
+    times.insert(
+        "5. every job is Succeeded, after the workers completed",
+        until("every job is Succeeded", finish, limit, || {
+            jobs.state()
+                .iter()
+                .filter(|j| last_condition(j) == Some("Succeeded"))
+                .count()
+                == jobs_wanted
+        })
+        .await?,
+    );
+    Ok(times)
+}

@@ -1,0 +1,253 @@
+// JupyterHub with KubeSpawner: one notebook server pod per user, spawned from an options form.
+local u = import 'mlkube/util.libsonnet';
+
+local component = 'notebook-hub';
+local part = 'notebook-hub';
+local hubPort = 8081;
+local proxyPort = 8000;
+local configDir = '/etc/mlkube/hub';
+local uid = 1000;
+
+{
+  name: component,
+  description: |||
+    JupyterHub with KubeSpawner: users log in and get a notebook server pod with its own volume.
+    Renders a StatefulSet running the hub (port 8081) with configurable-http-proxy as a sidecar
+    (port 8000; its API token is made per pod by an init container, never rendered), a headless
+    Service for the hub, a user-facing Service (port 80, serviceType), a ConfigMap holding
+    jupyterhub_config.py (the options form: image from notebookImages, CPU, memory and, when
+    notebookMaxGpus > 0, an nvidia.com/gpu limit) and settings.json from the params, a per-user
+    PersistentVolumeClaim at notebookPvcMount (created by KubeSpawner), RBAC for the hub (pods,
+    claims, events in its namespace) and a ServiceAccount and Role for notebooks (TFJobs and a
+    read-only view of pods, logs, services and events). Hub state sits in an emptyDir, or in a
+    volume of hubDbStorage. Containers run as uid 1000 with read-only root filesystems.
+    Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
+    (gcpSecretName, accessLocalFs hostPath access; mount secrets through disks or an image
+    instead); registry and repoName (notebookImages takes full image names); the v0.4 `ui`
+    variants and rokSecretName (Arrikto Rok); the Ambassador mappings (put an Ingress or
+    Gateway in front of the public Service); the notebooks' wildcard RBAC on deployments,
+    replica sets and batch jobs. The IAP authenticator became the generic `header` one.
+  ||| + u.paramsLine($.params),
+  params: {
+    image: { type: 'string', default: 'jupyterhub/k8s-hub', description: 'Hub image (JupyterHub with KubeSpawner), without tag.' },
+    tag: { type: 'string', default: '4.2.0', description: 'Hub image tag.' },
+    proxyImage: { type: 'string', default: 'jupyterhub/configurable-http-proxy:4.6.3', description: 'configurable-http-proxy image run beside the hub.' },
+    serviceType: { type: 'string', default: 'ClusterIP', description: 'Type of the user-facing Service: ClusterIP, NodePort or LoadBalancer.' },
+    authenticator: { type: 'string', default: 'dummy', description: "'dummy' (any user name; local and dev only) or 'header' (trust authHeader from a proxy)." },
+    authHeader: { type: 'string', default: 'X-Remote-User', description: "Header carrying the user name with authenticator 'header'." },
+    defaultUrl: { type: 'string', default: '/lab', description: "Path a notebook server opens at: '/lab' (JupyterLab) or '/tree'." },
+    notebookImages: { type: 'array', default: ['jupyter/tensorflow-notebook:2023-10-20', 'jupyter/scipy-notebook:2023-10-20'], description: 'Images offered in the options form; the first is the default.' },
+    notebookCpu: { type: 'number', default: 0.5, description: 'Default CPU cores guaranteed to a notebook.' },
+    notebookMemoryGb: { type: 'number', default: 1, description: 'Default memory guaranteed to a notebook, in GB.' },
+    notebookCpuLimit: { type: 'number', default: null, description: 'CPU limit of every notebook (and the most the form allows); null sets none.' },
+    notebookMemoryLimitGb: { type: 'number', default: null, description: 'Memory limit of every notebook in GB (and the most the form allows); null sets none.' },
+    notebookMaxGpus: { type: 'integer', default: 0, description: 'Most GPUs the form offers per notebook; 0 hides the option.' },
+    notebookPvcMount: { type: 'string', default: '/home/jovyan', description: "Where each user's own volume is mounted; '' gives notebooks none." },
+    notebookStorage: { type: 'string', default: '10Gi', description: "Size of each user's volume." },
+    notebookStorageClass: { type: 'string', default: null, description: "StorageClass of users' volumes; null uses the cluster default." },
+    disks: { type: 'array', default: [], description: 'Existing PersistentVolumeClaims mounted into every notebook at /mnt/<claim>.' },
+    notebookUid: { type: 'integer', default: 1000, description: 'User id notebooks run as.' },
+    notebookGid: { type: 'integer', default: 100, description: 'Group id owning notebook volumes (fsGroup).' },
+    hubDbStorage: { type: 'string', default: null, description: "Size of a volume for the hub's database; null keeps it in an emptyDir." },
+  } + u.resourceParams('200m', '512Mi'),
+
+  render(params, env):: (
+    local name = params.name;
+    local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
+    local notebookAccount = name + '-notebook';
+    local publicName = name + '-public';
+    local serviceType = u.oneOf(component, params, 'serviceType', ['ClusterIP', 'NodePort', 'LoadBalancer']);
+    local authenticator = u.oneOf(component, params, 'authenticator', ['dummy', 'header']);
+    local strings(param) =
+      if std.all([std.isString(x) && x != '' for x in params[param]]) then params[param]
+      else u.fail(component, param, 'every entry must be a non-empty string');
+    local images =
+      if std.length(params.notebookImages) == 0 then u.fail(component, 'notebookImages', 'offer at least one image')
+      else strings('notebookImages');
+    local disks = strings('disks');
+    local maxGpus = if params.notebookMaxGpus < 0 then u.fail(component, 'notebookMaxGpus', 'must not be negative, got %d' % params.notebookMaxGpus) else params.notebookMaxGpus;
+
+    local settings = {
+      namespace: env.namespace,
+      hubHost: '%s.%s.svc' % [name, env.namespace],
+      authenticator: authenticator,
+      authHeader: params.authHeader,
+      defaultUrl: params.defaultUrl,
+      notebookServiceAccount: notebookAccount,
+      notebookLabels: {
+        'app.kubernetes.io/name': 'notebook',
+        'app.kubernetes.io/instance': name,
+        'app.kubernetes.io/managed-by': 'kubespawner',
+      },
+      notebookImages: images,
+      notebookCpu: params.notebookCpu,
+      notebookMemoryGb: params.notebookMemoryGb,
+      notebookCpuLimit: params.notebookCpuLimit,
+      notebookMemoryLimitGb: params.notebookMemoryLimitGb,
+      notebookMaxGpus: maxGpus,
+      notebookPvcMount: params.notebookPvcMount,
+      notebookStorage: params.notebookStorage,
+      notebookStorageClass: params.notebookStorageClass,
+      disks: disks,
+      notebookUid: params.notebookUid,
+      notebookGid: params.notebookGid,
+    };
+    local configData = {
+      'jupyterhub_config.py': importstr 'mlkube/notebook-hub/jupyterhub_config.py',
+      'settings.json': std.manifestJsonEx(settings, '  ') + '\n',
+    };
+    local sidecarResources = u.resources(params { cpuRequest: '50m', memoryRequest: '64Mi' });
+    local stateVolume = { name: 'state', emptyDir: {} };
+
+    [
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: meta(name),
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: meta(name),
+        rules: [
+          { apiGroups: [''], resources: ['pods', 'persistentvolumeclaims'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+          { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch'] },
+        ],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(name),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: name },
+        subjects: [{ kind: 'ServiceAccount', name: name, namespace: env.namespace }],
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: meta(notebookAccount),
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: meta(notebookAccount),
+        rules: [
+          { apiGroups: ['kubeflow.org'], resources: ['tfjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+          { apiGroups: [''], resources: ['pods', 'pods/log', 'services', 'events'], verbs: ['get', 'list', 'watch'] },
+        ],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(notebookAccount),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: notebookAccount },
+        subjects: [{ kind: 'ServiceAccount', name: notebookAccount, namespace: env.namespace }],
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: meta(name + '-config'),
+        data: configData,
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta(name) + {
+          annotations: {
+            'prometheus.io/scrape': 'true',
+            'prometheus.io/port': std.toString(hubPort),
+            'prometheus.io/path': '/hub/metrics',
+          },
+        },
+        spec: {
+          clusterIP: 'None',
+          selector: u.selector(name, part),
+          ports: [{ name: 'hub', port: hubPort, targetPort: 'hub', protocol: 'TCP' }],
+        },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta(publicName),
+        spec: {
+          type: serviceType,
+          selector: u.selector(name, part),
+          ports: [{ name: 'http', port: 80, targetPort: 'proxy', protocol: 'TCP' }],
+        },
+      },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: meta(name),
+        spec: {
+          // One hub per namespace: JupyterHub keeps its state in one process.
+          replicas: 1,
+          serviceName: name,
+          selector: { matchLabels: u.selector(name, part) },
+          updateStrategy: { type: 'RollingUpdate' },
+          template: {
+            metadata: {
+              labels: u.selector(name, part),
+              // The config is read at start-up: a new hash rolls the hub.
+              annotations: { 'mlkube.io/config-hash': std.md5(std.manifestJson(configData)) },
+            },
+            spec: {
+              serviceAccountName: name,
+              securityContext: u.podSecurity(uid, uid),
+              initContainers: [{
+                name: 'proxy-token',
+                image: '%s:%s' % [params.image, params.tag],
+                command: ['python3', '-c', "import secrets; open('/run/proxy/token', 'w').write(secrets.token_hex(32))"],
+                resources: u.resources(params { cpuRequest: '10m', memoryRequest: '32Mi' }),
+                securityContext: u.containerSecurity(uid),
+                volumeMounts: [{ name: 'proxy-token', mountPath: '/run/proxy' }],
+              }],
+              containers: [
+                {
+                  name: 'hub',
+                  image: '%s:%s' % [params.image, params.tag],
+                  command: ['jupyterhub', '--config', configDir + '/jupyterhub_config.py'],
+                  workingDir: '/srv/jupyterhub',
+                  ports: [{ name: 'hub', containerPort: hubPort, protocol: 'TCP' }],
+                  readinessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, periodSeconds: 10 },
+                  livenessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
+                  resources: u.resources(params),
+                  securityContext: u.containerSecurity(uid),
+                  volumeMounts: [
+                    { name: 'config', mountPath: configDir, readOnly: true },
+                    { name: 'state', mountPath: '/srv/jupyterhub' },
+                    { name: 'proxy-token', mountPath: '/run/proxy', readOnly: true },
+                    { name: 'tmp', mountPath: '/tmp' },
+                  ],
+                },
+                {
+                  name: 'proxy',
+                  image: params.proxyImage,
+                  // configurable-http-proxy takes its token only from the environment.
+                  command: ['sh', '-c', 'export CONFIGPROXY_AUTH_TOKEN="$(cat /run/proxy/token)" && exec configurable-http-proxy --ip=0.0.0.0 --port=%d --api-ip=127.0.0.1 --api-port=8001 --default-target=http://127.0.0.1:%d --error-target=http://127.0.0.1:%d/hub/error' % [proxyPort, hubPort, hubPort]],
+                  ports: [{ name: 'proxy', containerPort: proxyPort, protocol: 'TCP' }],
+                  readinessProbe: { httpGet: { path: '/_chp_healthz', port: 'proxy' }, periodSeconds: 10 },
+                  livenessProbe: { httpGet: { path: '/_chp_healthz', port: 'proxy' }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 6 },
+                  resources: sidecarResources,
+                  securityContext: u.containerSecurity(uid),
+                  volumeMounts: [{ name: 'proxy-token', mountPath: '/run/proxy', readOnly: true }],
+                },
+              ],
+              volumes: [
+                { name: 'config', configMap: { name: name + '-config' } },
+                { name: 'proxy-token', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
+                { name: 'tmp', emptyDir: {} },
+              ] + (if params.hubDbStorage == null then [stateVolume] else []),
+            },
+          },
+          [if params.hubDbStorage != null then 'volumeClaimTemplates']: [{
+            metadata: { name: 'state' },
+            spec: {
+              accessModes: ['ReadWriteOnce'],
+              resources: { requests: { storage: params.hubDbStorage } },
+            },
+          }],
+        },
+      },
+    ]
+  ),
+}

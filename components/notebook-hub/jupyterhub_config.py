@@ -1,0 +1,189 @@
+# JupyterHub configuration of mlkube's notebook-hub component.
+#
+# This file is static; everything a param changes comes from settings.json beside it, which the
+# component renders into the same ConfigMap. The hub runs with configurable-http-proxy as a
+# sidecar in its pod: the proxy's API listens on 127.0.0.1 only, and its token is generated per
+# pod by an init container into a memory-backed volume, so no secret is ever rendered.
+import json
+import os
+
+from jupyterhub.auth import Authenticator
+from jupyterhub.handlers import BaseHandler
+from kubespawner import KubeSpawner
+from tornado import web
+
+CONFIG_DIR = "/etc/mlkube/hub"
+STATE_DIR = "/srv/jupyterhub"
+TOKEN_FILE = "/run/proxy/token"
+
+with open(os.path.join(CONFIG_DIR, "settings.json")) as f:
+    settings = json.load(f)
+
+c = get_config()  # noqa: F821 -- traitlets provides get_config() to the files it loads
+
+# --- the hub and its proxy ---------------------------------------------------------------------
+c.JupyterHub.hub_ip = "0.0.0.0"
+c.JupyterHub.hub_port = 8081
+# Notebook pods reach the hub through the StatefulSet's headless Service.
+c.JupyterHub.hub_connect_ip = settings["hubHost"]
+c.JupyterHub.db_url = "sqlite:///" + os.path.join(STATE_DIR, "jupyterhub.sqlite")
+c.JupyterHub.cookie_secret_file = os.path.join(STATE_DIR, "jupyterhub_cookie_secret")
+# Notebook servers outlive a hub restart; the hub finds them again from its database.
+c.JupyterHub.cleanup_servers = False
+c.JupyterHub.authenticate_prometheus = False
+
+c.ConfigurableHTTPProxy.should_start = False
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:8001"
+with open(TOKEN_FILE) as f:
+    c.ConfigurableHTTPProxy.auth_token = f.read().strip()
+
+
+# --- authentication ----------------------------------------------------------------------------
+class HeaderLoginHandler(BaseHandler):
+    """Logs in the user named by a header that an authenticating proxy in front of the hub sets."""
+
+    async def get(self):
+        header = self.authenticator.header_name
+        username = self.request.headers.get(header, "").strip()
+        if not username:
+            raise web.HTTPError(401, f"no {header} header: the hub must be reached through the authenticating proxy")
+        user = await self.login_user({"name": username})
+        if user is None:
+            raise web.HTTPError(403, f"user {username} is not allowed")
+        self.redirect(self.get_next_url(user))
+
+
+class HeaderAuthenticator(Authenticator):
+    """Trusts the user name in a request header (Kubeflow's IAP mode, for any such proxy)."""
+
+    header_name = settings["authHeader"]
+
+    def get_handlers(self, app):
+        return [(r"/login", HeaderLoginHandler)]
+
+    async def authenticate(self, handler, data):
+        return data["name"]
+
+
+if settings["authenticator"] == "header":
+    c.JupyterHub.authenticator_class = HeaderAuthenticator
+else:
+    # Any user name and password: for local and development clusters only.
+    c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+
+
+# --- spawning notebooks ------------------------------------------------------------------------
+def _gpu_options(selected):
+    return "".join(
+        f'<option value="{n}"{" selected" if n == selected else ""}>{n}</option>'
+        for n in range(settings["notebookMaxGpus"] + 1)
+    )
+
+
+def options_form(spawner):
+    images = "".join(f'<option value="{image}">{image}</option>' for image in settings["notebookImages"])
+    cpu_max = settings["notebookCpuLimit"] or ""
+    memory_max = settings["notebookMemoryLimitGb"] or ""
+    form = f"""
+<div class="form-group">
+  <label for="image">Image</label>
+  <select class="form-control" name="image" id="image">{images}</select>
+</div>
+<div class="form-group">
+  <label for="cpu">CPU (cores)</label>
+  <input class="form-control" type="number" name="cpu" id="cpu" min="0.1" max="{cpu_max}" step="0.1"
+         value="{settings['notebookCpu']}">
+</div>
+<div class="form-group">
+  <label for="memory">Memory (GB)</label>
+  <input class="form-control" type="number" name="memory" id="memory" min="0.5" max="{memory_max}" step="0.5"
+         value="{settings['notebookMemoryGb']}">
+</div>
+"""
+    if settings["notebookMaxGpus"] > 0:
+        form += f"""
+<div class="form-group">
+  <label for="gpus">GPUs (nvidia.com/gpu)</label>
+  <select class="form-control" name="gpus" id="gpus">{_gpu_options(0)}</select>
+</div>
+"""
+    return form
+
+
+def _number(formdata, field, default, maximum, kind):
+    raw = formdata.get(field, [""])[0].strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise web.HTTPError(400, f"{field} must be a number, got {raw!r}")
+    if value <= 0 and field != "gpus":
+        raise web.HTTPError(400, f"{field} must be positive, got {raw}")
+    if maximum is not None and value > maximum:
+        raise web.HTTPError(400, f"{field} must be at most {maximum}, got {raw}")
+    return value
+
+
+def options_from_form(formdata):
+    image = formdata.get("image", [settings["notebookImages"][0]])[0]
+    if image not in settings["notebookImages"]:
+        raise web.HTTPError(400, f"image {image!r} is not offered")
+    return {
+        "image": image,
+        "cpu": _number(formdata, "cpu", settings["notebookCpu"], settings["notebookCpuLimit"], float),
+        "memory": _number(formdata, "memory", settings["notebookMemoryGb"], settings["notebookMemoryLimitGb"], float),
+        "gpus": _number(formdata, "gpus", 0, settings["notebookMaxGpus"], int),
+    }
+
+
+def apply_options(spawner):
+    options = spawner.user_options or {}
+    spawner.image = options.get("image", settings["notebookImages"][0])
+    spawner.cpu_guarantee = float(options.get("cpu", settings["notebookCpu"]))
+    spawner.mem_guarantee = f'{options.get("memory", settings["notebookMemoryGb"])}G'
+    gpus = int(options.get("gpus", 0))
+    if gpus > 0:
+        spawner.extra_resource_limits = {"nvidia.com/gpu": str(gpus)}
+
+
+c.KubeSpawner.options_form = options_form
+c.KubeSpawner.options_from_form = options_from_form
+c.KubeSpawner.pre_spawn_hook = apply_options
+c.JupyterHub.spawner_class = KubeSpawner
+
+c.KubeSpawner.namespace = settings["namespace"]
+c.KubeSpawner.service_account = settings["notebookServiceAccount"]
+c.KubeSpawner.image = settings["notebookImages"][0]
+c.KubeSpawner.cpu_guarantee = float(settings["notebookCpu"])
+c.KubeSpawner.mem_guarantee = f'{settings["notebookMemoryGb"]}G'
+if settings["notebookCpuLimit"] is not None:
+    c.KubeSpawner.cpu_limit = float(settings["notebookCpuLimit"])
+if settings["notebookMemoryLimitGb"] is not None:
+    c.KubeSpawner.mem_limit = f'{settings["notebookMemoryLimitGb"]}G'
+c.KubeSpawner.uid = settings["notebookUid"]
+c.KubeSpawner.fs_gid = settings["notebookGid"]
+c.KubeSpawner.default_url = settings["defaultUrl"]
+c.KubeSpawner.common_labels = settings["notebookLabels"]
+# Large notebook images take a while to pull on a fresh node.
+c.KubeSpawner.start_timeout = 1800
+c.KubeSpawner.http_timeout = 300
+
+volumes = []
+volume_mounts = []
+if settings["notebookPvcMount"]:
+    claim = "claim-{username}{servername}"
+    c.KubeSpawner.storage_pvc_ensure = True
+    c.KubeSpawner.pvc_name_template = claim
+    c.KubeSpawner.storage_capacity = settings["notebookStorage"]
+    c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+    if settings["notebookStorageClass"]:
+        c.KubeSpawner.storage_class = settings["notebookStorageClass"]
+    volumes.append({"name": "home", "persistentVolumeClaim": {"claimName": claim}})
+    volume_mounts.append({"name": "home", "mountPath": settings["notebookPvcMount"]})
+for index, disk in enumerate(settings["disks"]):
+    volumes.append({"name": f"disk-{index}", "persistentVolumeClaim": {"claimName": disk}})
+    volume_mounts.append({"name": f"disk-{index}", "mountPath": f"/mnt/{disk}"})
+c.KubeSpawner.volumes = volumes
+c.KubeSpawner.volume_mounts = volume_mounts

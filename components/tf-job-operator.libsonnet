@@ -1,0 +1,173 @@
+// The TFJob operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 TFJob CRD.
+local u = import 'mlkube/util.libsonnet';
+
+local component = 'tf-job-operator';
+local part = 'tf-job-operator';
+local metricsPort = 8080;
+local healthPort = 8081;
+
+{
+  name: component,
+  description: |||
+    The TFJob operator: runs `mlkube operator`, which drives TFJobs (kubeflow.org/v1) to pods and services.
+    Renders the TFJob CRD (crds/tfjobs.kubeflow.org.yaml, generated from the operator's Rust types),
+    a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
+    `*`; a ClusterRole/Binding, or a Role/RoleBinding and `--namespace` with deploymentScope
+    `namespace`; a Role for leader-election Leases only when leaderElect is on; PodGroup rules only
+    with gangScheduling), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
+    probes), a metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
+    Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
+    and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
+    controller ConfigMap (grpcServerFilePath served v1alpha1 only, and the accelerator hostPath
+    volumes are the GPU device plugin's job today); tfJobVersion, tfDefaultImage and cloud (only
+    kubeflow.org/v1 exists now); deploymentNamespace (the environment's namespace is used);
+    the Ambassador mapping; and the wildcard RBAC on CRDs, storage classes, jobs, deployments.
+  ||| + u.paramsLine($.params),
+  params: {
+    image: { type: 'string', default: 'mlkube/mlkube', description: 'Operator image, without tag.' },
+    tag: { type: 'string', default: '0.1.0', description: 'Operator image tag.' },
+    imagePullPolicy: { type: 'string', default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
+    replicas: { type: 'integer', default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
+    leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
+    deploymentScope: { type: 'string', default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
+    installCrd: { type: 'boolean', default: true, description: 'Render the tfjobs.kubeflow.org CRD (off when another owner installs it).' },
+    gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
+    minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
+  } + u.resourceParams('100m', '128Mi'),
+
+  render(params, env):: (
+    local scope = u.oneOf(component, params, 'deploymentScope', ['cluster', 'namespace']);
+    local pullPolicy = u.oneOf(component, params, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never']);
+    local replicas =
+      if params.replicas < 1 then u.fail(component, 'replicas', 'must be at least 1, got %d' % params.replicas)
+      else if params.replicas > 1 && !params.leaderElect then
+        u.fail(component, 'replicas', '%d replicas without leaderElect would reconcile every TFJob %d times over; set leaderElect: true' % [params.replicas, params.replicas])
+      else params.replicas;
+    local name = params.name;
+    local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
+    local clusterWide = scope == 'cluster';
+    local crd = std.parseYaml(importstr 'mlkube/crds/tfjobs.kubeflow.org.yaml');
+
+    local rules = [
+      { apiGroups: ['kubeflow.org'], resources: ['tfjobs'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+      { apiGroups: ['kubeflow.org'], resources: ['tfjobs/status'], verbs: ['get', 'update', 'patch'] },
+      { apiGroups: ['kubeflow.org'], resources: ['tfjobs/finalizers'], verbs: ['update'] },
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+      { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+    ] + (
+      if params.gangScheduling then [
+        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+      ] else []
+    );
+    local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
+    local rbacName = if clusterWide then u.clusterName(env, name) else name;
+
+    local leaseName = name + '-leader-election';
+    local leaderElection = if params.leaderElect then [
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: meta(leaseName),
+        rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(leaseName),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: leaseName },
+        subjects: [subject],
+      },
+    ] else [];
+
+    local args = [
+      'operator',
+      '--metrics-addr',
+      ':%d' % metricsPort,
+      '--health-addr',
+      ':%d' % healthPort,
+    ] + (if clusterWide then [] else ['--namespace', env.namespace])
+    + (if params.leaderElect then ['--leader-elect'] else []);
+
+    local probe(path, period, failures) = {
+      httpGet: { path: path, port: 'health' },
+      periodSeconds: period,
+      failureThreshold: failures,
+    };
+
+    (if params.installCrd then [crd] else [])
+    + [
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: meta(name),
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: if clusterWide then 'ClusterRole' else 'Role',
+        metadata: meta(rbacName),
+        rules: rules,
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: if clusterWide then 'ClusterRoleBinding' else 'RoleBinding',
+        metadata: meta(rbacName),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: if clusterWide then 'ClusterRole' else 'Role', name: rbacName },
+        subjects: [subject],
+      },
+    ]
+    + leaderElection
+    + [
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta(name + '-metrics') + {
+          annotations: {
+            'prometheus.io/scrape': 'true',
+            'prometheus.io/port': std.toString(metricsPort),
+            'prometheus.io/path': '/metrics',
+          },
+        },
+        spec: {
+          type: 'ClusterIP',
+          selector: u.selector(name, part),
+          ports: [{ name: 'metrics', port: metricsPort, targetPort: 'metrics', protocol: 'TCP' }],
+        },
+      },
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: meta(name),
+        spec: {
+          replicas: replicas,
+          selector: { matchLabels: u.selector(name, part) },
+          template: {
+            metadata: { labels: u.selector(name, part) },
+            spec: {
+              serviceAccountName: name,
+              securityContext: u.podSecurity(65532),
+              containers: [{
+                name: 'operator',
+                image: '%s:%s' % [params.image, params.tag],
+                imagePullPolicy: pullPolicy,
+                command: ['mlkube'],
+                args: args,
+                // The operator keeps its leader-election Lease in its own namespace.
+                env: [{ name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } }],
+                ports: [
+                  { name: 'metrics', containerPort: metricsPort, protocol: 'TCP' },
+                  { name: 'health', containerPort: healthPort, protocol: 'TCP' },
+                ],
+                livenessProbe: probe('/healthz', 20, 3) + { initialDelaySeconds: 5 },
+                readinessProbe: probe('/readyz', 10, 3),
+                resources: u.resources(params),
+                securityContext: u.containerSecurity(65532),
+              }],
+            },
+          },
+        },
+      },
+    ]
+    + u.pdb(component, params, part, replicas)
+  ),
+}

@@ -1,0 +1,40 @@
+// The `dev` environment: a shared development cluster, in a namespace of its own
+// (`<namespace>-dev`). Dev-sized requests with memory limits; no GPUs, no Istio.
+{
+  global: {},
+  components: {
+    'tf-job-operator': {
+      replicas: 1,
+      leaderElect: false,
+      cpuRequest: '100m',
+      memoryRequest: '128Mi',
+      memoryLimit: '256Mi',
+    },
+    'notebook-hub': {
+      serviceType: 'ClusterIP',
+      authenticator: 'dummy',
+      notebookMaxGpus: 0,
+      notebookCpu: 0.5,
+      notebookMemoryGb: 1,
+      notebookMemoryLimitGb: 4,
+      cpuRequest: '200m',
+      memoryRequest: '512Mi',
+      memoryLimit: '1Gi',
+    },
+    mnist: {
+      replicas: 1,
+      numGpus: 0,
+      istio: false,
+      trafficRule: 'v1:100',
+      serviceType: 'ClusterIP',
+      cpuRequest: '500m',
+      memoryRequest: '1Gi',
+      memoryLimit: '2Gi',
+    },
+    'volume-controller': {
+      cpuRequest: '50m',
+      memoryRequest: '64Mi',
+      memoryLimit: '128Mi',
+    },
+  },
+}

@@ -1,0 +1,35 @@
+// The `local` environment: a laptop or the local test cluster. One replica of everything,
+// small requests and no limits, no GPUs, no Istio; the hub is reachable on a NodePort.
+{
+  global: {},
+  components: {
+    'tf-job-operator': {
+      replicas: 1,
+      leaderElect: false,
+      cpuRequest: '50m',
+      memoryRequest: '64Mi',
+    },
+    'notebook-hub': {
+      serviceType: 'NodePort',
+      authenticator: 'dummy',
+      notebookMaxGpus: 0,
+      notebookCpu: 0.25,
+      notebookMemoryGb: 0.5,
+      cpuRequest: '100m',
+      memoryRequest: '256Mi',
+    },
+    mnist: {
+      replicas: 1,
+      numGpus: 0,
+      istio: false,
+      trafficRule: 'v1:100',
+      serviceType: 'ClusterIP',
+      cpuRequest: '100m',
+      memoryRequest: '256Mi',
+    },
+    'volume-controller': {
+      cpuRequest: '25m',
+      memoryRequest: '32Mi',
+    },
+  },
+}

@@ -1,0 +1,51 @@
+// The `prod` environment (`<namespace>-prod`): the operator runs two replicas with leader
+// election, PodDisruptionBudgets keep one pod of the operator and of each model version up,
+// every container has CPU and memory limits, the model is served on GPUs, and the canary runs
+// behind Istio (set versionModelBasePaths.v2 in your app to the candidate model). The hub trusts
+// the user name an authenticating proxy in front of it puts in X-Remote-User.
+{
+  global: {},
+  components: {
+    'tf-job-operator': {
+      replicas: 2,
+      leaderElect: true,
+      minAvailable: 1,
+      cpuRequest: '200m',
+      memoryRequest: '256Mi',
+      cpuLimit: '1',
+      memoryLimit: '512Mi',
+    },
+    'notebook-hub': {
+      serviceType: 'ClusterIP',
+      authenticator: 'header',
+      hubDbStorage: '1Gi',
+      notebookMaxGpus: 1,
+      notebookCpu: 1,
+      notebookMemoryGb: 2,
+      notebookCpuLimit: 4,
+      notebookMemoryLimitGb: 16,
+      cpuRequest: '500m',
+      memoryRequest: '1Gi',
+      cpuLimit: '2',
+      memoryLimit: '2Gi',
+    },
+    mnist: {
+      replicas: 2,
+      minAvailable: 1,
+      numGpus: 1,
+      istio: true,
+      trafficRule: 'v1:90,v2:10',
+      serviceType: 'ClusterIP',
+      cpuRequest: '1',
+      memoryRequest: '1Gi',
+      cpuLimit: '4',
+      memoryLimit: '4Gi',
+    },
+    'volume-controller': {
+      cpuRequest: '100m',
+      memoryRequest: '128Mi',
+      cpuLimit: '500m',
+      memoryLimit: '256Mi',
+    },
+  },
+}

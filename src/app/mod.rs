@@ -1,0 +1,386 @@
+//! The app on disk: `app.yaml`, `components/`, `environments/<env>/params.libsonnet`.
+//!
+//! ```text
+//! app.yaml                              name, environments (namespace, server|context),
+//!                                       components (which prototype each instance is of)
+//! components/<name>.jsonnet             one file per component; any file here is a component
+//! components/params.libsonnet           { global: {...}, components: { <name>: {...} } }
+//! environments/<env>/params.libsonnet   the same shape: that environment's overrides
+//! ```
+//!
+//! This module loads and saves that layout and resolves parameters; it evaluates Jsonnet (params
+//! files, prototypes) but renders nothing. The verbs that change the app live in [`verbs`].
+
+pub mod edit;
+pub mod params;
+pub mod prototype;
+pub mod verbs;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+/// The app's settings file.
+pub const APP_FILE: &str = "app.yaml";
+/// The app-wide params file, relative to the app root.
+pub const PARAMS_FILE: &str = "components/params.libsonnet";
+
+/// An environment the app deploys to: a namespace, optionally pinned to a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    pub name: String,
+    pub namespace: String,
+    pub server: Option<String>,
+    pub context: Option<String>,
+}
+
+impl Environment {
+    /// Where this environment's overrides live, relative to the app root.
+    pub fn params_file(&self) -> String {
+        env_params_file(&self.name)
+    }
+}
+
+pub fn env_params_file(env: &str) -> String {
+    format!("environments/{env}/params.libsonnet")
+}
+
+/// A component of the app: a `components/<name>.jsonnet` file, and the prototype it is an
+/// instance of when `component add` made it (a hand-written one has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentEntry {
+    pub name: String,
+    pub prototype: Option<String>,
+}
+
+impl ComponentEntry {
+    pub fn file(&self) -> String {
+        component_file(&self.name)
+    }
+}
+
+pub fn component_file(name: &str) -> String {
+    format!("components/{name}.jsonnet")
+}
+
+/// `app.yaml` as written on disk.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppFile {
+    name: String,
+    #[serde(default)]
+    environments: IndexMap<String, EnvironmentSpec>,
+    #[serde(default)]
+    components: IndexMap<String, ComponentSpec>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvironmentSpec {
+    namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    context: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ComponentSpec {
+    prototype: String,
+}
+
+/// Why the app could not be found, read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(
+        "no {APP_FILE} in {} or any directory above it\nhint: run `mlkube init <dir>` to create \
+         an app, or pass --app <dir>", start.display()
+    )]
+    NotFound { start: PathBuf },
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid app file", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("unknown environment `{name}`; the app has: {}", known.join(", "))]
+    UnknownEnvironment { name: String, known: Vec<String> },
+    #[error("unknown component `{name}`; the app has: {}", list_or_none(known))]
+    UnknownComponent { name: String, known: Vec<String> },
+    #[error("unknown prototype `{name}`; the library has: {}", known.join(", "))]
+    UnknownPrototype { name: String, known: Vec<String> },
+    #[error(
+        "component `{name}` is listed in {APP_FILE} but {file} is missing\nhint: restore the \
+         file, or run `mlkube component rm {name}`"
+    )]
+    MissingComponentFile { name: String, file: String },
+    #[error("cannot evaluate {file}")]
+    Evaluate {
+        file: String,
+        #[source]
+        source: crate::jsonnet::JsonnetError,
+    },
+    #[error("cannot change {file}")]
+    Edit {
+        file: String,
+        #[source]
+        source: edit::EditError,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "no components yet (add one with `mlkube component add <prototype> <name>`)".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// An app loaded from disk.
+#[derive(Debug, Clone)]
+pub struct App {
+    root: PathBuf,
+    name: String,
+    environments: Vec<Environment>,
+    components: IndexMap<String, ComponentSpec>,
+}
+
+impl App {
+    /// Load the app whose `app.yaml` is in `dir`.
+    pub fn load(dir: &Path) -> Result<App, AppError> {
+        let path = dir.join(APP_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| AppError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let file: AppFile =
+            serde_yaml::from_str(&text).map_err(|source| AppError::Parse { path, source })?;
+        let environments = file
+            .environments
+            .into_iter()
+            .map(|(name, spec)| Environment {
+                name,
+                namespace: spec.namespace,
+                server: spec.server,
+                context: spec.context,
+            })
+            .collect();
+        Ok(App {
+            root: dir.to_owned(),
+            name: file.name,
+            environments,
+            components: file.components,
+        })
+    }
+
+    /// The app named by `--app`, or else the nearest ancestor of the current directory that
+    /// holds `app.yaml`.
+    pub fn discover(app_flag: Option<&Path>) -> Result<App, AppError> {
+        if let Some(dir) = app_flag {
+            return App::load(dir);
+        }
+        let start = std::env::current_dir().map_err(|source| AppError::Read {
+            path: PathBuf::from("."),
+            source,
+        })?;
+        let mut dir = start.as_path();
+        loop {
+            if dir.join(APP_FILE).is_file() {
+                return App::load(dir);
+            }
+            match dir.parent() {
+                Some(parent) => dir = parent,
+                None => return Err(AppError::NotFound { start }),
+            }
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn environments(&self) -> &[Environment] {
+        &self.environments
+    }
+
+    /// The environment called `name`; an unknown name lists the known ones.
+    pub fn environment(&self, name: &str) -> Result<&Environment, AppError> {
+        self.environments
+            .iter()
+            .find(|env| env.name == name)
+            .ok_or_else(|| AppError::UnknownEnvironment {
+                name: name.to_owned(),
+                known: self.environments.iter().map(|e| e.name.clone()).collect(),
+            })
+    }
+
+    /// Every component, sorted by name: each `components/<name>.jsonnet`, and each component
+    /// `app.yaml` lists (whose file must then exist).
+    pub fn components(&self) -> Result<Vec<ComponentEntry>, AppError> {
+        let dir = self.root.join("components");
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+                .filter_map(|entry| {
+                    let file = entry.file_name().to_str()?.to_owned();
+                    file.strip_suffix(".jsonnet").map(str::to_owned)
+                })
+                .collect(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(AppError::Read { path: dir, source }),
+        };
+        for (name, _) in &self.components {
+            if !names.contains(name) {
+                return Err(AppError::MissingComponentFile {
+                    name: name.clone(),
+                    file: component_file(name),
+                });
+            }
+        }
+        names.sort();
+        Ok(names
+            .into_iter()
+            .map(|name| ComponentEntry {
+                prototype: self
+                    .components
+                    .get(&name)
+                    .map(|spec| spec.prototype.clone()),
+                name,
+            })
+            .collect())
+    }
+
+    /// The component called `name`; an unknown name lists the known ones.
+    pub fn component(&self, name: &str) -> Result<ComponentEntry, AppError> {
+        let components = self.components()?;
+        let known = components.iter().map(|c| c.name.clone()).collect();
+        components
+            .into_iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| AppError::UnknownComponent {
+                name: name.to_owned(),
+                known,
+            })
+    }
+
+    pub(crate) fn environments_mut(&mut self) -> &mut Vec<Environment> {
+        &mut self.environments
+    }
+
+    pub(crate) fn record_component(&mut self, name: &str, prototype: &str) {
+        self.components.insert(
+            name.to_owned(),
+            ComponentSpec {
+                prototype: prototype.to_owned(),
+            },
+        );
+    }
+
+    pub(crate) fn forget_component(&mut self, name: &str) {
+        self.components.shift_remove(name);
+    }
+
+    /// `app.yaml` as text: a short header, then the settings.
+    pub(crate) fn app_file_text(&self) -> Result<String, AppError> {
+        let file = AppFile {
+            name: self.name.clone(),
+            environments: self
+                .environments
+                .iter()
+                .map(|env| {
+                    let spec = EnvironmentSpec {
+                        namespace: env.namespace.clone(),
+                        server: env.server.clone(),
+                        context: env.context.clone(),
+                    };
+                    (env.name.clone(), spec)
+                })
+                .collect(),
+            components: self.components.clone(),
+        };
+        let yaml = serde_yaml::to_string(&file).map_err(|source| AppError::Parse {
+            path: self.root.join(APP_FILE),
+            source,
+        })?;
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "# An mlkube app. Environments pin a namespace and optionally a cluster (server URL or\n\
+             # kubeconfig context); components name the prototype each instance was made from.\n\
+             # Parameters live in components/params.libsonnet and environments/<env>/."
+        );
+        text.push_str(&yaml);
+        Ok(text)
+    }
+
+    /// Write `app.yaml`.
+    pub fn save(&self) -> Result<(), AppError> {
+        write_file(&self.root.join(APP_FILE), &self.app_file_text()?)
+    }
+
+    /// Read a file of the app, by its path relative to the root.
+    pub fn read(&self, file: &str) -> Result<String, AppError> {
+        let path = self.root.join(file);
+        std::fs::read_to_string(&path).map_err(|source| AppError::Read { path, source })
+    }
+
+    /// Write a file of the app, by its path relative to the root.
+    pub fn write(&self, file: &str, text: &str) -> Result<(), AppError> {
+        write_file(&self.root.join(file), text)
+    }
+}
+
+/// Write a file through a temporary sibling and a rename, so a failure leaves the old file.
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), AppError> {
+    let write_error = |source| AppError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(write_error)?;
+    }
+    let temporary = path.with_extension("mlkube-tmp");
+    std::fs::write(&temporary, text).map_err(write_error)?;
+    std::fs::rename(&temporary, path).map_err(write_error)
+}
+
+/// Names of environments and components become file names and label values.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<(), AppError> {
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid {
+        Ok(())
+    } else {
+        Err(AppError::Invalid(format!(
+            "`{name}` is not a valid {what} name\nhint: use lowercase letters, digits and `-` \
+             (at most 63, starting and ending with a letter or digit), e.g. `mnist-v2`"
+        )))
+    }
+}

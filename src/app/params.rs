@@ -1,0 +1,303 @@
+//! Parameters: from the params files to the values each component is rendered with.
+//!
+//! Precedence, lowest first: the prototype's default < `components.<c>` of
+//! `components/params.libsonnet` < its `global` < `global` of
+//! `environments/<env>/params.libsonnet` < its `components.<c>`. A `global` value applies to
+//! the components whose prototype declares that parameter (and to every hand-written
+//! component). Values of components made from a prototype are checked against it: an unknown
+//! name or a value of the wrong type is an error naming the component, the parameter and the
+//! file that set it.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+use super::prototype::{self, Prototype};
+use super::{App, AppError, ComponentEntry, Environment, PARAMS_FILE};
+use crate::jsonnet::Evaluator;
+
+/// Where a value came from, lowest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    Default,
+    Component,
+    Global,
+    EnvGlobal,
+    EnvComponent,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Default => "default",
+            Layer::Component => "component",
+            Layer::Global => "global",
+            Layer::EnvGlobal => "env global",
+            Layer::EnvComponent => "env",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A parameter's value and the layer that set it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamValue {
+    pub value: Value,
+    pub layer: Layer,
+}
+
+/// One component's parameters, as one environment (or the app alone) sees them.
+#[derive(Debug, Clone)]
+pub struct ComponentParams {
+    pub component: ComponentEntry,
+    pub prototype: Option<Prototype>,
+    pub values: IndexMap<String, ParamValue>,
+}
+
+impl ComponentParams {
+    /// What `import 'mlkube/component.libsonnet'` gives the component: its name, its params
+    /// (with `name`), and the environment.
+    pub fn context(&self, env: &Environment) -> Value {
+        let mut params: Map<String, Value> = self
+            .values
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        params.insert("name".into(), Value::String(self.component.name.clone()));
+        serde_json::json!({
+            "name": self.component.name,
+            "params": params,
+            "env": { "name": env.name, "namespace": env.namespace, "server": env.server },
+        })
+    }
+}
+
+/// A params file, evaluated: `{ global: {...}, components: { <name>: {...} } }`.
+#[derive(Debug, Clone, Default)]
+pub struct ParamsFile {
+    pub file: String,
+    pub global: Map<String, Value>,
+    pub components: Map<String, Value>,
+}
+
+impl ParamsFile {
+    /// Evaluate a params file of the app; a missing file is an empty one.
+    pub fn read(app: &App, evaluator: &Evaluator, file: &str) -> Result<ParamsFile, AppError> {
+        let mut params = ParamsFile {
+            file: file.to_owned(),
+            ..ParamsFile::default()
+        };
+        if !app.root().join(file).is_file() {
+            return Ok(params);
+        }
+        let value = evaluator
+            .evaluate(file)
+            .map_err(|source| AppError::Evaluate {
+                file: file.to_owned(),
+                source,
+            })?;
+        let shape = |problem: &str| {
+            AppError::Invalid(format!(
+                "{file}: {problem}\nhint: a params file evaluates to {{ global: {{ <param>: \
+                 <value> }}, components: {{ <component>: {{ <param>: <value> }} }} }}"
+            ))
+        };
+        let Value::Object(mut top) = value else {
+            return Err(shape("the file must evaluate to an object"));
+        };
+        match top.remove("global") {
+            Some(Value::Object(global)) => params.global = global,
+            None | Some(Value::Null) => {}
+            Some(_) => return Err(shape("`global` must be an object")),
+        }
+        match top.remove("components") {
+            Some(Value::Object(components)) => {
+                if let Some((name, _)) = components.iter().find(|(_, v)| !v.is_object()) {
+                    return Err(shape(&format!("`components.{name}` must be an object")));
+                }
+                params.components = components;
+            }
+            None | Some(Value::Null) => {}
+            Some(_) => return Err(shape("`components` must be an object")),
+        }
+        if let Some(field) = top.keys().next() {
+            return Err(shape(&format!("unexpected field `{field}`")));
+        }
+        Ok(params)
+    }
+
+    fn component(&self, name: &str) -> Option<&Map<String, Value>> {
+        self.components.get(name).and_then(Value::as_object)
+    }
+}
+
+/// Resolve every component's parameters for `env` (or, without one, from the app's own params
+/// file alone), sorted by component name.
+pub fn resolve(
+    app: &App,
+    evaluator: &Evaluator,
+    env: Option<&Environment>,
+) -> Result<Vec<ComponentParams>, AppError> {
+    let components = app.components()?;
+    let app_params = ParamsFile::read(app, evaluator, PARAMS_FILE)?;
+    let env_params = match env {
+        Some(env) => Some(ParamsFile::read(app, evaluator, &env.params_file())?),
+        None => None,
+    };
+    for file in std::iter::once(&app_params).chain(env_params.as_ref()) {
+        if let Some(name) = file
+            .components
+            .keys()
+            .find(|name| !components.iter().any(|c| &&c.name == name))
+        {
+            return Err(AppError::Invalid(format!(
+                "{} sets params of `{name}`, which is not a component; the app has: {}\nhint: \
+                 remove that block, or add the component",
+                file.file,
+                components
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
+
+    let mut prototypes: HashMap<String, Prototype> = HashMap::new();
+    let mut resolved = Vec::with_capacity(components.len());
+    for component in components {
+        let prototype = match &component.prototype {
+            Some(name) => Some(match prototypes.get(name) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = prototype::find(evaluator, name)?;
+                    prototypes.insert(name.clone(), p.clone());
+                    p
+                }
+            }),
+            None => None,
+        };
+        let values = merge(
+            &component.name,
+            prototype.as_ref(),
+            &app_params,
+            env_params.as_ref(),
+        )?;
+        resolved.push(ComponentParams {
+            component,
+            prototype,
+            values,
+        });
+    }
+    Ok(resolved)
+}
+
+fn merge(
+    component: &str,
+    prototype: Option<&Prototype>,
+    app_params: &ParamsFile,
+    env_params: Option<&ParamsFile>,
+) -> Result<IndexMap<String, ParamValue>, AppError> {
+    let mut values: IndexMap<String, ParamValue> = IndexMap::new();
+    if let Some(prototype) = prototype {
+        for spec in &prototype.params {
+            values.insert(
+                spec.name.clone(),
+                ParamValue {
+                    value: spec.default.clone(),
+                    layer: Layer::Default,
+                },
+            );
+        }
+    }
+    let empty = Map::new();
+    let mut layers = vec![
+        (
+            app_params,
+            app_params.component(component),
+            Layer::Component,
+        ),
+        (app_params, Some(&app_params.global), Layer::Global),
+    ];
+    if let Some(env_params) = env_params {
+        layers.push((env_params, Some(&env_params.global), Layer::EnvGlobal));
+        layers.push((
+            env_params,
+            env_params.component(component),
+            Layer::EnvComponent,
+        ));
+    }
+    for (file, map, layer) in layers {
+        let global = matches!(layer, Layer::Global | Layer::EnvGlobal);
+        for (name, value) in map.unwrap_or(&empty) {
+            if name == "name" {
+                return Err(AppError::Invalid(format!(
+                    "{}: `name` cannot be set; it is always the component's name",
+                    file.file
+                )));
+            }
+            if let Some(prototype) = prototype {
+                match prototype.param(name) {
+                    None if global => continue,
+                    None => {
+                        return Err(unknown_param(component, prototype, name, &file.file));
+                    }
+                    Some(spec) if !spec.accepts(value) => {
+                        return Err(AppError::Invalid(format!(
+                            "component `{component}`: param `{name}` must be {}, got {value} \
+                             (set in {}{})",
+                            type_phrase(spec),
+                            file.file,
+                            if global { ", global" } else { "" }
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            values.insert(
+                name.clone(),
+                ParamValue {
+                    value: value.clone(),
+                    layer,
+                },
+            );
+        }
+    }
+    Ok(values)
+}
+
+pub(crate) fn type_phrase(spec: &prototype::ParamSpec) -> String {
+    let article = match spec.kind {
+        prototype::ParamType::Integer
+        | prototype::ParamType::Array
+        | prototype::ParamType::Object => "an",
+        _ => "a",
+    };
+    if spec.default.is_null() {
+        format!("{article} {} or null", spec.kind.as_str())
+    } else {
+        format!("{article} {}", spec.kind.as_str())
+    }
+}
+
+pub(crate) fn unknown_param(
+    component: &str,
+    prototype: &Prototype,
+    name: &str,
+    file: &str,
+) -> AppError {
+    AppError::Invalid(format!(
+        "component `{component}` ({} prototype) has no param `{name}` (set in {file}); it has: \
+         {}\nhint: `mlkube prototype describe {}` lists them with their types",
+        prototype.name,
+        prototype.param_names().join(", "),
+        prototype.name
+    ))
+}

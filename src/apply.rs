@@ -1,0 +1,938 @@
+//! Applying a plan to the cluster, pruning what it no longer renders, deleting an environment,
+//! and validating one with a server-side dry run.
+//!
+//! Expected flow of `apply`: resolve every kind first (kinds whose CRD is in the plan wait for
+//! it), read the inventory and list its members, decide and confirm the prune, create the
+//! namespaces, widen the inventory to cover the plan, then apply tier by tier (concurrently
+//! within a tier, server-side with field manager `mlkube`), waiting for CRDs to be
+//! `Established` and refreshing discovery before the next tier; then prune in reverse tier
+//! order and narrow the inventory; then wait for health.
+//!
+//! Guarantees: nothing is written before every kind resolves and the prune is confirmed. A
+//! conflict with another field manager fails that object (every conflicting field and manager
+//! listed) unless `force_conflicts`, and the apply stops after the tier it happened in.
+//! Interrupted anywhere (Ctrl-C, kill), a re-run converges: server-side apply is idempotent, and
+//! the inventory is widened before and narrowed only after, so every member stays findable.
+//!
+//! Caveats: a prune deletes only inventory members that mlkube applied and no controller owns
+//! (see [`crate::applyset`]); namespaces are never members, so neither prune nor delete removes
+//! a namespace unless `delete --delete-namespace` says so.
+
+// Errors end the run: what matters is the fields they carry for the message, not their size.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
+use crate::cluster::{self, ApplyMode, Cluster, ClusterError, Resolved};
+use crate::diff::{CONCURRENCY, namespace_resource, plan_defines, prunable};
+use crate::plan::{Desired, Key, Plan, Tier, tier};
+use crate::wait::{self, NotReady, Pending, Progress, WaitError};
+
+/// Whether destructive steps may go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consent {
+    /// `--yes`.
+    Given,
+    /// Ask on the terminal.
+    Ask,
+    /// No terminal and no `--yes`: refuse.
+    Absent,
+}
+
+impl Consent {
+    pub fn from_flag(yes: bool) -> Consent {
+        if yes {
+            Consent::Given
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Consent::Ask
+        } else {
+            Consent::Absent
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    pub dry_run: bool,
+    pub prune: bool,
+    pub consent: Consent,
+    pub force_conflicts: bool,
+    pub wait: bool,
+    pub timeout: Duration,
+    pub allow_empty: bool,
+    pub progress: Progress,
+}
+
+/// What happened to one applied object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Created,
+    Configured,
+    Unchanged,
+}
+
+#[derive(Debug, Default)]
+pub struct ApplyReport {
+    pub applied: Vec<(Key, Outcome)>,
+    pub pruned: Vec<Key>,
+    /// Members no longer rendered that are not mlkube's to delete, and why.
+    pub kept: Vec<(Key, String)>,
+    pub not_ready: Vec<NotReady>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(
+        "the cluster does not serve these kinds: {kinds}\n  hint: install their CustomResourceDefinitions first, or check the apiVersions"
+    )]
+    UnknownKinds { kinds: String },
+    #[error(transparent)]
+    Inventory(#[from] ApplySetError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error("cannot create namespace `{namespace}`")]
+    Namespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{count} object(s) failed to apply; nothing after their tier was applied:\n{details}")]
+    Objects { count: usize, details: String },
+    #[error("{what} did not become established within {timeout:?}:\n{details}")]
+    NotEstablished {
+        what: String,
+        timeout: Duration,
+        details: String,
+    },
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    #[error(
+        "environment `{env}` renders no objects, but its inventory has {count}; refusing to {verb} \
+         them all\n  hint: if the environment really should be empty, pass --allow-empty"
+    )]
+    EmptyPrune {
+        env: String,
+        count: usize,
+        verb: &'static str,
+    },
+    #[error(
+        "refusing to {verb} {count} object(s) without confirmation: there is no terminal to ask \
+         on\n  hint: pass --yes after checking the list above"
+    )]
+    NoConsent { verb: &'static str, count: usize },
+    #[error("{verb} cancelled: nothing was deleted")]
+    Declined { verb: &'static str },
+    #[error("cannot read the answer to the confirmation")]
+    Prompt(#[source] std::io::Error),
+    #[error("{count} object(s) could not be deleted:\n{details}")]
+    Delete { count: usize, details: String },
+}
+
+/// Apply `plan`.
+pub async fn apply(
+    cluster: &Cluster,
+    plan: &Plan,
+    options: &ApplyOptions,
+) -> Result<ApplyReport, ApplyError> {
+    let mut resolved = resolve_all(cluster, plan)?;
+    let inventory = applyset::read(cluster, &plan.applyset).await?;
+    let members = match &inventory {
+        Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,
+        None => Vec::new(),
+    };
+    let mut report = ApplyReport::default();
+
+    let mut doomed: Vec<&Member> = Vec::new();
+    if options.prune {
+        let (prune, kept) = split_prunable(plan, &members);
+        report.kept = kept;
+        let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
+        if member_count == 0 && !prune.is_empty() && !options.allow_empty {
+            return Err(ApplyError::EmptyPrune {
+                env: plan.applyset.env.clone(),
+                count: prune.len(),
+                verb: "prune",
+            });
+        }
+        if !options.dry_run {
+            confirm(
+                options.consent,
+                "prune",
+                &prune.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
+            )?;
+        }
+        doomed = prune;
+    }
+
+    let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+    let mode = ApplyMode {
+        dry_run: options.dry_run,
+        force: options.force_conflicts,
+    };
+
+    // Namespaces first: the inventory lives in the environment's.
+    let namespaces: Vec<&Desired> = plan
+        .objects
+        .iter()
+        .filter(|d| d.tier == Tier::Namespaces)
+        .collect();
+    apply_tier(cluster, &namespaces, &resolved, &listed, mode, &mut report).await?;
+    ensure_namespace(cluster, plan, options.dry_run, &mut report).await?;
+
+    let planned = Inventory {
+        group_kinds: plan.group_kinds(),
+        namespaces: plan.namespaces(),
+    };
+    let widened = match &inventory {
+        Some(recorded) => recorded.union(&planned),
+        None => planned.clone(),
+    };
+    // A dry run records nothing (and the namespace may not exist to hold the record).
+    if inventory.as_ref() != Some(&widened) && !options.dry_run {
+        applyset::write(cluster, &plan.applyset, &widened, options.dry_run).await?;
+    }
+
+    let tiers: BTreeSet<Tier> = plan
+        .objects
+        .iter()
+        .map(|d| d.tier)
+        .filter(|t| *t != Tier::Namespaces)
+        .collect();
+    for current in tiers {
+        let objects: Vec<&Desired> = plan.objects.iter().filter(|d| d.tier == current).collect();
+        let objects: Vec<&Desired> = objects
+            .into_iter()
+            .filter(|d| {
+                let deferred = !resolved.contains_key(&d.key);
+                if deferred && options.dry_run {
+                    // Its CRD exists only after a real apply; a dry run cannot send it.
+                    report.applied.push((d.key.clone(), Outcome::Created));
+                }
+                !deferred || !options.dry_run
+            })
+            .collect();
+        apply_tier(cluster, &objects, &resolved, &listed, mode, &mut report).await?;
+        if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
+            established(cluster, &objects, &resolved, options.timeout).await?;
+            resolved = rediscover(cluster, plan).await?;
+        }
+    }
+
+    if !doomed.is_empty() {
+        let deleted = delete_members(cluster, &doomed, options.dry_run).await?;
+        report.pruned = deleted;
+    }
+    // Narrow the inventory only when the whole environment was applied and pruned: under `-c`
+    // the plan is part of the environment, and without a prune old members still exist.
+    if options.prune && plan.components.is_empty() && widened != planned && !options.dry_run {
+        applyset::write(cluster, &plan.applyset, &planned, options.dry_run).await?;
+    }
+
+    if options.wait && !options.dry_run {
+        let pending: Vec<Pending> = plan
+            .objects
+            .iter()
+            .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
+            .filter_map(|d| {
+                Some(Pending {
+                    key: d.key.clone(),
+                    resolved: resolved.get(&d.key)?.clone(),
+                })
+            })
+            .collect();
+        if !pending.is_empty() {
+            report.not_ready =
+                wait::wait(cluster, pending, options.timeout, options.progress).await?;
+        }
+    }
+    Ok(report)
+}
+
+/// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
+fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+    let mut resolved = BTreeMap::new();
+    let mut unknown = BTreeSet::new();
+    for desired in &plan.objects {
+        match cluster.resolve(&desired.api_version, &desired.key.kind) {
+            Some(r) => {
+                resolved.insert(desired.key.clone(), r);
+            }
+            None if plan_defines(plan, &desired.key.group, &desired.key.kind) => {}
+            None => {
+                unknown.insert(format!("{} {}", desired.api_version, desired.key.kind));
+            }
+        }
+    }
+    if unknown.is_empty() {
+        Ok(resolved)
+    } else {
+        Err(ApplyError::UnknownKinds {
+            kinds: unknown.into_iter().collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+/// Refresh discovery after CRDs were established until every planned kind resolves; the
+/// aggregated discovery document can trail the `Established` condition by a moment.
+async fn rediscover(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        cluster.refresh().await?;
+        let resolved = resolve_all(cluster, plan)?;
+        let missing: BTreeSet<String> = plan
+            .objects
+            .iter()
+            .filter(|d| !resolved.contains_key(&d.key))
+            .map(|d| format!("{} {}", d.api_version, d.key.kind))
+            .collect();
+        if missing.is_empty() {
+            return Ok(resolved);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApplyError::UnknownKinds {
+                kinds: missing.into_iter().collect::<Vec<_>>().join(", "),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Split the no-longer-rendered members into those mlkube may delete and those it keeps.
+fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, Vec<(Key, String)>) {
+    let mut prune = Vec::new();
+    let mut kept = Vec::new();
+    for (member, verdict) in prunable(plan, members) {
+        match verdict {
+            Ok(()) => prune.push(member),
+            Err(reason) => kept.push((member.key.clone(), reason.to_string())),
+        }
+    }
+    (prune, kept)
+}
+
+async fn ensure_namespace(
+    cluster: &Cluster,
+    plan: &Plan,
+    dry_run: bool,
+    report: &mut ApplyReport,
+) -> Result<(), ApplyError> {
+    let namespace = &plan.applyset.namespace;
+    let key = Key {
+        group: String::new(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: namespace.clone(),
+    };
+    if plan.contains(&key) {
+        return Ok(());
+    }
+    let error = |source| ApplyError::Namespace {
+        namespace: namespace.clone(),
+        source,
+    };
+    let resource = namespace_resource();
+    if cluster
+        .get(&resource, None, namespace)
+        .await
+        .map_err(error)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {"app.kubernetes.io/managed-by": "mlkube"}},
+    });
+    cluster
+        .apply(
+            &resource,
+            None,
+            namespace,
+            &object,
+            ApplyMode {
+                dry_run,
+                force: false,
+            },
+        )
+        .await
+        .map_err(error)?;
+    report.applied.push((key, Outcome::Created));
+    Ok(())
+}
+
+async fn apply_tier(
+    cluster: &Cluster,
+    objects: &[&Desired],
+    resolved: &BTreeMap<Key, Resolved>,
+    listed: &BTreeMap<&Key, &Member>,
+    mode: ApplyMode,
+    report: &mut ApplyReport,
+) -> Result<(), ApplyError> {
+    let results: Vec<(Key, Result<Outcome, String>)> = futures::stream::iter(
+        objects
+            .iter()
+            .map(|desired| async move {
+                let key = desired.key.clone();
+                let Some(r) = resolved.get(&desired.key) else {
+                    return (
+                        key,
+                        Err(format!(
+                            "the cluster does not serve {} {}",
+                            desired.api_version, desired.key.kind
+                        )),
+                    );
+                };
+                // The fast path: the same configuration as last time, nothing drifted.
+                if listed
+                    .get(&desired.key)
+                    .is_some_and(|m| crate::plan::unchanged(desired, &m.value))
+                {
+                    return (key, Ok(Outcome::Unchanged));
+                }
+                let namespace = desired.key.namespace.as_deref();
+                let result = cluster
+                    .apply(r, namespace, &desired.key.name, &desired.value, mode)
+                    .await;
+                let outcome = match result {
+                    Ok(applied) => Ok(outcome(&applied, listed.get(&desired.key).copied())),
+                    // A dry run cannot create the namespace first; the object would be created.
+                    Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
+                        Ok(Outcome::Created)
+                    }
+                    Err(e) => Err(apply_failure(&e)),
+                };
+                (key, outcome)
+            })
+            .collect::<Vec<_>>(),
+    )
+    .buffer_unordered(CONCURRENCY)
+    .collect()
+    .await;
+    let mut failures = Vec::new();
+    let mut applied = Vec::new();
+    for (key, result) in results {
+        match result {
+            Ok(outcome) => applied.push((key, outcome)),
+            Err(message) => failures.push((key, message)),
+        }
+    }
+    // Keep the report in plan order regardless of completion order.
+    let order: BTreeMap<&Key, usize> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (&d.key, i))
+        .collect();
+    applied.sort_by_key(|(k, _)| order.get(k).copied().unwrap_or(usize::MAX));
+    report.applied.extend(applied);
+    if failures.is_empty() {
+        return Ok(());
+    }
+    failures.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut details = String::new();
+    for (key, message) in &failures {
+        let _ = writeln!(details, "  {key}: {message}");
+    }
+    Err(ApplyError::Objects {
+        count: failures.len(),
+        details: details.trim_end().to_string(),
+    })
+}
+
+/// What an apply did, judged from the inventory listing taken before it.
+fn outcome(applied: &Value, before: Option<&Member>) -> Outcome {
+    match before {
+        Some(member)
+            if applied["metadata"]["resourceVersion"] == member.resource_version.as_str() =>
+        {
+            Outcome::Unchanged
+        }
+        Some(_) => Outcome::Configured,
+        None => {
+            // Not a member yet: created now, or adopted (then other managers show up).
+            let others = applied["metadata"]["managedFields"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["manager"] != cluster::FIELD_MANAGER);
+            if others {
+                Outcome::Configured
+            } else {
+                Outcome::Created
+            }
+        }
+    }
+}
+
+fn apply_failure(error: &kube::Error) -> String {
+    if let Some(conflicts) = cluster::conflicts(error) {
+        let mut message = String::from("conflicts with other field managers:");
+        for c in &conflicts {
+            let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
+        }
+        if conflicts.is_empty() {
+            let _ = write!(message, " {}", cluster::api_message(error));
+        }
+        message.push_str(
+            "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
+        );
+        return message;
+    }
+    cluster::api_message(error)
+}
+
+async fn established(
+    cluster: &Cluster,
+    crds: &[&Desired],
+    resolved: &BTreeMap<Key, Resolved>,
+    timeout: Duration,
+) -> Result<(), ApplyError> {
+    let pending: Vec<Pending> = crds
+        .iter()
+        .filter_map(|d| {
+            Some(Pending {
+                key: d.key.clone(),
+                resolved: resolved.get(&d.key)?.clone(),
+            })
+        })
+        .collect();
+    let timeout = timeout.min(Duration::from_secs(120));
+    let not_ready = wait::crds_established(cluster, &pending, timeout).await?;
+    if not_ready.is_empty() {
+        return Ok(());
+    }
+    let details: Vec<String> = not_ready
+        .iter()
+        .map(|n| format!("  {}: {}", n.key, n.reason))
+        .collect();
+    Err(ApplyError::NotEstablished {
+        what: format!("{} CustomResourceDefinition(s)", not_ready.len()),
+        timeout,
+        details: details.join("\n"),
+    })
+}
+
+/// List what will be deleted on stderr and get consent for it.
+pub fn confirm(consent: Consent, verb: &'static str, keys: &[Key]) -> Result<(), ApplyError> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut stderr = std::io::stderr();
+    let _ = writeln!(stderr, "{verb} will delete {} object(s):", keys.len());
+    for key in keys {
+        let _ = writeln!(stderr, "  - {key}");
+    }
+    match consent {
+        Consent::Given => Ok(()),
+        Consent::Absent => Err(ApplyError::NoConsent {
+            verb,
+            count: keys.len(),
+        }),
+        Consent::Ask => {
+            let _ = write!(stderr, "Delete these {} object(s)? [y/N] ", keys.len());
+            let _ = stderr.flush();
+            let mut answer = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut answer)
+                .map_err(ApplyError::Prompt)?;
+            if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+                Ok(())
+            } else {
+                Err(ApplyError::Declined { verb })
+            }
+        }
+    }
+}
+
+/// Delete members in reverse tier order, concurrently within a tier. Returns what was deleted.
+async fn delete_members(
+    cluster: &Cluster,
+    members: &[&Member],
+    dry_run: bool,
+) -> Result<Vec<Key>, ApplyError> {
+    let mut by_tier: BTreeMap<Tier, Vec<&Member>> = BTreeMap::new();
+    for member in members {
+        by_tier
+            .entry(tier(&member.key.group, &member.key.kind))
+            .or_default()
+            .push(member);
+    }
+    let mut deleted = Vec::new();
+    let mut failures = Vec::new();
+    for (_, members) in by_tier.into_iter().rev() {
+        let results: Vec<(Key, Result<(), String>)> = futures::stream::iter(
+            members
+                .into_iter()
+                .map(|member| async move {
+                    let key = member.key.clone();
+                    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind)
+                    else {
+                        // Its kind is gone (CRD deleted), and with it the object.
+                        return (key, Ok(()));
+                    };
+                    if dry_run {
+                        return (key, Ok(()));
+                    }
+                    let result = cluster
+                        .delete(&resolved, member.key.namespace.as_deref(), &member.key.name)
+                        .await
+                        .map_err(|e| cluster::api_message(&e));
+                    (key, result)
+                })
+                .collect::<Vec<_>>(),
+        )
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+        for (key, result) in results {
+            match result {
+                Ok(()) => deleted.push(key),
+                Err(message) => failures.push(format!("  {key}: {message}")),
+            }
+        }
+    }
+    if failures.is_empty() {
+        deleted.sort();
+        Ok(deleted)
+    } else {
+        failures.sort();
+        Err(ApplyError::Delete {
+            count: failures.len(),
+            details: failures.join("\n"),
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PruneOptions {
+    pub dry_run: bool,
+    pub consent: Consent,
+    pub allow_empty: bool,
+}
+
+/// `mlkube prune`: delete the members no longer rendered, and narrow the inventory.
+pub async fn prune(
+    cluster: &Cluster,
+    plan: &Plan,
+    options: &PruneOptions,
+) -> Result<ApplyReport, ApplyError> {
+    let mut report = ApplyReport::default();
+    let Some(inventory) = applyset::read(cluster, &plan.applyset).await? else {
+        return Ok(report);
+    };
+    let members = applyset::members(cluster, &plan.applyset, &inventory).await?;
+    let (doomed, kept) = split_prunable(plan, &members);
+    report.kept = kept;
+    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
+    if member_count == 0 && !doomed.is_empty() && !options.allow_empty {
+        return Err(ApplyError::EmptyPrune {
+            env: plan.applyset.env.clone(),
+            count: doomed.len(),
+            verb: "prune",
+        });
+    }
+    if !options.dry_run {
+        confirm(
+            options.consent,
+            "prune",
+            &doomed.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
+        )?;
+    }
+    report.pruned = delete_members(cluster, &doomed, options.dry_run).await?;
+    if plan.components.is_empty() {
+        // Keep the group-kinds of members that are still there (rendered, or kept as not ours).
+        let remaining: BTreeSet<String> = members
+            .iter()
+            .filter(|m| !report.pruned.contains(&m.key))
+            .map(|m| m.key.group_kind())
+            .chain(plan.group_kinds())
+            .collect();
+        let narrowed = Inventory {
+            group_kinds: remaining,
+            namespaces: inventory
+                .namespaces
+                .union(&plan.namespaces())
+                .cloned()
+                .collect(),
+        };
+        if narrowed != inventory {
+            applyset::write(cluster, &plan.applyset, &narrowed, options.dry_run).await?;
+        }
+    }
+    Ok(report)
+}
+
+#[derive(Debug, Clone)]
+pub struct DeleteOptions {
+    /// Only members of these components (all when empty).
+    pub components: Vec<String>,
+    pub delete_namespace: bool,
+    pub consent: Consent,
+}
+
+/// `mlkube delete`: delete the environment's members in reverse order, then its inventory;
+/// the namespace only when asked.
+pub async fn delete(
+    cluster: &Cluster,
+    set: &ApplySet,
+    options: &DeleteOptions,
+) -> Result<ApplyReport, ApplyError> {
+    let mut report = ApplyReport::default();
+    let inventory = applyset::read(cluster, set).await?;
+    let members = match &inventory {
+        Some(inventory) => applyset::members(cluster, set, inventory).await?,
+        None => Vec::new(),
+    };
+    let mut doomed = Vec::new();
+    for member in &members {
+        let in_scope = options.components.is_empty()
+            || member
+                .component
+                .as_deref()
+                .is_some_and(|c| options.components.iter().any(|s| s == c));
+        if !in_scope {
+            continue;
+        }
+        match applyset::ownership(&member.value) {
+            Ok(()) => doomed.push(member),
+            Err(reason) => report.kept.push((member.key.clone(), reason.to_string())),
+        }
+    }
+    let mut listed: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
+    let namespace_key = Key {
+        group: String::new(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: set.namespace.clone(),
+    };
+    if options.delete_namespace {
+        listed.push(namespace_key.clone());
+    }
+    confirm(options.consent, "delete", &listed)?;
+    report.pruned = delete_members(cluster, &doomed, false).await?;
+    if options.components.is_empty() && inventory.is_some() {
+        applyset::delete_parent(cluster, set).await?;
+    }
+    if options.delete_namespace {
+        cluster
+            .delete(&namespace_resource(), None, &set.namespace)
+            .await
+            .map_err(|source| ApplyError::Namespace {
+                namespace: set.namespace.clone(),
+                source,
+            })?;
+        report.pruned.push(namespace_key);
+    }
+    Ok(report)
+}
+
+/// One object the server rejected, or could not check yet.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Rejection {
+    #[serde(flatten)]
+    pub key: Key,
+    pub component: String,
+    pub message: String,
+}
+
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Validation {
+    pub valid: usize,
+    pub rejected: Vec<Rejection>,
+    /// Objects that can only be checked once something this apply creates exists.
+    pub skipped: Vec<Rejection>,
+}
+
+/// How one object fared: fine, or `(skipped, why)`.
+type Checked = Result<(), (bool, String)>;
+
+/// `mlkube validate`: a server-side dry run of every object, every rejection listed.
+pub async fn validate(cluster: &Cluster, plan: &Plan) -> Validation {
+    let results: Vec<(&Desired, Checked)> = futures::stream::iter(
+        plan.objects
+            .iter()
+            .map(|desired| async move {
+                let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind)
+                else {
+                    if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+                        return (
+                            desired,
+                            Err((
+                                true,
+                                "its CustomResourceDefinition is created by this apply".to_string(),
+                            )),
+                        );
+                    }
+                    return (
+                        desired,
+                        Err((
+                            false,
+                            format!(
+                                "the cluster does not serve {} {}",
+                                desired.api_version, desired.key.kind
+                            ),
+                        )),
+                    );
+                };
+                let namespace = desired.key.namespace.as_deref();
+                let mode = ApplyMode {
+                    dry_run: true,
+                    force: true,
+                };
+                let result = match cluster
+                    .apply(
+                        &resolved,
+                        namespace,
+                        &desired.key.name,
+                        &desired.value,
+                        mode,
+                    )
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e) if cluster::is_not_found(&e) && namespace.is_some() => Err((
+                        true,
+                        format!(
+                            "namespace `{}` does not exist yet; apply creates it",
+                            namespace.unwrap_or_default()
+                        ),
+                    )),
+                    Err(e) => Err((false, rejection_message(&e))),
+                };
+                (desired, result)
+            })
+            .collect::<Vec<_>>(),
+    )
+    .buffered(CONCURRENCY)
+    .collect()
+    .await;
+    let mut validation = Validation::default();
+    for (desired, result) in results {
+        match result {
+            Ok(()) => validation.valid += 1,
+            Err((skipped, message)) => {
+                let rejection = Rejection {
+                    key: desired.key.clone(),
+                    component: desired.component.clone(),
+                    message,
+                };
+                if skipped {
+                    validation.skipped.push(rejection)
+                } else {
+                    validation.rejected.push(rejection)
+                }
+            }
+        }
+    }
+    validation
+}
+
+/// The server's message with each invalid field on its own line.
+fn rejection_message(error: &kube::Error) -> String {
+    let kube::Error::Api(status) = error else {
+        return error.to_string();
+    };
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    if causes.is_empty() {
+        return status.message.clone();
+    }
+    let mut message = status.reason.clone();
+    for cause in causes {
+        let _ = write!(message, "\n    {}: {}", cause.field, cause.message);
+    }
+    message
+}
+
+/// Print an apply report: one line per object on stdout, kept members and unready ones on stderr.
+pub fn print_report(report: &ApplyReport, dry_run: bool) {
+    let suffix = if dry_run { " (dry run)" } else { "" };
+    let mut stdout = std::io::stdout().lock();
+    for (key, outcome) in &report.applied {
+        let word = match outcome {
+            Outcome::Created => "created",
+            Outcome::Configured => "configured",
+            Outcome::Unchanged => "unchanged",
+        };
+        let _ = writeln!(stdout, "{key} {word}{suffix}");
+    }
+    for key in &report.pruned {
+        let _ = writeln!(stdout, "{key} deleted{suffix}");
+    }
+    drop(stdout);
+    for (key, reason) in &report.kept {
+        eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
+    }
+    if !report.not_ready.is_empty() {
+        eprintln!(
+            "mlkube: {} object(s) not ready before the timeout:",
+            report.not_ready.len()
+        );
+        for not_ready in &report.not_ready {
+            eprintln!("  {}: {}", not_ready.key, not_ready.reason);
+            for pod in &not_ready.pods {
+                eprintln!("    {pod}");
+            }
+        }
+    }
+}
+
+/// `wait::message` re-exported for callers formatting kube errors the same way.
+pub fn error_message(error: &kube::Error) -> String {
+    wait::message(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(rv: &str) -> Member {
+        Member {
+            key: Key {
+                group: String::new(),
+                kind: "ConfigMap".into(),
+                namespace: Some("n".into()),
+                name: "c".into(),
+            },
+            api_version: "v1".into(),
+            component: None,
+            resource_version: rv.into(),
+            value: Value::Null,
+        }
+    }
+
+    #[test]
+    fn the_outcome_compares_resource_versions_with_the_listing() {
+        let applied =
+            json!({"metadata": {"resourceVersion": "5", "managedFields": [{"manager": "mlkube"}]}});
+        assert_eq!(outcome(&applied, Some(&member("5"))), Outcome::Unchanged);
+        assert_eq!(outcome(&applied, Some(&member("4"))), Outcome::Configured);
+        assert_eq!(outcome(&applied, None), Outcome::Created);
+        let adopted =
+            json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
+        assert_eq!(outcome(&adopted, None), Outcome::Configured);
+    }
+
+    #[test]
+    fn without_a_terminal_or_yes_deletion_is_refused_and_an_empty_list_needs_nothing() {
+        let key = member("1").key;
+        assert!(matches!(
+            confirm(Consent::Absent, "prune", std::slice::from_ref(&key)),
+            Err(ApplyError::NoConsent { .. })
+        ));
+        assert!(confirm(Consent::Given, "prune", &[key]).is_ok());
+        assert!(confirm(Consent::Absent, "prune", &[]).is_ok());
+    }
+}

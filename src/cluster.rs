@@ -1,0 +1,724 @@
+//! The connection to an environment's cluster: which kubeconfig, which context, and how kinds map
+//! to API resources.
+//!
+//! Choosing the context is pure ([`choose_context`]) so that the wrong-cluster refusal is unit
+//! tested; [`Cluster::connect`] then builds the client and runs API discovery once per run
+//! (aggregated discovery: two requests). Discovery is refreshed only when this run applied
+//! CustomResourceDefinitions, so kinds defined by a CRD applied in the same run resolve.
+//! Everything that reads or writes objects goes through [`Cluster`], the seam between the
+//! deploy stages and the API server.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::discovery::{ApiResource, Discovery, Scope};
+use serde_json::Value;
+
+/// The field manager every mlkube write uses.
+pub const FIELD_MANAGER: &str = "mlkube";
+
+/// What the environment pins about its cluster, and what the command line overrides.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// The environment's name, for messages.
+    pub env: String,
+    /// The environment's namespace.
+    pub namespace: String,
+    /// The API server URL the environment is pinned to.
+    pub server: Option<String>,
+    /// The kubeconfig context the environment is pinned to.
+    pub context: Option<String>,
+    /// `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`: chooses the context instead of the environment's pin. A pinned server is
+    /// still enforced, so `--context` can never send an environment to another cluster.
+    pub context_flag: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot read kubeconfig {source_name}")]
+    ReadKubeconfig {
+        source_name: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error(
+        "no kubeconfig: --kubeconfig is not given, $KUBECONFIG is not set and there is no \
+         ~/.kube/config\n  hint: pass --kubeconfig FILE or set KUBECONFIG"
+    )]
+    NoKubeconfig,
+    #[error(
+        "context `{context}` is not in kubeconfig {source_name} (it has: {known})\n  hint: {hint}"
+    )]
+    UnknownContext {
+        context: String,
+        source_name: String,
+        known: String,
+        hint: &'static str,
+    },
+    #[error(
+        "refusing to use context `{context}` for environment `{env}`: the environment is pinned \
+         to server {pinned}, but context `{context}` points at {found}\n  hint: choose a context \
+         for {pinned} with --context, or change the environment's server with \
+         `mlkube env set {env} --server URL`"
+    )]
+    WrongCluster {
+        env: String,
+        pinned: String,
+        context: String,
+        found: String,
+    },
+    #[error(
+        "environment `{env}` is pinned to server {pinned}, but no context in kubeconfig \
+         {source_name} points at it (the current context `{context}` points at {found})\n  hint: \
+         add a context for {pinned} to the kubeconfig, or change the environment's server with \
+         `mlkube env set {env} --server URL`"
+    )]
+    NoContextForServer {
+        env: String,
+        pinned: String,
+        source_name: String,
+        context: String,
+        found: String,
+    },
+    #[error(
+        "environment `{env}` is pinned to server {pinned}, and several contexts in kubeconfig \
+         {source_name} point at it: {contexts}\n  hint: pick one with --context, or pin the \
+         environment to a context with `mlkube env set {env} --context NAME`"
+    )]
+    AmbiguousServer {
+        env: String,
+        pinned: String,
+        source_name: String,
+        contexts: String,
+    },
+    #[error(
+        "kubeconfig {source_name} has no current context and environment `{env}` pins neither a \
+         server nor a context\n  hint: pass --context NAME, or pin the environment with `mlkube \
+         env set {env} --context NAME`"
+    )]
+    NoContext { env: String, source_name: String },
+    #[error("context `{context}` of kubeconfig {source_name} is not usable")]
+    Config {
+        context: String,
+        source_name: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("cannot create a client for context `{context}`")]
+    Client {
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "API discovery on {server} (context `{context}`) failed\n  hint: is the cluster up and \
+         the kubeconfig's credentials valid? `kubectl --context {context} version` checks both"
+    )]
+    Discovery {
+        server: String,
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A context chosen from a kubeconfig, and the server it points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub context: String,
+    pub server: String,
+}
+
+/// Read the kubeconfig named by `--kubeconfig`, else `$KUBECONFIG` (a list of files, merged),
+/// else `~/.kube/config`. Returns it with a description of where it came from, for messages.
+pub fn load_kubeconfig(flag: Option<&Path>) -> Result<(Kubeconfig, String), ClusterError> {
+    if let Some(path) = flag {
+        let source_name = path.display().to_string();
+        return Kubeconfig::read_from(path)
+            .map(|k| (k, source_name.clone()))
+            .map_err(|source| ClusterError::ReadKubeconfig {
+                source_name,
+                source,
+            });
+    }
+    if let Some(value) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let source_name = format!("$KUBECONFIG ({})", value.to_string_lossy());
+        return match Kubeconfig::from_env() {
+            Ok(Some(k)) => Ok((k, source_name)),
+            Ok(None) => Err(ClusterError::NoKubeconfig),
+            Err(source) => Err(ClusterError::ReadKubeconfig {
+                source_name,
+                source,
+            }),
+        };
+    }
+    let home = std::env::var_os("HOME").ok_or(ClusterError::NoKubeconfig)?;
+    let path = PathBuf::from(home).join(".kube").join("config");
+    if !path.exists() {
+        return Err(ClusterError::NoKubeconfig);
+    }
+    let source_name = path.display().to_string();
+    Kubeconfig::read_from(&path)
+        .map(|k| (k, source_name.clone()))
+        .map_err(|source| ClusterError::ReadKubeconfig {
+            source_name,
+            source,
+        })
+}
+
+/// The server URL a context points at, if the context and its cluster exist.
+pub fn server_of(kubeconfig: &Kubeconfig, context: &str) -> Option<String> {
+    let cluster = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)?
+        .context
+        .as_ref()?
+        .cluster
+        .clone();
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster)?
+        .cluster
+        .as_ref()?
+        .server
+        .clone()
+}
+
+/// Two server URLs name the same API server when they are equal up to case and a trailing slash.
+/// Deliberately no prefix or pattern matching: that is how other tools picked the wrong cluster.
+fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/')
+        .eq_ignore_ascii_case(b.trim_end_matches('/'))
+}
+
+/// Choose the context for an environment.
+///
+/// `--context` wins, then the environment's pinned context, then the one context that points at
+/// the pinned server (the current context if it is one of several), then the kubeconfig's
+/// current context. Whatever was chosen, a pinned server must match the context's server, or
+/// the choice is refused.
+pub fn choose_context(
+    kubeconfig: &Kubeconfig,
+    source_name: &str,
+    target: &Target,
+) -> Result<Chosen, ClusterError> {
+    let known = || {
+        let names: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        if names.is_empty() {
+            "no contexts".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let current = kubeconfig.current_context.clone().filter(|c| !c.is_empty());
+    let named = |name: &str, hint: &'static str| -> Result<Chosen, ClusterError> {
+        match server_of(kubeconfig, name) {
+            Some(server) => Ok(Chosen {
+                context: name.to_string(),
+                server,
+            }),
+            None => Err(ClusterError::UnknownContext {
+                context: name.to_string(),
+                source_name: source_name.to_string(),
+                known: known(),
+                hint,
+            }),
+        }
+    };
+    let chosen = if let Some(flag) = &target.context_flag {
+        named(flag, "pass one of the contexts above with --context")?
+    } else if let Some(pinned) = &target.context {
+        named(
+            pinned,
+            "the environment pins this context; change it with `mlkube env set ENV --context NAME`",
+        )?
+    } else if let Some(pinned) = &target.server {
+        let matching: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .filter(|c| server_of(kubeconfig, &c.name).is_some_and(|s| same_server(&s, pinned)))
+            .map(|c| c.name.as_str())
+            .collect();
+        match (matching.as_slice(), &current) {
+            ([], current) => {
+                let context = current.clone().unwrap_or_else(|| "(none)".to_string());
+                let found = current
+                    .as_deref()
+                    .and_then(|c| server_of(kubeconfig, c))
+                    .unwrap_or_else(|| "no server".to_string());
+                return Err(ClusterError::NoContextForServer {
+                    env: target.env.clone(),
+                    pinned: pinned.clone(),
+                    source_name: source_name.to_string(),
+                    context,
+                    found,
+                });
+            }
+            ([only], _) => named(only, "")?,
+            (several, Some(current)) if several.contains(&current.as_str()) => named(current, "")?,
+            (several, _) => {
+                return Err(ClusterError::AmbiguousServer {
+                    env: target.env.clone(),
+                    pinned: pinned.clone(),
+                    source_name: source_name.to_string(),
+                    contexts: several.join(", "),
+                });
+            }
+        }
+    } else {
+        match &current {
+            Some(current) => named(
+                current,
+                "fix current-context in the kubeconfig, or pass --context",
+            )?,
+            None => {
+                return Err(ClusterError::NoContext {
+                    env: target.env.clone(),
+                    source_name: source_name.to_string(),
+                });
+            }
+        }
+    };
+    if let Some(pinned) = &target.server
+        && !same_server(pinned, &chosen.server)
+    {
+        return Err(ClusterError::WrongCluster {
+            env: target.env.clone(),
+            pinned: pinned.clone(),
+            context: chosen.context,
+            found: chosen.server,
+        });
+    }
+    Ok(chosen)
+}
+
+/// A kind as the API server serves it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// The cluster of one run: a client, the context it came from, and the discovery cache.
+pub struct Cluster {
+    pub client: Client,
+    pub context: String,
+    pub server: String,
+    discovery: RwLock<Arc<Discovery>>,
+}
+
+impl Cluster {
+    /// Load the kubeconfig, choose the context for `target`, connect and discover the API.
+    pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
+        let (kubeconfig, source_name) = load_kubeconfig(target.kubeconfig.as_deref())?;
+        let chosen = choose_context(&kubeconfig, &source_name, target)?;
+        let options = KubeConfigOptions {
+            context: Some(chosen.context.clone()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|source| ClusterError::Config {
+                context: chosen.context.clone(),
+                source_name,
+                source,
+            })?;
+        let client = Client::try_from(config).map_err(|source| ClusterError::Client {
+            context: chosen.context.clone(),
+            source,
+        })?;
+        Cluster::with_client(client, chosen.context, chosen.server).await
+    }
+
+    /// Wrap a client that is already connected (tests build theirs from the harness).
+    pub async fn with_client(
+        client: Client,
+        context: String,
+        server: String,
+    ) -> Result<Cluster, ClusterError> {
+        let discovery = discover(&client, &context, &server).await?;
+        Ok(Cluster {
+            client,
+            context,
+            server,
+            discovery: RwLock::new(Arc::new(discovery)),
+        })
+    }
+
+    /// Run discovery again, after CRDs were applied.
+    pub async fn refresh(&self) -> Result<(), ClusterError> {
+        let discovery = discover(&self.client, &self.context, &self.server).await?;
+        *self.discovery.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(discovery);
+        Ok(())
+    }
+
+    /// How the server serves `apiVersion`/`kind`, or `None` when it does not (yet).
+    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved> {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let discovery = self
+            .discovery
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (resource, caps) = discovery.resolve_gvk(&gvk)?;
+        Some(Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        })
+    }
+
+    /// The resource of a group and kind at the version the server prefers, for listing members
+    /// of an inventory that only records group and kind.
+    pub fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<Resolved> {
+        let discovery = self
+            .discovery
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let (resource, caps) = discovery.get(group)?.recommended_kind(kind)?;
+        Some(Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        })
+    }
+
+    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (resolved.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        }
+    }
+
+    /// The live object, or `None` when it does not exist.
+    pub async fn get(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, kube::Error> {
+        let object = self.api(resolved, namespace).get_opt(name).await?;
+        object.map(to_value).transpose()
+    }
+
+    /// Server-side apply with the mlkube field manager.
+    pub async fn apply(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+        object: &Value,
+        mode: ApplyMode,
+    ) -> Result<Value, kube::Error> {
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        if mode.force {
+            params = params.force();
+        }
+        if mode.dry_run {
+            params = params.dry_run();
+        }
+        let applied = self
+            .api(resolved, namespace)
+            .patch(name, &params, &Patch::Apply(object))
+            .await?;
+        to_value(applied)
+    }
+
+    /// Delete an object; an object that is already gone is not an error.
+    pub async fn delete(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), kube::Error> {
+        match self
+            .api(resolved, namespace)
+            .delete(name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every object of a kind carrying `label_selector`, in one namespace or in all of them.
+    pub async fn list(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> Result<Vec<Value>, kube::Error> {
+        let params = ListParams::default().labels(label_selector);
+        let list = self.api(resolved, namespace).list(&params).await?;
+        let api_version = resolved.resource.api_version.clone();
+        let kind = resolved.resource.kind.clone();
+        list.items
+            .into_iter()
+            .map(|item| {
+                // Items of a list carry no type; put it back, first, so they read like single
+                // objects.
+                let mut typed = serde_json::Map::new();
+                typed.insert("apiVersion".into(), Value::String(api_version.clone()));
+                typed.insert("kind".into(), Value::String(kind.clone()));
+                if let Value::Object(map) = to_value(item)? {
+                    for (k, v) in map {
+                        typed.entry(k).or_insert(v);
+                    }
+                }
+                Ok(Value::Object(typed))
+            })
+            .collect()
+    }
+}
+
+/// How an apply is sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApplyMode {
+    pub dry_run: bool,
+    pub force: bool,
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, kube::Error> {
+    serde_json::to_value(object).map_err(kube::Error::SerdeError)
+}
+
+async fn discover(client: &Client, context: &str, server: &str) -> Result<Discovery, ClusterError> {
+    let error = |source| ClusterError::Discovery {
+        server: server.to_string(),
+        context: context.to_string(),
+        source,
+    };
+    match Discovery::new(client.clone()).run_aggregated().await {
+        Ok(discovery) => Ok(discovery),
+        // Servers older than 1.26 have no aggregated discovery; ask each group instead.
+        Err(_) => Discovery::new(client.clone()).run().await.map_err(error),
+    }
+}
+
+/// The conflicts of a rejected server-side apply: each field and the manager that owns it.
+pub fn conflicts(error: &kube::Error) -> Option<Vec<Conflict>> {
+    let kube::Error::Api(status) = error else {
+        return None;
+    };
+    if status.code != 409 || status.reason != "Conflict" {
+        return None;
+    }
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    let found: Vec<Conflict> = causes
+        .iter()
+        .filter(|c| c.reason == "FieldManagerConflict" || c.message.starts_with("conflict with"))
+        .map(|c| Conflict {
+            field: c.field.clone(),
+            manager: c
+                .message
+                .split('"')
+                .nth(1)
+                .map(str::to_string)
+                .unwrap_or_else(|| c.message.clone()),
+        })
+        .collect();
+    Some(found)
+}
+
+/// A field another manager owns with a different value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    pub field: String,
+    pub manager: String,
+}
+
+/// The message the API server gave for a failed request, without the client's wrapping.
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the server said "not found" (object, namespace, or resource type).
+pub fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig() -> Kubeconfig {
+        Kubeconfig::from_yaml(
+            r#"
+apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- name: dev
+  cluster: { server: "https://dev.example:6443" }
+- name: prod
+  cluster: { server: "https://prod.example:6443/" }
+contexts:
+- name: dev
+  context: { cluster: dev, user: u }
+- name: prod
+  context: { cluster: prod, user: u }
+- name: prod-admin
+  context: { cluster: prod, user: u }
+users:
+- name: u
+  user: { token: t }
+"#,
+        )
+        .expect("a valid kubeconfig")
+    }
+
+    fn target() -> Target {
+        Target {
+            env: "prod".into(),
+            namespace: "kf".into(),
+            ..Target::default()
+        }
+    }
+
+    #[test]
+    fn without_pins_the_current_context_is_used() {
+        let chosen = choose_context(&kubeconfig(), "k", &target()).unwrap();
+        assert_eq!(
+            chosen,
+            Chosen {
+                context: "dev".into(),
+                server: "https://dev.example:6443".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_pinned_context_is_used() {
+        let t = Target {
+            context: Some("prod".into()),
+            ..target()
+        };
+        assert_eq!(
+            choose_context(&kubeconfig(), "k", &t).unwrap().context,
+            "prod"
+        );
+    }
+
+    #[test]
+    fn an_unknown_pinned_context_lists_the_known_ones() {
+        let t = Target {
+            context: Some("staging".into()),
+            ..target()
+        };
+        let message = choose_context(&kubeconfig(), "k", &t)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("`staging`") && message.contains("dev, prod, prod-admin"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_pinned_server_matching_several_contexts_is_ambiguous() {
+        let t = Target {
+            server: Some("https://prod.example:6443".into()),
+            ..target()
+        };
+        let error = choose_context(&kubeconfig(), "k", &t).unwrap_err();
+        assert!(
+            matches!(error, ClusterError::AmbiguousServer { ref contexts, .. } if contexts == "prod, prod-admin")
+        );
+    }
+
+    #[test]
+    fn a_pinned_server_chooses_its_only_context_up_to_a_trailing_slash() {
+        let t = Target {
+            server: Some("https://dev.example:6443/".into()),
+            ..target()
+        };
+        assert_eq!(
+            choose_context(&kubeconfig(), "k", &t).unwrap().context,
+            "dev"
+        );
+    }
+
+    #[test]
+    fn a_pinned_server_no_context_points_at_is_refused_naming_what_was_found() {
+        let t = Target {
+            server: Some("https://prod.example:64430".into()),
+            ..target()
+        };
+        let message = choose_context(&kubeconfig(), "k", &t)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("https://prod.example:64430"), "{message}");
+        assert!(
+            message.contains("`dev` points at https://dev.example:6443"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_context_flag_cannot_send_a_pinned_environment_to_another_server() {
+        let t = Target {
+            server: Some("https://prod.example:6443".into()),
+            context_flag: Some("dev".into()),
+            ..target()
+        };
+        let error = choose_context(&kubeconfig(), "k", &t).unwrap_err();
+        let message = error.to_string();
+        assert!(matches!(error, ClusterError::WrongCluster { .. }));
+        assert!(
+            message.contains("pinned to server https://prod.example:6443"),
+            "{message}"
+        );
+        assert!(
+            message.contains("context `dev` points at https://dev.example:6443"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_context_flag_overrides_a_pinned_context() {
+        let t = Target {
+            context: Some("prod".into()),
+            context_flag: Some("dev".into()),
+            ..target()
+        };
+        assert_eq!(
+            choose_context(&kubeconfig(), "k", &t).unwrap().context,
+            "dev"
+        );
+    }
+
+    #[test]
+    fn a_pinned_context_pointing_away_from_the_pinned_server_is_refused() {
+        let t = Target {
+            server: Some("https://dev.example:6443".into()),
+            context: Some("prod".into()),
+            ..target()
+        };
+        assert!(matches!(
+            choose_context(&kubeconfig(), "k", &t),
+            Err(ClusterError::WrongCluster { .. })
+        ));
+    }
+}

@@ -1,0 +1,851 @@
+//! What an apply would change: a server-side dry-run apply of each planned object compared with
+//! the live object, plus the inventory members that a prune would remove.
+//!
+//! The dry run is exactly the request `apply` sends (same field manager, same labels), so the
+//! diff and the apply never disagree, and server defaults, admission mutations and fields other
+//! managers own appear identically on both sides. Both sides are then normalised
+//! ([`normalize`]): bookkeeping (`managedFields`, `resourceVersion`, `uid`, `generation`,
+//! `creationTimestamp`) and `status` are dropped. Whole-object additions and removals show only
+//! the fields mlkube sets ([`project`] on mlkube's managed fields), not every server default.
+//! Secret values are masked unless asked otherwise ([`Masker`]).
+//!
+//! One object failing (a webhook without dry-run support, a rejected field) does not hide the
+//! others: it is listed with its error and the verb exits 2.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher};
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::applyset::{self, ApplySetError, Member, NotOurs};
+use crate::cluster::{self, ApplyMode, Cluster, Conflict, FIELD_MANAGER, Resolved};
+use crate::exit::Exit;
+use crate::plan::{Desired, Key, Plan};
+
+/// How many requests a stage keeps in flight.
+pub const CONCURRENCY: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Prune,
+    Unchanged,
+}
+
+/// One object's change.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    #[serde(flatten)]
+    pub key: Key,
+    pub component: Option<String>,
+    pub action: Action,
+    /// Normalised live object (masked), `None` for a creation.
+    #[serde(skip)]
+    pub before: Option<Value>,
+    /// Normalised object after the apply (masked), `None` for a prune.
+    #[serde(skip)]
+    pub after: Option<Value>,
+    /// Why the diff was computed without the server, or what else to know.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Fields another manager owns: the apply will refuse them without `--force-conflicts`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<Conflict>,
+}
+
+/// An object the server would not dry-run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    #[serde(flatten)]
+    pub key: Key,
+    pub component: Option<String>,
+    pub message: String,
+}
+
+/// A member that is no longer rendered but is not mlkube's to delete.
+#[derive(Debug, Clone, Serialize)]
+pub struct Kept {
+    #[serde(flatten)]
+    pub key: Key,
+    pub reason: String,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ChangeSet {
+    pub changes: Vec<Change>,
+    pub failures: Vec<Failure>,
+    pub kept: Vec<Kept>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub create: usize,
+    pub update: usize,
+    pub prune: usize,
+    pub unchanged: usize,
+    pub failed: usize,
+}
+
+impl ChangeSet {
+    pub fn summary(&self) -> Summary {
+        let count = |a| self.changes.iter().filter(|c| c.action == a).count();
+        Summary {
+            create: count(Action::Create),
+            update: count(Action::Update),
+            prune: count(Action::Prune),
+            unchanged: count(Action::Unchanged),
+            failed: self.failures.len(),
+        }
+    }
+
+    /// The exit code `kubectl diff` would give.
+    pub fn exit(&self) -> Exit {
+        let s = self.summary();
+        if s.failed > 0 {
+            Exit::Error
+        } else if s.create + s.update + s.prune > 0 {
+            Exit::Differences
+        } else {
+            Exit::Done
+        }
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} to create, {} to update, {} to prune, {} unchanged",
+            self.create, self.update, self.prune, self.unchanged
+        )?;
+        if self.failed > 0 {
+            write!(f, ", {} failed", self.failed)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error(transparent)]
+    Inventory(#[from] ApplySetError),
+    #[error("cannot check whether namespace `{namespace}` exists")]
+    Namespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiffOptions {
+    pub show_secrets: bool,
+}
+
+/// Compare the plan with the cluster.
+pub async fn diff(
+    cluster: &Cluster,
+    plan: &Plan,
+    options: DiffOptions,
+) -> Result<ChangeSet, DiffError> {
+    let inventory = applyset::read(cluster, &plan.applyset).await?;
+    let members = match &inventory {
+        Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,
+        None => Vec::new(),
+    };
+    let live: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+    let masker = Masker::new(options.show_secrets);
+
+    let mut set = ChangeSet::default();
+    if let Some(change) = missing_namespace(cluster, plan).await? {
+        set.changes.push(change);
+    }
+    let results: Vec<Result<Change, Failure>> = futures::stream::iter(
+        plan.objects
+            .iter()
+            .map(|desired| {
+                diff_one(
+                    cluster,
+                    plan,
+                    desired,
+                    live.get(&desired.key).map(|m| &m.value),
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .buffered(CONCURRENCY)
+    .collect()
+    .await;
+    for result in results {
+        match result {
+            Ok(change) => set.changes.push(change),
+            Err(failure) => set.failures.push(failure),
+        }
+    }
+    for (member, verdict) in prunable(plan, &members) {
+        match verdict {
+            Ok(()) => set.changes.push(Change {
+                key: member.key.clone(),
+                component: member.component.clone(),
+                action: Action::Prune,
+                before: Some(normalize(&project_managed(&member.value))),
+                after: None,
+                note: None,
+                conflicts: Vec::new(),
+            }),
+            Err(reason) => set.kept.push(Kept {
+                key: member.key.clone(),
+                reason: reason.to_string(),
+            }),
+        }
+    }
+    for change in &mut set.changes {
+        masker.mask(change);
+    }
+    Ok(set)
+}
+
+/// The members a prune would consider: no longer planned, in the `-c` scope, with the verdict on
+/// whether they are mlkube's to delete.
+pub fn prunable<'m>(plan: &Plan, members: &'m [Member]) -> Vec<(&'m Member, Result<(), NotOurs>)> {
+    members
+        .iter()
+        .filter(|m| !plan.contains(&m.key) && plan.covers_component(m.component.as_deref()))
+        .map(|m| (m, applyset::ownership(&m.value)))
+        .collect()
+}
+
+/// The environment's namespace, when neither the cluster nor the plan has it: apply creates it.
+async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Change>, DiffError> {
+    let namespace = &plan.applyset.namespace;
+    let key = Key {
+        group: String::new(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: namespace.clone(),
+    };
+    if plan.contains(&key) {
+        return Ok(None);
+    }
+    let resolved = namespace_resource();
+    let live = cluster
+        .get(&resolved, None, namespace)
+        .await
+        .map_err(|source| DiffError::Namespace {
+            namespace: namespace.clone(),
+            source,
+        })?;
+    Ok(live.is_none().then(|| Change {
+        key,
+        component: None,
+        action: Action::Create,
+        before: None,
+        after: Some(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        ),
+        note: Some("the environment's namespace; apply creates it".into()),
+        conflicts: Vec::new(),
+    }))
+}
+
+pub(crate) fn namespace_resource() -> Resolved {
+    Resolved {
+        resource: kube::discovery::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+        },
+        namespaced: false,
+    }
+}
+
+/// Whether a CRD in the plan defines this group and kind.
+pub fn plan_defines(plan: &Plan, group: &str, kind: &str) -> bool {
+    plan.objects.iter().any(|d| {
+        d.key.kind == "CustomResourceDefinition"
+            && d.value["spec"]["group"] == group
+            && d.value["spec"]["names"]["kind"] == kind
+    })
+}
+
+async fn diff_one(
+    cluster: &Cluster,
+    plan: &Plan,
+    desired: &Desired,
+    listed: Option<&Value>,
+) -> Result<Change, Failure> {
+    let failure = |message: String| Failure {
+        key: desired.key.clone(),
+        component: Some(desired.component.clone()),
+        message,
+    };
+    let static_create = |note: String| Change {
+        key: desired.key.clone(),
+        component: Some(desired.component.clone()),
+        action: Action::Create,
+        before: None,
+        after: Some(normalize(&desired.value)),
+        note: Some(note),
+        conflicts: Vec::new(),
+    };
+    let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind) else {
+        if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+            return Ok(static_create(
+                "its CustomResourceDefinition is created by this apply".into(),
+            ));
+        }
+        return Err(failure(format!(
+            "the cluster does not serve {} {}\n  hint: install the CustomResourceDefinition for \
+             it, or check the apiVersion",
+            desired.api_version, desired.key.kind
+        )));
+    };
+    if let Some(live) = listed
+        && crate::plan::unchanged(desired, live)
+    {
+        let live = normalize(live);
+        return Ok(Change {
+            key: desired.key.clone(),
+            component: Some(desired.component.clone()),
+            action: Action::Unchanged,
+            before: Some(live.clone()),
+            after: Some(live),
+            note: None,
+            conflicts: Vec::new(),
+        });
+    }
+    let namespace = desired.key.namespace.as_deref();
+    let name = &desired.key.name;
+    let live = match listed {
+        Some(value) => Some(value.clone()),
+        None => cluster
+            .get(&resolved, namespace, name)
+            .await
+            .map_err(|e| failure(cluster::api_message(&e)))?,
+    };
+    let mut conflicts = Vec::new();
+    let mode = ApplyMode {
+        dry_run: true,
+        force: false,
+    };
+    let after = match cluster
+        .apply(&resolved, namespace, name, &desired.value, mode)
+        .await
+    {
+        Ok(after) => after,
+        Err(e) if cluster::conflicts(&e).is_some() => {
+            conflicts = cluster::conflicts(&e).unwrap_or_default();
+            let forced = ApplyMode {
+                dry_run: true,
+                force: true,
+            };
+            cluster
+                .apply(&resolved, namespace, name, &desired.value, forced)
+                .await
+                .map_err(|e| failure(cluster::api_message(&e)))?
+        }
+        Err(e) if live.is_none() && cluster::is_not_found(&e) && namespace.is_some() => {
+            return Ok(static_create(format!(
+                "namespace `{}` does not exist yet; apply creates it",
+                namespace.unwrap_or_default()
+            )));
+        }
+        Err(e) => return Err(failure(cluster::api_message(&e))),
+    };
+    let note = (!conflicts.is_empty()).then(|| {
+        "another field manager owns some of these fields: apply refuses them unless --force-conflicts".to_string()
+    });
+    let change = match live {
+        None => Change {
+            key: desired.key.clone(),
+            component: Some(desired.component.clone()),
+            action: Action::Create,
+            before: None,
+            after: Some(normalize(&project_managed(&after))),
+            note,
+            conflicts,
+        },
+        Some(live) => {
+            let (before, after) = (normalize(&live), normalize(&after));
+            let action = if before == after {
+                Action::Unchanged
+            } else {
+                Action::Update
+            };
+            Change {
+                key: desired.key.clone(),
+                component: Some(desired.component.clone()),
+                action,
+                before: Some(before),
+                after: Some(after),
+                note,
+                conflicts,
+            }
+        }
+    };
+    Ok(change)
+}
+
+/// Drop what is bookkeeping rather than configuration, on either side of a diff.
+pub fn normalize(object: &Value) -> Value {
+    let mut object = canonical_order(object);
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+        if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            for field in [
+                "managedFields",
+                "resourceVersion",
+                "uid",
+                "generation",
+                "creationTimestamp",
+                "selfLink",
+            ] {
+                metadata.remove(field);
+            }
+            if let Some(annotations) = metadata
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.remove(crate::plan::CONFIG_HASH_ANNOTATION);
+            }
+            for field in ["labels", "annotations"] {
+                if metadata
+                    .get(field)
+                    .is_some_and(|v| v.is_null() || v.as_object().is_some_and(Map::is_empty))
+                {
+                    metadata.remove(field);
+                }
+            }
+        }
+    }
+    object
+}
+
+/// The same object with `apiVersion`, `kind` and `metadata` first, the rest in their order: the
+/// API returns them in different places depending on the request (single object or list item).
+fn canonical_order(object: &Value) -> Value {
+    let Some(map) = object.as_object() else {
+        return object.clone();
+    };
+    let mut ordered = Map::new();
+    for field in ["apiVersion", "kind", "metadata"] {
+        if let Some(v) = map.get(field) {
+            ordered.insert(field.into(), v.clone());
+        }
+    }
+    for (k, v) in map {
+        ordered.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    Value::Object(ordered)
+}
+
+/// The part of an object the mlkube field manager owns (plus its identity), for showing whole
+/// objects without the server's defaults. Falls back to the whole object when mlkube owns nothing.
+pub fn project_managed(object: &Value) -> Value {
+    let Some(fields) = object["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["manager"] == FIELD_MANAGER && m["operation"] == "Apply")
+        .and_then(|m| m["fieldsV1"].as_object())
+    else {
+        return object.clone();
+    };
+    let mut projected = project(object, fields).unwrap_or_else(|| json!({}));
+    if let Some(map) = projected.as_object_mut() {
+        for field in ["apiVersion", "kind"] {
+            map.insert(field.into(), object[field].clone());
+        }
+        let metadata = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            for field in ["name", "namespace"] {
+                if !object["metadata"][field].is_null() {
+                    metadata.insert(field.into(), object["metadata"][field].clone());
+                }
+            }
+        }
+    }
+    canonical_order(&projected)
+}
+
+/// Keep the parts of `value` that a managed-fields set (`fieldsV1`) names.
+///
+/// `f:<name>` names a field, `k:<json>` a list item by its key fields, `v:<json>` a set item by
+/// value, `i:<n>` a list item by index, and `.` the node itself.
+pub fn project(value: &Value, fields: &Map<String, Value>) -> Option<Value> {
+    let children: Vec<(&String, &Value)> =
+        fields.iter().filter(|(k, _)| k.as_str() != ".").collect();
+    if children.is_empty() {
+        return Some(value.clone());
+    }
+    match value {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (field, sub) in map {
+                let Some(spec) = fields.get(&format!("f:{field}")) else {
+                    continue;
+                };
+                let sub_fields = spec.as_object().cloned().unwrap_or_default();
+                if let Some(projected) = project(sub, &sub_fields) {
+                    out.insert(field.clone(), projected);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        Value::Array(items) => {
+            let mut out = Vec::new();
+            for (index, item) in items.iter().enumerate() {
+                let spec = children.iter().find_map(|(k, spec)| {
+                    let matches = if let Some(keys) = k.strip_prefix("k:") {
+                        serde_json::from_str::<Map<String, Value>>(keys)
+                            .is_ok_and(|keys| keys.iter().all(|(kk, kv)| item.get(kk) == Some(kv)))
+                    } else if let Some(v) = k.strip_prefix("v:") {
+                        serde_json::from_str::<Value>(v).is_ok_and(|v| &v == item)
+                    } else if let Some(i) = k.strip_prefix("i:") {
+                        i.parse::<usize>().is_ok_and(|i| i == index)
+                    } else {
+                        false
+                    };
+                    matches.then_some(*spec)
+                });
+                if let Some(spec) = spec {
+                    let sub_fields = spec.as_object().cloned().unwrap_or_default();
+                    if let Some(projected) = project(item, &sub_fields) {
+                        out.push(projected);
+                    }
+                }
+            }
+            Some(Value::Array(out))
+        }
+        other => Some(other.clone()),
+    }
+}
+
+/// Masks Secret values with a salted hash that is stable within one run: the same value gives
+/// the same mask on both sides (no diff), a changed value a different mask (a diff that shows
+/// the change without the value). The salt is new every run, so masks cannot be compared across
+/// CI logs to guess values.
+pub struct Masker {
+    salt: Option<[u8; 16]>,
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+impl Masker {
+    pub fn new(show_secrets: bool) -> Masker {
+        if show_secrets {
+            return Masker { salt: None };
+        }
+        let mut salt = [0u8; 16];
+        for chunk in salt.chunks_mut(8) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0),
+            );
+            hasher.write_u32(std::process::id());
+            chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+        }
+        Masker { salt: Some(salt) }
+    }
+
+    fn mask_value(&self, salt: &[u8], value: &Value) -> Value {
+        let mut hasher = Sha256::new();
+        hasher.update(salt);
+        hasher.update(value.to_string().as_bytes());
+        let digest = hasher.finalize();
+        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        Value::String(format!("(masked {hex})"))
+    }
+
+    fn mask_object(&self, salt: &[u8], object: &mut Value) {
+        if let Some(map) = object.as_object_mut() {
+            for field in ["data", "stringData"] {
+                if let Some(data) = map.get_mut(field).and_then(Value::as_object_mut) {
+                    for value in data.values_mut() {
+                        *value = self.mask_value(salt, value);
+                    }
+                }
+            }
+        }
+        if let Some(annotation) = object.pointer_mut(&format!(
+            "/metadata/annotations/{}",
+            LAST_APPLIED.replace('/', "~1")
+        )) {
+            *annotation = self.mask_value(salt, annotation);
+        }
+    }
+
+    /// Mask both sides of a Secret's change.
+    pub fn mask(&self, change: &mut Change) {
+        let Some(salt) = &self.salt else { return };
+        if !(change.key.group.is_empty() && change.key.kind == "Secret") {
+            return;
+        }
+        for side in [&mut change.before, &mut change.after]
+            .into_iter()
+            .flatten()
+        {
+            self.mask_object(salt, side);
+        }
+    }
+}
+
+/// Whether diffs are coloured: stdout is a terminal and `NO_COLOR` is unset or empty.
+pub fn use_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn to_yaml(value: &Option<Value>) -> String {
+    match value {
+        Some(v) => {
+            serde_yaml::to_string(v).unwrap_or_else(|e| format!("# cannot show as YAML: {e}\n"))
+        }
+        None => String::new(),
+    }
+}
+
+/// The unified diff of one change, uncoloured.
+pub fn unified(change: &Change) -> String {
+    let (before, after) = (to_yaml(&change.before), to_yaml(&change.after));
+    let path = match &change.key.namespace {
+        Some(ns) => format!("{}/{ns}/{}", change.key.group_kind(), change.key.name),
+        None => format!("{}/{}", change.key.group_kind(), change.key.name),
+    };
+    let old = if change.before.is_some() {
+        format!("live/{path}")
+    } else {
+        "/dev/null".to_string()
+    };
+    let new = if change.after.is_some() {
+        format!("mlkube/{path}")
+    } else {
+        "/dev/null".to_string()
+    };
+    similar::TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&old, &new)
+        .to_string()
+}
+
+/// The human-readable diff: a heading per changed object, its unified diff, notes and
+/// conflicts; then the failures. The summary line is left to the caller (it goes to stderr).
+pub fn render_text(set: &ChangeSet, color: bool) -> String {
+    let paint = |code: &str, text: &str| {
+        if color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    };
+    let mut out = String::new();
+    for change in set.changes.iter().filter(|c| c.action != Action::Unchanged) {
+        let verb = match change.action {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Prune => "prune",
+            Action::Unchanged => "unchanged",
+        };
+        let component = change
+            .component
+            .as_deref()
+            .map(|c| format!(" (component {c})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}",
+            paint("1", &format!("# {verb} {}{component}", change.key))
+        );
+        if let Some(note) = &change.note {
+            let _ = writeln!(out, "# note: {note}");
+        }
+        for conflict in &change.conflicts {
+            let _ = writeln!(
+                out,
+                "# conflict: {} is owned by field manager \"{}\"",
+                conflict.field, conflict.manager
+            );
+        }
+        for line in unified(change).lines() {
+            let painted = if line.starts_with("+++") || line.starts_with("---") {
+                paint("1", line)
+            } else if line.starts_with('+') {
+                paint("32", line)
+            } else if line.starts_with('-') {
+                paint("31", line)
+            } else if line.starts_with("@@") {
+                paint("36", line)
+            } else {
+                line.to_string()
+            };
+            let _ = writeln!(out, "{painted}");
+        }
+    }
+    for kept in &set.kept {
+        let _ = writeln!(
+            out,
+            "# kept {}: no longer rendered, but {}",
+            kept.key, kept.reason
+        );
+    }
+    out
+}
+
+/// The failures, one block each, for stderr.
+pub fn render_failures(set: &ChangeSet) -> String {
+    let mut out = String::new();
+    for failure in &set.failures {
+        let _ = writeln!(out, "mlkube: error: {}: {}", failure.key, failure.message);
+    }
+    out
+}
+
+/// The same as data: every object with its action and unified diff, and the summary.
+pub fn render_json(set: &ChangeSet) -> Value {
+    let changes: Vec<Value> = set
+        .changes
+        .iter()
+        .map(|c| {
+            let mut value = serde_json::to_value(c).unwrap_or_default();
+            if c.action != Action::Unchanged
+                && let Some(map) = value.as_object_mut()
+            {
+                map.insert("diff".into(), Value::String(unified(c)));
+            }
+            value
+        })
+        .collect();
+    json!({
+        "changes": changes,
+        "failures": set.failures,
+        "kept": set.kept,
+        "summary": set.summary(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret_change(before: &str, after: &str) -> Change {
+        Change {
+            key: Key {
+                group: String::new(),
+                kind: "Secret".into(),
+                namespace: Some("ns".into()),
+                name: "s".into(),
+            },
+            component: None,
+            action: Action::Update,
+            before: Some(json!({"data": {"a": "c2FtZQ==", "b": before}})),
+            after: Some(json!({"data": {"a": "c2FtZQ==", "b": after}})),
+            note: None,
+            conflicts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn bookkeeping_and_status_are_normalised_away() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "uid": "u", "resourceVersion": "7", "generation": 2,
+                         "creationTimestamp": "t", "managedFields": [], "annotations": {}},
+            "data": {"k": "v"}, "status": {"x": 1}});
+        assert_eq!(
+            normalize(&live),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}})
+        );
+    }
+
+    #[test]
+    fn equal_secret_values_mask_equally_and_changed_ones_differently() {
+        let masker = Masker::new(false);
+        let mut change = secret_change("b2xk", "bmV3");
+        masker.mask(&mut change);
+        let (before, after) = (change.before.unwrap(), change.after.unwrap());
+        assert_eq!(before["data"]["a"], after["data"]["a"]);
+        assert_ne!(before["data"]["b"], after["data"]["b"]);
+        let shown = format!("{before}{after}");
+        assert!(
+            !shown.contains("c2FtZQ") && !shown.contains("b2xk") && !shown.contains("bmV3"),
+            "{shown}"
+        );
+        assert!(shown.contains("(masked "), "{shown}");
+    }
+
+    #[test]
+    fn show_secrets_leaves_values_alone() {
+        let mut change = secret_change("b2xk", "bmV3");
+        Masker::new(true).mask(&mut change);
+        assert_eq!(change.after.unwrap()["data"]["b"], "bmV3");
+    }
+
+    #[test]
+    fn projection_keeps_only_managed_fields_matching_list_items_by_key() {
+        let object = json!({"spec": {"replicas": 1, "strategy": {"type": "RollingUpdate"},
+            "template": {"spec": {"containers": [
+                {"name": "a", "image": "x", "imagePullPolicy": "Always"},
+                {"name": "b", "image": "y"}]}}}});
+        let fields = json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}});
+        let projected = project(&object, fields.as_object().unwrap()).unwrap();
+        assert_eq!(
+            projected,
+            json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}}})
+        );
+    }
+
+    #[test]
+    fn a_unified_diff_shows_exactly_the_changed_field() {
+        let change = Change {
+            key: Key {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                namespace: Some("ns".into()),
+                name: "d".into(),
+            },
+            component: Some("c".into()),
+            action: Action::Update,
+            before: Some(json!({"spec": {"replicas": 1, "paused": false}})),
+            after: Some(json!({"spec": {"replicas": 2, "paused": false}})),
+            note: None,
+            conflicts: Vec::new(),
+        };
+        let text = unified(&change);
+        let changed: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                (l.starts_with('+') || l.starts_with('-'))
+                    && !l.starts_with("+++")
+                    && !l.starts_with("---")
+            })
+            .collect();
+        assert_eq!(changed, ["-  replicas: 1", "+  replicas: 2"]);
+        assert!(text.contains("--- live/Deployment.apps/ns/d"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_reads_like_the_issue_asks() {
+        let set = ChangeSet {
+            changes: vec![secret_change("a", "b")],
+            failures: Vec::new(),
+            kept: Vec::new(),
+        };
+        assert_eq!(
+            set.summary().to_string(),
+            "0 to create, 1 to update, 0 to prune, 0 unchanged"
+        );
+        assert_eq!(set.exit(), Exit::Differences);
+    }
+}

@@ -1,0 +1,266 @@
+//! The Jsonnet evaluator, as the rest of mlkube sees it: evaluate a file of the app or of the
+//! embedded library to JSON, and turn jrsonnet's errors into `file:line:column: message`.
+//!
+//! One [`Evaluator`] serves one rendering: every file is parsed and evaluated at most once, so
+//! a prototype shared by several components costs one evaluation, and the environment's params
+//! are read once for all components.
+
+use std::fmt;
+use std::path::Path;
+
+use jrsonnet_evaluator::error::ErrorKind;
+use jrsonnet_evaluator::trace::PathResolver;
+use jrsonnet_evaluator::{Error as JrError, Span, State, Val};
+use serde_json::{Map, Number, Value};
+
+use crate::library::{ComponentContexts, Resolver};
+
+/// A Jsonnet syntax or runtime error, located in the file the user can open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonnetError {
+    /// `file:line:column` of the innermost frame that has a location.
+    pub location: Option<String>,
+    /// The evaluator's message, e.g. `runtime error: boom`.
+    pub message: String,
+    /// The stack, innermost first, as `file:line:column: description` lines.
+    pub trace: Vec<String>,
+}
+
+impl fmt::Display for JsonnetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(location) => write!(f, "{location}: {}", self.message)?,
+            None => write!(f, "{}", self.message)?,
+        }
+        for frame in &self.trace {
+            write!(f, "\n    at {frame}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for JsonnetError {}
+
+impl From<JrError> for JsonnetError {
+    fn from(error: JrError) -> Self {
+        let syntax_location = match error.error() {
+            ErrorKind::ImportSyntaxError { error, .. } => Some(span_location(&error.location)),
+            _ => None,
+        };
+        let mut trace = Vec::new();
+        for frame in &error.trace().0 {
+            let desc = frame.desc.trim();
+            match (&frame.location, desc.is_empty()) {
+                (Some(span), true) => trace.push(span_location(span)),
+                (Some(span), false) => trace.push(format!("{}: {desc}", span_location(span))),
+                (None, false) => trace.push(desc.to_owned()),
+                (None, true) => {}
+            }
+        }
+        let frame_location = error
+            .trace()
+            .0
+            .iter()
+            .find_map(|frame| frame.location.as_ref().map(span_location));
+        let message = error.error().to_string().trim_end().to_owned();
+        // A parse error's only frame repeats its location.
+        if syntax_location.is_some() {
+            trace.clear();
+        }
+        JsonnetError {
+            location: syntax_location.or(frame_location),
+            message,
+            trace,
+        }
+    }
+}
+
+/// `file:line:column` of the start of a span, the file named as the resolver named it.
+fn span_location(span: &Span) -> String {
+    let source = &span.0;
+    let name = source.source_path().to_string();
+    let name = name.strip_prefix("virtual:").unwrap_or(&name);
+    let [start] = source.map_source_locations(&[span.1]);
+    format!("{name}:{}:{}", start.line, start.column)
+}
+
+/// Evaluates the files of one app (and the embedded library) for one rendering.
+pub struct Evaluator {
+    state: State,
+    contexts: ComponentContexts,
+}
+
+impl Evaluator {
+    pub fn new(app_root: &Path) -> Self {
+        let contexts = ComponentContexts::default();
+        let stdlib = jrsonnet_stdlib::ContextInitializer::new(PathResolver::Absolute);
+        let mut builder = State::builder();
+        builder
+            .import_resolver(Resolver::new(app_root, contexts.clone()))
+            .context_initializer(stdlib);
+        Evaluator {
+            state: builder.build(),
+            contexts,
+        }
+    }
+
+    /// Make `import 'mlkube/component.libsonnet'` in `components/<component>.jsonnet` evaluate
+    /// to `context`.
+    pub fn set_component_context(&self, component: &str, context: &Value) {
+        self.contexts
+            .borrow_mut()
+            .insert(component.to_owned(), context.to_string());
+    }
+
+    /// Evaluate a file named relative to the app (`components/a.jsonnet`) or by its `mlkube/`
+    /// name, to JSON.
+    pub fn evaluate(&self, name: &str) -> Result<Value, JsonnetError> {
+        let _entered = self.state.try_enter();
+        let value = self.state.import_resolved(Resolver::source(name))?;
+        Ok(to_json(&value)?)
+    }
+
+    /// Evaluate a file and give back its top-level fields, hidden ones included, unevaluated
+    /// until asked for with [`Fields::json`]. Prototypes use this: their `render` is a function.
+    pub fn fields(&self, name: &str) -> Result<Fields, JsonnetError> {
+        let _entered = self.state.try_enter();
+        let value = self.state.import_resolved(Resolver::source(name))?;
+        match value {
+            Val::Obj(object) => Ok(Fields { object }),
+            other => Err(JsonnetError {
+                location: Some(format!("{name}:1:1")),
+                message: format!("expected an object, got {}", other.value_type()),
+                trace: Vec::new(),
+            }),
+        }
+    }
+
+    /// Whether a field of an evaluated object exists and is a function.
+    pub fn is_function(&self, fields: &Fields, field: &str) -> Result<bool, JsonnetError> {
+        let _entered = self.state.try_enter();
+        Ok(matches!(
+            fields.object.get(field.into())?,
+            Some(Val::Func(_))
+        ))
+    }
+
+    /// One field of an evaluated object, as JSON; `None` if it is absent.
+    pub fn field_json(&self, fields: &Fields, field: &str) -> Result<Option<Value>, JsonnetError> {
+        let _entered = self.state.try_enter();
+        match fields.object.get(field.into())? {
+            Some(value) => Ok(Some(to_json(&value)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The top-level object of an evaluated file.
+pub struct Fields {
+    object: jrsonnet_evaluator::ObjValue,
+}
+
+/// Manifest a Jsonnet value as JSON, keeping the evaluator's error (and its location) when a
+/// field fails to evaluate.
+fn to_json(value: &Val) -> jrsonnet_evaluator::Result<Value> {
+    Ok(match value {
+        Val::Null => Value::Null,
+        Val::Bool(b) => Value::Bool(*b),
+        Val::Str(s) => Value::String(s.clone().into_flat().to_string()),
+        Val::Num(n) => number(n.get()),
+        Val::Arr(array) => {
+            let mut items = Vec::with_capacity(array.len() as usize);
+            for item in array.iter() {
+                items.push(to_json(&item?)?);
+            }
+            Value::Array(items)
+        }
+        Val::Obj(object) => {
+            object.run_assertions()?;
+            let mut map = Map::new();
+            for (key, field) in object.iter() {
+                map.insert(key.to_string(), to_json(&field?)?);
+            }
+            Value::Object(map)
+        }
+        Val::Func(_) => {
+            return Err(ErrorKind::RuntimeError(
+                "a function cannot be rendered as JSON (is a `(...)` call missing?)".into(),
+            )
+            .into());
+        }
+    })
+}
+
+/// Jsonnet numbers are doubles; whole ones print as integers, as `jsonnet` does.
+fn number(n: f64) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if n.fract() == 0.0 && n.abs() <= EXACT {
+        #[allow(clippy::cast_possible_truncation)]
+        Value::Number(Number::from(n as i64))
+    } else {
+        Number::from_f64(n).map_or(Value::Null, Value::Number)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn evaluates_to_json_with_integers_kept_whole() {
+        let dir = app(&[(
+            "components/a.jsonnet",
+            "{ n: 1 + 1, f: 0.5, s: 'x', h:: 3 }",
+        )]);
+        let value = Evaluator::new(dir.path())
+            .evaluate("components/a.jsonnet")
+            .unwrap();
+        assert_eq!(value.to_string(), r#"{"f":0.5,"n":2,"s":"x"}"#);
+    }
+
+    #[test]
+    fn runtime_error_names_file_line_and_column() {
+        let dir = app(&[(
+            "components/a.jsonnet",
+            "{\n  a: 1,\n  b: error 'boom',\n}\n",
+        )]);
+        let error = Evaluator::new(dir.path())
+            .evaluate("components/a.jsonnet")
+            .unwrap_err();
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:3:6"));
+        assert_eq!(error.message, "runtime error: boom");
+    }
+
+    #[test]
+    fn syntax_error_names_file_line_and_column() {
+        let dir = app(&[("components/a.jsonnet", "{\n  a: 1\n  b: 2,\n}\n")]);
+        let error = Evaluator::new(dir.path())
+            .evaluate("components/a.jsonnet")
+            .unwrap_err();
+        let location = error.location.clone().unwrap();
+        assert!(location.starts_with("components/a.jsonnet:3:"), "{error}");
+        assert!(error.message.starts_with("syntax error"), "{error}");
+    }
+
+    #[test]
+    fn component_context_is_importable_from_the_component_only() {
+        let dir = app(&[(
+            "components/web.jsonnet",
+            "local c = import 'mlkube/component.libsonnet'; { n: c.params.replicas }",
+        )]);
+        let evaluator = Evaluator::new(dir.path());
+        evaluator.set_component_context("web", &serde_json::json!({"params": {"replicas": 3}}));
+        let value = evaluator.evaluate("components/web.jsonnet").unwrap();
+        assert_eq!(value, serde_json::json!({"n": 3}));
+    }
+}

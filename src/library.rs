@@ -1,0 +1,282 @@
+//! The component library embedded in the binary, and how Jsonnet finds files.
+//!
+//! The repo's `components/` (prototypes and helpers), `crds/` and `environments/` folders are
+//! compiled in with `include_dir`, so an app needs no vendored copies. Jsonnet sees them under a
+//! fixed prefix: `import 'mlkube/tf-serving.libsonnet'` reads `components/tf-serving.libsonnet`,
+//! `importstr 'mlkube/crds/<file>'` reads `crds/<file>`.
+//!
+//! One more name under the prefix is not a file: `import 'mlkube/component.libsonnet'`, from
+//! `components/<name>.jsonnet`, gives that component `{ name, params, env }` for the environment
+//! being rendered. That is how a component reads its parameters without boilerplate.
+//!
+//! Every file Jsonnet sees is named by a path relative to the app (`components/mnist.jsonnet`) or
+//! by its `mlkube/` name, so error messages point at what the user can open.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Component as PathPart, Path, PathBuf};
+use std::rc::Rc;
+
+use include_dir::{Dir, include_dir};
+use jrsonnet_evaluator::error::ErrorKind;
+use jrsonnet_evaluator::{AsPathLike, ImportResolver, ResolvePath, SourcePath, SourceVirtual};
+use jrsonnet_gcmodule::Acyclic;
+
+static COMPONENTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/components");
+static CRDS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/crds");
+static ENVIRONMENTS: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/environments");
+
+/// The import prefix of the embedded library.
+pub const PREFIX: &str = "mlkube/";
+
+/// The import that gives a component its parameters and environment.
+pub const COMPONENT_IMPORT: &str = "mlkube/component.libsonnet";
+
+/// Where a prototype lives under the import prefix.
+pub fn prototype_import(prototype: &str) -> String {
+    format!("{PREFIX}{prototype}.libsonnet")
+}
+
+/// The contents of an embedded file, by its name under the prefix (`tf-serving.libsonnet`,
+/// `crds/tfjobs.kubeflow.org.yaml`).
+pub fn file(path: &str) -> Option<&'static [u8]> {
+    match path.strip_prefix("crds/") {
+        Some(crd) => CRDS.get_file(crd),
+        None => COMPONENTS.get_file(path),
+    }
+    .map(|file| file.contents())
+}
+
+/// The top-level `.libsonnet` files of the library, sorted: prototypes and shared helpers.
+/// Which of them are prototypes is known only by evaluating them (a prototype has `render`).
+pub fn libsonnet_files() -> Vec<&'static str> {
+    let mut names: Vec<&str> = COMPONENTS
+        .files()
+        .filter_map(|file| file.path().to_str())
+        .filter_map(|path| path.strip_suffix(".libsonnet"))
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// The shipped `environments/<env>/params.libsonnet`, copied into a new app by `init`.
+pub fn default_environment_params(env: &str) -> Option<&'static str> {
+    ENVIRONMENTS
+        .get_file(format!("{env}/params.libsonnet"))
+        .and_then(|file| file.contents_utf8())
+}
+
+/// What `mlkube/component.libsonnet` evaluates to, per component, as JSON text. The renderer
+/// fills it before it evaluates the component.
+pub type ComponentContexts = Rc<RefCell<HashMap<String, String>>>;
+
+/// Resolves and loads every file Jsonnet imports while rendering an app.
+///
+/// Files are named (as `SourceVirtual`) by their path relative to the app root, or by their
+/// `mlkube/` name; relative imports resolve against the importing file, then against the app's
+/// `lib/` and `vendor/` folders, as ksonnet's jpaths did.
+#[derive(Acyclic)]
+pub struct Resolver {
+    app_root: PathBuf,
+    contexts: ComponentContexts,
+}
+
+impl Resolver {
+    pub fn new(app_root: &Path, contexts: ComponentContexts) -> Self {
+        Resolver {
+            app_root: app_root.to_owned(),
+            contexts,
+        }
+    }
+
+    /// The name Jsonnet reports for a file, e.g. `components/mnist.jsonnet`.
+    pub fn source(name: &str) -> SourcePath {
+        SourcePath::new(SourceVirtual(name.into()))
+    }
+
+    fn resolve_name(&self, from: &str, path: &str) -> Result<String, ErrorKind> {
+        if path == COMPONENT_IMPORT {
+            let component = from
+                .strip_prefix("components/")
+                .and_then(|file| file.strip_suffix(".jsonnet"))
+                .filter(|name| !name.contains('/'));
+            return match component {
+                Some(component) => Ok(format!("{COMPONENT_IMPORT}#{component}")),
+                None => Err(ErrorKind::RuntimeError(
+                    format!(
+                        "{COMPONENT_IMPORT} can only be imported by a component file \
+                         (components/<name>.jsonnet), not by {from}; pass params on to helpers"
+                    )
+                    .into(),
+                )),
+            };
+        }
+        if let Some(library_path) = path.strip_prefix(PREFIX) {
+            return self.library_name(library_path, path);
+        }
+        if Path::new(path).is_absolute() {
+            return Ok(path.to_owned());
+        }
+        let join = |dir: &str| {
+            if dir.is_empty() {
+                normalize(path)
+            } else {
+                normalize(&format!("{dir}/{path}"))
+            }
+        };
+        if let Some(from_library) = from.strip_prefix(PREFIX) {
+            let dir = from_library.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let joined = join(dir).ok_or_else(|| {
+                ErrorKind::RuntimeError(
+                    format!("{path} (imported by {from}) is outside the mlkube library").into(),
+                )
+            })?;
+            return self.library_name(&joined, path);
+        }
+        let dir = from.rsplit_once('/').map_or("", |(dir, _)| dir);
+        for candidate in [join(dir), join("lib"), join("vendor")] {
+            if let Some(name) = candidate
+                && self.app_root.join(&name).is_file()
+            {
+                return Ok(name);
+            }
+        }
+        Err(ErrorKind::ImportFileNotFound(
+            Self::source(from),
+            jrsonnet_evaluator::ResolvePathOwned::Str(path.to_owned()),
+        ))
+    }
+
+    fn library_name(&self, library_path: &str, asked: &str) -> Result<String, ErrorKind> {
+        if file(library_path).is_some() {
+            Ok(format!("{PREFIX}{library_path}"))
+        } else {
+            let mut known: Vec<String> = COMPONENTS
+                .files()
+                .filter_map(|f| f.path().to_str().map(|p| format!("{PREFIX}{p}")))
+                .chain(
+                    CRDS.files()
+                        .filter_map(|f| f.path().to_str().map(|p| format!("{PREFIX}crds/{p}"))),
+                )
+                .collect();
+            known.sort();
+            Err(ErrorKind::RuntimeError(
+                format!(
+                    "{asked} is not in the mlkube library; it holds: {}",
+                    known.join(", ")
+                )
+                .into(),
+            ))
+        }
+    }
+}
+
+impl ImportResolver for Resolver {
+    fn resolve_from(
+        &self,
+        from: &SourcePath,
+        path: &dyn AsPathLike,
+    ) -> jrsonnet_evaluator::Result<SourcePath> {
+        let path = match path.as_path() {
+            ResolvePath::Str(s) => s.to_owned(),
+            ResolvePath::Path(p) => p.to_string_lossy().into_owned(),
+        };
+        let from_name = from
+            .downcast_ref::<SourceVirtual>()
+            .map(|v| v.0.to_string())
+            .unwrap_or_default();
+        let name = self.resolve_name(&from_name, &path)?;
+        Ok(Self::source(&name))
+    }
+
+    fn load_file_contents(&self, resolved: &SourcePath) -> jrsonnet_evaluator::Result<Vec<u8>> {
+        let Some(name) = resolved
+            .downcast_ref::<SourceVirtual>()
+            .map(|v| v.0.to_string())
+        else {
+            return Err(ErrorKind::ResolvedFileNotFound(resolved.clone()).into());
+        };
+        if let Some(component) = name
+            .strip_prefix(COMPONENT_IMPORT)
+            .and_then(|rest| rest.strip_prefix('#'))
+        {
+            return match self.contexts.borrow().get(component) {
+                Some(json) => Ok(json.clone().into_bytes()),
+                None => Err(ErrorKind::RuntimeError(
+                    format!("{COMPONENT_IMPORT}: `{component}` is not a component of this app")
+                        .into(),
+                )
+                .into()),
+            };
+        }
+        if let Some(library_path) = name.strip_prefix(PREFIX) {
+            return file(library_path)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| ErrorKind::ResolvedFileNotFound(resolved.clone()).into());
+        }
+        std::fs::read(self.app_root.join(&name))
+            .map_err(|error| ErrorKind::ImportIo(format!("cannot read {name}: {error}")).into())
+    }
+}
+
+/// Lexically normalise a relative path with `/` separators; `None` if it climbs above its root.
+fn normalize(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in Path::new(path).components() {
+        match part {
+            PathPart::Normal(name) => parts.push(name.to_str()?),
+            PathPart::ParentDir => {
+                parts.pop()?;
+            }
+            PathPart::CurDir => {}
+            PathPart::RootDir | PathPart::Prefix(_) => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolver() -> Resolver {
+        Resolver::new(Path::new("/nonexistent"), ComponentContexts::default())
+    }
+
+    #[test]
+    fn component_import_is_per_component() {
+        let name = resolver()
+            .resolve_name("components/mnist.jsonnet", COMPONENT_IMPORT)
+            .unwrap();
+        assert_eq!(name, "mlkube/component.libsonnet#mnist");
+    }
+
+    #[test]
+    fn component_import_is_refused_outside_component_files() {
+        let error = resolver()
+            .resolve_name("lib/helper.libsonnet", COMPONENT_IMPORT)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("can only be imported by a component file")
+        );
+    }
+
+    #[test]
+    fn unknown_library_file_lists_the_library() {
+        let error = resolver()
+            .resolve_name("components/a.jsonnet", "mlkube/nope.libsonnet")
+            .unwrap_err();
+        assert!(error.to_string().contains("is not in the mlkube library"));
+    }
+
+    #[test]
+    fn normalize_keeps_paths_inside_their_root() {
+        assert_eq!(
+            normalize("components/../lib/a.libsonnet").as_deref(),
+            Some("lib/a.libsonnet")
+        );
+        assert_eq!(normalize("../a"), None);
+    }
+}

@@ -1,0 +1,348 @@
+//! The `TFJob` `kubeflow.org/v1` API as Rust types, the single source of truth of the CRD.
+//!
+//! Field names, casing and optionality follow Kubeflow's training-operator (release-1.9) so any
+//! TFJob written for it deserialises unchanged. Two additions live in the status and are
+//! optional, so upstream clients ignore them: per replica type, the indexes that have succeeded
+//! (`succeededIndexes`) and how many times the operator recreated a failed pod (`restarts`).
+//! They are what lets a garbage-collected completed pod never run again and ExitCode restarts
+//! count toward `backoffLimit`.
+//!
+//! Validation that the schema alone cannot say is written as CEL rules beside the field it
+//! guards; `crd::definition` adds the one rule that needs the object's name.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "mlkube-operator";
+
+/// `runPolicy.managedBy` values that mean "this operator": unset, or upstream's own name (we are
+/// a drop-in replacement for it).
+pub const MANAGED_BY_US: &str = "kubeflow.org/training-operator";
+
+/// The multi-cluster dispatcher's name; jobs with it are left alone.
+pub const MANAGED_BY_MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
+
+/// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as
+/// `replicas` pods with a headless service apiece, wired together with `TF_CONFIG`.
+// Two printer columns share `type_ = "integer"`, which clippy takes for a repeated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "kubeflow.org",
+    version = "v1",
+    kind = "TFJob",
+    plural = "tfjobs",
+    singular = "tfjob",
+    namespaced,
+    status = "JobStatus",
+    doc = "TFJob runs a distributed TensorFlow training job (Chief, Workers, parameter servers, \
+           Evaluator) as pods and headless services, with TF_CONFIG injected into each.",
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.conditions[-1:].type"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Workers",
+        type_ = "integer",
+        json_path = ".spec.tfReplicaSpecs.Worker.replicas"
+    ),
+    printcolumn(
+        name = "PS",
+        type_ = "integer",
+        json_path = ".spec.tfReplicaSpecs.PS.replicas"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TFJobSpec {
+    /// Policies that apply to the whole job: cleanup, TTL, deadline, backoff, gang scheduling,
+    /// suspension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
+
+    /// When the job counts as succeeded without a Chief: `""` (worker 0 succeeded) or
+    /// `AllWorkers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_policy: Option<SuccessPolicy>,
+
+    /// The replica types, keyed `Chief`, `Master` (a legacy alias of Chief), `Worker`, `PS` or
+    /// `Evaluator` (any letter case).
+    #[schemars(extend(
+        "maxProperties" = 5,
+        "x-kubernetes-validations" = [
+            {
+                "rule": "self.all(k, k.lowerAscii() in ['chief', 'master', 'worker', 'ps', 'evaluator'])",
+                "message": "replica types are Chief, Master, Worker, PS and Evaluator"
+            },
+            {
+                "rule": "self.filter(k, k.lowerAscii() in ['chief', 'master']).size() <= 1",
+                "message": "at most one of Chief and Master may be set"
+            },
+            {
+                "rule": "self.all(k, !(k.lowerAscii() in ['chief', 'master']) || !has(self[k].replicas) || self[k].replicas <= 1)",
+                "message": "there can be only one Chief/Master replica"
+            }
+        ]
+    ))]
+    pub tf_replica_specs: BTreeMap<String, ReplicaSpec>,
+
+    /// Workers may join and leave: TF_CONFIG uses the sparse cluster form and Worker failures do
+    /// not fail the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_dynamic_worker: Option<bool>,
+}
+
+/// How one replica type runs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+// The Rust side tolerates a missing template (a watch must never choke on one object); the API
+// server does not accept one.
+#[schemars(extend("required" = ["template"]))]
+pub struct ReplicaSpec {
+    /// How many pods of this type (default 1). 0 means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+
+    /// The pod template; it needs a container named `tensorflow`.
+    #[serde(default)]
+    #[schemars(schema_with = "template_schema", transform = without_default)]
+    pub template: PodTemplateSpec,
+
+    /// What happens when a pod of this type fails (default Never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<RestartPolicy>,
+}
+
+/// What happens when a replica's pod fails.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RestartPolicy {
+    /// The kubelet restarts containers whatever their exit; a failed pod is recreated.
+    Always,
+    /// The kubelet restarts failed containers; a failed pod is recreated.
+    OnFailure,
+    /// A failed pod fails the job.
+    Never,
+    /// A failed pod is recreated when its exit code is retryable (128 and up: killed by a
+    /// signal) and fails the job otherwise (1-127: a bug in the program).
+    ExitCode,
+}
+
+/// Which pods are deleted when the job finishes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum CleanPodPolicy {
+    All,
+    Running,
+    None,
+}
+
+/// When a job without a Chief succeeds.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum SuccessPolicy {
+    /// Worker 0 succeeded.
+    #[serde(rename = "")]
+    Default,
+    /// Every worker succeeded.
+    AllWorkers,
+}
+
+/// Policies that apply to the whole job.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",
+        "message": "managedBy is immutable"
+    }
+]))]
+pub struct RunPolicy {
+    /// Which pods to delete when the job finishes (default None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clean_pod_policy: Option<CleanPodPolicy>,
+
+    /// Delete the job this many seconds after it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+
+    /// Fail the job when it has been running this long, counted from `status.startTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub active_deadline_seconds: Option<i64>,
+
+    /// How many restarts (by the kubelet or by recreating pods) before the job fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub backoff_limit: Option<i32>,
+
+    /// Gang scheduling: used when the operator runs with `--gang-scheduler`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_policy: Option<SchedulingPolicy>,
+
+    /// Delete the job's pods and services and stop; unsetting it resumes the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
+    /// The controller in charge: unset or `kubeflow.org/training-operator` means this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": "self in ['kubeflow.org/training-operator', 'kueue.x-k8s.io/multikueue']",
+            "message": "managedBy is kubeflow.org/training-operator or kueue.x-k8s.io/multikueue"
+        }
+    ]))]
+    pub managed_by: Option<String>,
+}
+
+/// The PodGroup a gang scheduler admits the job by.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        { "rule": "self == oldSelf", "message": "queue is immutable" }
+    ]))]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_resources: Option<BTreeMap<String, Quantity>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_seconds: Option<i32>,
+}
+
+/// What the operator observed and decided, written to the status subresource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobStatus {
+    /// The job's history; the last one appended is its current state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<JobCondition>,
+
+    /// Pod counts per replica type.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replica_statuses: BTreeMap<String, ReplicaStatus>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reconcile_time: Option<Time>,
+}
+
+/// One entry of the job's history.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobCondition {
+    /// Created, Running, Restarting, Succeeded, Suspended or Failed.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+/// Pod counts of one replica type.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub active: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub succeeded: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed: i32,
+    /// Deprecated upstream in favour of `selector`; kept for clients that read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// The label selector of this type's pods, as a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// The indexes whose pod succeeded. They are never run again, even after their pod is gone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub succeeded_indexes: Vec<i32>,
+    /// How many failed pods of this type the operator deleted to run again. Counts toward
+    /// `backoffLimit` together with the kubelet's container restarts.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: i32,
+}
+
+/// A required field has no default in the schema, whatever serde falls back to.
+fn without_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// The pod template's schema: the parts the operator and its CEL rules read are typed, the rest
+/// is kept as the user wrote it and validated by the API server when the pod is created.
+///
+/// The full PodTemplateSpec schema would make the CRD about half a megabyte, too big for a
+/// client-side apply's last-applied annotation, and CEL rules over it too costly to admit.
+fn template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The pod template of this replica type; one container must be named `tensorflow`.",
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true
+            },
+            "spec": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "required": ["containers"],
+                "properties": {
+                    "containers": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 64,
+                        "items": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": true,
+                            "required": ["name", "image"],
+                            "properties": {
+                                "name": { "type": "string", "maxLength": 63 },
+                                "image": { "type": "string", "minLength": 1, "maxLength": 4096 }
+                            }
+                        }
+                    }
+                },
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "self.containers.exists(c, c.name == 'tensorflow')",
+                        "message": "one container must be named `tensorflow`"
+                    }
+                ]
+            }
+        },
+        "required": ["spec"]
+    })
+}

@@ -1,0 +1,337 @@
+//! The pods and headless services of a job, built from its (defaulted) spec. Pure.
+//!
+//! A pod and its service share the name `{job}-{type}-{index}`; the name is deterministic, so
+//! creating one that exists fails with AlreadyExists instead of making a duplicate. That, not
+//! bookkeeping, is what guarantees one pod per replica across operator restarts and racing
+//! replicas.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+use super::api::{RestartPolicy, TFJob};
+use super::defaults::{CONTAINER_NAME, ReplicaType};
+use super::tfconfig::{self, Placement};
+
+pub const LABEL_OPERATOR: &str = "training.kubeflow.org/operator-name";
+pub const OPERATOR_NAME: &str = "tfjob-controller";
+pub const LABEL_JOB_NAME: &str = "training.kubeflow.org/job-name";
+pub const LABEL_REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
+pub const LABEL_REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
+pub const LABEL_JOB_ROLE: &str = "training.kubeflow.org/job-role";
+
+/// Gang-scheduling annotations and labels (Volcano, scheduler-plugins).
+pub const ANNOTATION_VOLCANO_GROUP: &str = "scheduling.k8s.io/group-name";
+pub const ANNOTATION_VOLCANO_TASK: &str = "volcano.sh/task-spec";
+pub const LABEL_SCHEDULER_PLUGINS_GROUP: &str = "scheduling.x-k8s.io/pod-group";
+
+/// Operator-wide settings that shape the pods.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Appended to service addresses in TF_CONFIG (`CUSTOM_CLUSTER_DOMAIN`).
+    pub cluster_domain: Option<String>,
+    /// The gang scheduler, when one is configured: `volcano` or a scheduler-plugins name.
+    pub gang_scheduler: Option<String>,
+}
+
+/// `{job}-{type}-{index}`, with `/` replaced by `-` as upstream does.
+pub fn name(job: &str, rtype: ReplicaType, index: i32) -> String {
+    format!("{job}-{}-{index}", rtype.lower()).replace('/', "-")
+}
+
+/// The labels every pod and service of a job carries.
+pub fn job_labels(job: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_OPERATOR.to_owned(), OPERATOR_NAME.to_owned()),
+        (LABEL_JOB_NAME.to_owned(), job.to_owned()),
+    ])
+}
+
+/// The labels of one replica: the job's plus type and index.
+pub fn replica_labels(job: &str, rtype: ReplicaType, index: i32) -> BTreeMap<String, String> {
+    let mut labels = job_labels(job);
+    labels.insert(LABEL_REPLICA_TYPE.to_owned(), rtype.lower().to_owned());
+    labels.insert(LABEL_REPLICA_INDEX.to_owned(), index.to_string());
+    labels
+}
+
+/// The label selector, as a string, of a replica type's pods.
+pub fn selector(job: &str, rtype: ReplicaType) -> String {
+    let mut labels = job_labels(job);
+    labels.insert(LABEL_REPLICA_TYPE.to_owned(), rtype.lower().to_owned());
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The controller owner reference pods and services carry.
+pub fn owner_reference(job: &TFJob) -> OwnerReference {
+    let mut owner = job
+        .controller_owner_ref(&())
+        .unwrap_or_else(|| OwnerReference {
+            api_version: TFJob::api_version(&()).into_owned(),
+            kind: TFJob::kind(&()).into_owned(),
+            name: job.name_any(),
+            uid: job.uid().unwrap_or_default(),
+            ..OwnerReference::default()
+        });
+    owner.controller = Some(true);
+    owner.block_owner_deletion = Some(true);
+    owner
+}
+
+/// Whether this replica carries `job-role=master`: Chief/Master, else worker 0 when the job has
+/// neither.
+fn is_master_role(job: &TFJob, rtype: ReplicaType, index: i32) -> bool {
+    if rtype.is_chief() {
+        return true;
+    }
+    let has_chief = job
+        .spec
+        .tf_replica_specs
+        .keys()
+        .any(|k| ReplicaType::parse(k).is_some_and(ReplicaType::is_chief));
+    !has_chief && rtype == ReplicaType::Worker && index == 0
+}
+
+/// The pod of replica `index` of type `rtype`.
+pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Pod {
+    let job_name = job.name_any();
+    let namespace = job.namespace().unwrap_or_default();
+    let replica = job
+        .spec
+        .tf_replica_specs
+        .get(rtype.key())
+        .cloned()
+        .unwrap_or_default();
+    let template = replica.template.clone();
+    let template_meta = template.metadata.unwrap_or_default();
+
+    let mut labels = template_meta.labels.unwrap_or_default();
+    labels.extend(replica_labels(&job_name, rtype, index));
+    if is_master_role(job, rtype, index) {
+        labels.insert(LABEL_JOB_ROLE.to_owned(), "master".to_owned());
+    }
+    let mut annotations = template_meta.annotations.unwrap_or_default();
+
+    let mut spec = template.spec.unwrap_or_default();
+    spec.restart_policy = Some(
+        match replica.restart_policy.unwrap_or(RestartPolicy::Never) {
+            RestartPolicy::Always => "Always",
+            RestartPolicy::OnFailure => "OnFailure",
+            RestartPolicy::Never | RestartPolicy::ExitCode => "Never",
+        }
+        .to_owned(),
+    );
+
+    let placement = Placement {
+        job: &job_name,
+        namespace: &namespace,
+        cluster_domain: options.cluster_domain.as_deref(),
+    };
+    if let Some(config) = tfconfig::for_replica(&job.spec, &placement, rtype.key(), index) {
+        for container in spec
+            .containers
+            .iter_mut()
+            .filter(|c| c.name == CONTAINER_NAME)
+        {
+            let env = container.env.get_or_insert_with(Vec::new);
+            env.retain(|e| e.name != tfconfig::ENV_NAME);
+            env.push(EnvVar {
+                name: tfconfig::ENV_NAME.to_owned(),
+                value: Some(config.clone()),
+                value_from: None,
+            });
+        }
+    }
+
+    if let Some(scheduler) = options.gang_scheduler.as_deref() {
+        gang(
+            &mut spec,
+            &mut labels,
+            &mut annotations,
+            scheduler,
+            &job_name,
+            rtype,
+        );
+    }
+
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name(&job_name, rtype, index)),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: Some(vec![owner_reference(job)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+fn gang(
+    spec: &mut PodSpec,
+    labels: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+    scheduler: &str,
+    job: &str,
+    rtype: ReplicaType,
+) {
+    if spec.scheduler_name.is_none() {
+        spec.scheduler_name = Some(scheduler.to_owned());
+    }
+    if scheduler == "volcano" {
+        annotations.insert(ANNOTATION_VOLCANO_GROUP.to_owned(), job.to_owned());
+        annotations.insert(ANNOTATION_VOLCANO_TASK.to_owned(), rtype.lower().to_owned());
+    } else {
+        labels.insert(LABEL_SCHEDULER_PLUGINS_GROUP.to_owned(), job.to_owned());
+    }
+}
+
+/// The headless service of replica `index` of type `rtype`: every named port of the
+/// `tensorflow` container, selected by the replica's four labels.
+pub fn service(job: &TFJob, rtype: ReplicaType, index: i32) -> Service {
+    let job_name = job.name_any();
+    let replica = job.spec.tf_replica_specs.get(rtype.key());
+    let ports: Vec<ServicePort> = replica
+        .and_then(|r| r.template.spec.as_ref())
+        .iter()
+        .flat_map(|pod| &pod.containers)
+        .filter(|c| c.name == CONTAINER_NAME)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            Some(ServicePort {
+                name: Some(p.name.clone()?),
+                port: p.container_port,
+                ..ServicePort::default()
+            })
+        })
+        .collect();
+    let labels = replica_labels(&job_name, rtype, index);
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name(&job_name, rtype, index)),
+            namespace: job.namespace(),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner_reference(job)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            selector: Some(labels),
+            ports: Some(ports),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::fixtures::job;
+
+    #[test]
+    fn pod_has_upstream_name_labels_owner_and_restart_policy() {
+        let job = job("mnist")
+            .replica("Worker", 2)
+            .replica("PS", 1)
+            .restart("Worker", RestartPolicy::ExitCode)
+            .build();
+        let pod = pod(&job, ReplicaType::Worker, 1, &Options::default());
+        assert_eq!(pod.metadata.name.as_deref(), Some("mnist-worker-1"));
+        let labels = pod.metadata.labels.unwrap();
+        assert_eq!(labels[LABEL_OPERATOR], "tfjob-controller");
+        assert_eq!(labels[LABEL_JOB_NAME], "mnist");
+        assert_eq!(labels[LABEL_REPLICA_TYPE], "worker");
+        assert_eq!(labels[LABEL_REPLICA_INDEX], "1");
+        assert!(!labels.contains_key(LABEL_JOB_ROLE));
+        let owner = &pod.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (
+                owner.kind.as_str(),
+                owner.controller,
+                owner.block_owner_deletion
+            ),
+            ("TFJob", Some(true), Some(true))
+        );
+        assert_eq!(pod.spec.unwrap().restart_policy.as_deref(), Some("Never"));
+    }
+
+    #[test]
+    fn job_role_master_goes_to_worker_zero_without_a_chief_and_to_the_chief_with_one() {
+        let workers_only = job("a").replica("Worker", 2).build();
+        let role = |job: &TFJob, t, i| {
+            pod(job, t, i, &Options::default())
+                .metadata
+                .labels
+                .unwrap()
+                .get(LABEL_JOB_ROLE)
+                .cloned()
+        };
+        assert_eq!(
+            role(&workers_only, ReplicaType::Worker, 0).as_deref(),
+            Some("master")
+        );
+        let with_chief = job("b").replica("Chief", 1).replica("Worker", 2).build();
+        assert_eq!(role(&with_chief, ReplicaType::Worker, 0), None);
+        assert_eq!(
+            role(&with_chief, ReplicaType::Chief, 0).as_deref(),
+            Some("master")
+        );
+    }
+
+    #[test]
+    fn tf_config_goes_only_into_the_tensorflow_container() {
+        let mut template = crate::operator::fixtures::worker_template();
+        template
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .push(k8s_openapi::api::core::v1::Container {
+                name: "sidecar".into(),
+                ..Default::default()
+            });
+        let job = job("mnist").replica_with("Worker", 2, template).build();
+        let spec = pod(&job, ReplicaType::Worker, 0, &Options::default())
+            .spec
+            .unwrap();
+        let env = |i: usize| spec.containers[i].env.clone().unwrap_or_default();
+        assert_eq!(env(0)[0].name, "TF_CONFIG");
+        assert!(env(1).is_empty());
+    }
+
+    #[test]
+    fn service_is_headless_with_the_tensorflow_ports() {
+        let job = job("mnist").replica("PS", 1).replica("Worker", 1).build();
+        let service = service(&job, ReplicaType::PS, 0);
+        let spec = service.spec.unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+        let ports = spec.ports.unwrap();
+        assert_eq!(
+            (ports[0].name.as_deref(), ports[0].port),
+            (Some("tfjob-port"), 2222)
+        );
+        assert_eq!(spec.selector.unwrap().len(), 4);
+    }
+
+    #[test]
+    fn volcano_gang_annotations() {
+        let job = job("mnist").replica("Worker", 2).build();
+        let options = Options {
+            gang_scheduler: Some("volcano".into()),
+            ..Options::default()
+        };
+        let pod = pod(&job, ReplicaType::Worker, 0, &options);
+        let annotations = pod.metadata.annotations.unwrap();
+        assert_eq!(annotations[ANNOTATION_VOLCANO_GROUP], "mnist");
+        assert_eq!(annotations[ANNOTATION_VOLCANO_TASK], "worker");
+        assert_eq!(pod.spec.unwrap().scheduler_name.as_deref(), Some("volcano"));
+    }
+}

@@ -1,0 +1,141 @@
+//! The operator's two small HTTP endpoints: `/metrics` (Prometheus) and `/healthz` + `/readyz`.
+//!
+//! Plain HTTP/1.1 on a tokio listener, one request per connection: probes and scrapes need
+//! nothing more, and it keeps a web framework out of the binary.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::metrics::Metrics;
+
+/// What the probes report.
+#[derive(Default)]
+pub struct Health {
+    /// Set once the caches have synced (and, with leader election, whether or not we lead:
+    /// a standby replica is ready to take over).
+    pub ready: AtomicBool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("`{addr}` is not a listen address; hint: write it as `:8080` or `127.0.0.1:8080`")]
+    Address { addr: String },
+    #[error("cannot listen on {addr}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Parse `:8080` (every interface) or `host:port`.
+pub fn parse_addr(addr: &str) -> Result<SocketAddr, HttpError> {
+    let full = if addr.starts_with(':') {
+        format!("0.0.0.0{addr}")
+    } else {
+        addr.to_owned()
+    };
+    full.parse().map_err(|_| HttpError::Address {
+        addr: addr.to_owned(),
+    })
+}
+
+pub async fn bind(addr: &str) -> Result<TcpListener, HttpError> {
+    let socket = parse_addr(addr)?;
+    TcpListener::bind(socket)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: addr.to_owned(),
+            source,
+        })
+}
+
+/// Which endpoints a listener serves.
+#[derive(Clone)]
+pub enum Endpoints {
+    Metrics(Arc<Metrics>),
+    Health(Arc<Health>),
+}
+
+/// Serve requests until the task is dropped.
+pub async fn serve(listener: TcpListener, endpoints: Endpoints) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let Ok(n) = stream.read(&mut buf).await else {
+                return;
+            };
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let path = request.split_whitespace().nth(1).unwrap_or("/");
+            let (status, body) = respond(&endpoints, path);
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+fn respond(endpoints: &Endpoints, path: &str) -> (&'static str, String) {
+    let path = path.split('?').next().unwrap_or(path);
+    match (endpoints, path) {
+        (Endpoints::Metrics(metrics), "/metrics") => ("200 OK", metrics.render()),
+        (Endpoints::Health(_), "/healthz") => ("200 OK", "ok\n".to_owned()),
+        (Endpoints::Health(health), "/readyz") if health.ready.load(Ordering::Relaxed) => {
+            ("200 OK", "ok\n".to_owned())
+        }
+        (Endpoints::Health(_), "/readyz") => (
+            "503 Service Unavailable",
+            "caches not synced yet\n".to_owned(),
+        ),
+        _ => ("404 Not Found", "not found\n".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_addr(":8080").unwrap().to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            parse_addr("127.0.0.1:9").unwrap().to_string(),
+            "127.0.0.1:9"
+        );
+        assert!(parse_addr("8080").is_err());
+    }
+
+    #[tokio::test]
+    async fn readyz_turns_ready_and_metrics_render() {
+        let health = Arc::new(Health::default());
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, Endpoints::Health(health.clone())));
+        let get = |path: &'static str| async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut out = String::new();
+            stream.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        health.ready.store(true, Ordering::Relaxed);
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+        assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
+    }
+}

@@ -1,0 +1,197 @@
+//! Prometheus metrics, rendered in the text exposition format by hand (a handful of counters and
+//! one histogram do not need a metrics library).
+//!
+//! Names follow upstream's (`training_operator_jobs_*_total{job_namespace,framework}`) so
+//! existing dashboards keep working; the reconcile-duration histogram, error counter and
+//! work-queue depth are new. Labels come from a fixed set: the job's namespace, and operation
+//! names that are `&'static str`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::plan::Transition;
+
+/// Upper bounds of the reconcile-duration histogram, in seconds.
+const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// Every metric the operator exports.
+#[derive(Default)]
+pub struct Metrics {
+    /// (transition name, namespace) → count.
+    jobs: Mutex<BTreeMap<(&'static str, String), u64>>,
+    /// operation → count (pods created, services deleted, ...).
+    objects: Mutex<BTreeMap<&'static str, u64>>,
+    /// reconcile failures by the operation that failed.
+    errors: Mutex<BTreeMap<&'static str, u64>>,
+    reconcile: Mutex<Histogram>,
+    reconciles: AtomicU64,
+    /// Reconciles started and not yet finished, plus those waiting for a worker.
+    queue_depth: AtomicI64,
+    /// 1 while this replica holds the lease (or runs without leader election).
+    leader: AtomicI64,
+}
+
+impl Metrics {
+    pub fn job(&self, transition: Transition, namespace: &str) {
+        let name = match transition {
+            Transition::Created => "created",
+            Transition::Succeeded => "successful",
+            Transition::Failed => "failed",
+            Transition::Restarted => "restarted",
+        };
+        *lock(&self.jobs)
+            .entry((name, namespace.to_owned()))
+            .or_default() += 1;
+    }
+
+    pub fn job_deleted(&self, namespace: &str) {
+        *lock(&self.jobs)
+            .entry(("deleted", namespace.to_owned()))
+            .or_default() += 1;
+    }
+
+    /// An object operation: `created_pods`, `deleted_pods`, `succeeded_service_creation`, ...
+    pub fn object(&self, operation: &'static str) {
+        *lock(&self.objects).entry(operation).or_default() += 1;
+    }
+
+    pub fn error(&self, operation: &'static str) {
+        *lock(&self.errors).entry(operation).or_default() += 1;
+    }
+
+    pub fn reconciled(&self, took: Duration) {
+        self.reconciles.fetch_add(1, Ordering::Relaxed);
+        let seconds = took.as_secs_f64();
+        let mut h = lock(&self.reconcile);
+        for (bucket, bound) in h.counts.iter_mut().zip(BUCKETS) {
+            if seconds <= bound {
+                *bucket += 1;
+            }
+        }
+        h.count += 1;
+        h.sum += seconds;
+    }
+
+    pub fn queue_add(&self, n: i64) {
+        self.queue_depth.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.store(i64::from(leader), Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let jobs = lock(&self.jobs);
+        for name in ["created", "deleted", "successful", "failed", "restarted"] {
+            let metric = format!("training_operator_jobs_{name}_total");
+            let _ = writeln!(out, "# HELP {metric} TFJobs {name}, by namespace.");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            for ((_, namespace), value) in jobs.iter().filter(|((n, _), _)| *n == name) {
+                let _ = writeln!(
+                    out,
+                    "{metric}{{job_namespace=\"{}\",framework=\"tensorflow\"}} {value}",
+                    escape(namespace)
+                );
+            }
+        }
+        drop(jobs);
+        let objects = lock(&self.objects);
+        for (operation, value) in objects.iter() {
+            let metric = format!("{operation}_total");
+            let _ = writeln!(out, "# TYPE {metric} counter");
+            let _ = writeln!(out, "{metric} {value}");
+        }
+        drop(objects);
+        let _ = writeln!(
+            out,
+            "# HELP mlkube_operator_reconcile_errors_total Failed reconciles, by the operation that failed."
+        );
+        let _ = writeln!(out, "# TYPE mlkube_operator_reconcile_errors_total counter");
+        for (operation, value) in lock(&self.errors).iter() {
+            let _ = writeln!(
+                out,
+                "mlkube_operator_reconcile_errors_total{{operation=\"{operation}\"}} {value}"
+            );
+        }
+        let h = lock(&self.reconcile);
+        let metric = "mlkube_operator_reconcile_duration_seconds";
+        let _ = writeln!(out, "# HELP {metric} Time one reconcile of one TFJob took.");
+        let _ = writeln!(out, "# TYPE {metric} histogram");
+        for (count, bound) in h.counts.iter().zip(BUCKETS) {
+            let _ = writeln!(out, "{metric}_bucket{{le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(out, "{metric}_bucket{{le=\"+Inf\"}} {}", h.count);
+        let _ = writeln!(out, "{metric}_sum {}", h.sum);
+        let _ = writeln!(out, "{metric}_count {}", h.count);
+        drop(h);
+        let _ = writeln!(
+            out,
+            "# HELP mlkube_operator_workqueue_depth TFJobs being reconciled or waiting for a worker."
+        );
+        let _ = writeln!(out, "# TYPE mlkube_operator_workqueue_depth gauge");
+        let _ = writeln!(
+            out,
+            "mlkube_operator_workqueue_depth {}",
+            self.queue_depth.load(Ordering::Relaxed).max(0)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP mlkube_operator_is_leader 1 while this replica holds the leader lease."
+        );
+        let _ = writeln!(out, "# TYPE mlkube_operator_is_leader gauge");
+        let _ = writeln!(
+            out,
+            "mlkube_operator_is_leader {}",
+            self.leader.load(Ordering::Relaxed)
+        );
+        out
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding a metrics lock leaves counts that are still valid numbers.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_job_counters_by_namespace_and_the_histogram() {
+        let metrics = Metrics::default();
+        metrics.job(Transition::Created, "team-a");
+        metrics.job(Transition::Created, "team-a");
+        metrics.job(Transition::Failed, "team-b");
+        metrics.object("created_pods");
+        metrics.reconciled(Duration::from_millis(20));
+        let text = metrics.render();
+        assert!(text.contains("training_operator_jobs_created_total{job_namespace=\"team-a\",framework=\"tensorflow\"} 2"), "{text}");
+        assert!(text.contains("training_operator_jobs_failed_total{job_namespace=\"team-b\",framework=\"tensorflow\"} 1"));
+        assert!(text.contains("created_pods_total 1"));
+        assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.025\"} 1"));
+        assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.01\"} 0"));
+        assert!(text.contains("mlkube_operator_reconcile_duration_seconds_count 1"));
+    }
+}

@@ -1,0 +1,1291 @@
+//! The heart of the operator, and pure: from a defaulted job, the pods and services observed and
+//! the current time, compute the new status and the actions that bring the cluster there.
+//!
+//! # Expected flow
+//! A finished job only gets its cleanPodPolicy applied and its TTL checked. A suspended job
+//! loses its pods and services. Otherwise every replica index gets a pod and a service; failed
+//! pods are restarted or fail the job by their replica's restartPolicy; then the job is
+//! Succeeded (Chief/Master, else workers, decide), Failed (a replica failed for good, the
+//! backoff limit or the active deadline was passed), Restarting or Running.
+//!
+//! # Where this differs from upstream, on purpose
+//! - A succeeded index is remembered in `replicaStatuses[t].succeededIndexes` and never run
+//!   again, even when its pod has been garbage-collected.
+//! - Restarts by recreation (ExitCode, OnFailure, Always) are counted in
+//!   `replicaStatuses[t].restarts` and count toward `backoffLimit` with the kubelet's container
+//!   restarts. The job fails when the total would pass the limit: `backoffLimit: N` allows N
+//!   restarts (upstream fails at N for kubelet restarts and never for recreations).
+//! - Success is decided before failures: a job whose Chief succeeded is Succeeded, whatever
+//!   the workers do after.
+//! - `replicas: 0` means no pods and no services.
+//! - A pod being deleted is neither active nor failed (upstream counts a deleted Running pod as
+//!   failed, which failed ExitCode jobs on exit code 137); its index waits until it is gone.
+//! - The active deadline returns a requeue at the deadline, and passing it (or the backoff
+//!   limit) stops the running pods, as a Kubernetes Job does, whatever the cleanPodPolicy.
+//! - Failure messages say why: `Evicted`, `OOMKilled`, `exit code N of container C`.
+//!
+//! # Assumptions
+//! The caller passes only the job's own pods and services (controller owner reference), and
+//! marks as being deleted (`deletionTimestamp`) the pods it has deleted but may still see in a
+//! stale cache, so a failure is never handled twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::ResourceExt;
+
+use super::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy, SuccessPolicy, TFJob};
+use super::build;
+use super::conditions::{self as cond, FALSE, TRUE};
+use super::defaults::{CONTAINER_NAME, ReplicaType};
+
+/// An event to record on the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// A pod to delete, with the UID it was observed with (deletes carry it as a precondition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deletion {
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+/// What happened to the job, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    Created,
+    Succeeded,
+    Failed,
+    Restarted,
+}
+
+/// The outcome of one reconcile.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    pub status: JobStatus,
+    pub create_pods: Vec<(ReplicaType, i32)>,
+    pub delete_pods: Vec<Deletion>,
+    pub create_services: Vec<(ReplicaType, i32)>,
+    pub delete_services: Vec<String>,
+    pub events: Vec<Event>,
+    pub transitions: Vec<Transition>,
+    /// The TTL after finishing has passed: delete the job itself.
+    pub delete_job: bool,
+    /// Reconcile again after this long even if nothing happens (deadline, TTL).
+    pub requeue_after: Option<Duration>,
+}
+
+/// The pods and services the job owns.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    pub pods: &'a [Pod],
+    pub services: &'a [Service],
+}
+
+/// A pod's place in the job, from its labels.
+fn slot(pod_labels: &BTreeMap<String, String>) -> Option<(ReplicaType, i32)> {
+    let rtype = ReplicaType::parse(pod_labels.get(build::LABEL_REPLICA_TYPE)?)?;
+    let index = pod_labels.get(build::LABEL_REPLICA_INDEX)?.parse().ok()?;
+    Some((rtype, index))
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// The exit code of the `tensorflow` container, if it terminated.
+fn exit_code(pod: &Pod) -> Option<i32> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == CONTAINER_NAME)?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()
+        .map(|t| t.exit_code)
+}
+
+/// Why a pod failed, in words a user can act on.
+pub fn failure_reason(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    if let Some(reason) = status.and_then(|s| s.reason.as_deref()) {
+        let message = status
+            .and_then(|s| s.message.as_deref())
+            .unwrap_or_default();
+        return if message.is_empty() {
+            reason.to_owned()
+        } else {
+            format!("{reason}: {message}")
+        };
+    }
+    let containers = status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten());
+    // The tensorflow container first: its exit is the one that matters.
+    let mut ordered: Vec<_> = containers.collect();
+    ordered.sort_by_key(|c| c.name != CONTAINER_NAME);
+    for container in ordered {
+        let state = container.state.as_ref();
+        if let Some(t) = state
+            .and_then(|s| s.terminated.as_ref())
+            .filter(|t| t.exit_code != 0)
+        {
+            return match t.reason.as_deref() {
+                Some("OOMKilled") => format!(
+                    "OOMKilled: exit code {} of container {}",
+                    t.exit_code, container.name
+                ),
+                _ => format!("exit code {} of container {}", t.exit_code, container.name),
+            };
+        }
+        if let Some(reason) = state
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.as_deref())
+        {
+            return format!("{reason} in container {}", container.name);
+        }
+    }
+    "the pod failed without a container exit".to_owned()
+}
+
+/// Container waiting reasons that mean the pod will not start without help.
+const STUCK_REASONS: &[&str] = &[
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+];
+
+fn stuck_reason(pod: &Pod) -> Option<(String, String)> {
+    let status = pod.status.as_ref()?;
+    status.container_statuses.iter().flatten().find_map(|c| {
+        let waiting = c.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref()?;
+        STUCK_REASONS
+            .contains(&reason)
+            .then(|| (reason.to_owned(), c.name.clone()))
+    })
+}
+
+fn kubelet_restarts(pod: &Pod) -> i32 {
+    let status = pod.status.as_ref();
+    let containers = status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten());
+    let init = status
+        .iter()
+        .flat_map(|s| s.init_container_statuses.iter().flatten());
+    containers.chain(init).map(|c| c.restart_count).sum()
+}
+
+fn seconds_between(from: &Time, to: &Time) -> i64 {
+    to.0.as_second() - from.0.as_second()
+}
+
+/// Compute the status and actions of one reconcile. `job` must be defaulted.
+pub fn plan(job: &TFJob, observed: Observed<'_>, now: &Time) -> Plan {
+    let mut plan = Plan {
+        status: job.status.clone().unwrap_or_default(),
+        ..Plan::default()
+    };
+    let name = job.name_any();
+    let full_name = format!("{}/{name}", job.namespace().unwrap_or_default());
+    let run_policy = job.spec.run_policy.clone().unwrap_or_default();
+    let clean_pod_policy = run_policy.clean_pod_policy.unwrap_or(CleanPodPolicy::None);
+
+    if cond::is_finished(&plan.status) {
+        finished(job, observed, now, &mut plan, clean_pod_policy);
+        return plan;
+    }
+
+    if plan.status.conditions.is_empty() {
+        cond::set(
+            &mut plan.status,
+            cond::CREATED,
+            TRUE,
+            &cond::reason("Created"),
+            &format!("TFJob {name} is created."),
+            now,
+        );
+        plan.transitions.push(Transition::Created);
+    }
+
+    if run_policy.suspend == Some(true) {
+        suspend(observed, now, &mut plan, &full_name);
+        return plan;
+    }
+    if cond::is_true(&plan.status, cond::SUSPENDED) {
+        let message = format!("TFJob {full_name} is resumed.");
+        cond::set(
+            &mut plan.status,
+            cond::SUSPENDED,
+            FALSE,
+            &cond::reason("Resumed"),
+            &message,
+            now,
+        );
+        plan.status.start_time = Some(now.clone());
+        plan.events.push(Event {
+            warning: false,
+            reason: cond::reason("Resumed"),
+            message,
+        });
+    }
+    if plan.status.start_time.is_none() {
+        plan.status.start_time = Some(now.clone());
+    }
+
+    // Observe every replica type; index pods by their slot.
+    let mut by_slot: BTreeMap<(ReplicaType, i32), &Pod> = BTreeMap::new();
+    for pod in observed.pods {
+        match pod.metadata.labels.as_ref().and_then(slot) {
+            Some(slot) if job.spec.tf_replica_specs.contains_key(slot.0.key()) => {
+                by_slot.insert(slot, pod);
+            }
+            // A pod of a type the spec no longer has.
+            _ if !terminating(pod) => plan.delete_pods.push(deletion(pod)),
+            _ => {}
+        }
+    }
+
+    let mut permanent_failures: Vec<(ReplicaType, Vec<String>)> = Vec::new();
+    let mut restarts_wanted: Vec<(ReplicaType, &Pod, String)> = Vec::new();
+    let mut restart_total = 0;
+    let mut stuck: Vec<String> = Vec::new();
+
+    for (key, replica) in &job.spec.tf_replica_specs {
+        let Some(rtype) = ReplicaType::parse(key) else {
+            continue;
+        };
+        let replicas = replica.replicas.unwrap_or(1).max(0);
+        let policy = replica.restart_policy.unwrap_or(RestartPolicy::Never);
+        let previous = plan
+            .status
+            .replica_statuses
+            .get(key)
+            .cloned()
+            .unwrap_or_default();
+        let mut succeeded_indexes: BTreeSet<i32> =
+            previous.succeeded_indexes.iter().copied().collect();
+        let mut status = ReplicaStatus {
+            restarts: previous.restarts,
+            selector: Some(build::selector(&name, rtype)),
+            label_selector: Some(LabelSelector {
+                match_labels: Some({
+                    let mut labels = build::job_labels(&name);
+                    labels.insert(
+                        build::LABEL_REPLICA_TYPE.to_owned(),
+                        rtype.lower().to_owned(),
+                    );
+                    labels
+                }),
+                match_expressions: None,
+            }),
+            ..ReplicaStatus::default()
+        };
+        restart_total += previous.restarts;
+        let mut failures = Vec::new();
+
+        // Scale down: pods past the last index go.
+        for (&(_, index), pod) in by_slot.range((rtype, i32::MIN)..=(rtype, i32::MAX)) {
+            if (index < 0 || index >= replicas) && !terminating(pod) {
+                plan.delete_pods.push(deletion(pod));
+            }
+        }
+        for (service, index) in services_of(observed.services, rtype) {
+            if index < 0 || index >= replicas {
+                plan.delete_services.push(service);
+            }
+        }
+
+        for index in 0..replicas {
+            let pod = by_slot.get(&(rtype, index)).copied();
+            let remembered = succeeded_indexes.contains(&index);
+            match pod {
+                None if remembered => {}
+                None => plan.create_pods.push((rtype, index)),
+                Some(pod) if terminating(pod) => {}
+                Some(pod) => match phase(pod) {
+                    "Succeeded" => {
+                        succeeded_indexes.insert(index);
+                    }
+                    "Failed" if remembered => {}
+                    "Failed" => {
+                        let why = failure_reason(pod);
+                        let retry = match policy {
+                            RestartPolicy::Never => false,
+                            RestartPolicy::OnFailure | RestartPolicy::Always => true,
+                            RestartPolicy::ExitCode => {
+                                exit_code(pod).is_none_or(|code| code >= 128)
+                            }
+                        };
+                        plan.events.push(Event {
+                            warning: true,
+                            reason: match exit_code(pod) {
+                                Some(_) if why.starts_with("OOMKilled") => "OOMKilled".to_owned(),
+                                Some(_) => "ExitedWithCode".to_owned(),
+                                None => pod
+                                    .status
+                                    .as_ref()
+                                    .and_then(|s| s.reason.clone())
+                                    .unwrap_or_else(|| "PodFailed".to_owned()),
+                            },
+                            message: format!(
+                                "Pod: {}.{} failed: {why}",
+                                job.namespace().unwrap_or_default(),
+                                pod.name_any()
+                            ),
+                        });
+                        if retry {
+                            restarts_wanted.push((rtype, pod, why));
+                        } else {
+                            status.failed += 1;
+                            failures.push(format!("{} {index}: {why}", rtype.lower()));
+                        }
+                    }
+                    "Running" => {
+                        status.active += 1;
+                        if policy != RestartPolicy::Never {
+                            restart_total += kubelet_restarts(pod);
+                        }
+                        if let Some((reason, container)) = stuck_reason(pod) {
+                            stuck.push(format!(
+                                "{} {index}: {reason} in container {container}",
+                                rtype.lower()
+                            ));
+                        }
+                    }
+                    _ => {
+                        if let Some((reason, container)) = stuck_reason(pod) {
+                            plan.events.push(Event {
+                                warning: true,
+                                reason: reason.clone(),
+                                message: format!(
+                                    "Pod: {}.{}: container {container} is waiting: {reason}",
+                                    job.namespace().unwrap_or_default(),
+                                    pod.name_any()
+                                ),
+                            });
+                            stuck.push(format!(
+                                "{} {index}: {reason} in container {container}",
+                                rtype.lower()
+                            ));
+                        }
+                    }
+                },
+            }
+            if !observed
+                .services
+                .iter()
+                .any(|s| s.name_any() == build::name(&name, rtype, index))
+            {
+                plan.create_services.push((rtype, index));
+            }
+        }
+        status.succeeded =
+            i32::try_from(succeeded_indexes.iter().filter(|&&i| i < replicas).count())
+                .unwrap_or(i32::MAX);
+        status.succeeded_indexes = succeeded_indexes.into_iter().collect();
+        if !failures.is_empty() {
+            permanent_failures.push((rtype, failures));
+        }
+        plan.status.replica_statuses.insert(key.clone(), status);
+    }
+
+    // Success first: a job whose Chief (or workers) succeeded is done, whatever else failed.
+    if succeeded(job, &plan.status) {
+        let message = format!("TFJob {full_name} successfully completed.");
+        cond::set(
+            &mut plan.status,
+            cond::SUCCEEDED,
+            TRUE,
+            &cond::reason("Succeeded"),
+            &message,
+            now,
+        );
+        plan.status.completion_time = Some(now.clone());
+        plan.events.push(Event {
+            warning: false,
+            reason: cond::reason("Succeeded"),
+            message,
+        });
+        plan.transitions.push(Transition::Succeeded);
+        plan.create_pods.clear();
+        plan.create_services.clear();
+        finished(job, observed, now, &mut plan, clean_pod_policy);
+        return plan;
+    }
+
+    let dynamic = job.spec.enable_dynamic_worker == Some(true);
+    permanent_failures.retain(|(rtype, _)| !(dynamic && *rtype == ReplicaType::Worker));
+    if let Some((rtype, failures)) = permanent_failures.first() {
+        let message = format!(
+            "TFJob {full_name} has failed because {} {} replica(s) failed: {}",
+            failures.len(),
+            rtype.key(),
+            failures.join("; ")
+        );
+        fail(
+            job,
+            observed,
+            now,
+            &mut plan,
+            clean_pod_policy,
+            message,
+            false,
+        );
+        return plan;
+    }
+
+    let limit = run_policy.backoff_limit;
+    let wanted = i32::try_from(restarts_wanted.len()).unwrap_or(i32::MAX);
+    if let Some(limit) = limit
+        && restart_total + wanted > limit
+    {
+        let message = format!(
+            "Job {name} has failed because it has reached the specified backoff limit: {} restarts, limit {limit}",
+            restart_total + wanted
+        );
+        fail(
+            job,
+            observed,
+            now,
+            &mut plan,
+            clean_pod_policy,
+            message,
+            true,
+        );
+        return plan;
+    }
+
+    if let (Some(deadline), Some(start)) = (
+        run_policy.active_deadline_seconds,
+        plan.status.start_time.clone(),
+    ) {
+        let elapsed = seconds_between(&start, now);
+        if elapsed >= deadline {
+            let mut message = format!(
+                "Job {name} has failed because it was active longer than specified deadline"
+            );
+            if !stuck.is_empty() {
+                message.push_str(&format!(" (stuck: {})", stuck.join("; ")));
+            }
+            fail(
+                job,
+                observed,
+                now,
+                &mut plan,
+                clean_pod_policy,
+                message,
+                true,
+            );
+            return plan;
+        }
+        let left = u64::try_from(deadline - elapsed).unwrap_or(0);
+        plan.requeue_after = Some(Duration::from_secs(left));
+    }
+
+    if !restarts_wanted.is_empty() {
+        let mut counts: BTreeMap<ReplicaType, i32> = BTreeMap::new();
+        for (rtype, pod, _) in &restarts_wanted {
+            plan.delete_pods.push(deletion(pod));
+            *counts.entry(*rtype).or_default() += 1;
+            if let Some(status) = plan.status.replica_statuses.get_mut(rtype.key()) {
+                status.restarts += 1;
+                status.failed += 1;
+            }
+            plan.transitions.push(Transition::Restarted);
+        }
+        let (rtype, count) = counts
+            .iter()
+            .next()
+            .map(|(t, c)| (*t, *c))
+            .unwrap_or((ReplicaType::Worker, 0));
+        let reasons: Vec<_> = restarts_wanted
+            .iter()
+            .map(|(t, p, why)| format!("{} {}: {why}", t.lower(), p.name_any()))
+            .collect();
+        let message = format!(
+            "TFJob {full_name} is restarting because {count} {} replica(s) failed: {}",
+            rtype.key(),
+            reasons.join("; ")
+        );
+        cond::set(
+            &mut plan.status,
+            cond::RESTARTING,
+            TRUE,
+            &cond::reason("Restarting"),
+            &message,
+            now,
+        );
+        plan.events.push(Event {
+            warning: true,
+            reason: cond::reason("Restarting"),
+            message,
+        });
+        return plan;
+    }
+
+    if running(job, &plan.status) {
+        let message = format!("TFJob {full_name} is running.");
+        cond::set(
+            &mut plan.status,
+            cond::RUNNING,
+            TRUE,
+            &cond::reason("Running"),
+            &message,
+            now,
+        );
+    }
+    plan
+}
+
+fn deletion(pod: &Pod) -> Deletion {
+    Deletion {
+        name: pod.name_any(),
+        uid: pod.metadata.uid.clone(),
+    }
+}
+
+/// The services of a replica type with their index: (name, index).
+fn services_of(services: &[Service], rtype: ReplicaType) -> Vec<(String, i32)> {
+    services
+        .iter()
+        .filter_map(|s| {
+            let (t, i) = s.metadata.labels.as_ref().and_then(slot)?;
+            (t == rtype).then(|| (s.name_any(), i))
+        })
+        .collect()
+}
+
+/// The replica type that decides success: Chief or Master if the job has one, else Worker.
+fn leader(job: &TFJob) -> Option<(ReplicaType, i32)> {
+    let replicas = |t: ReplicaType| {
+        job.spec
+            .tf_replica_specs
+            .get(t.key())
+            .map(|r| r.replicas.unwrap_or(1))
+    };
+    [ReplicaType::Chief, ReplicaType::Master]
+        .into_iter()
+        .find_map(|t| replicas(t).filter(|&n| n > 0).map(|n| (t, n)))
+        .or_else(|| {
+            replicas(ReplicaType::Worker)
+                .filter(|&n| n > 0)
+                .map(|n| (ReplicaType::Worker, n))
+        })
+}
+
+fn succeeded(job: &TFJob, status: &JobStatus) -> bool {
+    let Some((rtype, replicas)) = leader(job) else {
+        return false;
+    };
+    let Some(replica) = status.replica_statuses.get(rtype.key()) else {
+        return false;
+    };
+    if rtype.is_chief() {
+        return replica.succeeded_indexes.contains(&0);
+    }
+    let all = (0..replicas).all(|i| replica.succeeded_indexes.contains(&i));
+    match job.spec.success_policy.unwrap_or(SuccessPolicy::Default) {
+        SuccessPolicy::AllWorkers => all,
+        SuccessPolicy::Default => all || replica.succeeded_indexes.contains(&0),
+    }
+}
+
+fn running(job: &TFJob, status: &JobStatus) -> bool {
+    let active = |t: ReplicaType| status.replica_statuses.get(t.key()).map_or(0, |r| r.active);
+    match leader(job) {
+        Some((rtype, _)) => active(rtype) > 0,
+        None => status.replica_statuses.values().any(|r| r.active > 0),
+    }
+}
+
+/// Mark the job Failed. `stop` also deletes running and pending pods whatever the
+/// cleanPodPolicy (deadline, backoff limit); the policy then applies to the rest.
+fn fail(
+    job: &TFJob,
+    observed: Observed<'_>,
+    now: &Time,
+    plan: &mut Plan,
+    clean_pod_policy: CleanPodPolicy,
+    message: String,
+    stop: bool,
+) {
+    cond::set(
+        &mut plan.status,
+        cond::FAILED,
+        TRUE,
+        &cond::reason("Failed"),
+        &message,
+        now,
+    );
+    plan.status.completion_time = Some(now.clone());
+    plan.events.push(Event {
+        warning: true,
+        reason: cond::reason("Failed"),
+        message,
+    });
+    plan.transitions.push(Transition::Failed);
+    plan.create_pods.clear();
+    plan.create_services.clear();
+    plan.delete_pods.clear();
+    if stop {
+        for pod in observed
+            .pods
+            .iter()
+            .filter(|p| !terminating(p) && matches!(phase(p), "Running" | "Pending"))
+        {
+            plan.delete_pods.push(deletion(pod));
+        }
+        for status in plan.status.replica_statuses.values_mut() {
+            status.active = 0;
+        }
+    }
+    finished(job, observed, now, plan, clean_pod_policy);
+}
+
+/// A finished job: apply the cleanPodPolicy, count Succeeded jobs' active replicas as
+/// succeeded, and check the TTL.
+fn finished(
+    job: &TFJob,
+    observed: Observed<'_>,
+    now: &Time,
+    plan: &mut Plan,
+    clean_pod_policy: CleanPodPolicy,
+) {
+    let doomed = |pod: &Pod| match clean_pod_policy {
+        CleanPodPolicy::All => true,
+        CleanPodPolicy::Running => matches!(phase(pod), "Running" | "Pending"),
+        CleanPodPolicy::None => false,
+    };
+    for pod in observed
+        .pods
+        .iter()
+        .filter(|p| !terminating(p) && doomed(p))
+    {
+        if !plan.delete_pods.iter().any(|d| d.name == pod.name_any()) {
+            plan.delete_pods.push(deletion(pod));
+        }
+    }
+    for service in observed.services {
+        let name = service.name_any();
+        let goes = match clean_pod_policy {
+            CleanPodPolicy::All => true,
+            CleanPodPolicy::Running => plan.delete_pods.iter().any(|d| d.name == name),
+            CleanPodPolicy::None => false,
+        };
+        if goes && !plan.delete_services.contains(&name) {
+            plan.delete_services.push(name);
+        }
+    }
+    if cond::is_true(&plan.status, cond::SUCCEEDED) {
+        for status in plan.status.replica_statuses.values_mut() {
+            status.succeeded += status.active;
+            status.active = 0;
+        }
+    }
+    let ttl = job
+        .spec
+        .run_policy
+        .as_ref()
+        .and_then(|r| r.ttl_seconds_after_finished);
+    if let (Some(ttl), Some(done)) = (ttl, plan.status.completion_time.as_ref()) {
+        let left = i64::from(ttl) - seconds_between(done, now);
+        if left <= 0 {
+            plan.delete_job = true;
+        } else {
+            plan.requeue_after = Some(Duration::from_secs(u64::try_from(left).unwrap_or(0)));
+        }
+    }
+}
+
+/// A suspended job: no pods, no services, Running=False and Suspended=True.
+fn suspend(observed: Observed<'_>, now: &Time, plan: &mut Plan, full_name: &str) {
+    for pod in observed.pods.iter().filter(|p| !terminating(p)) {
+        plan.delete_pods.push(deletion(pod));
+    }
+    plan.delete_services
+        .extend(observed.services.iter().map(ResourceExt::name_any));
+    for status in plan.status.replica_statuses.values_mut() {
+        status.active = 0;
+    }
+    let message = format!("TFJob {full_name} is suspended.");
+    let reason = cond::reason("Suspended");
+    cond::set_false_if_present(&mut plan.status, cond::RUNNING, &reason, &message, now);
+    cond::set_false_if_present(&mut plan.status, cond::RESTARTING, &reason, &message, now);
+    if cond::set(
+        &mut plan.status,
+        cond::SUSPENDED,
+        TRUE,
+        &reason,
+        &message,
+        now,
+    ) {
+        plan.events.push(Event {
+            warning: false,
+            reason,
+            message,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::api::{CleanPodPolicy, RestartPolicy};
+    use crate::operator::fixtures::{at, job, pod};
+
+    const W: ReplicaType = ReplicaType::Worker;
+    const PS: ReplicaType = ReplicaType::PS;
+    const CHIEF: ReplicaType = ReplicaType::Chief;
+
+    fn run(job: &TFJob, pods: &[Pod], now: i64) -> Plan {
+        let services: Vec<Service> = job
+            .spec
+            .tf_replica_specs
+            .iter()
+            .flat_map(|(k, r)| {
+                let t = ReplicaType::parse(k).unwrap();
+                (0..r.replicas.unwrap_or(1)).map(move |i| (t, i))
+            })
+            .map(|(t, i)| build::service(job, t, i))
+            .collect();
+        plan(
+            job,
+            Observed {
+                pods,
+                services: &services,
+            },
+            &at(now),
+        )
+    }
+
+    /// The plan applied: the job with the new status, as the next reconcile sees it.
+    fn after(mut job: TFJob, plan: &Plan) -> TFJob {
+        job.status = Some(plan.status.clone());
+        job
+    }
+
+    fn last(plan: &Plan) -> (&str, &str) {
+        let c = plan.status.conditions.last().unwrap();
+        (c.type_.as_str(), c.status.as_str())
+    }
+
+    fn message(plan: &Plan) -> &str {
+        plan.status
+            .conditions
+            .last()
+            .unwrap()
+            .message
+            .as_deref()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_job_gets_created_condition_and_every_pod_and_service() {
+        let job = job("j").replica("Worker", 2).replica("PS", 1).build();
+        let plan = plan(
+            &job,
+            Observed {
+                pods: &[],
+                services: &[],
+            },
+            &at(0),
+        );
+        assert_eq!(last(&plan), ("Created", "True"));
+        assert_eq!(plan.create_pods, [(PS, 0), (W, 0), (W, 1)]);
+        assert_eq!(plan.create_services.len(), 3);
+        assert_eq!(plan.status.start_time, Some(at(0)));
+        assert_eq!(plan.transitions, [Transition::Created]);
+    }
+
+    #[test]
+    fn running_when_the_workers_run() {
+        let job = job("j").replica("Worker", 2).replica("PS", 1).build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert!(
+            plan.create_pods.is_empty()
+                && plan.create_services.is_empty()
+                && plan.delete_pods.is_empty()
+        );
+        assert_eq!(last(&plan), ("Running", "True"));
+        assert_eq!(plan.status.replica_statuses["Worker"].active, 2);
+        assert_eq!(plan.status.replica_statuses["PS"].active, 1);
+    }
+
+    #[test]
+    fn worker_zero_succeeding_completes_the_job_by_default() {
+        let job = job("j").replica("Worker", 2).replica("PS", 1).build();
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).running().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 5);
+        assert_eq!(last(&plan), ("Succeeded", "True"));
+        assert_eq!(plan.status.completion_time, Some(at(5)));
+        assert!(plan.transitions.contains(&Transition::Succeeded));
+        // cleanPodPolicy None: nothing is deleted.
+        assert!(plan.delete_pods.is_empty());
+    }
+
+    #[test]
+    fn all_workers_success_policy_waits_for_every_worker() {
+        let mut job = job("j").replica("Worker", 2).build();
+        job.spec.success_policy = Some(SuccessPolicy::AllWorkers);
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).succeeded().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Succeeded", "True"));
+    }
+
+    #[test]
+    fn with_a_chief_only_the_chief_decides() {
+        let job = job("j").replica("Chief", 1).replica("Worker", 2).build();
+        let pods = [
+            pod(&job, CHIEF, 0).running().build(),
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).succeeded().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
+    }
+
+    #[test]
+    fn regression_chief_succeeded_wins_over_worker_failures() {
+        let job = job("j").replica("Chief", 1).replica("Worker", 2).build();
+        let pods = [
+            pod(&job, CHIEF, 0).succeeded().build(),
+            pod(&job, W, 0).failed(1).build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(last(&plan), ("Succeeded", "True"));
+        // And a worker failing after the job succeeded changes nothing.
+        let job = after(job, &plan);
+        let pods = [
+            pod(&job, CHIEF, 0).succeeded().build(),
+            pod(&job, W, 0).failed(1).build(),
+            pod(&job, W, 1).failed(2).build(),
+        ];
+        let later = run(&job, &pods, 2);
+        assert_eq!(later.status.conditions, plan.status.conditions);
+        assert!(later.create_pods.is_empty());
+    }
+
+    #[test]
+    fn never_policy_failure_fails_the_job_with_the_exit_code_and_container() {
+        let job = job("j").replica("Worker", 2).build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).failed(3).build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert_eq!(
+            plan.status.conditions.last().unwrap().reason.as_deref(),
+            Some("TFJobFailed")
+        );
+        assert!(
+            message(&plan).contains(
+                "1 Worker replica(s) failed: worker 1: exit code 3 of container tensorflow"
+            ),
+            "{}",
+            message(&plan)
+        );
+        assert!(plan.events.iter().any(|e| e.reason == "ExitedWithCode"));
+    }
+
+    #[test]
+    fn failure_reason_says_oomkilled_and_evicted() {
+        let job = job("j").replica("Worker", 2).build();
+        let oom = pod(&job, W, 1).failed(137).build();
+        assert_eq!(
+            failure_reason(&oom),
+            "OOMKilled: exit code 137 of container tensorflow"
+        );
+        let evicted = pod(&job, W, 1).failed_by("Evicted").build();
+        assert!(failure_reason(&evicted).starts_with("Evicted: "));
+        let plan = run(&job, &[pod(&job, W, 0).running().build(), oom], 1);
+        assert!(message(&plan).contains("OOMKilled"), "{}", message(&plan));
+        assert!(plan.events.iter().any(|e| e.reason == "OOMKilled"));
+    }
+
+    #[test]
+    fn image_pull_backoff_is_reported_as_an_event_and_in_the_deadline_failure() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .run_policy(|r| r.active_deadline_seconds = Some(60))
+            .build();
+        let pods = [
+            pod(&job, W, 0).waiting("ImagePullBackOff").build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        let plan = run(&job, &pods, 10);
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == "ImagePullBackOff" && e.warning)
+        );
+        let job = after(job, &plan);
+        let plan = run(&job, &pods, 100);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(
+            message(&plan).contains("ImagePullBackOff in container tensorflow"),
+            "{}",
+            message(&plan)
+        );
+    }
+
+    #[test]
+    fn exit_code_policy_restarts_retryable_codes_and_fails_on_program_errors() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::ExitCode)
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).failed(137).uid("u1").build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(last(&plan), ("Restarting", "True"));
+        assert_eq!(
+            plan.delete_pods,
+            [Deletion {
+                name: "j-worker-1".into(),
+                uid: Some("u1".into())
+            }]
+        );
+        assert_eq!(plan.status.replica_statuses["Worker"].restarts, 1);
+        assert!(plan.transitions.contains(&Transition::Restarted));
+
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).failed(1).build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Failed", "True"));
+    }
+
+    #[test]
+    fn a_pod_being_deleted_is_neither_failed_nor_recreated() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::ExitCode)
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).failed(137).deleting().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert!(plan.create_pods.is_empty());
+        assert!(plan.delete_pods.is_empty());
+        assert_ne!(last(&plan).0, "Failed");
+        assert_eq!(plan.status.replica_statuses["Worker"].restarts, 0);
+    }
+
+    #[test]
+    fn regression_exit_code_restarts_count_toward_backoff_limit() {
+        let job = job("j")
+            .replica("Worker", 1)
+            .replica("PS", 1)
+            .restart("Worker", RestartPolicy::ExitCode)
+            .run_policy(|r| r.backoff_limit = Some(2))
+            .build();
+        let mut job = job;
+        // Two restarts are allowed; the pod is recreated each time (the count survives that).
+        for round in 1..=2 {
+            let pods = [
+                pod(&job, W, 0).failed(137).build(),
+                pod(&job, PS, 0).running().build(),
+            ];
+            let plan = run(&job, &pods, round);
+            assert_eq!(last(&plan), ("Restarting", "True"), "round {round}");
+            assert_eq!(
+                plan.status.replica_statuses["Worker"].restarts,
+                i32::try_from(round).unwrap()
+            );
+            job = after(job, &plan);
+            let recreated = run(&job, &[pod(&job, PS, 0).running().build()], round);
+            assert_eq!(recreated.create_pods, [(W, 0)]);
+        }
+        let pods = [
+            pod(&job, W, 0).failed(137).build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 3);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(
+            message(&plan).contains("backoff limit"),
+            "{}",
+            message(&plan)
+        );
+        // The running PS is stopped.
+        assert!(plan.delete_pods.iter().any(|d| d.name == "j-ps-0"));
+    }
+
+    #[test]
+    fn kubelet_restarts_count_toward_backoff_limit() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::OnFailure)
+            .run_policy(|r| r.backoff_limit = Some(2))
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
+        let pods = [
+            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 1).running().restarts(1).build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Failed", "True"));
+    }
+
+    #[test]
+    fn backoff_limit_zero_fails_on_the_first_restart() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::OnFailure)
+            .run_policy(|r| r.backoff_limit = Some(0))
+            .build();
+        let pods = [
+            pod(&job, W, 0).failed_by("Evicted").build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Failed", "True"));
+    }
+
+    #[test]
+    fn regression_active_deadline_requeues_at_the_deadline_and_fails_after_it() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .run_policy(|r| r.active_deadline_seconds = Some(30))
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        let plan = run(&job, &pods, 0);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(30)));
+        let job = after(job, &plan);
+        let plan = run(&job, &pods, 20);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(10)));
+        let plan = run(&job, &pods, 30);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(message(&plan).contains("active longer than specified deadline"));
+        // Running pods are stopped even with cleanPodPolicy None.
+        assert_eq!(plan.delete_pods.len(), 2);
+        assert_eq!(plan.status.completion_time, Some(at(30)));
+    }
+
+    #[test]
+    fn regression_replicas_zero_means_no_pods_and_no_churn() {
+        let job = job("j").replica("Worker", 0).replica("PS", 1).build();
+        let plan = plan(
+            &job,
+            Observed {
+                pods: &[],
+                services: &[],
+            },
+            &at(0),
+        );
+        assert_eq!(plan.create_pods, [(PS, 0)]);
+        assert_eq!(plan.create_services.len(), 1);
+        let job = after(job, &plan);
+        let plan = run(&job, &[pod(&job, PS, 0).running().build()], 1);
+        assert!(plan.create_pods.is_empty() && plan.delete_pods.is_empty());
+    }
+
+    #[test]
+    fn scale_down_deletes_pods_past_the_last_index() {
+        let job = job("j").replica("Worker", 1).replica("PS", 1).build();
+        let bigger = super::super::fixtures::job("j")
+            .replica("Worker", 3)
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&bigger, W, 2).running().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 0);
+        assert_eq!(
+            plan.delete_pods
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            ["j-worker-2"]
+        );
+    }
+
+    #[test]
+    fn regression_a_succeeded_index_whose_pod_was_collected_never_runs_again() {
+        let job = job("j").replica("Worker", 2).replica("PS", 1).build();
+        let mut job = job;
+        job.spec.success_policy = Some(SuccessPolicy::AllWorkers);
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).succeeded().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(
+            plan.status.replica_statuses["Worker"].succeeded_indexes,
+            [1]
+        );
+        let job = after(job, &plan);
+        // worker 1's pod is gone (garbage-collected); it is not recreated.
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 2);
+        assert!(plan.create_pods.is_empty(), "{:?}", plan.create_pods);
+        assert_eq!(plan.status.replica_statuses["Worker"].succeeded, 1);
+        assert_eq!(plan.status.replica_statuses["Worker"].active, 1);
+    }
+
+    #[test]
+    fn finished_job_applies_clean_pod_policy_running() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .replica("PS", 1)
+            .run_policy(|r| r.clean_pod_policy = Some(CleanPodPolicy::Running))
+            .build();
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).succeeded().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(last(&plan), ("Succeeded", "True"));
+        assert_eq!(
+            plan.delete_pods
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            ["j-ps-0"]
+        );
+        assert_eq!(plan.delete_services, ["j-ps-0"]);
+        assert_eq!(plan.status.replica_statuses["PS"].active, 0);
+        assert_eq!(plan.status.replica_statuses["PS"].succeeded, 1);
+    }
+
+    #[test]
+    fn finished_job_applies_clean_pod_policy_all() {
+        let job = job("j")
+            .replica("Worker", 1)
+            .replica("PS", 1)
+            .run_policy(|r| r.clean_pod_policy = Some(CleanPodPolicy::All))
+            .build();
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(plan.delete_pods.len(), 2);
+        assert_eq!(plan.delete_services.len(), 2);
+    }
+
+    #[test]
+    fn ttl_deletes_the_job_after_it_finished_and_requeues_until_then() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .run_policy(|r| r.ttl_seconds_after_finished = Some(60))
+            .build();
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).succeeded().build(),
+        ];
+        let plan = run(&job, &pods, 10);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(60)));
+        let job = after(job, &plan);
+        assert!(!run(&job, &pods, 69).delete_job);
+        assert!(run(&job, &pods, 70).delete_job);
+    }
+
+    #[test]
+    fn suspend_deletes_everything_and_resume_resets_start_time() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .run_policy(|r| r.suspend = Some(true))
+            .build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        let mut running = job.clone();
+        running.status = Some(run(&job, &pods, 0).status);
+        let plan = run(&job, &pods, 5);
+        assert_eq!(last(&plan), ("Suspended", "True"));
+        assert_eq!(plan.delete_pods.len(), 2);
+        assert_eq!(plan.delete_services.len(), 2);
+        assert!(plan.create_pods.is_empty());
+        assert!(plan.events.iter().any(|e| e.reason == "TFJobSuspended"));
+
+        let mut job = after(job, &plan);
+        job.spec.run_policy.as_mut().unwrap().suspend = Some(false);
+        let plan = run(&job, &[], 50);
+        assert!(plan.status.conditions.iter().any(|c| c.type_ == "Suspended"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("TFJobResumed")));
+        assert_eq!(plan.status.start_time, Some(at(50)));
+        assert_eq!(plan.create_pods.len(), 2);
+    }
+
+    #[test]
+    fn dynamic_worker_failures_do_not_fail_the_job() {
+        let mut job = job("j").replica("Worker", 2).replica("PS", 1).build();
+        job.spec.enable_dynamic_worker = Some(true);
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).failed(1).build(),
+            pod(&job, PS, 0).running().build(),
+        ];
+        assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
+    }
+
+    #[test]
+    fn unchanged_observation_changes_nothing() {
+        let job = job("j").replica("Worker", 2).build();
+        let pods = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        let first = run(&job, &pods, 1);
+        let job = after(job, &first);
+        let second = run(&job, &pods, 2);
+        assert_eq!(second.status, first.status);
+        assert!(second.events.is_empty() && second.transitions.is_empty());
+    }
+}

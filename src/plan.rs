@@ -1,0 +1,412 @@
+//! The desired state of one deploy run: the rendered objects keyed by identity, put in apply
+//! tiers, and labelled as members of the environment's ApplySet.
+//!
+//! Pure: no cluster. `diff`, `apply` and `validate` all send exactly what [`plan`] produced, so
+//! a diff never disagrees with the apply that follows it.
+
+// Errors end the run: what matters is the fields they carry for the message, not their size.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::Value;
+
+use sha2::{Digest, Sha256};
+
+use crate::applyset::{ApplySet, PART_OF_LABEL};
+
+/// The hash of the configuration mlkube last applied to an object. With the live values, it lets
+/// a re-apply or diff skip objects whose configuration did not change ([`unchanged`]).
+pub const CONFIG_HASH_ANNOTATION: &str = "mlkube.io/config-hash";
+use crate::manifest::Manifest;
+
+/// The identity of an object: group, kind, namespace and name (the version is not identity).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct Key {
+    pub group: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Key {
+    /// The key of an object as the API returns it or as it was rendered.
+    pub fn of(value: &Value) -> Option<Key> {
+        let api_version = value["apiVersion"].as_str()?;
+        let group = api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or_default();
+        Some(Key {
+            group: group.to_string(),
+            kind: value["kind"].as_str()?.to_string(),
+            namespace: value["metadata"]["namespace"].as_str().map(str::to_string),
+            name: value["metadata"]["name"].as_str()?.to_string(),
+        })
+    }
+
+    /// `Kind.group` (or `Kind` for the core group): the ApplySet spelling of a group-kind.
+    pub fn group_kind(&self) -> String {
+        group_kind(&self.group, &self.kind)
+    }
+}
+
+/// `Kind.group`, or `Kind` for the core group.
+pub fn group_kind(group: &str, kind: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.group_kind(), self.name),
+            None => write!(f, "{} {}", self.group_kind(), self.name),
+        }
+    }
+}
+
+/// Apply tiers, in order. Deletion runs them in reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Tier {
+    Namespaces,
+    /// CRDs, waited for until `Established` before any later tier.
+    Crds,
+    /// Cluster-scoped RBAC and other cluster-wide settings (priority and storage classes).
+    ClusterRbac,
+    /// ServiceAccounts and namespaced RBAC.
+    ServiceAccounts,
+    /// ConfigMaps, Secrets, volume claims, limits and quotas.
+    Config,
+    Services,
+    Workloads,
+    /// Everything else, custom objects included: their CRDs and controllers are in place.
+    Other,
+    /// Admission webhooks last, so that their servers run before they intercept anything.
+    Webhooks,
+}
+
+/// The tier of a kind.
+pub fn tier(group: &str, kind: &str) -> Tier {
+    match (group, kind) {
+        ("", "Namespace") => Tier::Namespaces,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => Tier::Crds,
+        ("rbac.authorization.k8s.io", "ClusterRole" | "ClusterRoleBinding")
+        | ("scheduling.k8s.io", "PriorityClass")
+        | ("storage.k8s.io", "StorageClass")
+        | ("", "PersistentVolume") => Tier::ClusterRbac,
+        ("", "ServiceAccount") | ("rbac.authorization.k8s.io", "Role" | "RoleBinding") => {
+            Tier::ServiceAccounts
+        }
+        ("", "ConfigMap" | "Secret" | "PersistentVolumeClaim" | "LimitRange" | "ResourceQuota") => {
+            Tier::Config
+        }
+        ("", "Service") => Tier::Services,
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("batch", "Job" | "CronJob")
+        | ("", "Pod" | "ReplicationController") => Tier::Workloads,
+        ("admissionregistration.k8s.io", _) => Tier::Webhooks,
+        _ => Tier::Other,
+    }
+}
+
+/// One object as it will be sent.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    pub key: Key,
+    pub api_version: String,
+    pub component: String,
+    pub tier: Tier,
+    /// The rendered object plus the ApplySet membership label.
+    pub value: Value,
+}
+
+impl Desired {
+    /// Whether the object is recorded in the inventory. Namespaces never are: a prune or a
+    /// delete must never take a namespace (and everything in it) with it.
+    pub fn is_member(&self) -> bool {
+        self.tier != Tier::Namespaces
+    }
+}
+
+/// The objects of one run, in apply order.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub applyset: ApplySet,
+    pub objects: Vec<Desired>,
+    /// `-c` was given: only these components were rendered, so prune and delete consider only
+    /// members of these components.
+    pub components: Vec<String>,
+}
+
+impl Plan {
+    /// The group-kinds of the members, as the inventory records them.
+    pub fn group_kinds(&self) -> BTreeSet<String> {
+        self.objects
+            .iter()
+            .filter(|d| d.is_member())
+            .map(|d| d.key.group_kind())
+            .collect()
+    }
+
+    /// The namespaces the members live in.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.objects
+            .iter()
+            .filter(|d| d.is_member())
+            .filter_map(|d| d.key.namespace.clone())
+            .collect()
+    }
+
+    pub fn contains(&self, key: &Key) -> bool {
+        self.objects.iter().any(|d| &d.key == key)
+    }
+
+    /// Whether a member of the inventory is in scope for prune/delete under `-c`.
+    pub fn covers_component(&self, component: Option<&str>) -> bool {
+        self.components.is_empty()
+            || component.is_some_and(|c| self.components.iter().any(|s| s == c))
+    }
+}
+
+/// Whether applying `desired` over `live` is known to change nothing, without asking the server:
+/// the configuration is the one mlkube applied last (same hash, so the same set of fields and no
+/// field to remove), and every value it sets is still the live value (nobody drifted it).
+///
+/// When this says `false` the object simply goes the slow way (a server-side dry run or apply);
+/// values the server normalises (quantities, for one) end up there too, which is safe.
+pub fn unchanged(desired: &Desired, live: &Value) -> bool {
+    let hash = |v: &Value| {
+        v["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+            .as_str()
+            .map(str::to_string)
+    };
+    hash(&desired.value).is_some()
+        && hash(&desired.value) == hash(live)
+        && subset(&desired.value, live)
+}
+
+/// Every value in `small` is in `large` at the same place (lists item by item, same length).
+fn subset(small: &Value, large: &Value) -> bool {
+    match (small, large) {
+        (Value::Object(s), Value::Object(l)) => s
+            .iter()
+            .all(|(k, v)| l.get(k).is_some_and(|lv| subset(v, lv))),
+        (Value::Array(s), Value::Array(l)) => {
+            s.len() == l.len() && s.iter().zip(l).all(|(a, b)| subset(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        (a, b) => a == b,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "object {index} of component `{component}` has no {field}\n  hint: every object needs \
+         apiVersion, kind and metadata.name; check what the component renders with `mlkube show`"
+    )]
+    Incomplete {
+        index: usize,
+        component: String,
+        field: &'static str,
+    },
+    #[error(
+        "{key} is rendered twice, by components `{first}` and `{second}`\n  hint: give one of \
+         them another name"
+    )]
+    Duplicate {
+        key: Key,
+        first: String,
+        second: String,
+    },
+}
+
+/// Key, tier and label every object of the manifest, keeping the renderer's order within a tier.
+pub fn plan(
+    manifest: &Manifest,
+    applyset: &ApplySet,
+    components: &[String],
+) -> Result<Plan, PlanError> {
+    let mut objects: Vec<Desired> = Vec::with_capacity(manifest.objects.len());
+    for (index, object) in manifest.objects.iter().enumerate() {
+        let incomplete = |field| PlanError::Incomplete {
+            index,
+            component: object.component.clone(),
+            field,
+        };
+        if object.api_version().is_empty() {
+            return Err(incomplete("apiVersion"));
+        }
+        if object.kind().is_empty() {
+            return Err(incomplete("kind"));
+        }
+        let key = Key::of(&object.value).ok_or_else(|| incomplete("metadata.name"))?;
+        if let Some(first) = objects.iter().find(|d| d.key == key) {
+            return Err(PlanError::Duplicate {
+                key,
+                first: first.component.clone(),
+                second: object.component.clone(),
+            });
+        }
+        let tier = tier(&key.group, &key.kind);
+        let mut value = object.value.clone();
+        if tier != Tier::Namespaces
+            && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            let labels = metadata
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(
+                    PART_OF_LABEL.to_string(),
+                    Value::String(applyset.id.clone()),
+                );
+            }
+        }
+        let hash = Sha256::digest(value.to_string().as_bytes());
+        let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            let annotations = metadata
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(annotations) = annotations.as_object_mut() {
+                annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
+            }
+        }
+        objects.push(Desired {
+            key,
+            api_version: object.api_version().to_string(),
+            component: object.component.clone(),
+            tier,
+            value,
+        });
+    }
+    objects.sort_by_key(|d| d.tier);
+    Ok(Plan {
+        applyset: applyset.clone(),
+        objects,
+        components: components.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::Object;
+    use serde_json::json;
+
+    fn object(component: &str, api_version: &str, kind: &str, name: &str) -> Object {
+        Object {
+            component: component.into(),
+            value: json!({"apiVersion": api_version, "kind": kind,
+                          "metadata": {"name": name, "namespace": "kf"}}),
+        }
+    }
+
+    #[test]
+    fn objects_are_put_in_tiers_keeping_the_render_order_within_a_tier() {
+        let manifest = Manifest {
+            objects: vec![
+                object("a", "apps/v1", "Deployment", "d1"),
+                object("a", "kubeflow.org/v1", "TFJob", "j"),
+                object("a", "v1", "Service", "s"),
+                object(
+                    "b",
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    "c",
+                ),
+                object("a", "apps/v1", "Deployment", "d0"),
+                object("b", "v1", "Namespace", "kf"),
+                object("b", "rbac.authorization.k8s.io/v1", "ClusterRole", "r"),
+                object("b", "v1", "ServiceAccount", "sa"),
+                object("b", "v1", "ConfigMap", "cm"),
+                object(
+                    "b",
+                    "admissionregistration.k8s.io/v1",
+                    "ValidatingWebhookConfiguration",
+                    "w",
+                ),
+            ],
+        };
+        let set = ApplySet::new("app", "dev", "kf");
+        let plan = plan(&manifest, &set, &[]).unwrap();
+        let order: Vec<&str> = plan.objects.iter().map(|d| d.key.name.as_str()).collect();
+        assert_eq!(
+            order,
+            ["kf", "c", "r", "sa", "cm", "s", "d1", "d0", "j", "w"]
+        );
+    }
+
+    #[test]
+    fn members_are_labelled_and_namespaces_are_never_members() {
+        let manifest = Manifest {
+            objects: vec![
+                object("a", "v1", "Namespace", "kf"),
+                object("a", "v1", "ConfigMap", "c"),
+            ],
+        };
+        let set = ApplySet::new("app", "dev", "kf");
+        let plan = plan(&manifest, &set, &[]).unwrap();
+        assert!(plan.objects[0].value["metadata"]["labels"].is_null());
+        assert_eq!(
+            plan.objects[1].value["metadata"]["labels"][PART_OF_LABEL],
+            json!(set.id)
+        );
+        assert_eq!(
+            plan.group_kinds(),
+            BTreeSet::from(["ConfigMap".to_string()])
+        );
+    }
+
+    #[test]
+    fn an_object_is_unchanged_only_with_the_same_config_and_no_drift() {
+        let set = ApplySet::new("app", "dev", "kf");
+        let manifest = Manifest {
+            objects: vec![object("a", "v1", "ConfigMap", "c")],
+        };
+        let mut desired = plan(&manifest, &set, &[]).unwrap().objects.remove(0);
+        desired.value["data"] = json!({"k": "v", "list": [{"name": "x"}]});
+        let mut live = desired.value.clone();
+        live["metadata"]["uid"] = json!("u");
+        live["data"]["list"][0]["defaulted"] = json!(true);
+        assert!(
+            unchanged(&desired, &live),
+            "server additions are not changes"
+        );
+        let mut drifted = live.clone();
+        drifted["data"]["k"] = json!("edited");
+        assert!(
+            !unchanged(&desired, &drifted),
+            "a drifted value is re-applied"
+        );
+        let mut older = live.clone();
+        older["metadata"]["annotations"][CONFIG_HASH_ANNOTATION] = json!("0");
+        assert!(
+            !unchanged(&desired, &older),
+            "another configuration may remove fields"
+        );
+    }
+
+    #[test]
+    fn a_duplicate_object_names_both_components() {
+        let manifest = Manifest {
+            objects: vec![
+                object("a", "v1", "ConfigMap", "c"),
+                object("b", "v1", "ConfigMap", "c"),
+            ],
+        };
+        let message = plan(&manifest, &ApplySet::new("app", "dev", "kf"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("`a`") && message.contains("`b`"),
+            "{message}"
+        );
+    }
+}

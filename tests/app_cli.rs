@@ -1,0 +1,696 @@
+//! The app verbs and `show`, driven through the built binary in a temporary directory: exit
+//! code, stdout and stderr, and the files left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Run `mlkube` in `dir` with an isolated environment (no kubeconfig, no colour).
+fn mlkube(dir: &Path, args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", dir.join("no-kubeconfig"))
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the mlkube binary runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Run and require success, giving stdout.
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let run = mlkube(dir, args);
+    assert_eq!(run.code, 0, "mlkube {args:?} failed:\n{}", run.stderr);
+    run.stdout
+}
+
+/// Run and require exit 2 with nothing on stdout, giving stderr.
+fn fails(dir: &Path, args: &[&str]) -> String {
+    let run = mlkube(dir, args);
+    assert_eq!(
+        run.code, 2,
+        "mlkube {args:?} should fail:\n{}{}",
+        run.stdout, run.stderr
+    );
+    assert_eq!(run.stdout, "", "a failed verb prints no data");
+    run.stderr
+}
+
+/// A fresh app `platform` in a temporary directory; returns (tempdir, app dir).
+fn new_app(extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec!["init", "platform"];
+    args.extend(extra);
+    ok(tmp.path(), &args);
+    let app = tmp.path().join("platform");
+    (tmp, app)
+}
+
+fn show_json(app: &Path, env: &str) -> Vec<Value> {
+    let out = ok(app, &["show", env, "-o", "json"]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["apiVersion"], "v1");
+    assert_eq!(list["kind"], "List");
+    list["items"].as_array().unwrap().clone()
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the output"))
+}
+
+fn write(app: &Path, file: &str, text: &str) {
+    let path = app.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn read(app: &Path, file: &str) -> String {
+    std::fs::read_to_string(app.join(file)).unwrap()
+}
+
+/// Every file of the app, with its contents, to check that a failed verb wrote nothing.
+fn snapshot_files(app: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![app.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+const KIND_ORDER: &[&str] = &[
+    "Namespace",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "ConfigMap",
+    "PersistentVolumeClaim",
+    "Service",
+    "DaemonSet",
+    "Deployment",
+    "StatefulSet",
+];
+
+#[test]
+fn init_env_component_param_show_for_all_environments() {
+    let (_tmp, app) = new_app(&["--namespace", "ml"]);
+
+    ok(
+        &app,
+        &["env", "add", "staging", "--namespace", "ml-staging"],
+    );
+    ok(
+        &app,
+        &[
+            "env",
+            "set",
+            "dev",
+            "--server",
+            "https://dev.example.com:6443",
+        ],
+    );
+    ok(
+        &app,
+        &["env", "set", "staging", "--context", "kind-staging"],
+    );
+    let envs: Value = serde_json::from_str(&ok(&app, &["env", "list", "-o", "json"])).unwrap();
+    assert_eq!(
+        envs,
+        serde_json::json!([
+            {"name": "local", "namespace": "ml", "server": null, "context": null},
+            {"name": "dev", "namespace": "ml-dev", "server": "https://dev.example.com:6443", "context": null},
+            {"name": "prod", "namespace": "ml-prod", "server": null, "context": null},
+            {"name": "staging", "namespace": "ml-staging", "server": null, "context": "kind-staging"},
+        ])
+    );
+
+    // Two instances of one prototype.
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "tf-serving",
+            "resnet",
+            "--param",
+            "modelName=resnet",
+        ],
+    );
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "tf-serving",
+            "bert",
+            "--param",
+            "replicas=4",
+        ],
+    );
+
+    // Component level, then global (which beats component params), then env global and env
+    // component (which beats env global).
+    ok(&app, &["param", "set", "resnet", "replicas", "2"]);
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "resnet",
+            "image",
+            "example/serving:component",
+        ],
+    );
+    ok(
+        &app,
+        &["param", "set", "global", "image", "example/serving:global"],
+    );
+    ok(
+        &app,
+        &["param", "set", "global", "replicas", "5", "--env", "prod"],
+    );
+    ok(
+        &app,
+        &["param", "set", "resnet", "replicas", "3", "--env", "prod"],
+    );
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "bert",
+            "enablePrometheus",
+            "false",
+            "--env",
+            "dev",
+        ],
+    );
+
+    let expectations = [
+        ("local", "ml", 2, 4, true),
+        ("dev", "ml-dev", 2, 4, false),
+        ("prod", "ml-prod", 3, 5, true),
+        ("staging", "ml-staging", 2, 4, true),
+    ];
+    for (env, namespace, resnet_replicas, bert_replicas, bert_prometheus) in expectations {
+        let objects = show_json(&app, env);
+        let resnet = find(&objects, "Deployment", "resnet-v1");
+        let bert = find(&objects, "Deployment", "bert-v1");
+        assert_eq!(resnet["spec"]["replicas"], resnet_replicas, "{env}");
+        assert_eq!(bert["spec"]["replicas"], bert_replicas, "{env}");
+        // numbers stay numbers, strings stay strings
+        assert_eq!(
+            resnet["spec"]["template"]["spec"]["containers"][0]["image"], "example/serving:global",
+            "{env}: global beats component params"
+        );
+        let bert_annotations = &bert["spec"]["template"]["metadata"]["annotations"];
+        let scraped = bert_annotations.get("prometheus.io/scrape").is_some();
+        assert_eq!(scraped, bert_prometheus, "{env}: enablePrometheus");
+
+        for object in &objects {
+            let metadata = &object["metadata"];
+            let labels = &metadata["labels"];
+            assert_eq!(labels["app.kubernetes.io/managed-by"], "mlkube");
+            assert_eq!(labels["app.kubernetes.io/part-of"], "platform");
+            assert_eq!(labels["mlkube.io/environment"], env);
+            assert!(labels["mlkube.io/component"].is_string());
+            let cluster_scoped = matches!(
+                object["kind"].as_str().unwrap(),
+                "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding" | "StorageClass"
+            );
+            if cluster_scoped {
+                assert!(metadata.get("namespace").is_none(), "{object}");
+            } else {
+                assert_eq!(metadata["namespace"], namespace, "{}", metadata["name"]);
+            }
+        }
+        assert_eq!(
+            find(&objects, "Service", "resnet")["metadata"]["labels"]["mlkube.io/component"],
+            "resnet"
+        );
+
+        // Apply order: ranks of the known kinds never go down.
+        let ranks: Vec<usize> = objects
+            .iter()
+            .filter_map(|o| KIND_ORDER.iter().position(|k| o["kind"] == *k))
+            .collect();
+        assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{env}: {ranks:?}");
+        assert_eq!(objects[0]["kind"], "CustomResourceDefinition");
+    }
+
+    // The listing shows where each value came from.
+    let rows: Value = serde_json::from_str(&ok(
+        &app,
+        &["param", "list", "resnet", "--env", "prod", "-o", "json"],
+    ))
+    .unwrap();
+    let row = |param: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["param"] == param)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(row("replicas")["value"], 3);
+    assert_eq!(row("replicas")["source"], "env");
+    assert_eq!(row("image")["source"], "global");
+    assert_eq!(row("modelName")["source"], "component");
+    assert_eq!(row("numGpus")["source"], "default");
+
+    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    assert!(
+        diff.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["resnet", "replicas", "2", "3"]),
+        "{diff}"
+    );
+}
+
+#[test]
+fn show_is_deterministic_and_yaml_is_a_document_stream() {
+    let (_tmp, app) = new_app(&[]);
+    let first = ok(&app, &["show", "prod"]);
+    let second = ok(&app, &["show", "prod"]);
+    assert_eq!(first, second);
+    assert!(first.starts_with("---\napiVersion: "));
+    // The YAML stream reads back as exactly the objects of `-o json`.
+    let from_yaml: Vec<Value> = serde_yaml::Deserializer::from_str(&first)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect();
+    assert_eq!(from_yaml, show_json(&app, "prod"));
+    // Found from a subdirectory, as from --app.
+    assert_eq!(ok(&app.join("components"), &["show", "prod"]), first);
+    let elsewhere = app.parent().unwrap();
+    assert_eq!(ok(elsewhere, &["--app", "platform", "show", "prod"]), first);
+}
+
+#[test]
+fn show_selects_components() {
+    let (_tmp, app) = new_app(&[]);
+    let objects = show_json(&app, "local");
+    let only = ok(&app, &["show", "local", "-c", "mnist", "-o", "json"]);
+    let only: Value = serde_json::from_str(&only).unwrap();
+    let only = only["items"].as_array().unwrap();
+    assert!(!only.is_empty());
+    assert!(only.len() < objects.len());
+    assert!(
+        only.iter()
+            .all(|o| o["metadata"]["labels"]["mlkube.io/component"] == "mnist")
+    );
+}
+
+#[test]
+fn a_hand_written_component_renders_like_one_from_component_add() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/params.libsonnet",
+        "{\n  global: {},\n  components: {\n    web: { replicas: 2, greeting: 'hi' },\n  },\n}\n",
+    );
+    // A List, an array and an object of objects, nested; params and env without boilerplate.
+    write(
+        &app,
+        "components/web.jsonnet",
+        r#"local c = import 'mlkube/component.libsonnet';
+local cm(name) = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: name }, data: { env: c.env.name, ns: c.env.namespace, greeting: c.params.greeting } };
+{
+  list: { apiVersion: 'v1', kind: 'List', items: [cm(c.name + '-a'), [cm(c.name + '-b')]] },
+  nested: { deeper: { role: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'web-reader' }, rules: [] } } },
+  deploy: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: c.name }, spec: { replicas: c.params.replicas } },
+}
+"#,
+    );
+    let components: Value =
+        serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
+    assert_eq!(
+        components,
+        serde_json::json!([{"name": "web", "prototype": null, "file": "components/web.jsonnet"}])
+    );
+    let objects = show_json(&app, "dev");
+    let kinds: Vec<(&str, &str)> = objects
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterRole", "web-reader"),
+            ("ConfigMap", "web-a"),
+            ("ConfigMap", "web-b"),
+            ("Deployment", "web"),
+        ]
+    );
+    let config = find(&objects, "ConfigMap", "web-a");
+    assert_eq!(config["metadata"]["namespace"], "kubeflow-dev");
+    assert_eq!(
+        config["data"],
+        serde_json::json!({"env": "dev", "greeting": "hi", "ns": "kubeflow-dev"})
+    );
+    assert_eq!(config["metadata"]["labels"]["mlkube.io/component"], "web");
+    assert!(
+        find(&objects, "ClusterRole", "web-reader")["metadata"]
+            .get("namespace")
+            .is_none()
+    );
+    assert_eq!(find(&objects, "Deployment", "web")["spec"]["replicas"], 2);
+}
+
+#[test]
+fn hand_edits_survive_the_verbs() {
+    let (_tmp, app) = new_app(&[]);
+    let file = "components/params.libsonnet";
+    let edited = read(&app, file).replace(
+        "    mnist: {},",
+        "    // The example model; keep it small.\n    mnist: {\n      replicas: 1 + 1,  // computed\n    },",
+    );
+    write(&app, file, &edited);
+    ok(&app, &["param", "set", "mnist", "numGpus", "1"]);
+    ok(&app, &["component", "add", "tf-serving", "resnet"]);
+    let after = read(&app, file);
+    assert!(after.contains("    // The example model; keep it small.\n    mnist: {\n      replicas: 1 + 1,  // computed\n      numGpus: 1,\n    },"), "{after}");
+    assert!(after.contains("    resnet: {},\n"), "{after}");
+    let objects = show_json(&app, "local");
+    // local's own params set mnist replicas and numGpus; the app's computed value shows in a
+    // component local does not override.
+    assert!(objects.iter().any(|o| o["metadata"]["name"] == "resnet-v1"));
+
+    // component rm takes its params out of every file, and leaves the rest.
+    ok(
+        &app,
+        &["param", "set", "resnet", "replicas", "3", "--env", "prod"],
+    );
+    ok(&app, &["component", "rm", "resnet"]);
+    assert!(!read(&app, file).contains("resnet"));
+    assert!(!read(&app, "environments/prod/params.libsonnet").contains("resnet"));
+    assert!(!app.join("components/resnet.jsonnet").exists());
+    assert!(!read(&app, "app.yaml").contains("resnet"));
+    assert!(read(&app, file).contains("replicas: 1 + 1,  // computed"));
+}
+
+#[test]
+fn values_keep_their_json_types_unless_as_string() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/web.jsonnet",
+        "local c = import 'mlkube/component.libsonnet';\n{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web' }, data: { p: std.manifestJsonMinified(c.params) } }\n",
+    );
+    ok(&app, &["param", "set", "web", "n", "3"]);
+    ok(&app, &["param", "set", "web", "b", "true"]);
+    ok(&app, &["param", "set", "web", "s", "true", "--as-string"]);
+    ok(&app, &["param", "set", "web", "o", r#"{"a": [1, "x"]}"#]);
+    ok(&app, &["param", "set", "web", "w", "plain words"]);
+    let objects = show_json(&app, "local");
+    let params: Value = serde_json::from_str(
+        find(&objects, "ConfigMap", "web")["data"]["p"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        params,
+        serde_json::json!({"b": true, "n": 3, "name": "web", "o": {"a": [1, "x"]}, "s": "true", "w": "plain words"})
+    );
+    assert!(read(&app, "components/params.libsonnet").contains("o: { a: [1, 'x'] },"));
+}
+
+#[test]
+fn listings_print_json_for_scripts() {
+    let (_tmp, app) = new_app(&[]);
+    let prototypes: Value =
+        serde_json::from_str(&ok(&app, &["prototype", "list", "-o", "json"])).unwrap();
+    let names: Vec<&str> = prototypes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "notebook-hub",
+            "tf-job-operator",
+            "tf-serving",
+            "volume-controller"
+        ]
+    );
+    let serving: Value = serde_json::from_str(&ok(
+        &app,
+        &["prototype", "describe", "tf-serving", "-o", "json"],
+    ))
+    .unwrap();
+    let replicas = serving["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "replicas")
+        .unwrap();
+    assert_eq!(replicas["type"], "integer");
+    assert!(
+        replicas["description"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty())
+    );
+    let text = ok(&app, &["prototype", "describe", "tf-serving"]);
+    assert!(text.starts_with("tf-serving\n\n"));
+    assert!(text.contains("PARAM"));
+
+    let components: Value =
+        serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
+    assert_eq!(components.as_array().unwrap().len(), 4);
+    let diff: Value =
+        serde_json::from_str(&ok(&app, &["param", "diff", "dev", "prod", "-o", "json"])).unwrap();
+    assert!(
+        diff.as_array()
+            .unwrap()
+            .iter()
+            .any(|row| row["component"] == "mnist"
+                && row["param"] == "replicas"
+                && row["dev"] == 1
+                && row["prod"] == 2)
+    );
+    let list: Value = serde_json::from_str(&ok(&app, &["param", "list", "-o", "json"])).unwrap();
+    assert!(!list.as_array().unwrap().is_empty());
+}
+
+#[test]
+fn env_rename_and_remove() {
+    let (_tmp, app) = new_app(&[]);
+    ok(
+        &app,
+        &[
+            "env",
+            "set",
+            "dev",
+            "--name",
+            "qa",
+            "--namespace",
+            "kubeflow-qa",
+        ],
+    );
+    assert!(app.join("environments/qa/params.libsonnet").is_file());
+    assert!(!app.join("environments/dev").exists());
+    let objects = show_json(&app, "qa");
+    assert!(
+        objects
+            .iter()
+            .all(|o| o["metadata"]["labels"]["mlkube.io/environment"] == "qa")
+    );
+    ok(&app, &["env", "rm", "qa"]);
+    assert!(!app.join("environments/qa").exists());
+    let stderr = fails(&app, &["show", "qa"]);
+    assert_eq!(
+        stderr,
+        "mlkube: error: unknown environment `qa`; the app has: local, prod\n"
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_changes_nothing() {
+    let (_tmp, app) = new_app(&[]);
+    let before = snapshot_files(&app);
+
+    assert_eq!(
+        fails(&app, &["show", "staging"]),
+        "mlkube: error: unknown environment `staging`; the app has: local, dev, prod\n"
+    );
+    assert_eq!(
+        fails(&app, &["show", "local", "-c", "resnet"]),
+        "mlkube: error: unknown component `resnet`; the app has: mnist, notebook-hub, \
+         tf-job-operator, volume-controller\n"
+    );
+    assert_eq!(
+        fails(&app, &["component", "add", "tf-servin", "resnet"]),
+        "mlkube: error: unknown prototype `tf-servin`; the library has: notebook-hub, \
+         tf-job-operator, tf-serving, volume-controller\n"
+    );
+    assert_eq!(
+        fails(&app, &["param", "set", "mnist", "replicas", "two"]),
+        "mlkube: error: component `mnist`: param `replicas` must be an integer, got \"two\"\n\
+         hint: `mlkube prototype describe tf-serving` lists the params and types\n"
+    );
+    let stderr = fails(&app, &["param", "set", "mnist", "replica", "2"]);
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: component `mnist` (tf-serving prototype) has no param `replica` \
+             (set in the command line); it has: "
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        fails(
+            &app,
+            &["param", "set", "mnist", "replicas", "2", "--env", "qa"]
+        ),
+        "mlkube: error: unknown environment `qa`; the app has: local, dev, prod\n"
+    );
+    assert_eq!(
+        fails(&app, &["component", "add", "tf-serving", "mnist"]),
+        "mlkube: error: component `mnist` already exists (components/mnist.jsonnet)\n\
+         hint: pick another name; several instances of one prototype are fine\n"
+    );
+    assert_eq!(snapshot_files(&app), before, "failed verbs wrote nothing");
+
+    // A type error in a params file names the component, the param and the file.
+    let prod = read(&app, "environments/prod/params.libsonnet");
+    write(
+        &app,
+        "environments/prod/params.libsonnet",
+        &prod.replace(
+            "replicas: 2,\n      minAvailable",
+            "replicas: '2',\n      minAvailable",
+        ),
+    );
+    assert_eq!(
+        fails(&app, &["show", "prod"]),
+        "mlkube: error: component `mnist`: param `replicas` must be an integer, got \"2\" (set \
+         in environments/prod/params.libsonnet)\n"
+    );
+    write(&app, "environments/prod/params.libsonnet", &prod);
+}
+
+#[test]
+fn jsonnet_errors_print_file_line_and_column() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/broken.jsonnet",
+        "{\n  a: 1,\n  b: error 'boom',\n}\n",
+    );
+    assert_eq!(
+        fails(&app, &["show", "local"]),
+        "mlkube: error: cannot render component `broken` for environment `local`\n  caused by: \
+         components/broken.jsonnet:3:6: runtime error: boom\n    at \
+         components/broken.jsonnet:3:6: error statement\n"
+    );
+    write(&app, "components/broken.jsonnet", "{\n  a: 1\n  b: 2,\n}\n");
+    assert_eq!(
+        fails(&app, &["show", "local"]),
+        "mlkube: error: cannot render component `broken` for environment `local`\n  caused by: \
+         components/broken.jsonnet:3:3: syntax error: expected '}', got identifier \"b\"\n"
+    );
+    // An error raised inside an imported helper points at the helper.
+    write(
+        &app,
+        "lib/helper.libsonnet",
+        "{\n  make(x):: if x.ok then x else error 'not ok: ' + x.why,\n}\n",
+    );
+    write(
+        &app,
+        "components/broken.jsonnet",
+        "local h = import 'helper.libsonnet';\nh.make({ ok: false, why: 'tired' })\n",
+    );
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(
+        stderr.contains("  caused by: lib/helper.libsonnet:2:33: runtime error: not ok: tired\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("    at components/broken.jsonnet:2:7"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn objects_that_are_not_kubernetes_objects_or_duplicates_are_errors() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/odd.jsonnet",
+        "{ web: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'ok' } }, { apiVersion: 'v1', kind: 'ConfigMap', metadata: {} }] }\n",
+    );
+    assert_eq!(
+        fails(&app, &["show", "local"]),
+        "mlkube: error: component `odd` rendered something that is not a Kubernetes object at \
+         `.web[1]`: an object without metadata.name\nhint: a component may render an object, an \
+         array, a v1 List, or an object whose fields are objects; each object needs apiVersion, \
+         kind and metadata.name\n"
+    );
+    write(
+        &app,
+        "components/odd.jsonnet",
+        "{ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' } }\n",
+    );
+    write(
+        &app,
+        "components/twin.jsonnet",
+        "[{ apiVersion: 'v1', kind: 'Service', metadata: { name: 'web' } }]\n",
+    );
+    assert_eq!(
+        fails(&app, &["show", "dev"]),
+        "mlkube: error: Service kubeflow-dev/web is rendered twice, by component `odd` and by \
+         component `twin`\nhint: rename one of them, or remove it from one component\n"
+    );
+}
+
+#[test]
+fn init_refuses_a_non_empty_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "platform/notes.txt", "mine");
+    let stderr = fails(tmp.path(), &["init", "platform"]);
+    assert!(stderr.contains("exists and is not empty"), "{stderr}");
+    assert_eq!(read(tmp.path(), "platform/notes.txt"), "mine");
+}
+
+#[test]
+fn default_app_renders_the_same_manifests() {
+    let (_tmp, app) = new_app(&[]);
+    for env in ["local", "dev", "prod"] {
+        let yaml = ok(&app, &["show", env]);
+        insta::assert_snapshot!(format!("default_app_{env}"), yaml);
+    }
+}

@@ -1,0 +1,512 @@
+//! The four platform components against the real control plane.
+//!
+//! Every component of a fresh `mlkube init` app, in every shipped environment, passes a
+//! server-side dry-run apply with strict field validation (so a misspelt field is a rejection,
+//! not a silently dropped value), after the CRDs it ships are applied for real. Istio's
+//! VirtualService and DestinationRule, which the test cluster does not run, are checked against
+//! a minimal typed CRD of each that the test installs. Then `local` is applied for real and its
+//! Deployments and StatefulSets must reach their desired replicas on the kwok nodes.
+//!
+//! These tests use kube's dynamic API directly, not mlkube's own apply, so they check the
+//! components and nothing else.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, TypeMeta};
+use kube::core::DynamicObject;
+use kube::discovery::{Discovery, Scope};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use mlkube::app::App;
+use mlkube::manifest::{Manifest, Object};
+use serde_json::{Value, json};
+
+use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};
+
+const ENVIRONMENTS: [&str; 3] = ["local", "dev", "prod"];
+/// The component instances `mlkube init` creates, one per prototype.
+const COMPONENTS: [&str; 4] = [
+    "tf-job-operator",
+    "notebook-hub",
+    "mnist",
+    "volume-controller",
+];
+/// mlkube's own field manager, so that the shared CRDs these tests apply stay appliable by
+/// `mlkube apply` in the other tests without `--force-conflicts`.
+const MANAGER: &str = "mlkube";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
+    let _shared = lock_shared_cluster_objects().await;
+    let local = TestNamespace::new("components-dry").await;
+    let client = local.client.clone();
+    // `init --namespace NS` gives dev and prod the namespaces NS-dev and NS-prod.
+    let _dev = named_namespace(&client, &format!("{}-dev", local.name)).await;
+    let _prod = named_namespace(&client, &format!("{}-prod", local.name)).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = init_app(&dir.path().join("app"), &local.name);
+
+    let mut rendered = Vec::new();
+    for env in ENVIRONMENTS {
+        for component in COMPONENTS {
+            rendered.push((env, component, render(&app, env, component)));
+        }
+    }
+    let crds: Vec<&Object> = rendered
+        .iter()
+        .flat_map(|(_, _, manifest)| &manifest.objects)
+        .filter(|object| object.kind() == "CustomResourceDefinition")
+        .collect();
+    let crd_names: BTreeSet<&str> = crds.iter().map(|crd| crd.name()).collect();
+    assert_eq!(
+        crd_names,
+        BTreeSet::from(["tfjobs.kubeflow.org", "volumemanagers.kvc.kubeflow.org"]),
+        "the components should ship exactly these CRDs"
+    );
+    for crd in crds {
+        install_crd(&client, &crd.value).await;
+    }
+    for crd in istio_crds() {
+        install_crd(&client, &crd).await;
+    }
+
+    let kinds: Vec<TypeMeta> = rendered
+        .iter()
+        .flat_map(|(_, _, manifest)| &manifest.objects)
+        .map(type_meta)
+        .collect();
+    let discovery = discover(&client, &kinds).await;
+    let dry_run = PatchParams::apply(MANAGER)
+        .force()
+        .dry_run()
+        .validation_strict();
+
+    let mut checked = 0;
+    let mut rejections = Vec::new();
+    let mut istio_kinds = BTreeSet::new();
+    for (env, component, manifest) in &rendered {
+        assert!(
+            !manifest.objects.is_empty(),
+            "{component} rendered nothing for {env}"
+        );
+        for object in manifest
+            .objects
+            .iter()
+            .filter(|o| o.kind() != "CustomResourceDefinition")
+        {
+            if object.api_version().starts_with("networking.istio.io/") {
+                istio_kinds.insert(format!("{} in {env}", object.kind()));
+            }
+            checked += 1;
+            if let Err(message) = apply(&client, &discovery, object, &dry_run).await {
+                rejections.push(format!(
+                    "{env}/{component}: {} {}: {message}",
+                    object.kind(),
+                    object.name()
+                ));
+            }
+        }
+    }
+    assert!(
+        rejections.is_empty(),
+        "{} of {checked} objects were rejected:\n{}",
+        rejections.len(),
+        rejections.join("\n")
+    );
+    // prod turns the Istio canary on, the others leave it off.
+    assert_eq!(
+        istio_kinds,
+        BTreeSet::from([
+            "DestinationRule in prod".to_owned(),
+            "VirtualService in prod".to_owned()
+        ]),
+    );
+    eprintln!(
+        "{checked} objects of {} components x {} environments passed",
+        COMPONENTS.len(),
+        ENVIRONMENTS.len()
+    );
+}
+
+#[tokio::test]
+async fn local_environment_comes_up_on_the_kwok_nodes() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("components-local").await;
+    let client = ns.client.clone();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = init_app(&dir.path().join("app"), &ns.name);
+    let manifests: Vec<Manifest> = COMPONENTS
+        .iter()
+        .map(|c| render(&app, "local", c))
+        .collect();
+    let objects: Vec<&Object> = manifests.iter().flat_map(|m| &m.objects).collect();
+    let _cluster_scoped = ClusterScopedCleanup::of(&objects);
+
+    for crd in objects
+        .iter()
+        .filter(|o| o.kind() == "CustomResourceDefinition")
+    {
+        install_crd(&client, &crd.value).await;
+    }
+    let kinds: Vec<TypeMeta> = objects.iter().map(|o| type_meta(o)).collect();
+    let discovery = discover(&client, &kinds).await;
+    let apply_for_real = PatchParams::apply(MANAGER).force().validation_strict();
+    for object in objects
+        .iter()
+        .filter(|o| o.kind() != "CustomResourceDefinition")
+    {
+        if let Err(message) = apply(&client, &discovery, object, &apply_for_real).await {
+            panic!(
+                "applying {} {} of {}: {message}",
+                object.kind(),
+                object.name(),
+                object.component
+            );
+        }
+    }
+
+    let workloads: Vec<(&str, &str, &str)> = objects
+        .iter()
+        .filter(|o| matches!(o.kind(), "Deployment" | "StatefulSet"))
+        .map(|o| (o.component.as_str(), o.kind(), o.name()))
+        .collect();
+    let components: BTreeSet<&str> = workloads
+        .iter()
+        .map(|(component, _, _)| *component)
+        .collect();
+    assert_eq!(
+        components,
+        BTreeSet::from(COMPONENTS),
+        "every component should run a Deployment or StatefulSet: {workloads:?}"
+    );
+    for (component, kind, name) in workloads {
+        let what = format!(
+            "{component}'s {kind} {name} in {} to reach its desired replicas",
+            ns.name
+        );
+        let (ready, desired) =
+            eventually(&what, TIMEOUT, || rollout(&client, &ns.name, kind, name)).await;
+        assert_eq!(ready, desired);
+        assert!(desired >= 1, "{kind} {name} wants no replicas");
+    }
+}
+
+/// `(ready, desired)` replicas once a Deployment or StatefulSet has rolled out its current spec.
+async fn rollout(client: &Client, namespace: &str, kind: &str, name: &str) -> Option<(i32, i32)> {
+    let (generation, desired, observed, ready, updated) = match kind {
+        "Deployment" => {
+            let d = Api::<Deployment>::namespaced(client.clone(), namespace)
+                .get(name)
+                .await
+                .ok()?;
+            let status = d.status.unwrap_or_default();
+            let desired = d.spec.and_then(|s| s.replicas).unwrap_or(1);
+            (
+                d.metadata.generation,
+                desired,
+                status.observed_generation,
+                status.ready_replicas,
+                status.updated_replicas,
+            )
+        }
+        _ => {
+            let s = Api::<StatefulSet>::namespaced(client.clone(), namespace)
+                .get(name)
+                .await
+                .ok()?;
+            let status = s.status.unwrap_or_default();
+            let desired = s.spec.and_then(|s| s.replicas).unwrap_or(1);
+            (
+                s.metadata.generation,
+                desired,
+                status.observed_generation,
+                status.ready_replicas,
+                status.updated_replicas,
+            )
+        }
+    };
+    let done =
+        observed >= generation && ready.unwrap_or(0) == desired && updated.unwrap_or(0) == desired;
+    done.then_some((ready.unwrap_or(0), desired))
+}
+
+/// Create the app the way a user does, with the binary, and load it through the library.
+fn init_app(dir: &Path, namespace: &str) -> App {
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .arg("init")
+        .arg(dir)
+        .args(["--namespace", namespace])
+        .output()
+        .expect("the mlkube binary runs");
+    assert!(
+        output.status.success(),
+        "mlkube init {} --namespace {namespace} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    App::load(dir).unwrap_or_else(|e| panic!("loading the app mlkube init made: {}", chain(&e)))
+}
+
+fn render(app: &App, env: &str, component: &str) -> Manifest {
+    mlkube::render::render(app, env, &[component.to_owned()])
+        .unwrap_or_else(|e| panic!("rendering {component} for {env}: {}", chain(&e)))
+}
+
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn type_meta(object: &Object) -> TypeMeta {
+    TypeMeta {
+        api_version: object.api_version().to_owned(),
+        kind: object.kind().to_owned(),
+    }
+}
+
+/// Discovery that knows every kind rendered; CRDs just established can take a moment to show.
+async fn discover(client: &Client, kinds: &[TypeMeta]) -> Discovery {
+    eventually(
+        "API discovery to list every rendered kind",
+        TIMEOUT,
+        || async {
+            let discovery = Discovery::new(client.clone()).run().await.ok()?;
+            kinds
+                .iter()
+                .all(|kind| discovery.resolve_typemeta(kind).is_some())
+                .then_some(discovery)
+        },
+    )
+    .await
+}
+
+/// Server-side apply one object (as dry run or for real); the API server's message on failure.
+async fn apply(
+    client: &Client,
+    discovery: &Discovery,
+    object: &Object,
+    params: &PatchParams,
+) -> Result<DynamicObject, String> {
+    let (resource, capabilities) = discovery
+        .resolve_typemeta(&type_meta(object))
+        .ok_or_else(|| format!("the cluster does not serve {}", object.api_version()))?;
+    let api: Api<DynamicObject> = match (capabilities.scope, object.namespace()) {
+        (Scope::Cluster, None) => Api::all_with(client.clone(), &resource),
+        (Scope::Namespaced, Some(namespace)) => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        }
+        (Scope::Cluster, Some(namespace)) => {
+            return Err(format!(
+                "cluster-scoped, but rendered with namespace {namespace}"
+            ));
+        }
+        (Scope::Namespaced, None) => {
+            return Err("namespaced, but rendered without a namespace".to_owned());
+        }
+    };
+    api.patch(object.name(), params, &Patch::Apply(&object.value))
+        .await
+        .map_err(|error| match error {
+            kube::Error::Api(status) => status.message,
+            other => other.to_string(),
+        })
+}
+
+/// Apply a CRD for real and wait until it is Established, so objects of its kinds validate.
+async fn install_crd(client: &Client, crd: &Value) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .expect("a CRD has a name")
+        .to_owned();
+    api.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api, &name, conditions::is_crd_established()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("CRD {name} was not Established within {TIMEOUT:?}"))
+    .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+}
+
+/// A namespace with a given name, deleted on drop like the harness's own.
+async fn named_namespace(client: &Client, name: &str) -> TestNamespace {
+    let namespace: Namespace = serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "mlkube.io/test": "true" } }
+    }))
+    .expect("a valid Namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create test namespace {name}: {e}"));
+    TestNamespace {
+        client: client.clone(),
+        name: name.to_owned(),
+    }
+}
+
+/// Deletes the ClusterRoles and ClusterRoleBindings a real apply made (their names carry the
+/// test namespace, so they are this test's alone). CRDs and the StorageClass are shared by every
+/// app on the cluster and stay, as they would after `mlkube delete` of one environment.
+struct ClusterScopedCleanup {
+    roles: Vec<String>,
+    bindings: Vec<String>,
+}
+
+impl ClusterScopedCleanup {
+    fn of(objects: &[&Object]) -> Self {
+        let named = |kind: &str| -> Vec<String> {
+            objects
+                .iter()
+                .filter(|o| o.kind() == kind)
+                .map(|o| o.name().to_owned())
+                .collect()
+        };
+        ClusterScopedCleanup {
+            roles: named("ClusterRole"),
+            bindings: named("ClusterRoleBinding"),
+        }
+    }
+}
+
+impl Drop for ClusterScopedCleanup {
+    fn drop(&mut self) {
+        let roles = std::mem::take(&mut self.roles);
+        let bindings = std::mem::take(&mut self.bindings);
+        // Drop cannot await: delete from a thread with a runtime of its own, and with a client of
+        // its own, since the test's client has its connections on the test's (blocked) runtime.
+        let deleted = std::thread::spawn(move || -> Result<(), String> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime.block_on(async {
+                let client = crate::support::client().await;
+                let params = DeleteParams::background();
+                for name in &bindings {
+                    let api = Api::<ClusterRoleBinding>::all(client.clone());
+                    api.delete(name, &params)
+                        .await
+                        .map_err(|e| format!("ClusterRoleBinding {name}: {e}"))?;
+                }
+                for name in &roles {
+                    let api = Api::<ClusterRole>::all(client.clone());
+                    api.delete(name, &params)
+                        .await
+                        .map_err(|e| format!("ClusterRole {name}: {e}"))?;
+                }
+                Ok(())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = deleted {
+            eprintln!("warning: could not delete {e}");
+        }
+    }
+}
+
+/// Minimal CRDs for the Istio kinds tf-serving renders: `networking.istio.io/v1` VirtualService
+/// and DestinationRule, typed for the fields the component uses. With strict field validation a
+/// field Istio does not have (or has elsewhere) is a rejection.
+fn istio_crds() -> [Value; 2] {
+    let string = json!({ "type": "string" });
+    let strings = json!({ "type": "array", "items": { "type": "string" } });
+    let destination = json!({
+        "type": "object",
+        "required": ["host"],
+        "properties": {
+            "host": string,
+            "subset": string,
+            "port": { "type": "object", "properties": { "number": { "type": "integer", "minimum": 0, "maximum": 65535 } } },
+        },
+    });
+    let string_match = json!({
+        "type": "object",
+        "properties": { "exact": string, "prefix": string, "regex": string },
+    });
+    let virtual_service = json!({
+        "type": "object",
+        "properties": {
+            "hosts": strings,
+            "gateways": strings,
+            "http": { "type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "name": string,
+                    "match": { "type": "array", "items": {
+                        "type": "object",
+                        "properties": { "uri": string_match, "port": { "type": "integer" } },
+                    } },
+                    "rewrite": { "type": "object", "properties": { "uri": string, "authority": string } },
+                    "route": { "type": "array", "items": {
+                        "type": "object",
+                        "required": ["destination"],
+                        "properties": {
+                            "destination": destination,
+                            "weight": { "type": "integer", "minimum": 0, "maximum": 100 },
+                        },
+                    } },
+                    "timeout": string,
+                },
+            } },
+        },
+    });
+    let destination_rule = json!({
+        "type": "object",
+        "required": ["host"],
+        "properties": {
+            "host": string,
+            "subsets": { "type": "array", "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": string,
+                    "labels": { "type": "object", "additionalProperties": string },
+                },
+            } },
+        },
+    });
+    let crd = |kind: &str, plural: &str, spec: Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": { "name": format!("{plural}.networking.istio.io") },
+            "spec": {
+                "group": "networking.istio.io",
+                "scope": "Namespaced",
+                "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List") },
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": { "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": { "spec": spec },
+                    } },
+                }],
+            },
+        })
+    };
+    [
+        crd("VirtualService", "virtualservices", virtual_service),
+        crd("DestinationRule", "destinationrules", destination_rule),
+    ]
+}

@@ -1,0 +1,980 @@
+//! diff, apply, prune, delete and validate against the real control plane.
+//!
+//! Each test deploys an environment of its own (its namespace is the test namespace, its app a
+//! name of its own) built directly as a Manifest, so these tests do not depend on the renderer.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client};
+use mlkube::apply::{
+    self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions,
+};
+use mlkube::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::cluster::{Cluster, ClusterError, Target};
+use mlkube::diff::{self, Action, DiffOptions};
+use mlkube::exit::Exit;
+use mlkube::manifest::{Manifest, Object};
+use mlkube::plan::{self, Plan};
+use mlkube::wait::Progress;
+use serde_json::{Value, json};
+
+use crate::support::{self, TestNamespace};
+
+// ---------------------------------------------------------------------------------------------
+// builders
+
+fn labels(env: &str, component: &str) -> Value {
+    json!({
+        "app.kubernetes.io/managed-by": "mlkube",
+        "app.kubernetes.io/part-of": "t",
+        "mlkube.io/environment": env,
+        "mlkube.io/component": component,
+    })
+}
+
+fn config_map(ns: &str, component: &str, name: &str, data: Value) -> Object {
+    Object {
+        component: component.into(),
+        value: json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, component)},
+            "data": data}),
+    }
+}
+
+fn secret(ns: &str, component: &str, name: &str, data: Value) -> Object {
+    Object {
+        component: component.into(),
+        value: json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, component)},
+            "type": "Opaque", "data": data}),
+    }
+}
+
+fn deployment(ns: &str, component: &str, name: &str, replicas: i64) -> Object {
+    Object {
+        component: component.into(),
+        value: json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, component)},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "registry.invalid/mlkube/serve:1",
+                                             "ports": [{"containerPort": 8500}]}]}}}}),
+    }
+}
+
+fn service(ns: &str, component: &str, name: &str) -> Object {
+    Object {
+        component: component.into(),
+        value: json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, component)},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "grpc", "port": 9000, "targetPort": 8500}]}}),
+    }
+}
+
+fn service_account(ns: &str, component: &str, name: &str) -> Object {
+    Object {
+        component: component.into(),
+        value: json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, component)}}),
+    }
+}
+
+/// A CRD with a group of its own per test, so tests never share a cluster-scoped kind.
+fn crd(group: &str) -> Object {
+    Object {
+        component: "widgets".into(),
+        value: json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("widgets.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}),
+    }
+}
+
+fn widget(ns: &str, group: &str, name: &str) -> Object {
+    Object {
+        component: "widgets".into(),
+        value: json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+            "metadata": {"name": name, "namespace": ns, "labels": labels(ns, "widgets")},
+            "spec": {"size": 3}}),
+    }
+}
+
+/// The environment of a test: deployed into `ns`, app `t`, environment named like the namespace.
+struct Env {
+    cluster: Cluster,
+    client: Client,
+    set: ApplySet,
+    ns: String,
+}
+
+impl Env {
+    async fn new(ns: &str) -> Env {
+        let client = support::client().await;
+        let cluster = Cluster::with_client(client.clone(), "test".into(), "local".into())
+            .await
+            .expect("discovery on the test cluster");
+        Env {
+            cluster,
+            client,
+            set: ApplySet::new("t", ns, ns),
+            ns: ns.to_string(),
+        }
+    }
+
+    fn plan(&self, objects: Vec<Object>) -> Plan {
+        plan::plan(&Manifest { objects }, &self.set, &[]).expect("a valid plan")
+    }
+
+    async fn diff(&self, objects: Vec<Object>) -> diff::ChangeSet {
+        diff::diff(&self.cluster, &self.plan(objects), DiffOptions::default())
+            .await
+            .expect("diff")
+    }
+
+    async fn apply(
+        &self,
+        objects: Vec<Object>,
+        options: &ApplyOptions,
+    ) -> Result<apply::ApplyReport, ApplyError> {
+        apply::apply(&self.cluster, &self.plan(objects), options).await
+    }
+
+    async fn config_map(&self, name: &str) -> Option<ConfigMap> {
+        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
+            .get_opt(name)
+            .await
+            .expect("get ConfigMap")
+    }
+}
+
+fn options() -> ApplyOptions {
+    ApplyOptions {
+        dry_run: false,
+        prune: false,
+        consent: Consent::Given,
+        force_conflicts: false,
+        wait: false,
+        timeout: Duration::from_secs(60),
+        allow_empty: false,
+        progress: Progress::Plain,
+    }
+}
+
+fn app(ns: &str) -> Vec<Object> {
+    vec![
+        service_account(ns, "serving", "serving"),
+        config_map(
+            ns,
+            "serving",
+            "serving-config",
+            json!({"model": "mnist", "batch": "8"}),
+        ),
+        secret(
+            ns,
+            "serving",
+            "serving-token",
+            json!({"token": "c2VjcmV0LW9uZQ==", "user": "YWRtaW4="}),
+        ),
+        service(ns, "serving", "serving"),
+        deployment(ns, "serving", "serving", 1),
+    ]
+}
+
+fn changed_lines(change: &diff::Change) -> Vec<String> {
+    diff::unified(change)
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// tests
+
+#[tokio::test]
+async fn diff_on_a_fresh_cluster_shows_creations_including_the_namespace_and_custom_kinds() {
+    let test = TestNamespace::new("deploy-fresh").await;
+    // An environment whose namespace does not exist yet (removed on drop all the same).
+    let fresh = TestNamespace {
+        client: test.client.clone(),
+        name: format!("{}-new", test.name),
+    };
+    let env = Env::new(&fresh.name).await;
+    let group = format!("{}.fresh.mlkube.test", test.name);
+    let mut objects = app(&fresh.name);
+    objects.push(crd(&group));
+    objects.push(widget(&fresh.name, &group, "w"));
+
+    let changes = env.diff(objects).await;
+
+    assert!(changes.failures.is_empty(), "{:?}", changes.failures);
+    assert_eq!(changes.exit(), Exit::Differences);
+    let namespace = changes
+        .changes
+        .iter()
+        .find(|c| c.key.kind == "Namespace")
+        .expect("the namespace as a creation");
+    assert_eq!(namespace.key.name, fresh.name);
+    assert!(
+        changes.changes.iter().all(|c| c.action == Action::Create),
+        "{:?}",
+        changes.summary()
+    );
+    assert_eq!(changes.summary().create, 8);
+    let custom = changes
+        .changes
+        .iter()
+        .find(|c| c.key.kind == "Widget")
+        .expect("the custom object");
+    assert!(
+        custom
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("CustomResourceDefinition")
+    );
+    // A whole-object addition, with the label that makes it a member.
+    let text = diff::unified(
+        changes
+            .changes
+            .iter()
+            .find(|c| c.key.kind == "ConfigMap")
+            .unwrap(),
+    );
+    assert!(text.contains("+  model: mnist"), "{text}");
+    assert!(
+        text.contains(&format!("+    {PART_OF_LABEL}: {}", env.set.id)),
+        "{text}"
+    );
+    // A dry-run apply goes through, and says the same.
+    let mut dry = options();
+    dry.dry_run = true;
+    let mut objects = app(&fresh.name);
+    objects.push(crd(&group));
+    objects.push(widget(&fresh.name, &group, "w"));
+    let report = env.apply(objects, &dry).await.expect("a dry-run apply");
+    assert_eq!(report.applied.len(), 8);
+    assert!(
+        report.applied.iter().all(|(_, o)| *o == Outcome::Created),
+        "{:?}",
+        report.applied
+    );
+
+    // Nothing was written by the diff or the dry run.
+    assert!(
+        Api::<Namespace>::all(env.client.clone())
+            .get_opt(&fresh.name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn apply_then_rediff_shows_no_noise_and_a_param_change_shows_exactly_that_field() {
+    let test = TestNamespace::new("deploy-noise").await;
+    let env = Env::new(&test.name).await;
+    let mut waiting = options();
+    waiting.wait = true;
+
+    let report = env.apply(app(&test.name), &waiting).await.expect("apply");
+    assert!(report.not_ready.is_empty(), "{:?}", report.not_ready);
+    assert!(
+        report.applied.iter().all(|(_, o)| *o == Outcome::Created),
+        "{:?}",
+        report.applied
+    );
+
+    // Controllers have written status, revisions and defaults by now: still no diff.
+    let changes = env.diff(app(&test.name)).await;
+    assert_eq!(
+        changes.exit(),
+        Exit::Done,
+        "{}",
+        diff::render_text(&changes, false)
+    );
+    assert_eq!(changes.summary().unchanged, 5);
+    assert_eq!(diff::render_text(&changes, false), "");
+
+    // A re-apply changes nothing.
+    let again = env
+        .apply(app(&test.name), &options())
+        .await
+        .expect("re-apply");
+    assert!(
+        again.applied.iter().all(|(_, o)| *o == Outcome::Unchanged),
+        "{:?}",
+        again.applied
+    );
+
+    let mut changed = app(&test.name);
+    changed[4] = deployment(&test.name, "serving", "serving", 2);
+    let changes = env.diff(changed).await;
+    assert_eq!(changes.exit(), Exit::Differences);
+    let updates: Vec<&diff::Change> = changes
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Update)
+        .collect();
+    assert_eq!(updates.len(), 1, "{}", diff::render_text(&changes, false));
+    assert_eq!(updates[0].key.kind, "Deployment");
+    assert_eq!(
+        changed_lines(updates[0]),
+        ["-  replicas: 1", "+  replicas: 2"]
+    );
+}
+
+#[tokio::test]
+async fn secret_values_are_masked_unless_asked_and_a_changed_value_still_shows() {
+    let test = TestNamespace::new("deploy-secret").await;
+    let env = Env::new(&test.name).await;
+    env.apply(app(&test.name), &options()).await.expect("apply");
+
+    let mut changed = app(&test.name);
+    changed[2] = secret(
+        &test.name,
+        "serving",
+        "serving-token",
+        json!({"token": "c2VjcmV0LXR3bw==", "user": "YWRtaW4="}),
+    );
+    let plan = env.plan(changed);
+    let masked = diff::diff(&env.cluster, &plan, DiffOptions::default())
+        .await
+        .unwrap();
+    let change = masked
+        .changes
+        .iter()
+        .find(|c| c.key.kind == "Secret")
+        .unwrap();
+    assert_eq!(change.action, Action::Update);
+    let lines = changed_lines(change);
+    assert_eq!(lines.len(), 2, "only the changed key shows: {lines:?}");
+    assert!(
+        lines[0].starts_with("-  token: (masked ") && lines[1].starts_with("+  token: (masked "),
+        "{lines:?}"
+    );
+    let everything = format!(
+        "{}{}",
+        diff::render_text(&masked, false),
+        diff::render_json(&masked)
+    );
+    for value in ["c2VjcmV0LW9uZQ==", "c2VjcmV0LXR3bw==", "YWRtaW4="] {
+        assert!(!everything.contains(value), "{value} leaked");
+    }
+
+    let shown = diff::diff(&env.cluster, &plan, DiffOptions { show_secrets: true })
+        .await
+        .unwrap();
+    let change = shown
+        .changes
+        .iter()
+        .find(|c| c.key.kind == "Secret")
+        .unwrap();
+    assert_eq!(
+        changed_lines(change),
+        ["-  token: c2VjcmV0LW9uZQ==", "+  token: c2VjcmV0LXR3bw=="]
+    );
+}
+
+#[tokio::test]
+async fn a_crd_and_its_custom_object_apply_in_one_run() {
+    let test = TestNamespace::new("deploy-crd").await;
+    let env = Env::new(&test.name).await;
+    let group = format!("{}.crd.mlkube.test", test.name);
+    /// Deletes the test's CRD, also when the test fails. With a client of its own: the test's
+    /// client belongs to the test's runtime, which is blocked while this runs.
+    struct DeleteCrd(String);
+    impl Drop for DeleteCrd {
+        fn drop(&mut self) {
+            let name = self.0.clone();
+            let _ = std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async {
+                    let crds = Api::<CustomResourceDefinition>::all(support::client().await);
+                    crds.delete(&name, &DeleteParams::default()).await.ok()
+                });
+            })
+            .join();
+        }
+    }
+    let _cleanup = DeleteCrd(format!("widgets.{group}"));
+
+    let objects = vec![widget(&test.name, &group, "w"), crd(&group)];
+    let report = env
+        .apply(objects.clone(), &options())
+        .await
+        .expect("apply CRD and custom object together");
+    let order: Vec<&str> = report
+        .applied
+        .iter()
+        .map(|(k, _)| k.kind.as_str())
+        .collect();
+    assert_eq!(order, ["CustomResourceDefinition", "Widget"]);
+
+    let resolved = env
+        .cluster
+        .resolve(&format!("{group}/v1"), "Widget")
+        .expect("discovery refreshed");
+    let live = env
+        .cluster
+        .get(&resolved, Some(&test.name), "w")
+        .await
+        .unwrap()
+        .expect("the widget exists");
+    assert_eq!(live["spec"]["size"], 3);
+    let inventory = applyset::read(&env.cluster, &env.set)
+        .await
+        .unwrap()
+        .expect("an inventory");
+    assert!(
+        inventory.group_kinds.contains(&format!("Widget.{group}")),
+        "{inventory:?}"
+    );
+    assert_eq!(env.diff(objects).await.exit(), Exit::Done);
+}
+
+#[tokio::test]
+async fn a_conflict_with_another_field_manager_is_refused_then_forced() {
+    let test = TestNamespace::new("deploy-conflict").await;
+    let env = Env::new(&test.name).await;
+    let objects = vec![config_map(
+        &test.name,
+        "c",
+        "settings",
+        json!({"level": "info"}),
+    )];
+    env.apply(objects.clone(), &options())
+        .await
+        .expect("first apply");
+
+    // Someone else takes the field over.
+    let intruder = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": test.name}, "data": {"level": "debug"}});
+    Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
+        .patch(
+            "settings",
+            &PatchParams::apply("night-shift").force(),
+            &Patch::Apply(&intruder),
+        )
+        .await
+        .expect("the other manager's apply");
+
+    let changes = env.diff(objects.clone()).await;
+    let change = &changes.changes[0];
+    assert_eq!(change.conflicts.len(), 1, "{:?}", change.conflicts);
+    assert_eq!(change.conflicts[0].manager, "night-shift");
+    assert_eq!(change.conflicts[0].field, ".data.level");
+
+    let refused = env
+        .apply(objects.clone(), &options())
+        .await
+        .expect_err("a conflict refuses");
+    let message = refused.to_string();
+    assert!(
+        message.contains(".data.level") && message.contains("\"night-shift\""),
+        "{message}"
+    );
+    assert!(message.contains("--force-conflicts"), "{message}");
+    assert_eq!(
+        env.config_map("settings").await.unwrap().data.unwrap()["level"],
+        "debug"
+    );
+
+    let mut forced = options();
+    forced.force_conflicts = true;
+    env.apply(objects, &forced).await.expect("forced apply");
+    assert_eq!(
+        env.config_map("settings").await.unwrap().data.unwrap()["level"],
+        "info"
+    );
+}
+
+#[tokio::test]
+async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
+    let test = TestNamespace::new("deploy-prune").await;
+    let env = Env::new(&test.name).await;
+    let both = vec![
+        config_map(&test.name, "keep", "kept", json!({"a": "1"})),
+        config_map(&test.name, "drop", "dropped", json!({"b": "2"})),
+        deployment(&test.name, "drop", "dropped", 1),
+    ];
+    env.apply(both, &options())
+        .await
+        .expect("apply both components");
+
+    // Another environment of the same app in the same namespace, and an object someone else
+    // created carrying this environment's labels, inventory label included.
+    let other = Env {
+        set: ApplySet::new("t", "other", &test.name),
+        ..Env::new(&test.name).await
+    };
+    other
+        .apply(
+            vec![config_map(
+                &test.name,
+                "drop",
+                "other-env",
+                json!({"c": "3"}),
+            )],
+            &options(),
+        )
+        .await
+        .expect("apply the other environment");
+    let mut stranger = config_map(&test.name, "drop", "stranger", json!({"d": "4"})).value;
+    stranger["metadata"]["labels"][PART_OF_LABEL] = json!(env.set.id);
+    Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
+        .patch(
+            "stranger",
+            &PatchParams::apply("someone-else"),
+            &Patch::Apply(&stranger),
+        )
+        .await
+        .expect("the stranger");
+
+    let only_kept = vec![config_map(&test.name, "keep", "kept", json!({"a": "1"}))];
+    let changes = env.diff(only_kept.clone()).await;
+    let pruned: Vec<String> = changes
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Prune)
+        .map(|c| c.key.to_string())
+        .collect();
+    assert_eq!(
+        pruned,
+        [
+            format!("ConfigMap {}/dropped", test.name),
+            format!("Deployment.apps {}/dropped", test.name)
+        ]
+    );
+    assert_eq!(changes.kept.len(), 1);
+
+    // Without a terminal and without --yes, nothing is deleted.
+    let mut refusing = options();
+    refusing.prune = true;
+    refusing.consent = Consent::Absent;
+    let refused = env
+        .apply(only_kept.clone(), &refusing)
+        .await
+        .expect_err("no consent");
+    assert!(
+        matches!(refused, ApplyError::NoConsent { count: 2, .. }),
+        "{refused}"
+    );
+    assert!(env.config_map("dropped").await.is_some());
+
+    // Rendering nothing with an inventory is refused unless --allow-empty.
+    let empty = apply::prune(
+        &env.cluster,
+        &env.plan(vec![]),
+        &PruneOptions {
+            dry_run: false,
+            consent: Consent::Given,
+            allow_empty: false,
+        },
+    )
+    .await;
+    assert!(
+        matches!(empty, Err(ApplyError::EmptyPrune { .. })),
+        "{empty:?}"
+    );
+
+    let mut pruning = options();
+    pruning.prune = true;
+    let report = env
+        .apply(only_kept, &pruning)
+        .await
+        .expect("apply with prune");
+    assert_eq!(report.pruned.len(), 2, "{:?}", report.pruned);
+    assert_eq!(report.kept.len(), 1);
+    assert!(env.config_map("dropped").await.is_none());
+    assert!(
+        Api::<Deployment>::namespaced(env.client.clone(), &test.name)
+            .get_opt("dropped")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(env.config_map("kept").await.is_some());
+    assert!(
+        env.config_map("stranger").await.is_some(),
+        "an object mlkube never applied is never pruned"
+    );
+    assert!(
+        env.config_map("other-env").await.is_some(),
+        "another environment's object is never pruned"
+    );
+    let inventory = applyset::read(&env.cluster, &env.set)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(inventory.group_kinds, ["ConfigMap".to_string()].into());
+}
+
+#[tokio::test]
+async fn an_environment_pinned_to_another_server_is_refused_naming_what_was_found() {
+    let kubeconfig = support::kubeconfig_path();
+    let base = Target {
+        env: "prod".into(),
+        namespace: "kf".into(),
+        kubeconfig: Some(kubeconfig.clone()),
+        ..Target::default()
+    };
+
+    // The real cluster's context, when the environment pins the server it points at, connects.
+    let (config, source) = mlkube::cluster::load_kubeconfig(Some(&kubeconfig)).unwrap();
+    let current = config
+        .current_context
+        .clone()
+        .expect("the test kubeconfig has a current context");
+    let server = mlkube::cluster::server_of(&config, &current).expect("its server");
+    let pinned_here = Target {
+        server: Some(server.clone()),
+        ..base.clone()
+    };
+    let cluster = Cluster::connect(&pinned_here)
+        .await
+        .expect("the pinned server is this cluster");
+    assert_eq!(cluster.context, current);
+
+    let elsewhere = "https://prod.example.invalid:6443";
+    let pinned_away = Target {
+        server: Some(elsewhere.into()),
+        ..base.clone()
+    };
+    let error = Cluster::connect(&pinned_away).await.err().expect("refused");
+    let message = error.to_string();
+    assert!(
+        matches!(error, ClusterError::NoContextForServer { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains(elsewhere) && message.contains(&current) && message.contains(&server),
+        "{message}"
+    );
+
+    // --context cannot override a pinned server either.
+    let forced = Target {
+        server: Some(elsewhere.into()),
+        context_flag: Some(current.clone()),
+        ..base
+    };
+    let error = Cluster::connect(&forced).await.err().expect("refused");
+    assert!(
+        matches!(error, ClusterError::WrongCluster { .. }),
+        "{error}"
+    );
+    let _ = source;
+}
+
+#[tokio::test]
+async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the_namespace() {
+    let test = TestNamespace::new("deploy-delete").await;
+    let env = Env::new(&test.name).await;
+    env.apply(app(&test.name), &options()).await.expect("apply");
+
+    let refused = apply::delete(
+        &env.cluster,
+        &env.set,
+        &DeleteOptions {
+            components: vec![],
+            delete_namespace: false,
+            consent: Consent::Absent,
+        },
+    )
+    .await;
+    assert!(
+        matches!(refused, Err(ApplyError::NoConsent { count: 5, .. })),
+        "{refused:?}"
+    );
+
+    let report = apply::delete(
+        &env.cluster,
+        &env.set,
+        &DeleteOptions {
+            components: vec![],
+            delete_namespace: false,
+            consent: Consent::Given,
+        },
+    )
+    .await
+    .expect("delete");
+    assert_eq!(report.pruned.len(), 5);
+    assert!(
+        applyset::read(&env.cluster, &env.set)
+            .await
+            .unwrap()
+            .is_none(),
+        "the inventory is gone"
+    );
+    support::eventually(
+        "the members to disappear",
+        Duration::from_secs(30),
+        || async {
+            let gone = env.config_map("serving-config").await.is_none()
+                && Api::<Secret>::namespaced(env.client.clone(), &test.name)
+                    .get_opt("serving-token")
+                    .await
+                    .unwrap()
+                    .is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    let namespace = Api::<Namespace>::all(env.client.clone())
+        .get(&test.name)
+        .await
+        .expect("the namespace stays");
+    assert!(namespace.metadata.deletion_timestamp.is_none());
+}
+
+#[tokio::test]
+async fn rerunning_an_apply_killed_halfway_converges() {
+    let test = TestNamespace::new("deploy-killed").await;
+    let env = std::sync::Arc::new(Env::new(&test.name).await);
+    let objects: Vec<Object> = (0..300)
+        .map(|i| {
+            config_map(
+                &test.name,
+                "bulk",
+                &format!("bulk-{i:03}"),
+                json!({"i": i.to_string()}),
+            )
+        })
+        .chain([deployment(&test.name, "serving", "serving", 1)])
+        .collect();
+
+    let running = {
+        let env = env.clone();
+        let objects = objects.clone();
+        tokio::spawn(async move { env.apply(objects, &options()).await })
+    };
+    support::eventually(
+        "the first objects of the apply",
+        Duration::from_secs(30),
+        || async {
+            env.config_map("bulk-000")
+                .await
+                .or(env.config_map("bulk-299").await)
+                .map(|_| ())
+        },
+    )
+    .await;
+    running.abort();
+    let interrupted = running.await;
+    assert!(
+        interrupted.is_err(),
+        "the apply was interrupted before it finished"
+    );
+
+    let report = env
+        .apply(objects.clone(), &options())
+        .await
+        .expect("the re-run");
+    assert_eq!(report.applied.len(), 301);
+    assert_eq!(env.diff(objects).await.exit(), Exit::Done);
+    let inventory = applyset::read(&env.cluster, &env.set)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        inventory.group_kinds,
+        ["ConfigMap".to_string(), "Deployment.apps".to_string()].into()
+    );
+    let parent = Api::<Secret>::namespaced(env.client.clone(), &test.name)
+        .get(&env.set.name)
+        .await
+        .unwrap();
+    assert_eq!(
+        parent.metadata.annotations.unwrap()[GROUP_KINDS_ANNOTATION],
+        "ConfigMap,Deployment.apps"
+    );
+}
+
+#[tokio::test]
+async fn waiting_times_out_listing_what_is_not_ready_and_why() {
+    let test = TestNamespace::new("deploy-wait").await;
+    let env = Env::new(&test.name).await;
+    let mut stuck = deployment(&test.name, "serving", "stuck", 1);
+    stuck.value["spec"]["template"]["spec"]["nodeSelector"] =
+        json!({"mlkube.io/no-such-node": "true"});
+    let mut waiting = options();
+    waiting.wait = true;
+    waiting.timeout = Duration::from_secs(3);
+
+    let report = env.apply(vec![stuck], &waiting).await.expect("apply");
+    assert_eq!(report.not_ready.len(), 1, "{:?}", report.not_ready);
+    let not_ready = &report.not_ready[0];
+    assert_eq!(not_ready.key.name, "stuck");
+    assert!(
+        not_ready.reason.contains("0/1 available"),
+        "{}",
+        not_ready.reason
+    );
+    assert!(
+        not_ready.pods.iter().any(|p| p.contains("not scheduled")),
+        "{:?}",
+        not_ready.pods
+    );
+}
+
+#[tokio::test]
+async fn validate_lists_every_rejection_with_its_object() {
+    let test = TestNamespace::new("deploy-validate").await;
+    let env = Env::new(&test.name).await;
+    let mut bad_port = service(&test.name, "serving", "bad-port");
+    bad_port.value["spec"]["ports"][0]["port"] = json!(700000);
+    let mut no_containers = deployment(&test.name, "serving", "no-containers", 1);
+    no_containers.value["spec"]["template"]["spec"]["containers"] = json!([]);
+    let objects = vec![
+        config_map(&test.name, "c", "fine", json!({})),
+        bad_port,
+        no_containers,
+    ];
+
+    let validation = apply::validate(&env.cluster, &env.plan(objects)).await;
+    assert_eq!(validation.valid, 1);
+    let rejected: Vec<&str> = validation
+        .rejected
+        .iter()
+        .map(|r| r.key.name.as_str())
+        .collect();
+    assert_eq!(rejected, ["bad-port", "no-containers"]);
+    assert!(
+        validation.rejected[0]
+            .message
+            .contains("spec.ports[0].port"),
+        "{}",
+        validation.rejected[0].message
+    );
+    assert!(
+        env.config_map("fine").await.is_none(),
+        "validate writes nothing"
+    );
+}
+
+/// Run the built binary in `dir` against the test cluster.
+fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+#[tokio::test]
+async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
+    let _shared = support::lock_shared_cluster_objects().await;
+    let test = TestNamespace::new("deploy-cli").await;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let init = mlkube(
+        tmp.path(),
+        &["init", app.to_str().unwrap(), "--namespace", &test.name],
+    );
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    // The namespaced components only: cluster-scoped objects are shared with other tests.
+    let only = ["-c", "mnist", "-c", "notebook-hub"];
+    let with = |verb: &[&str]| -> Vec<String> {
+        verb.iter().chain(&only).map(|s| s.to_string()).collect()
+    };
+    let run =
+        |args: Vec<String>| mlkube(&app, &args.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let fresh = run(with(&["diff", "local"]));
+    assert_eq!(
+        fresh.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&fresh.stderr)
+    );
+    let text = String::from_utf8_lossy(&fresh.stdout);
+    assert!(
+        text.contains(&format!("# create Deployment.apps {}/mnist-v1", test.name)),
+        "{text}"
+    );
+
+    let applied = run(with(&["apply", "local", "--timeout", "90s"]));
+    let stderr = String::from_utf8_lossy(&applied.stderr);
+    assert_eq!(applied.status.code(), Some(0), "{stderr}");
+    assert!(String::from_utf8_lossy(&applied.stdout).contains("mnist-v1 created"));
+
+    let clean = run(with(&["diff", "local"]));
+    let stderr = String::from_utf8_lossy(&clean.stderr);
+    assert_eq!(
+        clean.status.code(),
+        Some(0),
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
+    assert!(clean.stdout.is_empty());
+    assert!(
+        stderr.contains("0 to create, 0 to update, 0 to prune, 13 unchanged"),
+        "{stderr}"
+    );
+    let json = run(with(&["diff", "local", "-o", "json"]));
+    let data: Value = serde_json::from_slice(&json.stdout).expect("diff -o json prints JSON");
+    assert_eq!(data["summary"]["unchanged"], 13);
+
+    // Deleting needs a terminal to ask on, or --yes.
+    let refused = run(vec![
+        "delete".into(),
+        "local".into(),
+        "-c".into(),
+        "mnist".into(),
+    ]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--yes"));
+    let deleted = run(vec![
+        "delete".into(),
+        "local".into(),
+        "-c".into(),
+        "mnist".into(),
+        "--yes".into(),
+    ]);
+    assert_eq!(
+        deleted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    let deployments = Api::<Deployment>::namespaced(support::client().await, &test.name);
+    support::eventually(
+        "mnist-v1 to be deleted",
+        Duration::from_secs(30),
+        || async {
+            deployments
+                .get_opt("mnist-v1")
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(deployments.get_opt("notebook-hub").await.is_ok());
+}

@@ -1,0 +1,843 @@
+//! The TFJob operator on the real control plane: the operator runs in-process (or as a child
+//! process where a restart is the point), kwok runs the pods, and the tests play the kubelet by
+//! patching pod status (phase, exit codes).
+//!
+//! Each test runs its own operator scoped to its own namespace, so tests run in parallel.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Pod, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client, ResourceExt};
+use mlkube::operator::api::TFJob;
+use mlkube::operator::{build, controller, crd, metrics::Metrics};
+use serde_json::json;
+
+use crate::support::{TestNamespace, eventually};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Install the TFJob CRD (idempotent, shared by every test) and wait until it is served.
+async fn install_crd(client: &Client) {
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let params = PatchParams::apply("mlkube-operator-tests").force();
+    crds.patch(
+        "tfjobs.kubeflow.org",
+        &params,
+        &Patch::Apply(crd::definition()),
+    )
+    .await
+    .expect("the TFJob CRD applies");
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(
+            crds,
+            "tfjobs.kubeflow.org",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("the TFJob CRD became Established in time")
+    .expect("watching the CRD");
+}
+
+/// An operator for one namespace, running in this process; stopped when dropped.
+struct Operator {
+    task: tokio::task::JoinHandle<()>,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start_operator(ns: &TestNamespace) -> Operator {
+    install_crd(&ns.client).await;
+    let metrics = Arc::new(Metrics::default());
+    let settings = controller::Settings {
+        namespace: Some(ns.name.clone()),
+        concurrency: 4,
+        options: build::Options::default(),
+    };
+    let task = tokio::spawn(controller::run(
+        ns.client.clone(),
+        settings,
+        metrics.clone(),
+        || {},
+    ));
+    Operator { task, metrics }
+}
+
+/// A TFJob from `examples/`, placed in the test namespace.
+fn example(file: &str) -> TFJob {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not a TFJob: {e}", path.display()))
+}
+
+fn tfjob(value: serde_json::Value) -> TFJob {
+    serde_json::from_value(value).expect("a valid TFJob")
+}
+
+/// A job of `workers` workers (and `ps` parameter servers) with extra run policy fields.
+fn workers_job(
+    name: &str,
+    workers: i32,
+    ps: i32,
+    restart: &str,
+    run_policy: serde_json::Value,
+) -> TFJob {
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] } });
+    let mut specs = json!({ "Worker": { "replicas": workers, "restartPolicy": restart, "template": template } });
+    if ps > 0 {
+        specs["PS"] = json!({ "replicas": ps, "restartPolicy": restart, "template": template });
+    }
+    tfjob(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": { "name": name },
+        "spec": { "runPolicy": run_policy, "tfReplicaSpecs": specs }
+    }))
+}
+
+async fn submit(ns: &TestNamespace, job: &TFJob) -> Api<TFJob> {
+    let jobs = Api::<TFJob>::namespaced(ns.client.clone(), &ns.name);
+    jobs.create(&PostParams::default(), job)
+        .await
+        .expect("the TFJob is accepted");
+    jobs
+}
+
+/// The job's pods by name, as the API server has them now.
+async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
+    let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let list = api
+        .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
+        .await
+        .expect("list pods");
+    list.items.into_iter().map(|p| (p.name_any(), p)).collect()
+}
+
+async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
+    let api = Api::<Service>::namespaced(ns.client.clone(), &ns.name);
+    let list = api
+        .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
+        .await
+        .expect("list services");
+    list.items.into_iter().map(|s| (s.name_any(), s)).collect()
+}
+
+/// Wait until these pods exist and kwok runs them; returns them.
+async fn await_running(ns: &TestNamespace, job: &str, names: &[&str]) -> BTreeMap<String, Pod> {
+    let want: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    eventually(
+        &format!("pods {want:?} of {job} to be Running"),
+        TIMEOUT,
+        || async {
+            let pods = pods(ns, job).await;
+            let running = want.iter().all(|n| {
+                pods.get(n).is_some_and(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+            });
+            running.then_some(pods)
+        },
+    )
+    .await
+}
+
+/// Play the kubelet: the `tensorflow` container of `pod` exits with `code`.
+async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
+    let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let (phase, reason) = match code {
+        0 => ("Succeeded", "Completed"),
+        137 => ("Failed", "OOMKilled"),
+        _ => ("Failed", "Error"),
+    };
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({ "status": {
+        "phase": phase,
+        "containerStatuses": [{
+            "name": "tensorflow", "ready": false, "restartCount": 0,
+            "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
+            "state": { "terminated": { "exitCode": code, "reason": reason, "startedAt": now, "finishedAt": now } }
+        }]
+    }});
+    api.patch_status(pod, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap_or_else(|e| panic!("cannot patch the status of pod {pod}: {e}"));
+}
+
+/// Wait until the job's last condition has this type, and return the job.
+async fn await_condition_type(
+    jobs: &Api<TFJob>,
+    name: &str,
+    type_: &str,
+    timeout: Duration,
+) -> TFJob {
+    eventually(&format!("TFJob {name} to be {type_}"), timeout, || async {
+        let job = jobs.get(name).await.ok()?;
+        let last = job.status.as_ref()?.conditions.last()?;
+        (last.type_ == type_ && last.status == "True").then_some(job)
+    })
+    .await
+}
+
+fn env_of(pod: &Pod, name: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "tensorflow")?
+        .env
+        .as_ref()?
+        .iter()
+        .find(|e| e.name == name)?
+        .value
+        .clone()
+}
+
+async fn event_reasons(ns: &TestNamespace, job: &str) -> Vec<String> {
+    let api = Api::<Event>::namespaced(ns.client.clone(), &ns.name);
+    let list = api.list(&ListParams::default()).await.expect("list events");
+    list.items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(job))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn dist_mnist_example_runs_to_success() {
+    let ns = TestNamespace::new("op-mnist").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &example("dist-mnist.yaml")).await;
+
+    let names = [
+        "dist-mnist-ps-0",
+        "dist-mnist-ps-1",
+        "dist-mnist-worker-0",
+        "dist-mnist-worker-1",
+        "dist-mnist-worker-2",
+        "dist-mnist-worker-3",
+    ];
+    let pods = await_running(&ns, "dist-mnist", &names).await;
+    assert_eq!(
+        pods.len(),
+        6,
+        "exactly one pod per replica: {:?}",
+        pods.keys()
+    );
+    let services = services(&ns, "dist-mnist").await;
+    assert_eq!(
+        services.keys().map(String::as_str).collect::<Vec<_>>(),
+        names
+    );
+    assert_eq!(
+        services["dist-mnist-ps-1"]
+            .spec
+            .as_ref()
+            .unwrap()
+            .cluster_ip
+            .as_deref(),
+        Some("None")
+    );
+
+    let worker = &pods["dist-mnist-worker-2"];
+    let labels = worker.labels();
+    assert_eq!(labels["training.kubeflow.org/replica-type"], "worker");
+    assert_eq!(labels["training.kubeflow.org/replica-index"], "2");
+    assert_eq!(
+        pods["dist-mnist-worker-0"].labels()["training.kubeflow.org/job-role"],
+        "master"
+    );
+    let config: serde_json::Value =
+        serde_json::from_str(&env_of(worker, "TF_CONFIG").expect("TF_CONFIG is set")).unwrap();
+    assert_eq!(config["task"], json!({ "type": "worker", "index": 2 }));
+    assert_eq!(
+        config["cluster"]["ps"][1],
+        json!(format!("dist-mnist-ps-1.{}.svc:2222", ns.name))
+    );
+
+    await_condition_type(&jobs, "dist-mnist", "Running", TIMEOUT).await;
+    let status = eventually("every replica to be counted active", TIMEOUT, || async {
+        let status = jobs.get("dist-mnist").await.ok()?.status?;
+        let active = |t: &str| status.replica_statuses.get(t).map_or(0, |r| r.active);
+        (active("Worker") == 4 && active("PS") == 2).then_some(status)
+    })
+    .await;
+    assert!(status.start_time.is_some());
+
+    for worker in [
+        "dist-mnist-worker-0",
+        "dist-mnist-worker-1",
+        "dist-mnist-worker-2",
+        "dist-mnist-worker-3",
+    ] {
+        exit(&ns, worker, 0).await;
+    }
+    let job = await_condition_type(&jobs, "dist-mnist", "Succeeded", TIMEOUT).await;
+    let status = job.status.unwrap();
+    assert!(status.completion_time.is_some());
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Running" && c.status == "False")
+    );
+    // cleanPodPolicy defaults to None: the parameter servers keep running.
+    assert!(
+        pods_running(&ns, "dist-mnist")
+            .await
+            .contains(&"dist-mnist-ps-0".to_owned())
+    );
+
+    let reasons = eventually("creation and success events", TIMEOUT, || async {
+        let reasons = event_reasons(&ns, "dist-mnist").await;
+        let wanted = [
+            "SuccessfulCreatePod",
+            "SuccessfulCreateService",
+            "TFJobSucceeded",
+        ];
+        wanted
+            .iter()
+            .all(|w| reasons.iter().any(|r| r == w))
+            .then_some(reasons)
+    })
+    .await;
+    assert!(
+        !reasons.iter().any(|r| r.starts_with("Failed")),
+        "{reasons:?}"
+    );
+}
+
+async fn pods_running(ns: &TestNamespace, job: &str) -> Vec<String> {
+    pods(ns, job)
+        .await
+        .into_iter()
+        .filter(|(_, p)| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .map(|(n, _)| n)
+        .collect()
+}
+
+#[tokio::test]
+async fn chief_worker_ps_evaluator_example_succeeds_with_the_chief_and_cleans_running_pods() {
+    let ns = TestNamespace::new("op-estimator").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &example("estimator-chief-worker-ps-evaluator.yaml")).await;
+    let names = [
+        "estimator-chief-0",
+        "estimator-evaluator-0",
+        "estimator-ps-0",
+        "estimator-worker-0",
+        "estimator-worker-1",
+    ];
+    let pods = await_running(&ns, "estimator", &names).await;
+    assert_eq!(
+        pods["estimator-chief-0"].labels()["training.kubeflow.org/job-role"],
+        "master"
+    );
+    let config = env_of(&pods["estimator-evaluator-0"], "TF_CONFIG").unwrap();
+    assert!(config.starts_with(r#"{"cluster":{"chief":["#), "{config}");
+    assert!(config.contains(r#""evaluator":["#), "{config}");
+    await_condition_type(&jobs, "estimator", "Running", TIMEOUT).await;
+
+    // A worker finishing first changes nothing: the Chief decides.
+    exit(&ns, "estimator-worker-1", 0).await;
+    exit(&ns, "estimator-chief-0", 0).await;
+    await_condition_type(&jobs, "estimator", "Succeeded", TIMEOUT).await;
+    // cleanPodPolicy Running: every pod still running is deleted, with its service.
+    eventually(
+        "running pods and their services to be cleaned up",
+        TIMEOUT,
+        || async {
+            let running = pods_running(&ns, "estimator").await;
+            let services = services(&ns, "estimator").await;
+            (running.is_empty()
+                && !services.contains_key("estimator-ps-0")
+                && services.contains_key("estimator-chief-0"))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn regression_exit_code_restarts_count_toward_backoff_limit() {
+    let ns = TestNamespace::new("op-backoff").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(
+        &ns,
+        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 1 })),
+    )
+    .await;
+    let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
+    let first_uid = before["flaky-worker-1"].uid();
+
+    // Killed by a signal: retryable, the pod is recreated.
+    exit(&ns, "flaky-worker-1", 137).await;
+    let after = eventually("worker 1 to be recreated", TIMEOUT, || async {
+        let pods = await_running(&ns, "flaky", &["flaky-worker-1"]).await;
+        (pods["flaky-worker-1"].uid() != first_uid).then_some(pods)
+    })
+    .await;
+    assert_eq!(after.len(), 2);
+    let job = jobs.get("flaky").await.unwrap();
+    assert_eq!(job.status.unwrap().replica_statuses["Worker"].restarts, 1);
+
+    // The second restart would pass backoffLimit 1: the job fails, and says why.
+    exit(&ns, "flaky-worker-1", 137).await;
+    let job = await_condition_type(&jobs, "flaky", "Failed", TIMEOUT).await;
+    let message = job
+        .status
+        .unwrap()
+        .conditions
+        .last()
+        .unwrap()
+        .message
+        .clone()
+        .unwrap();
+    assert!(message.contains("backoff limit"), "{message}");
+    eventually("the running worker to be stopped", TIMEOUT, || async {
+        pods_running(&ns, "flaky").await.is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn exit_code_one_fails_the_job_naming_the_code_and_container() {
+    let ns = TestNamespace::new("op-exitcode").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &workers_job("buggy", 2, 0, "ExitCode", json!({}))).await;
+    await_running(&ns, "buggy", &["buggy-worker-0", "buggy-worker-1"]).await;
+    exit(&ns, "buggy-worker-0", 1).await;
+    let job = await_condition_type(&jobs, "buggy", "Failed", TIMEOUT).await;
+    let condition = job.status.unwrap().conditions.last().cloned().unwrap();
+    assert_eq!(condition.reason.as_deref(), Some("TFJobFailed"));
+    assert!(
+        condition
+            .message
+            .unwrap()
+            .contains("worker 0: exit code 1 of container tensorflow")
+    );
+}
+
+#[tokio::test]
+async fn regression_active_deadline_is_enforced_on_time() {
+    let ns = TestNamespace::new("op-deadline").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(
+        &ns,
+        &workers_job("slow", 1, 1, "Never", json!({ "activeDeadlineSeconds": 3 })),
+    )
+    .await;
+    await_running(&ns, "slow", &["slow-worker-0", "slow-ps-0"]).await;
+    // Nothing else happens to the job: only the requeue at the deadline can fail it.
+    let job = await_condition_type(&jobs, "slow", "Failed", Duration::from_secs(15)).await;
+    let status = job.status.unwrap();
+    let message = status.conditions.last().unwrap().message.clone().unwrap();
+    assert!(
+        message.contains("active longer than specified deadline"),
+        "{message}"
+    );
+    let took =
+        status.completion_time.unwrap().0.as_second() - status.start_time.unwrap().0.as_second();
+    assert!(
+        (3..=6).contains(&took),
+        "failed {took}s after starting, the deadline was 3s"
+    );
+}
+
+#[tokio::test]
+async fn ttl_deletes_a_finished_job() {
+    let ns = TestNamespace::new("op-ttl").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(
+        &ns,
+        &workers_job(
+            "short",
+            1,
+            0,
+            "Never",
+            json!({ "ttlSecondsAfterFinished": 1 }),
+        ),
+    )
+    .await;
+    await_running(&ns, "short", &["short-worker-0"]).await;
+    exit(&ns, "short-worker-0", 0).await;
+    await_condition_type(&jobs, "short", "Succeeded", TIMEOUT).await;
+    eventually("the job to be deleted after its TTL", TIMEOUT, || async {
+        jobs.get_opt("short").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn suspend_removes_pods_and_resume_recreates_them() {
+    let ns = TestNamespace::new("op-suspend").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &example("suspended.yaml")).await;
+    await_condition_type(&jobs, "queued", "Suspended", TIMEOUT).await;
+    assert!(pods(&ns, "queued").await.is_empty());
+
+    let resume = json!({ "spec": { "runPolicy": { "suspend": false } } });
+    jobs.patch("queued", &PatchParams::default(), &Patch::Merge(resume))
+        .await
+        .unwrap();
+    await_running(&ns, "queued", &["queued-worker-0", "queued-worker-1"]).await;
+    let job = await_condition_type(&jobs, "queued", "Running", TIMEOUT).await;
+    let suspended = job
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Suspended")
+        .unwrap();
+    assert_eq!(
+        (suspended.status.as_str(), suspended.reason.as_deref()),
+        ("False", Some("TFJobResumed"))
+    );
+
+    let suspend = json!({ "spec": { "runPolicy": { "suspend": true } } });
+    jobs.patch("queued", &PatchParams::default(), &Patch::Merge(suspend))
+        .await
+        .unwrap();
+    await_condition_type(&jobs, "queued", "Suspended", TIMEOUT).await;
+    eventually(
+        "pods and services to be deleted on suspend",
+        TIMEOUT,
+        || async {
+            (pods(&ns, "queued").await.is_empty() && services(&ns, "queued").await.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn regression_replicas_zero_makes_no_pods_and_no_churn() {
+    let ns = TestNamespace::new("op-zero").await;
+    let operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &workers_job("empty", 0, 1, "Never", json!({}))).await;
+    await_running(&ns, "empty", &["empty-ps-0"]).await;
+    // Only a PS runs, and there are no workers to wait for: the job is Running.
+    await_condition_type(&jobs, "empty", "Running", TIMEOUT).await;
+    let created = operator.metrics.render();
+    // Let the operator see its own writes settle, then check nothing more was created.
+    let settled = eventually("the operator to go idle", TIMEOUT, || async {
+        let before = operator.metrics.render();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        (before == operator.metrics.render()).then_some(before)
+    })
+    .await;
+    assert!(
+        settled.contains("created_pods_total 1\n"),
+        "{created}\n{settled}"
+    );
+    assert!(!settled.contains("deleted_pods_total"), "{settled}");
+    assert_eq!(pods(&ns, "empty").await.len(), 1);
+}
+
+#[tokio::test]
+async fn regression_a_collected_succeeded_pod_is_never_rerun() {
+    let ns = TestNamespace::new("op-gc").await;
+    let _operator = start_operator(&ns).await;
+    let mut job = workers_job("keep", 2, 0, "Never", json!({}));
+    job.spec.success_policy = Some(mlkube::operator::api::SuccessPolicy::AllWorkers);
+    let jobs = submit(&ns, &job).await;
+    await_running(&ns, "keep", &["keep-worker-0", "keep-worker-1"]).await;
+    exit(&ns, "keep-worker-1", 0).await;
+    eventually(
+        "worker 1 to be remembered as succeeded",
+        TIMEOUT,
+        || async {
+            let job = jobs.get("keep").await.ok()?;
+            (job.status?
+                .replica_statuses
+                .get("Worker")?
+                .succeeded_indexes
+                == [1])
+            .then_some(())
+        },
+    )
+    .await;
+    // The pod garbage collector (or a person) removes the completed pod.
+    let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    api.delete("keep-worker-1", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually("the completed pod to be gone", TIMEOUT, || async {
+        (!pods(&ns, "keep").await.contains_key("keep-worker-1")).then_some(())
+    })
+    .await;
+    // Worker 0 finishing completes the job; worker 1 never ran again.
+    exit(&ns, "keep-worker-0", 0).await;
+    await_condition_type(&jobs, "keep", "Succeeded", TIMEOUT).await;
+    assert!(!pods(&ns, "keep").await.contains_key("keep-worker-1"));
+}
+
+#[tokio::test]
+async fn regression_chief_success_is_not_undone_by_a_later_worker_failure() {
+    let ns = TestNamespace::new("op-chief").await;
+    let _operator = start_operator(&ns).await;
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "tf:1" }] } });
+    let jobs = submit(
+        &ns,
+        &tfjob(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": "lead" },
+            "spec": { "tfReplicaSpecs": {
+                "Chief": { "replicas": 1, "template": template },
+                "Worker": { "replicas": 1, "template": template }
+            } }
+        })),
+    )
+    .await;
+    await_running(&ns, "lead", &["lead-chief-0", "lead-worker-0"]).await;
+    exit(&ns, "lead-chief-0", 0).await;
+    await_condition_type(&jobs, "lead", "Succeeded", TIMEOUT).await;
+    exit(&ns, "lead-worker-0", 1).await;
+    // Give the operator the worker's failure to react to, then check it did not.
+    eventually("the worker failure to be observed", TIMEOUT, || async {
+        let pods = pods(&ns, "lead").await;
+        (pods.get("lead-worker-0")?.status.as_ref()?.phase.as_deref() == Some("Failed"))
+            .then_some(())
+    })
+    .await;
+    let job = await_condition_type(&jobs, "lead", "Succeeded", TIMEOUT).await;
+    assert!(
+        !job.status
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Failed")
+    );
+}
+
+#[tokio::test]
+async fn the_api_server_rejects_invalid_tfjobs() {
+    let ns = TestNamespace::new("op-invalid").await;
+    install_crd(&ns.client).await;
+    let jobs = Api::<TFJob>::namespaced(ns.client.clone(), &ns.name);
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "tf:1" }] } });
+    let cases = [
+        (
+            "two-leaders",
+            json!({ "Chief": { "template": template }, "Master": { "template": template } }),
+            "at most one of Chief and Master",
+        ),
+        (
+            "no-tf",
+            json!({ "Worker": { "template": { "spec": { "containers": [{ "name": "main", "image": "tf:1" }] } } } }),
+            "named `tensorflow`",
+        ),
+        (
+            "negative",
+            json!({ "Worker": { "replicas": -1, "template": template } }),
+            "replicas",
+        ),
+        (
+            "Bad_Name",
+            json!({ "Worker": { "template": template } }),
+            "DNS-1035",
+        ),
+        (
+            "unknown-type",
+            json!({ "Driver": { "template": template } }),
+            "replica types are",
+        ),
+    ];
+    for (name, specs, expected) in cases {
+        let job = tfjob(
+            json!({ "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name }, "spec": { "tfReplicaSpecs": specs } }),
+        );
+        let err = jobs
+            .create(&PostParams::default(), &job)
+            .await
+            .expect_err(name);
+        assert!(err.to_string().contains(expected), "{name}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn a_job_managed_by_another_controller_is_left_alone() {
+    let ns = TestNamespace::new("op-managed").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(
+        &ns,
+        &workers_job(
+            "elsewhere",
+            1,
+            0,
+            "Never",
+            json!({ "managedBy": "kueue.x-k8s.io/multikueue" }),
+        ),
+    )
+    .await;
+    // A job of ours submitted after it: once it runs, the operator has seen both.
+    submit(
+        &ns,
+        &workers_job(
+            "here",
+            1,
+            0,
+            "Never",
+            json!({ "managedBy": "kubeflow.org/training-operator" }),
+        ),
+    )
+    .await;
+    await_condition_type(&jobs, "here", "Running", TIMEOUT).await;
+    assert!(jobs.get("elsewhere").await.unwrap().status.is_none());
+    assert!(pods(&ns, "elsewhere").await.is_empty());
+}
+
+/// The operator binary as a child process scoped to one namespace, killed when dropped.
+struct ChildOperator(std::process::Child);
+
+impl ChildOperator {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ChildOperator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn spawn_operator_binary(ns: &str) -> ChildOperator {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args([
+            "operator",
+            "--namespace",
+            ns,
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("the mlkube binary starts");
+    ChildOperator(child)
+}
+
+#[tokio::test]
+async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod() {
+    let ns = TestNamespace::new("op-restart").await;
+    install_crd(&ns.client).await;
+    let mut first = spawn_operator_binary(&ns.name);
+    let names: Vec<String> = (0..5).map(|i| format!("job-{i}")).collect();
+    let mut jobs = None;
+    for name in &names {
+        jobs = Some(submit(&ns, &workers_job(name, 2, 1, "Never", json!({}))).await);
+    }
+    let jobs = jobs.unwrap();
+    // Kill it as soon as it has started creating pods, mid-run.
+    eventually("the first operator to create pods", TIMEOUT, || async {
+        (!pods(&ns, "job-0").await.is_empty()).then_some(())
+    })
+    .await;
+    first.kill();
+
+    // Two replicas, no leader election, racing from the same start.
+    let mut second = spawn_operator_binary(&ns.name);
+    let mut third = spawn_operator_binary(&ns.name);
+    for name in &names {
+        let want = [
+            format!("{name}-ps-0"),
+            format!("{name}-worker-0"),
+            format!("{name}-worker-1"),
+        ];
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        await_running(&ns, name, &want).await;
+        await_condition_type(&jobs, name, "Running", TIMEOUT).await;
+    }
+    let all = Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        all.items.len(),
+        15,
+        "{:?}",
+        all.items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect::<Vec<_>>()
+    );
+    let uids_before: BTreeMap<String, String> = all
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap()))
+        .collect();
+    second.kill();
+    for name in &names {
+        exit(&ns, &format!("{name}-worker-0"), 0).await;
+        exit(&ns, &format!("{name}-worker-1"), 0).await;
+    }
+    for name in &names {
+        await_condition_type(&jobs, name, "Succeeded", TIMEOUT).await;
+    }
+    third.kill();
+    let all = Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let uids_after: BTreeMap<String, String> = all
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap()))
+        .collect();
+    assert_eq!(
+        uids_after, uids_before,
+        "no pod was deleted and recreated, none added"
+    );
+}
+
+#[tokio::test]
+async fn leader_election_lets_one_replica_act() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use mlkube::operator::leader::{LeaseConfig, try_acquire};
+    let ns = TestNamespace::new("op-lease").await;
+    let api = Api::<Lease>::namespaced(ns.client.clone(), &ns.name);
+    let a = LeaseConfig {
+        identity: "a".into(),
+        ..LeaseConfig::new(ns.name.clone())
+    };
+    let b = LeaseConfig {
+        identity: "b".into(),
+        ..LeaseConfig::new(ns.name.clone())
+    };
+    assert!(try_acquire(&api, &a).await.unwrap());
+    assert!(
+        !try_acquire(&api, &b).await.unwrap(),
+        "b must not take a lease a holds"
+    );
+    assert!(try_acquire(&api, &a).await.unwrap(), "a renews");
+    // An expired lease is taken over.
+    let expired = json!({ "spec": { "renewTime": "2020-01-01T00:00:00.000000Z" } });
+    api.patch(&a.name, &PatchParams::default(), &Patch::Merge(expired))
+        .await
+        .unwrap();
+    assert!(try_acquire(&api, &b).await.unwrap());
+    let lease = api.get(&a.name).await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("b"));
+    assert_eq!(lease.lease_transitions, Some(1));
+}

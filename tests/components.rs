@@ -1,0 +1,512 @@
+//! The embedded component library, without a cluster: each prototype's output with its default
+//! params (snapshots), the shape of every prototype's params, the shipped environments, and the
+//! errors a bad value gives.
+//!
+//! Prototypes are evaluated with mlkube's own Jsonnet evaluator and library resolver, from a
+//! small driver file that calls `render` with the declared defaults, so these tests see exactly
+//! what the binary embeds.
+
+use std::path::Path;
+
+use mlkube::jsonnet::Evaluator;
+use serde_json::{Value, json};
+
+const PROTOTYPES: [&str; 4] = [
+    "tf-job-operator",
+    "notebook-hub",
+    "tf-serving",
+    "volume-controller",
+];
+const ENVIRONMENTS: [&str; 3] = ["local", "dev", "prod"];
+const TYPES: [&str; 6] = ["string", "integer", "number", "boolean", "array", "object"];
+
+/// Evaluate `source` as a file of a throwaway app that sees the embedded library.
+fn evaluate(source: &str) -> Result<Value, String> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join("driver.jsonnet"), source).expect("write the driver");
+    Evaluator::new(dir.path())
+        .evaluate("driver.jsonnet")
+        .map_err(|e| e.to_string())
+}
+
+/// Render `prototype` as the instance `name` with its defaults plus `overrides`, in namespace
+/// `kubeflow`.
+fn render(prototype: &str, name: &str, overrides: &Value) -> Result<Value, String> {
+    evaluate(&format!(
+        "local p = import 'mlkube/{prototype}.libsonnet';\n\
+         local defaults = {{ [k]: p.params[k].default for k in std.objectFields(p.params) }};\n\
+         p.render(defaults + {{ name: '{name}' }} + {overrides}, \
+                  {{ name: 'default', namespace: 'kubeflow', server: null }})\n"
+    ))
+}
+
+fn prototype(name: &str) -> Value {
+    evaluate(&format!(
+        "local p = import 'mlkube/{name}.libsonnet'; {{ name: p.name, description: p.description, params: p.params }}"
+    ))
+    .unwrap_or_else(|e| panic!("evaluating prototype {name}: {e}"))
+}
+
+/// What a snapshot shows: the objects, with each CRD (embedded verbatim from `crds/`, whose
+/// owners have their own tests) replaced by a pointer to its file once it is checked to match.
+fn snapshot_view(objects: Value) -> Value {
+    let Value::Array(objects) = objects else {
+        panic!("render gives an array")
+    };
+    let view = objects
+        .into_iter()
+        .map(|object| {
+            if object["kind"] != "CustomResourceDefinition" {
+                return object;
+            }
+            let name = object["metadata"]["name"].as_str().expect("a CRD has a name").to_owned();
+            let file = format!("crds/{name}.yaml");
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let on_disk: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert!(
+                same_json(&object, &on_disk),
+                "the rendered CRD {name} differs from {file}"
+            );
+            json!({ "apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": object["metadata"], "spec": format!("(as in {file})") })
+        })
+        .collect();
+    Value::Array(view)
+}
+
+/// JSON equality where numbers compare by value: Jsonnet has only doubles, so `minimum: 0.0` in a
+/// YAML file comes back as `0`.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn kinds_and_names(objects: &Value) -> Vec<String> {
+    objects
+        .as_array()
+        .expect("render gives an array")
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["kind"].as_str().unwrap_or("?"),
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn tf_job_operator_with_default_params() {
+    let objects = render("tf-job-operator", "tf-job-operator", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn notebook_hub_with_default_params() {
+    let objects = render("notebook-hub", "notebook-hub", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn tf_serving_with_default_params() {
+    let objects = render("tf-serving", "mnist", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn volume_controller_with_default_params() {
+    let objects = render("volume-controller", "volume-controller", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn tf_serving_canary_behind_istio() {
+    let objects = render(
+        "tf-serving",
+        "mnist",
+        &json!({ "trafficRule": "v1:90,v2:10", "istio": true, "versionModelBasePaths": { "v2": "s3://models/mnist-v2" } }),
+    )
+    .unwrap();
+    assert_eq!(
+        kinds_and_names(&objects),
+        [
+            "ConfigMap mnist-config",
+            "Service mnist",
+            "Deployment mnist-v1",
+            "Deployment mnist-v2",
+            "DestinationRule mnist",
+            "VirtualService mnist",
+        ]
+    );
+    let items = objects.as_array().unwrap();
+    let route = &items[5]["spec"]["http"][0]["route"];
+    assert_eq!(route[0]["weight"], 90);
+    assert_eq!(route[0]["destination"]["subset"], "v1");
+    assert_eq!(route[1]["weight"], 10);
+    assert_eq!(route[1]["destination"]["subset"], "v2");
+    let v2_args = items[3]["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap();
+    assert!(
+        v2_args.contains(&json!("--model_base_path=s3://models/mnist-v2")),
+        "{v2_args:?}"
+    );
+    assert_eq!(
+        items[3]["spec"]["template"]["metadata"]["labels"]["sidecar.istio.io/inject"],
+        "true"
+    );
+}
+
+#[test]
+fn tf_serving_with_gpus_uses_the_gpu_image_and_limits_gpus() {
+    let objects = render("tf-serving", "mnist", &json!({ "numGpus": 2 })).unwrap();
+    let container = &objects[2]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "tensorflow/serving:2.18.0-gpu");
+    assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], 2);
+}
+
+#[test]
+fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
+    let objects = render(
+        "tf-job-operator",
+        "tf-job-operator",
+        &json!({ "deploymentScope": "namespace", "replicas": 2, "leaderElect": true, "minAvailable": 1 }),
+    )
+    .unwrap();
+    assert_eq!(
+        kinds_and_names(&objects),
+        [
+            "CustomResourceDefinition tfjobs.kubeflow.org",
+            "ServiceAccount tf-job-operator",
+            "Role tf-job-operator",
+            "RoleBinding tf-job-operator",
+            "Role tf-job-operator-leader-election",
+            "RoleBinding tf-job-operator-leader-election",
+            "Service tf-job-operator-metrics",
+            "Deployment tf-job-operator",
+            "PodDisruptionBudget tf-job-operator",
+        ]
+    );
+    let args = &objects[7]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(
+        args,
+        &json!([
+            "operator",
+            "--metrics-addr",
+            ":8080",
+            "--health-addr",
+            ":8081",
+            "--namespace",
+            "kubeflow",
+            "--leader-elect"
+        ])
+    );
+}
+
+/// The operator's RBAC is exactly what the operator does on the API, and never a wildcard.
+#[test]
+fn tf_job_operator_rbac_lists_exact_verbs() {
+    let objects = render(
+        "tf-job-operator",
+        "tf-job-operator",
+        &json!({ "gangScheduling": true }),
+    )
+    .unwrap();
+    let role = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .expect("a ClusterRole by default");
+    assert_eq!(role["metadata"]["name"], "kubeflow-tf-job-operator");
+    let rules: Vec<String> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rule| {
+            format!(
+                "{} {} {}",
+                rule["apiGroups"], rule["resources"], rule["verbs"]
+            )
+        })
+        .collect();
+    insta::assert_yaml_snapshot!(rules, @r#"
+    - "[\"kubeflow.org\"] [\"tfjobs\"] [\"get\",\"list\",\"watch\",\"update\",\"patch\"]"
+    - "[\"kubeflow.org\"] [\"tfjobs/status\"] [\"get\",\"update\",\"patch\"]"
+    - "[\"kubeflow.org\"] [\"tfjobs/finalizers\"] [\"update\"]"
+    - "[\"\"] [\"pods\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
+    - "[\"\"] [\"services\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\"]"
+    - "[\"\",\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
+    - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\"]"
+    "#);
+}
+
+#[test]
+fn every_container_has_resources_and_runs_non_root() {
+    for (prototype, name) in [
+        ("tf-job-operator", "tf-job-operator"),
+        ("notebook-hub", "notebook-hub"),
+        ("tf-serving", "mnist"),
+        ("volume-controller", "volume-controller"),
+    ] {
+        let objects = render(
+            prototype,
+            name,
+            &json!({ "cpuLimit": "1", "memoryLimit": "1Gi" }),
+        )
+        .unwrap();
+        for object in objects.as_array().unwrap() {
+            let pod = &object["spec"]["template"]["spec"];
+            if !pod.is_object() {
+                continue;
+            }
+            assert_eq!(
+                pod["securityContext"]["runAsNonRoot"], true,
+                "{prototype}: pod of {}",
+                object["metadata"]["name"]
+            );
+            let containers = pod["containers"].as_array().unwrap().iter();
+            let init = pod["initContainers"].as_array().into_iter().flatten();
+            for container in containers.chain(init) {
+                let what = format!("{prototype}: container {}", container["name"]);
+                assert!(
+                    container["resources"]["requests"]["cpu"].is_string(),
+                    "{what} has no CPU request"
+                );
+                assert!(
+                    container["resources"]["requests"]["memory"].is_string(),
+                    "{what} has no memory request"
+                );
+                assert_eq!(
+                    container["resources"]["limits"]["cpu"], "1",
+                    "{what} ignores cpuLimit"
+                );
+                assert_eq!(
+                    container["resources"]["limits"]["memory"], "1Gi",
+                    "{what} ignores memoryLimit"
+                );
+                assert_eq!(container["securityContext"]["runAsNonRoot"], true, "{what}");
+                assert_eq!(
+                    container["securityContext"]["allowPrivilegeEscalation"], false,
+                    "{what}"
+                );
+                assert_eq!(
+                    container["securityContext"]["readOnlyRootFilesystem"], true,
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_param_has_a_type_a_default_and_a_one_line_description() {
+    for name in PROTOTYPES {
+        let p = prototype(name);
+        assert_eq!(p["name"], name);
+        let params = p["params"].as_object().unwrap();
+        assert!(!params.is_empty(), "{name} declares no params");
+        assert!(
+            !params.contains_key("name"),
+            "{name}: `name` is set by mlkube, not declared"
+        );
+        for (param, spec) in params {
+            let what = format!("{name}.{param}");
+            let ty = spec["type"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{what} has no type"));
+            assert!(TYPES.contains(&ty), "{what} has unknown type {ty}");
+            let description = spec["description"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{what} has no description"));
+            assert!(
+                !description.is_empty() && !description.contains('\n'),
+                "{what}: description must be one line"
+            );
+            let default = spec
+                .get("default")
+                .unwrap_or_else(|| panic!("{what} has no default"));
+            let fits = match ty {
+                _ if default.is_null() => true,
+                "string" => default.is_string(),
+                "integer" => default.is_i64() || default.is_u64(),
+                "number" => default.is_number(),
+                "boolean" => default.is_boolean(),
+                "array" => default.is_array(),
+                _ => default.is_object(),
+            };
+            assert!(fits, "{what}: default {default} is not a {ty}");
+        }
+    }
+}
+
+#[test]
+fn every_description_says_what_was_dropped_and_lists_the_params() {
+    for name in PROTOTYPES {
+        let p = prototype(name);
+        let description = p["description"].as_str().unwrap();
+        assert!(
+            description.contains("Dropped"),
+            "{name}: say what was dropped from Kubeflow's package"
+        );
+        let listed = description
+            .lines()
+            .find_map(|line| line.strip_prefix("Params: "))
+            .unwrap_or_else(|| panic!("{name}: no `Params:` line"));
+        for param in p["params"].as_object().unwrap().keys() {
+            assert!(
+                listed.split(", ").any(|p| p.trim_end_matches('.') == param),
+                "{name}: {param} is not listed"
+            );
+        }
+    }
+}
+
+/// The shipped environments set only params their components declare, and each renders.
+#[test]
+fn shipped_environments_render_every_component() {
+    let instances = [
+        ("tf-job-operator", "tf-job-operator"),
+        ("notebook-hub", "notebook-hub"),
+        ("mnist", "tf-serving"),
+        ("volume-controller", "volume-controller"),
+    ];
+    for env in ENVIRONMENTS {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("environments")
+            .join(env)
+            .join("params.libsonnet");
+        let source =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let params = evaluate(&source).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            params["global"],
+            json!({}),
+            "{env}: globals would reach every component"
+        );
+        let components = params["components"].as_object().unwrap();
+        assert_eq!(
+            components.len(),
+            instances.len(),
+            "{env}: one entry per instance `init` creates"
+        );
+        for (instance, prototype_name) in instances {
+            let overrides = components
+                .get(instance)
+                .unwrap_or_else(|| panic!("{env} does not mention {instance}"));
+            let declared = prototype(prototype_name)["params"].clone();
+            for key in overrides.as_object().unwrap().keys() {
+                assert!(
+                    declared.get(key).is_some(),
+                    "{env}: {instance}.{key} is not a param of {prototype_name}"
+                );
+            }
+            render(prototype_name, instance, overrides)
+                .unwrap_or_else(|e| panic!("{env}/{instance}: {e}"));
+        }
+    }
+}
+
+#[test]
+fn prod_differs_from_local_as_the_issue_asks() {
+    let load = |env: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("environments")
+            .join(env)
+            .join("params.libsonnet");
+        evaluate(&std::fs::read_to_string(path).unwrap()).unwrap()["components"].clone()
+    };
+    let (local, prod) = (load("local"), load("prod"));
+    assert_eq!(local["tf-job-operator"]["replicas"], 1);
+    assert_eq!(prod["tf-job-operator"]["replicas"], 2);
+    assert_eq!(prod["tf-job-operator"]["leaderElect"], true);
+    assert_eq!(local["mnist"]["numGpus"], 0);
+    assert_eq!(prod["mnist"]["numGpus"], 1);
+    assert_eq!(local["mnist"]["istio"], false);
+    assert_eq!(prod["mnist"]["istio"], true);
+    for (instance, params) in prod.as_object().unwrap() {
+        assert!(
+            params["cpuLimit"].is_string() && params["memoryLimit"].is_string(),
+            "prod {instance} has no limits"
+        );
+        assert!(
+            local[instance]["cpuLimit"].is_null(),
+            "local {instance} has limits"
+        );
+    }
+}
+
+#[test]
+fn bad_values_name_the_component_and_the_param() {
+    let cases = [
+        (
+            "tf-serving",
+            json!({ "trafficRule": "v1:90,v2:20" }),
+            "component tf-serving: param trafficRule: weights sum to 110",
+        ),
+        (
+            "tf-serving",
+            json!({ "trafficRule": "v1" }),
+            "component tf-serving: param trafficRule: entry \"v1\"",
+        ),
+        (
+            "tf-serving",
+            json!({ "versionModelBasePaths": { "v3": "x" } }),
+            "component tf-serving: param versionModelBasePaths",
+        ),
+        (
+            "tf-serving",
+            json!({ "istioGateway": "a/b" }),
+            "component tf-serving: param istioGateway: is set but istio is off",
+        ),
+        (
+            "tf-job-operator",
+            json!({ "deploymentScope": "everywhere" }),
+            "component tf-job-operator: param deploymentScope: \"everywhere\" is not one of",
+        ),
+        (
+            "tf-job-operator",
+            json!({ "replicas": 2 }),
+            "component tf-job-operator: param replicas: 2 replicas without leaderElect",
+        ),
+        (
+            "tf-job-operator",
+            json!({ "minAvailable": 1 }),
+            "component tf-job-operator: param minAvailable",
+        ),
+        (
+            "notebook-hub",
+            json!({ "notebookImages": [] }),
+            "component notebook-hub: param notebookImages",
+        ),
+        (
+            "notebook-hub",
+            json!({ "authenticator": "oauth" }),
+            "component notebook-hub: param authenticator",
+        ),
+        (
+            "volume-controller",
+            json!({ "logLevel": -1 }),
+            "component volume-controller: param logLevel",
+        ),
+    ];
+    for (prototype, overrides, expected) in cases {
+        let error = render(prototype, "x", &overrides)
+            .expect_err(&format!("{prototype} with {overrides} should fail"));
+        assert!(
+            error.contains(expected),
+            "{prototype} with {overrides}:\n{error}\nshould contain: {expected}"
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! The cluster verbs through the built binary, where no cluster is needed: the wrong-cluster
+//! refusal happens before anything is sent.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const PINNED: &str = "https://prod.example.invalid:6443";
+
+fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+/// An app pinned to the `PINNED` server, and a kubeconfig whose only context points elsewhere.
+fn setup() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let init = mlkube(
+        tmp.path(),
+        &["init", app.to_str().unwrap(), "--server", PINNED],
+    );
+    assert!(
+        init.status.success(),
+        "init failed: {}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let kubeconfig = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: laptop\n\
+         clusters:\n- name: laptop\n  cluster: {server: \"https://127.0.0.1:1\"}\n\
+         contexts:\n- name: laptop\n  context: {cluster: laptop, user: me}\n\
+         users:\n- name: me\n  user: {token: t}\n",
+    )
+    .expect("write the kubeconfig");
+    (tmp, app, kubeconfig)
+}
+
+#[test]
+fn every_cluster_verb_refuses_an_environment_pinned_to_another_server() {
+    let (_tmp, app, kubeconfig) = setup();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    for verb in [
+        vec!["diff", "local"],
+        vec!["apply", "local", "--yes"],
+        vec!["prune", "local", "--yes"],
+        vec!["delete", "local", "--yes"],
+        vec!["validate", "local"],
+    ] {
+        let mut args = verb.clone();
+        args.extend(["--kubeconfig", kubeconfig]);
+        let out = mlkube(&app, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb:?}: {stderr}");
+        assert!(
+            stderr.contains(PINNED),
+            "{verb:?} names the pinned server: {stderr}"
+        );
+        assert!(
+            stderr.contains("`laptop` points at https://127.0.0.1:1"),
+            "{verb:?} names what was found: {stderr}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{verb:?} printed data: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_context_flag_cannot_send_a_pinned_environment_elsewhere() {
+    let (_tmp, app, kubeconfig) = setup();
+    let out = mlkube(
+        &app,
+        &[
+            "diff",
+            "local",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "laptop",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("refusing to use context `laptop`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint:"), "{stderr}");
+}
