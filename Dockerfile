@@ -5,7 +5,8 @@
 #
 # Build stage: Alpine's Rust targets musl, whose binaries are statically linked by default.
 FROM rust:1.89-alpine AS build
-RUN apk add --no-cache musl-dev
+# ring and mimalloc compile C code.
+RUN apk add --no-cache musl-dev gcc
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin mlkube \

@@ -102,7 +102,7 @@ build() {
     return 0
   fi
   require_go
-  local work log
+  local work log started=$SECONDS
   work=$CACHE_ROOT/controlplane/build-$K8S_VERSION
   log=$work/build.log
   mkdir -p "$work" "$BIN_DIR"
@@ -129,7 +129,7 @@ build() {
     GOBIN=$BIN_DIR CGO_ENABLED=0 go install -trimpath -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   ) >>"$log" 2>&1 || die "building kwok failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
   have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
-  say "built into $BIN_DIR"
+  say "built in $((SECONDS - started))s into $BIN_DIR"
 }
 
 # ---------------------------------------------------------------------------------------------

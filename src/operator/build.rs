@@ -1,4 +1,5 @@
-//! The pods and headless services of a job, built from its (defaulted) spec. Pure.
+//! The pods and headless services of a job, and the spec of its gang-scheduling PodGroup,
+//! built from its (defaulted) spec. Pure.
 //!
 //! A pod and its service share the name `{job}-{type}-{index}`; the name is deterministic, so
 //! creating one that exists fails with AlreadyExists instead of making a duplicate. That, not
@@ -26,6 +27,12 @@ pub const LABEL_JOB_ROLE: &str = "training.kubeflow.org/job-role";
 pub const ANNOTATION_VOLCANO_GROUP: &str = "scheduling.k8s.io/group-name";
 pub const ANNOTATION_VOLCANO_TASK: &str = "volcano.sh/task-spec";
 pub const LABEL_SCHEDULER_PLUGINS_GROUP: &str = "scheduling.x-k8s.io/pod-group";
+/// The `--gang-scheduler` name that means Volcano; any other means scheduler-plugins.
+pub const GANG_VOLCANO: &str = "volcano";
+
+/// Warning event reasons for pod template settings the operator overrides or keeps (upstream's).
+pub const REASON_TEMPLATE_RESTART_POLICY: &str = "SetPodTemplateRestartPolicy";
+pub const REASON_TEMPLATE_SCHEDULER_NAME: &str = "SetPodTemplateSchedulerName";
 
 /// Operator-wide settings that shape the pods.
 #[derive(Clone, Debug, Default)]
@@ -119,14 +126,7 @@ pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Po
     let mut annotations = template_meta.annotations.unwrap_or_default();
 
     let mut spec = template.spec.unwrap_or_default();
-    spec.restart_policy = Some(
-        match replica.restart_policy.unwrap_or(RestartPolicy::Never) {
-            RestartPolicy::Always => "Always",
-            RestartPolicy::OnFailure => "OnFailure",
-            RestartPolicy::Never | RestartPolicy::ExitCode => "Never",
-        }
-        .to_owned(),
-    );
+    spec.restart_policy = Some(pod_restart_policy(replica.restart_policy).to_owned());
 
     let placement = Placement {
         job: &job_name,
@@ -174,6 +174,71 @@ pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Po
     }
 }
 
+/// The pod `restartPolicy` of a replica: the ReplicaSpec's, with `ExitCode` (which the kubelet
+/// does not know) as `Never`.
+fn pod_restart_policy(policy: Option<RestartPolicy>) -> &'static str {
+    match policy.unwrap_or(RestartPolicy::Never) {
+        RestartPolicy::Always => "Always",
+        RestartPolicy::OnFailure => "OnFailure",
+        RestartPolicy::Never | RestartPolicy::ExitCode => "Never",
+    }
+}
+
+/// A pod template setting that `pod` overrides, or keeps against the operator's wish: worth a
+/// Warning event on the job, since the pod will not be what the template says (or what gang
+/// scheduling needs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateWarning {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The warnings for the pods of replica type `rtype`: its template sets a `restartPolicy` other
+/// than the ReplicaSpec's (which wins), or, with a gang scheduler, a `schedulerName` other than
+/// the gang scheduler's (which is kept, so the pod is not gang-scheduled).
+///
+/// Upstream warns whenever the template sets a restartPolicy at all, and about the scheduler
+/// when no replica type names the gang scheduler; this warns only when the setting differs
+/// from what the pod gets, and names the replica type and both values.
+pub fn template_warnings(
+    job: &TFJob,
+    rtype: ReplicaType,
+    options: &Options,
+) -> Vec<TemplateWarning> {
+    let Some(replica) = job.spec.tf_replica_specs.get(rtype.key()) else {
+        return Vec::new();
+    };
+    let Some(template) = replica.template.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut warnings = Vec::new();
+    let wanted = pod_restart_policy(replica.restart_policy);
+    if let Some(own) = template.restart_policy.as_deref().filter(|p| !p.is_empty())
+        && own != wanted
+    {
+        warnings.push(TemplateWarning {
+            reason: REASON_TEMPLATE_RESTART_POLICY,
+            message: format!(
+                "Restart policy {own} in the pod template of {} is overwritten by the replica spec: the pods get {wanted}",
+                rtype.lower()
+            ),
+        });
+    }
+    if let Some(scheduler) = options.gang_scheduler.as_deref()
+        && let Some(own) = template.scheduler_name.as_deref().filter(|s| !s.is_empty())
+        && own != scheduler
+    {
+        warnings.push(TemplateWarning {
+            reason: REASON_TEMPLATE_SCHEDULER_NAME,
+            message: format!(
+                "Scheduler {own} in the pod template of {} is kept, so these pods are not gang-scheduled by {scheduler}",
+                rtype.lower()
+            ),
+        });
+    }
+    warnings
+}
+
 fn gang(
     spec: &mut PodSpec,
     labels: &mut BTreeMap<String, String>,
@@ -182,15 +247,64 @@ fn gang(
     job: &str,
     rtype: ReplicaType,
 ) {
-    if spec.scheduler_name.is_none() {
+    // An empty name is no choice: the API server would default it to default-scheduler.
+    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
         spec.scheduler_name = Some(scheduler.to_owned());
     }
-    if scheduler == "volcano" {
+    if scheduler == GANG_VOLCANO {
         annotations.insert(ANNOTATION_VOLCANO_GROUP.to_owned(), job.to_owned());
         annotations.insert(ANNOTATION_VOLCANO_TASK.to_owned(), rtype.lower().to_owned());
     } else {
         labels.insert(LABEL_SCHEDULER_PLUGINS_GROUP.to_owned(), job.to_owned());
     }
+}
+
+/// The API group, version and kind of the PodGroup the gang scheduler reads: Volcano's for
+/// `volcano`, scheduler-plugins' for any other name.
+pub fn pod_group_gvk(scheduler: &str) -> (&'static str, &'static str, &'static str) {
+    if scheduler == GANG_VOLCANO {
+        ("scheduling.volcano.sh", "v1beta1", "PodGroup")
+    } else {
+        ("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
+    }
+}
+
+/// The spec of the job's PodGroup: `minMember` is `schedulingPolicy.minAvailable`, else every
+/// replica of every type; Volcano also gets a queue (`default` unless set) and a priority
+/// class, scheduler-plugins the schedule timeout.
+pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
+    let policy = job
+        .spec
+        .run_policy
+        .as_ref()
+        .and_then(|r| r.scheduling_policy.clone())
+        .unwrap_or_default();
+    let total: i32 = job
+        .spec
+        .tf_replica_specs
+        .values()
+        .map(|r| r.replicas.unwrap_or(1).max(0))
+        .sum();
+    let mut spec = serde_json::json!({ "minMember": policy.min_available.unwrap_or(total) });
+    if let Some(resources) = &policy.min_resources {
+        spec["minResources"] = serde_json::json!(resources);
+    }
+    if scheduler == GANG_VOLCANO {
+        spec["queue"] = serde_json::json!(policy.queue.as_deref().unwrap_or("default"));
+        if let Some(class) = &policy.priority_class {
+            spec["priorityClassName"] = serde_json::json!(class);
+        }
+    } else if let Some(timeout) = policy.schedule_timeout_seconds {
+        spec["scheduleTimeoutSeconds"] = serde_json::json!(timeout);
+    }
+    spec
+}
+
+/// Whether the job's pods may be created, given its PodGroup's `status.phase`. Volcano admits
+/// a group by moving it out of `Pending`; pods created before that would sit unschedulable
+/// (or, worse, be partly scheduled), so upstream waits. scheduler-plugins needs no wait.
+pub fn pod_group_admits_pods(scheduler: &str, phase: Option<&str>) -> bool {
+    scheduler != GANG_VOLCANO || !matches!(phase, None | Some("" | "Pending"))
 }
 
 /// The headless service of replica `index` of type `rtype`: every named port of the
@@ -333,5 +447,141 @@ mod tests {
         assert_eq!(annotations[ANNOTATION_VOLCANO_GROUP], "mnist");
         assert_eq!(annotations[ANNOTATION_VOLCANO_TASK], "worker");
         assert_eq!(pod.spec.unwrap().scheduler_name.as_deref(), Some("volcano"));
+    }
+
+    fn gang(scheduler: &str) -> Options {
+        Options {
+            gang_scheduler: Some(scheduler.into()),
+            ..Options::default()
+        }
+    }
+
+    fn template_with(
+        change: impl FnOnce(&mut PodSpec),
+    ) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+        let mut template = crate::operator::fixtures::worker_template();
+        change(template.spec.as_mut().unwrap());
+        template
+    }
+
+    fn reasons(warnings: &[TemplateWarning]) -> Vec<&'static str> {
+        warnings.iter().map(|w| w.reason).collect()
+    }
+
+    #[test]
+    fn scheduler_plugins_gang_label_and_scheduler_name() {
+        let job = job("mnist").replica("Worker", 2).build();
+        let pod = pod(&job, ReplicaType::Worker, 1, &gang("scheduler-plugins"));
+        assert_eq!(
+            pod.metadata.labels.unwrap()[LABEL_SCHEDULER_PLUGINS_GROUP],
+            "mnist"
+        );
+        assert_eq!(pod.metadata.annotations, None);
+        assert_eq!(
+            pod.spec.unwrap().scheduler_name.as_deref(),
+            Some("scheduler-plugins")
+        );
+    }
+
+    #[test]
+    fn a_template_restart_policy_other_than_the_replica_specs_is_overwritten_with_a_warning() {
+        let template = template_with(|s| s.restart_policy = Some("OnFailure".into()));
+        let job = job("j")
+            .replica_with("Worker", 2, template)
+            .restart("Worker", RestartPolicy::ExitCode)
+            .build();
+        let built = pod(&job, ReplicaType::Worker, 0, &Options::default());
+        assert_eq!(built.spec.unwrap().restart_policy.as_deref(), Some("Never"));
+        let warnings = template_warnings(&job, ReplicaType::Worker, &Options::default());
+        assert_eq!(reasons(&warnings), [REASON_TEMPLATE_RESTART_POLICY]);
+        assert!(warnings[0].message.contains("OnFailure"), "{warnings:?}");
+        assert!(warnings[0].message.contains("worker"), "{warnings:?}");
+    }
+
+    #[test]
+    fn a_template_restart_policy_equal_to_the_replica_specs_or_unset_is_no_warning() {
+        let same = template_with(|s| s.restart_policy = Some("Never".into()));
+        let job = job("j")
+            .replica_with("Worker", 1, same)
+            .replica("PS", 1)
+            .build();
+        for rtype in [ReplicaType::Worker, ReplicaType::PS] {
+            assert_eq!(template_warnings(&job, rtype, &Options::default()), []);
+        }
+    }
+
+    #[test]
+    fn a_template_scheduler_name_other_than_the_gang_scheduler_is_kept_with_a_warning() {
+        let template = template_with(|s| s.scheduler_name = Some("my-scheduler".into()));
+        let job = job("j").replica_with("Worker", 2, template).build();
+        let options = gang("volcano");
+        let built = pod(&job, ReplicaType::Worker, 0, &options);
+        assert_eq!(
+            built.spec.unwrap().scheduler_name.as_deref(),
+            Some("my-scheduler")
+        );
+        let warnings = template_warnings(&job, ReplicaType::Worker, &options);
+        assert_eq!(reasons(&warnings), [REASON_TEMPLATE_SCHEDULER_NAME]);
+        assert!(warnings[0].message.contains("my-scheduler"), "{warnings:?}");
+        // Without a gang scheduler the template's scheduler is simply used.
+        assert_eq!(
+            template_warnings(&job, ReplicaType::Worker, &Options::default()),
+            []
+        );
+    }
+
+    #[test]
+    fn an_empty_or_matching_template_scheduler_name_gets_the_gang_scheduler_without_a_warning() {
+        for name in ["", "volcano"] {
+            let template = template_with(|s| s.scheduler_name = Some(name.into()));
+            let job = job("j").replica_with("Worker", 1, template).build();
+            let options = gang("volcano");
+            let built = pod(&job, ReplicaType::Worker, 0, &options);
+            assert_eq!(
+                built.spec.unwrap().scheduler_name.as_deref(),
+                Some("volcano")
+            );
+            assert_eq!(template_warnings(&job, ReplicaType::Worker, &options), []);
+        }
+    }
+
+    #[test]
+    fn pod_group_min_member_is_min_available_else_every_replica() {
+        let all = job("j").replica("Worker", 2).replica("PS", 1).build();
+        assert_eq!(pod_group_spec(&all, "volcano")["minMember"], 3);
+        let some = job("j")
+            .replica("Worker", 2)
+            .replica("PS", 1)
+            .run_policy(|r| {
+                r.scheduling_policy = Some(crate::operator::api::SchedulingPolicy {
+                    min_available: Some(2),
+                    schedule_timeout_seconds: Some(30),
+                    ..Default::default()
+                })
+            })
+            .build();
+        let volcano = pod_group_spec(&some, "volcano");
+        assert_eq!(
+            (&volcano["minMember"], &volcano["queue"]),
+            (&serde_json::json!(2), &serde_json::json!("default"))
+        );
+        assert!(volcano.get("scheduleTimeoutSeconds").is_none());
+        let plugins = pod_group_spec(&some, "scheduler-plugins");
+        assert_eq!(plugins["scheduleTimeoutSeconds"], 30);
+        assert!(plugins.get("queue").is_none());
+    }
+
+    #[test]
+    fn volcano_pods_wait_for_the_pod_group_to_leave_pending() {
+        for phase in [None, Some(""), Some("Pending")] {
+            assert!(!pod_group_admits_pods("volcano", phase), "{phase:?}");
+            assert!(
+                pod_group_admits_pods("scheduler-plugins", phase),
+                "{phase:?}"
+            );
+        }
+        for phase in ["Inqueue", "Running", "Unknown"] {
+            assert!(pod_group_admits_pods("volcano", Some(phase)), "{phase}");
+        }
     }
 }

@@ -6,6 +6,9 @@
 //! job (one at a time per job, `--concurrency` jobs at once). `reconcile` defaults the job in
 //! memory, reads its pods and services from the reflector caches, computes the plan, writes
 //! the status if it changed, then creates and deletes pods and services and records events.
+//! With `--gang-scheduler` it first creates the job's PodGroup (deletes it once the job is
+//! finished); pods are created only once the group exists and, with Volcano, is admitted
+//! (PodGroups are not watched: the job is polled meanwhile).
 //!
 //! # Guarantees
 //! - No duplicate pods: names are deterministic and creation is create-if-absent
@@ -45,6 +48,9 @@ use super::conditions;
 use super::defaults::{self, ReplicaType};
 use super::metrics::Metrics;
 use super::plan::{self, Deletion, Observed, Plan};
+
+/// How often a job whose pods wait for their PodGroup to be admitted looks again.
+const POD_GROUP_POLL: Duration = Duration::from_secs(2);
 
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {
@@ -336,9 +342,15 @@ async fn reconcile_job(
             "Reconcile",
         );
     }
-    result?;
+    let waiting_for_pod_group = result?;
 
-    Ok(match plan.requeue_after {
+    // PodGroups are not watched: poll while the pods wait for one.
+    let requeue_after = match (plan.requeue_after, waiting_for_pod_group) {
+        (Some(after), true) => Some(after.min(POD_GROUP_POLL)),
+        (None, true) => Some(POD_GROUP_POLL),
+        (after, false) => after,
+    };
+    Ok(match requeue_after {
         Some(after) => Action::requeue(after.max(Duration::from_millis(100))),
         None => Action::await_change(),
     })
@@ -386,6 +398,7 @@ fn owned_pods(ctx: &Context, namespace: &str, job_uid: &str, now: &Time) -> Vec<
 }
 
 /// Create and delete what the plan says; keep going past a failure and report the first.
+/// `Ok(true)` means pods are waiting for the gang scheduler to admit the job's PodGroup.
 async fn carry_out(
     job: &TFJob,
     defaulted: &TFJob,
@@ -393,7 +406,7 @@ async fn carry_out(
     namespace: &str,
     job_uid: &str,
     plan: &Plan,
-) -> Result<(), ReconcileError> {
+) -> Result<bool, ReconcileError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
     let pp = PostParams {
@@ -402,18 +415,55 @@ async fn carry_out(
     };
     let mut first_error = None;
 
+    // Without its PodGroup (or, with Volcano, before the group is admitted) pods would not be
+    // gang-scheduled: they wait, as upstream's do. Services do not.
+    let mut pods_admitted = true;
     if ctx.options.gang_scheduler.is_some() {
         let finished = conditions::is_finished(&plan.status);
-        if let Err(e) = sync_pod_group(defaulted, ctx, namespace, finished).await {
-            first_error.get_or_insert(e);
+        match sync_pod_group(defaulted, ctx, namespace, finished).await {
+            Ok(admitted) => pods_admitted = admitted,
+            Err(e) => {
+                pods_admitted = false;
+                first_error.get_or_insert(e);
+            }
         }
     }
+    let create_pods: &[(ReplicaType, i32)] = if pods_admitted {
+        &plan.create_pods
+    } else {
+        if !plan.create_pods.is_empty() {
+            tracing::info!("waiting for the PodGroup to be admitted before creating pods");
+        }
+        &[]
+    };
 
     let service_creates = plan.create_services.iter().map(|&(rtype, index)| {
         let service = build::service(defaulted, rtype, index);
         create(ctx, job, &services, &pp, service, "service", rtype, index)
     });
-    let pod_creates = plan.create_pods.iter().map(|&(rtype, index)| {
+    // Once per replica type whose pods this reconcile creates, not on every reconcile.
+    let mut created_types: Vec<ReplicaType> = create_pods.iter().map(|&(t, _)| t).collect();
+    created_types.sort_unstable();
+    created_types.dedup();
+    for rtype in created_types {
+        for warning in build::template_warnings(defaulted, rtype, &ctx.options) {
+            tracing::warn!(
+                replica_type = rtype.lower(),
+                reason = warning.reason,
+                "{}",
+                warning.message
+            );
+            publish(
+                ctx,
+                job,
+                EventType::Warning,
+                warning.reason.to_owned(),
+                warning.message,
+                "Create",
+            );
+        }
+    }
+    let pod_creates = create_pods.iter().map(|&(rtype, index)| {
         let pod = build::pod(defaulted, rtype, index, &ctx.options);
         create(ctx, job, &pods, &pp, pod, "pod", rtype, index)
     });
@@ -495,7 +545,7 @@ async fn carry_out(
             }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(!pods_admitted && !plan.create_pods.is_empty()), Err)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -681,23 +731,22 @@ fn publish(
     });
 }
 
-/// Create (or, once the job finished, delete) the job's PodGroup for the gang scheduler.
+/// Create (or, once the job finished, delete) the job's PodGroup for the gang scheduler, and
+/// say whether it admits the job's pods yet (see `build::pod_group_admits_pods`).
 async fn sync_pod_group(
     job: &TFJob,
     ctx: &Context,
     namespace: &str,
     finished: bool,
-) -> Result<(), ReconcileError> {
+) -> Result<bool, ReconcileError> {
     let Some(scheduler) = ctx.options.gang_scheduler.as_deref() else {
-        return Ok(());
+        return Ok(true);
     };
-    let volcano = scheduler == "volcano";
-    let gvk = if volcano {
-        GroupVersionKind::gvk("scheduling.volcano.sh", "v1beta1", "PodGroup")
-    } else {
-        GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "PodGroup")
-    };
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "podgroups");
+    let (group, version, kind) = build::pod_group_gvk(scheduler);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        "podgroups",
+    );
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     let name = job.name_any();
     if finished {
@@ -712,60 +761,70 @@ async fn sync_pod_group(
                     "Delete",
                 );
                 ctx.metrics.object("deleted_pod_groups");
-                Ok(())
+                Ok(true)
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(source) => Err(ReconcileError::Delete {
-                kind: "PodGroup",
-                namespace: namespace.to_owned(),
-                name,
-                source,
-            }),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
+            Err(source) => {
+                publish(
+                    ctx,
+                    job,
+                    EventType::Warning,
+                    "FailedDeletePodGroup".into(),
+                    format!("Error deleting: {source}"),
+                    "Delete",
+                );
+                Err(ReconcileError::Delete {
+                    kind: "PodGroup",
+                    namespace: namespace.to_owned(),
+                    name,
+                    source,
+                })
+            }
         };
     }
-    let policy = job
-        .spec
-        .run_policy
-        .as_ref()
-        .and_then(|r| r.scheduling_policy.clone())
-        .unwrap_or_default();
-    let total: i32 = job
-        .spec
-        .tf_replica_specs
-        .values()
-        .map(|r| r.replicas.unwrap_or(1))
-        .sum();
-    let mut spec = serde_json::json!({ "minMember": policy.min_available.unwrap_or(total) });
-    if let Some(resources) = &policy.min_resources {
-        spec["minResources"] = serde_json::json!(resources);
-    }
-    if volcano {
-        spec["queue"] = serde_json::json!(policy.queue.as_deref().unwrap_or("default"));
-        if let Some(class) = &policy.priority_class {
-            spec["priorityClassName"] = serde_json::json!(class);
-        }
-    } else if let Some(timeout) = policy.schedule_timeout_seconds {
-        spec["scheduleTimeoutSeconds"] = serde_json::json!(timeout);
+    let phase = |group: &DynamicObject| group.data["status"]["phase"].as_str().map(str::to_owned);
+    let create_error = |source| ReconcileError::Create {
+        kind: "PodGroup",
+        namespace: namespace.to_owned(),
+        name: name.clone(),
+        source,
+    };
+    if let Some(existing) = api.get_opt(&name).await.map_err(create_error)? {
+        return Ok(build::pod_group_admits_pods(
+            scheduler,
+            phase(&existing).as_deref(),
+        ));
     }
     let mut group = DynamicObject::new(&name, &resource)
         .within(namespace)
-        .data(serde_json::json!({ "spec": spec }));
+        .data(serde_json::json!({ "spec": build::pod_group_spec(job, scheduler) }));
     group.metadata.owner_references = Some(vec![build::owner_reference(job)]);
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
     match api.create(&pp, &group).await {
-        Ok(_) => {
+        Ok(created) => {
             ctx.metrics.object("created_pod_groups");
-            Ok(())
+            Ok(build::pod_group_admits_pods(
+                scheduler,
+                phase(&created).as_deref(),
+            ))
         }
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(source) => Err(ReconcileError::Create {
-            kind: "PodGroup",
-            namespace: namespace.to_owned(),
-            name,
-            source,
-        }),
+        // Created since the read: its scheduler has not had time to admit it.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            Ok(build::pod_group_admits_pods(scheduler, None))
+        }
+        Err(source) => {
+            publish(
+                ctx,
+                job,
+                EventType::Warning,
+                "FailedCreatePodGroup".into(),
+                format!("Error creating: {source}"),
+                "Create",
+            );
+            Err(create_error(source))
+        }
     }
 }

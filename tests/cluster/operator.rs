@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
+};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use mlkube::operator::api::TFJob;
@@ -20,7 +23,8 @@ use serde_json::json;
 
 use crate::support::{TestNamespace, eventually};
 
-const TIMEOUT: Duration = Duration::from_secs(60);
+/// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
+const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Install the TFJob CRD (idempotent, shared by every test) and wait until it is served.
 async fn install_crd(client: &Client) {
@@ -59,12 +63,16 @@ impl Drop for Operator {
 }
 
 async fn start_operator(ns: &TestNamespace) -> Operator {
+    start_operator_with(ns, build::Options::default()).await
+}
+
+async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Operator {
     install_crd(&ns.client).await;
     let metrics = Arc::new(Metrics::default());
     let settings = controller::Settings {
         namespace: Some(ns.name.clone()),
         concurrency: 4,
-        options: build::Options::default(),
+        options,
     };
     let task = tokio::spawn(controller::run(
         ns.client.clone(),
@@ -840,4 +848,273 @@ async fn leader_election_lets_one_replica_act() {
     let lease = api.get(&a.name).await.unwrap().spec.unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some("b"));
     assert_eq!(lease.lease_transitions, Some(1));
+}
+
+/// A PodGroup CRD as small as the operator needs (any spec and status), for a gang scheduler
+/// that does not run here: the tests check what the operator asks of it, not what it does.
+/// Installed idempotently; returns the resource to address PodGroups with.
+async fn install_pod_group_crd(client: &Client, group: &str, version: &str) -> ApiResource {
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = format!("podgroups.{group}");
+    let definition = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": name },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": { "kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups", "singular": "podgroup" },
+            "versions": [{
+                "name": version, "served": true, "storage": true,
+                "subresources": { "status": {} },
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+            }]
+        }
+    });
+    crds.patch(
+        &name,
+        &PatchParams::apply("mlkube-operator-tests").force(),
+        &Patch::Apply(definition),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the {name} CRD applies: {e}"));
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(crds, &name, conditions::is_crd_established()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the {name} CRD became Established in time"))
+    .expect("watching the CRD");
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, "PodGroup"),
+        "podgroups",
+    )
+}
+
+/// How many reconciles the operator has finished.
+fn reconciles(metrics: &Metrics) -> u64 {
+    metrics
+        .render()
+        .lines()
+        .find_map(|l| l.strip_prefix("mlkube_operator_reconcile_duration_seconds_count "))
+        .and_then(|n| n.parse().ok())
+        .expect("the reconcile count is exported")
+}
+
+/// A job named `gang` of two workers and one PS, with each replica type's template changed.
+fn gang_job(
+    run_policy: serde_json::Value,
+    worker: impl FnOnce(&mut serde_json::Value),
+    ps: impl FnOnce(&mut serde_json::Value),
+) -> TFJob {
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] } });
+    let (mut worker_template, mut ps_template) = (template.clone(), template);
+    worker(&mut worker_template);
+    ps(&mut ps_template);
+    tfjob(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": { "name": "gang" },
+        "spec": {
+            "runPolicy": run_policy,
+            "tfReplicaSpecs": {
+                "Worker": { "replicas": 2, "restartPolicy": "OnFailure", "template": worker_template },
+                "PS": { "replicas": 1, "restartPolicy": "Never", "template": ps_template }
+            }
+        }
+    }))
+}
+
+/// Wait for the job's PodGroup and check that the job controls it; returns its spec.
+async fn await_pod_group(
+    ns: &TestNamespace,
+    resource: &ApiResource,
+    job: &TFJob,
+) -> serde_json::Value {
+    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, resource);
+    let name = job.name_any();
+    let group = eventually(&format!("PodGroup {name}"), TIMEOUT, || async {
+        api.get_opt(&name).await.ok().flatten()
+    })
+    .await;
+    let owners = group.metadata.owner_references.clone().unwrap_or_default();
+    assert!(
+        owners.iter().any(|o| o.kind == "TFJob"
+            && o.api_version == "kubeflow.org/v1"
+            && o.name == name
+            && Some(&o.uid) == job.metadata.uid.as_ref()
+            && o.controller == Some(true)),
+        "PodGroup {name} is not controlled by its TFJob: {owners:?}"
+    );
+    group.data["spec"].clone()
+}
+
+/// Wait until the three pods of the `gang` job exist; returns them.
+async fn await_gang_pods(ns: &TestNamespace) -> BTreeMap<String, Pod> {
+    let names = ["gang-ps-0", "gang-worker-0", "gang-worker-1"];
+    eventually("the pods of gang", TIMEOUT, || async {
+        let pods = pods(ns, "gang").await;
+        names.iter().all(|n| pods.contains_key(*n)).then_some(pods)
+    })
+    .await
+}
+
+fn scheduler_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.scheduler_name.as_deref()
+}
+
+async fn await_event_reasons(ns: &TestNamespace, job: &str, wanted: &[&str]) {
+    eventually(&format!("events {wanted:?} on {job}"), TIMEOUT, || async {
+        let reasons = event_reasons(ns, job).await;
+        wanted
+            .iter()
+            .all(|w| reasons.iter().any(|r| r == w))
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gang_scheduling_with_volcano_makes_a_pod_group_of_min_available_and_creates_annotated_pods_once_admitted()
+ {
+    let ns = TestNamespace::new("op-gang-volcano").await;
+    let resource = install_pod_group_crd(&ns.client, "scheduling.volcano.sh", "v1beta1").await;
+    let operator = start_operator_with(
+        &ns,
+        build::Options {
+            gang_scheduler: Some("volcano".into()),
+            ..build::Options::default()
+        },
+    )
+    .await;
+    let job = gang_job(
+        json!({ "schedulingPolicy": { "minAvailable": 2, "priorityClass": "high" } }),
+        // The ReplicaSpec's OnFailure wins over the template's.
+        |w| w["spec"]["restartPolicy"] = json!("Always"),
+        // Kept, so this pod is not gang-scheduled.
+        |p| p["spec"]["schedulerName"] = json!("my-scheduler"),
+    );
+    let jobs = submit(&ns, &job).await;
+    let job = jobs.get("gang").await.expect("the job reads back");
+
+    let spec = await_pod_group(&ns, &resource, &job).await;
+    assert_eq!(spec["minMember"], 2, "{spec}");
+    assert_eq!(spec["queue"], "default", "{spec}");
+    assert_eq!(spec["priorityClassName"], "high", "{spec}");
+
+    // Volcano has not admitted the group (no phase): services come, pods wait.
+    eventually("the services of gang", TIMEOUT, || async {
+        (services(&ns, "gang").await.len() == 3).then_some(())
+    })
+    .await;
+    // Two more reconciles: at least one started after the services were there, and so had
+    // its chance to create pods.
+    let seen = reconciles(&operator.metrics);
+    eventually("two more reconciles of gang", TIMEOUT, || async {
+        (reconciles(&operator.metrics) >= seen + 2).then_some(())
+    })
+    .await;
+    assert_eq!(pods(&ns, "gang").await.len(), 0);
+    let groups = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    groups
+        .patch_status(
+            "gang",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "phase": "Inqueue" } })),
+        )
+        .await
+        .expect("play Volcano: admit the PodGroup");
+
+    let pods = await_gang_pods(&ns).await;
+    for (name, pod) in &pods {
+        let annotations = pod.annotations();
+        assert_eq!(
+            annotations
+                .get("scheduling.k8s.io/group-name")
+                .map(String::as_str),
+            Some("gang"),
+            "{name}"
+        );
+        let task = if name.contains("-ps-") {
+            "ps"
+        } else {
+            "worker"
+        };
+        assert_eq!(
+            annotations.get("volcano.sh/task-spec").map(String::as_str),
+            Some(task),
+            "{name}"
+        );
+    }
+    assert_eq!(scheduler_of(&pods["gang-worker-0"]), Some("volcano"));
+    assert_eq!(scheduler_of(&pods["gang-worker-1"]), Some("volcano"));
+    assert_eq!(scheduler_of(&pods["gang-ps-0"]), Some("my-scheduler"));
+    let restart_policy = pods["gang-worker-0"]
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref());
+    assert_eq!(restart_policy, Some("OnFailure"));
+
+    await_event_reasons(
+        &ns,
+        "gang",
+        &[
+            build::REASON_TEMPLATE_RESTART_POLICY,
+            build::REASON_TEMPLATE_SCHEDULER_NAME,
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn gang_scheduling_with_scheduler_plugins_makes_a_pod_group_of_all_replicas_and_deletes_it_when_done()
+ {
+    let ns = TestNamespace::new("op-gang-plugins").await;
+    let resource = install_pod_group_crd(&ns.client, "scheduling.x-k8s.io", "v1alpha1").await;
+    let _operator = start_operator_with(
+        &ns,
+        build::Options {
+            gang_scheduler: Some("scheduler-plugins".into()),
+            ..build::Options::default()
+        },
+    )
+    .await;
+    let job = gang_job(
+        json!({ "schedulingPolicy": { "scheduleTimeoutSeconds": 30 } }),
+        |_| {},
+        |_| {},
+    );
+    let jobs = submit(&ns, &job).await;
+    let job = jobs.get("gang").await.expect("the job reads back");
+
+    let spec = await_pod_group(&ns, &resource, &job).await;
+    assert_eq!(spec["minMember"], 3, "{spec}");
+    assert_eq!(spec["scheduleTimeoutSeconds"], 30, "{spec}");
+    assert!(spec.get("queue").is_none(), "{spec}");
+
+    let pods = await_gang_pods(&ns).await;
+    for (name, pod) in &pods {
+        assert_eq!(scheduler_of(pod), Some("scheduler-plugins"), "{name}");
+        assert_eq!(
+            pod.labels()
+                .get("scheduling.x-k8s.io/pod-group")
+                .map(String::as_str),
+            Some("gang"),
+            "{name}"
+        );
+    }
+
+    // Nothing schedules these pods; play the kubelet anyway. Worker 0 decides success.
+    exit(&ns, "gang-worker-0", 0).await;
+    exit(&ns, "gang-worker-1", 0).await;
+    await_condition_type(&jobs, "gang", "Succeeded", TIMEOUT).await;
+    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    eventually("PodGroup gang to be deleted", TIMEOUT, || async {
+        matches!(api.get_opt("gang").await, Ok(None)).then_some(())
+    })
+    .await;
+    await_event_reasons(&ns, "gang", &["SuccessfulDeletePodGroup"]).await;
+    let reasons = event_reasons(&ns, "gang").await;
+    assert!(
+        !reasons.iter().any(|r| r.starts_with("SetPodTemplate")),
+        "{reasons:?}"
+    );
 }
