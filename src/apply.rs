@@ -325,12 +325,7 @@ async fn ensure_namespace(
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
     let namespace = &plan.applyset.namespace;
-    let key = Key {
-        group: String::new(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: namespace.clone(),
-    };
+    let key = plan.namespace_key();
     if plan.contains(&key) {
         return Ok(());
     }

@@ -224,12 +224,7 @@ pub fn prunable<'m>(plan: &Plan, members: &'m [Member]) -> Vec<(&'m Member, Resu
 /// The environment's namespace, when neither the cluster nor the plan has it: apply creates it.
 async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Change>, DiffError> {
     let namespace = &plan.applyset.namespace;
-    let key = Key {
-        group: String::new(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: namespace.clone(),
-    };
+    let key = plan.namespace_key();
     if plan.contains(&key) {
         return Ok(None);
     }

@@ -33,11 +33,7 @@ pub struct Key {
 impl Key {
     /// The key of an object as the API returns it or as it was rendered.
     pub fn of(value: &Value) -> Option<Key> {
-        let api_version = value["apiVersion"].as_str()?;
-        let group = api_version
-            .split_once('/')
-            .map(|(g, _)| g)
-            .unwrap_or_default();
+        let group = crate::manifest::api_group(value["apiVersion"].as_str()?);
         Some(Key {
             group: group.to_string(),
             kind: value["kind"].as_str()?.to_string(),
@@ -160,6 +156,16 @@ impl Plan {
             .filter(|d| d.is_member())
             .filter_map(|d| d.key.namespace.clone())
             .collect()
+    }
+
+    /// The key of the environment's own Namespace object.
+    pub fn namespace_key(&self) -> Key {
+        Key {
+            group: String::new(),
+            kind: "Namespace".into(),
+            namespace: None,
+            name: self.applyset.namespace.clone(),
+        }
     }
 
     pub fn contains(&self, key: &Key) -> bool {
