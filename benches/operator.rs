@@ -2,13 +2,17 @@
 //! local control plane. A benchmark, not a timed test.
 //!
 //!     cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
-//!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=16 by default
+//!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=32 by default
 //!
 //! It starts the release `mlkube operator` as a child process scoped to a fresh namespace,
 //! submits the jobs, and measures: the time until every pod exists, until every job is Running,
 //! then (after playing the kubelet and completing every worker) until every job is Succeeded;
 //! and the operator's peak RSS and CPU seconds from /proc. Prints a Markdown table on stdout,
 //! progress on stderr.
+//!
+//! The measuring must not load the machine it measures: pods and services are followed as
+//! metadata only, and a run starts only once an earlier run's namespace is gone (deleting
+//! 8,000 objects keeps the control plane busy for minutes) and waits for its own to go.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +21,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -27,6 +31,8 @@ use mlkube::operator::crd;
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const NAMESPACE_PREFIX: &str = "bench-operator-";
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -61,6 +67,39 @@ where
 }
 
 /// Poll a store-derived condition every 50 ms until it holds; the elapsed time since `since`.
+/// Wait until no namespace of an earlier run is left.
+async fn until_no_bench_namespace(namespaces: &Api<Namespace>) -> Result<(), Error> {
+    let since = Instant::now();
+    let mut said = false;
+    loop {
+        let left: Vec<String> = namespaces
+            .list_metadata(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n.starts_with(NAMESPACE_PREFIX))
+            .collect();
+        if left.is_empty() {
+            if said {
+                say(&format!(
+                    "earlier namespaces gone after {:.0}s",
+                    since.elapsed().as_secs_f64()
+                ));
+            }
+            return Ok(());
+        }
+        if !said {
+            say(&format!("waiting for {} to be deleted", left.join(", ")));
+            said = true;
+        }
+        if since.elapsed() > Duration::from_secs(900) {
+            return Err(format!("{} still exist after 15 minutes", left.join(", ")).into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 async fn until(
     what: &str,
     since: Instant,
@@ -120,7 +159,7 @@ fn job(name: &str) -> Result<TFJob, Error> {
 async fn main() -> Result<(), Error> {
     // `cargo bench` passes `--bench`; nothing else is understood.
     let jobs_wanted = setting("JOBS", 1000);
-    let concurrency = setting("CONCURRENCY", 16);
+    let concurrency = setting("CONCURRENCY", 32);
     let client = Client::try_default()
         .await
         .map_err(|e| format!("no cluster: {e}; run `eval \"$(cluster/local-cluster.sh env)\"`"))?;
@@ -142,8 +181,9 @@ async fn main() -> Result<(), Error> {
     )
     .await??;
 
-    let ns = format!("bench-operator-{}", std::process::id());
     let namespaces = Api::<Namespace>::all(client.clone());
+    until_no_bench_namespace(&namespaces).await?;
+    let ns = format!("{NAMESPACE_PREFIX}{}", std::process::id());
     namespaces
         .create(
             &PostParams::default(),
@@ -177,6 +217,7 @@ async fn main() -> Result<(), Error> {
     let _ = operator.wait();
     let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
     let times = result?;
+    until_no_bench_namespace(&namespaces).await?;
 
     println!("| {jobs_wanted} TFJobs (1 PS + 3 workers), concurrency {concurrency} | |");
     println!("|---|---|");
@@ -196,8 +237,14 @@ async fn measure(
     let jobs_api = Api::<TFJob>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
-    let pods = follow(pods_api.clone());
-    let services = follow(Api::<Service>::namespaced(client.clone(), ns));
+    let pods = follow(Api::<PartialObjectMeta<Pod>>::namespaced(
+        client.clone(),
+        ns,
+    ));
+    let services = follow(Api::<PartialObjectMeta<Service>>::namespaced(
+        client.clone(),
+        ns,
+    ));
     let mut times = BTreeMap::new();
     let limit = Duration::from_secs(900);
 

@@ -53,11 +53,11 @@ local healthPort = 8081;
       { apiGroups: ['kubeflow.org'], resources: ['tfjobs/status'], verbs: ['get', 'update', 'patch'] },
       { apiGroups: ['kubeflow.org'], resources: ['tfjobs/finalizers'], verbs: ['update'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
-      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
       { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     ] + (
       if params.gangScheduling then [
-        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
       ] else []
     );
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };

@@ -323,8 +323,17 @@ pub struct OperatorArgs {
     /// Create a PodGroup per job for this gang scheduler (e.g. volcano, scheduler-plugins).
     #[arg(long, value_name = "NAME")]
     pub gang_scheduler: Option<String>,
+    /// After SIGTERM, how long reconciles in flight may take before the process exits
+    /// anyway, e.g. 20s, 500ms.
+    #[arg(long, value_name = "D", default_value = "20s", value_parser = duration)]
+    pub shutdown_timeout: std::time::Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+/// A duration flag: `90s`, `5m`, `1h`, `500ms`, or plain seconds.
+fn duration(value: &str) -> Result<std::time::Duration, String> {
+    crate::deploy::parse_duration(value).map_err(|e| e.to_string())
 }
 
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.

@@ -246,9 +246,9 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
     - "[\"kubeflow.org\"] [\"tfjobs/status\"] [\"get\",\"update\",\"patch\"]"
     - "[\"kubeflow.org\"] [\"tfjobs/finalizers\"] [\"update\"]"
     - "[\"\"] [\"pods\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
-    - "[\"\"] [\"services\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\"]"
+    - "[\"\"] [\"services\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\",\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
-    - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\"]"
+    - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     "#);
 }
 

@@ -46,3 +46,149 @@ fn no_usable_kubeconfig_says_how_to_give_one() {
         "{stderr}"
     );
 }
+
+/// A stand-in API server on 127.0.0.1 for one job in namespace `ns`: it lists the job (with no
+/// status) and no pods or services, leaves every watch open, and never answers a write. The
+/// operator's first reconcile so hangs on writing the job's status: the situation the shutdown
+/// timeout exists for. Only the real control plane can show the operator works; this shows
+/// it stops when the API server does not answer.
+fn unresponsive_api_server() -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let addr = listener.local_addr().expect("the bound address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().expect("the socket clones"));
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    return;
+                }
+                // Headers up to the blank line; any body is left unread.
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let (method, path) = request_line
+                    .split_once(' ')
+                    .map(|(m, rest)| (m, rest.split(' ').next().unwrap_or("")))
+                    .unwrap_or(("", ""));
+                let list = |api_version: &str, kind: &str, items: &str| {
+                    format!(
+                        r#"{{"apiVersion":"{api_version}","kind":"{kind}","metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#
+                    )
+                };
+                let body = if method != "GET" || path.contains("watch=") {
+                    None
+                } else if path.contains("/tfjobs") {
+                    Some(list(
+                        "kubeflow.org/v1",
+                        "TFJobList",
+                        r#"{"apiVersion":"kubeflow.org/v1","kind":"TFJob","metadata":{"name":"stuck","namespace":"ns","uid":"u-1","resourceVersion":"1"},"spec":{"tfReplicaSpecs":{"Worker":{"replicas":1,"template":{"spec":{"containers":[{"name":"tensorflow","image":"busybox"}]}}}}}}"#,
+                    ))
+                } else if path.contains("/pods") {
+                    Some(list("v1", "PodList", ""))
+                } else if path.contains("/services") {
+                    Some(list("v1", "ServiceList", ""))
+                } else {
+                    None
+                };
+                let mut stream = stream;
+                match body {
+                    Some(body) => {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                    }
+                    // Hold the connection open without a word.
+                    None => loop {
+                        std::thread::park();
+                    },
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_reconcile_stuck_on_an_unresponsive_api_server_does_not_outlive_the_shutdown_timeout() {
+    let server = unresponsive_api_server();
+    let dir = std::env::temp_dir().join(format!("mlkube-shutdown-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: http://{server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
+        ),
+    )
+    .expect("the kubeconfig is written");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("RUST_LOG", "mlkube=debug")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    // The reconcile has started once the operator logs it (JSON lines on a pipe).
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait = std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let started = std::time::Instant::now();
+    while !seen.iter().any(|l: &String| l.contains("\"ns/stuck\"")) {
+        match lines.recv_timeout(wait.saturating_sub(started.elapsed())) {
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "the operator never started reconciling ns/stuck:\n{}",
+                    seen.join("\n")
+                );
+            }
+        }
+    }
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let signalled = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            break status;
+        }
+        if signalled.elapsed() > std::time::Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("the operator outlived its 1 s shutdown timeout by far");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    seen.extend(lines.try_iter());
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = seen.join("\n");
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("reconciles still running after the shutdown timeout"),
+        "{log}"
+    );
+}

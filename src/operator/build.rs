@@ -1,19 +1,21 @@
-//! The pods and headless services of a job, and the spec of its gang-scheduling PodGroup,
-//! built from its (defaulted) spec. Pure.
+//! The pods and headless services of a job, and the spec of its gang-scheduling PodGroup (with
+//! whether an existing group needs updating), built from its (defaulted) spec. Pure.
 //!
 //! A pod and its service share the name `{job}-{type}-{index}`; the name is deterministic, so
 //! creating one that exists fails with AlreadyExists instead of making a duplicate. That, not
 //! bookkeeping, is what guarantees one pod per replica across operator restarts and racing
 //! replicas.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
 use super::api::{RestartPolicy, TFJob};
 use super::defaults::{CONTAINER_NAME, ReplicaType};
+use super::quantity::Amount;
 use super::tfconfig::{self, Placement};
 
 pub const LABEL_OPERATOR: &str = "training.kubeflow.org/operator-name";
@@ -270,8 +272,11 @@ pub fn pod_group_gvk(scheduler: &str) -> (&'static str, &'static str, &'static s
 }
 
 /// The spec of the job's PodGroup: `minMember` is `schedulingPolicy.minAvailable`, else every
-/// replica of every type; Volcano also gets a queue (`default` unless set) and a priority
-/// class, scheduler-plugins the schedule timeout.
+/// replica of every type; `minResources` is `schedulingPolicy.minResources`, else what those
+/// pods request (see [`pod_group_min_resources`]); Volcano also gets a queue (`default` unless
+/// set) and a priority class, scheduler-plugins the schedule timeout.
+///
+/// These are the only fields the operator sets ([`pod_group_outdated`] compares them).
 pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
     let policy = job
         .spec
@@ -285,9 +290,16 @@ pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
         .values()
         .map(|r| r.replicas.unwrap_or(1).max(0))
         .sum();
-    let mut spec = serde_json::json!({ "minMember": policy.min_available.unwrap_or(total) });
-    if let Some(resources) = &policy.min_resources {
-        spec["minResources"] = serde_json::json!(resources);
+    let min_member = policy.min_available.unwrap_or(total);
+    let mut spec = serde_json::json!({ "minMember": min_member });
+    match &policy.min_resources {
+        Some(resources) => spec["minResources"] = serde_json::json!(resources),
+        None => {
+            let computed = pod_group_min_resources(job, min_member);
+            if !computed.is_empty() {
+                spec["minResources"] = serde_json::json!(computed);
+            }
+        }
     }
     if scheduler == GANG_VOLCANO {
         spec["queue"] = serde_json::json!(policy.queue.as_deref().unwrap_or("default"));
@@ -298,6 +310,126 @@ pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
         spec["scheduleTimeoutSeconds"] = serde_json::json!(timeout);
     }
     spec
+}
+
+/// The order in which [`pod_group_min_resources`] takes replica types: those training cannot
+/// start without first.
+const MIN_RESOURCES_ORDER: [ReplicaType; 5] = [
+    ReplicaType::Chief,
+    ReplicaType::Master,
+    ReplicaType::PS,
+    ReplicaType::Worker,
+    ReplicaType::Evaluator,
+];
+
+/// What the first `min_member` pods of the job need to be scheduled, for a PodGroup whose job
+/// does not set `schedulingPolicy.minResources`: the gang scheduler admits the group only when
+/// its queue has that much room. Each pod counts, per resource and container, the request, or
+/// the limit where the container has no request for that resource (the API server defaults a
+/// missing request to the limit).
+///
+/// Which pods are "first": upstream sorts the replica types by the value of their pod
+/// template's PriorityClass, highest first, reading the PriorityClass objects, and leaves ties
+/// in Go's random map order. This does not read PriorityClasses (a cluster read, and RBAC for a
+/// cluster-scoped kind, only to order a sum): every type ranks equal, in the fixed order of
+/// `MIN_RESOURCES_ORDER`, so the result is the same on every reconcile. Init containers are
+/// not counted, as upstream does not count them. Upstream falls back to limits only for a
+/// container with no requests at all; here the fallback is per resource, as the API server's
+/// defaulting is.
+///
+/// A resource with a value that is not a quantity is left out rather than guessed: the pod
+/// built from that template is rejected by the API server, which says why.
+pub fn pod_group_min_resources(job: &TFJob, min_member: i32) -> BTreeMap<String, Quantity> {
+    let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
+    let mut unknown: BTreeSet<String> = BTreeSet::new();
+    let mut left = min_member.max(0);
+    for rtype in MIN_RESOURCES_ORDER {
+        let Some(replica) = job.spec.tf_replica_specs.get(rtype.key()) else {
+            continue;
+        };
+        let pods = replica.replicas.unwrap_or(1).clamp(0, left);
+        left -= pods;
+        if pods == 0 {
+            continue;
+        }
+        let containers = replica.template.spec.iter().flat_map(|s| &s.containers);
+        for resources in containers.filter_map(|c| c.resources.as_ref()) {
+            let requests = resources.requests.as_ref();
+            let limits = resources.limits.as_ref();
+            let names: BTreeSet<&String> = requests
+                .into_iter()
+                .chain(limits)
+                .flat_map(BTreeMap::keys)
+                .collect();
+            for name in names {
+                let value = requests
+                    .and_then(|r| r.get(name))
+                    .or_else(|| limits.and_then(|l| l.get(name)));
+                let sum = value
+                    .and_then(|q| Amount::try_from(q).ok())
+                    .and_then(|per_pod| per_pod.checked_mul(i128::from(pods)))
+                    .and_then(|amount| {
+                        totals
+                            .get(name.as_str())
+                            .copied()
+                            .unwrap_or(Amount::ZERO)
+                            .checked_add(amount)
+                    });
+                match sum {
+                    Some(sum) => {
+                        totals.insert(name.clone(), sum);
+                    }
+                    None => {
+                        unknown.insert(name.clone());
+                    }
+                }
+            }
+        }
+    }
+    totals
+        .into_iter()
+        .filter(|(name, _)| !unknown.contains(name))
+        .map(|(name, amount)| (name, amount.to_quantity()))
+        .collect()
+}
+
+/// The top-level `spec` fields of an object that `manager` owns by server-side apply, read
+/// from its managed fields: applying again without one of them removes it.
+pub fn applied_spec_fields(meta: &ObjectMeta, manager: &str) -> BTreeSet<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.manager.as_deref() == Some(manager)
+                && entry.operation.as_deref() == Some("Apply")
+                && entry.subresource.as_deref().is_none_or(str::is_empty)
+        })
+        .filter_map(|entry| entry.fields_v1.as_ref()?.0.get("f:spec")?.as_object())
+        .flat_map(|spec| spec.keys())
+        .filter_map(|key| key.strip_prefix("f:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether an existing PodGroup's `spec` has to be applied again to become `wanted` (from
+/// [`pod_group_spec`]): a field the operator sets differs, or a field it applied before
+/// (`applied`, from [`applied_spec_fields`]) is no longer wanted. Fields others set are left
+/// alone, and so are not compared.
+pub fn pod_group_outdated(
+    existing: &serde_json::Value,
+    wanted: &serde_json::Value,
+    applied: &BTreeSet<String>,
+) -> bool {
+    let Some(wanted) = wanted.as_object() else {
+        return false;
+    };
+    let changed = wanted
+        .iter()
+        .any(|(field, value)| existing.get(field) != Some(value));
+    let dropped = applied
+        .iter()
+        .any(|field| !wanted.contains_key(field) && existing.get(field).is_some());
+    changed || dropped
 }
 
 /// Whether the job's pods may be created, given its PodGroup's `status.phase`. Volcano admits
@@ -569,6 +701,276 @@ mod tests {
         let plugins = pod_group_spec(&some, "scheduler-plugins");
         assert_eq!(plugins["scheduleTimeoutSeconds"], 30);
         assert!(plugins.get("queue").is_none());
+    }
+
+    /// A template whose `tensorflow` container has these requests and limits.
+    fn resources(
+        requests: &[(&str, &str)],
+        limits: &[(&str, &str)],
+    ) -> k8s_openapi::api::core::v1::PodTemplateSpec {
+        let map = |pairs: &[(&str, &str)]| {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        template_with(|s| {
+            s.containers[0].resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                requests: map(requests),
+                limits: map(limits),
+                ..Default::default()
+            });
+        })
+    }
+
+    fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Quantity((*v).to_owned())))
+            .collect()
+    }
+
+    fn min_available(n: i32) -> impl FnOnce(&mut crate::operator::api::RunPolicy) {
+        move |r| {
+            r.scheduling_policy = Some(crate::operator::api::SchedulingPolicy {
+                min_available: Some(n),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn pod_group_min_resources_sum_the_requests_of_the_first_min_member_pods() {
+        let worker = || resources(&[("cpu", "500m"), ("memory", "1Gi")], &[]);
+        let ps = || resources(&[("cpu", "1"), ("memory", "512Mi")], &[]);
+        let chief = || resources(&[("cpu", "2")], &[]);
+        let evaluator = || resources(&[("nvidia.com/gpu", "1")], &[]);
+        let cases = [
+            (
+                "every pod, by default",
+                job("j")
+                    .replica_with("Worker", 2, worker())
+                    .replica_with("PS", 1, ps())
+                    .build(),
+                &[("cpu", "2"), ("memory", "2560Mi")][..],
+            ),
+            (
+                "PS before workers",
+                job("j")
+                    .replica_with("Worker", 2, worker())
+                    .replica_with("PS", 1, ps())
+                    .run_policy(min_available(2))
+                    .build(),
+                &[("cpu", "1500m"), ("memory", "1536Mi")],
+            ),
+            (
+                "the chief first, the evaluator last",
+                job("j")
+                    .replica_with("Evaluator", 1, evaluator())
+                    .replica_with("Worker", 3, worker())
+                    .replica_with("Chief", 1, chief())
+                    .run_policy(min_available(3))
+                    .build(),
+                &[("cpu", "3"), ("memory", "2Gi")],
+            ),
+            (
+                "minAvailable past the replicas takes every pod",
+                job("j")
+                    .replica_with("Worker", 1, worker())
+                    .run_policy(min_available(5))
+                    .build(),
+                &[("cpu", "500m"), ("memory", "1Gi")],
+            ),
+            (
+                "minAvailable 0 takes none",
+                job("j")
+                    .replica_with("Worker", 1, worker())
+                    .run_policy(min_available(0))
+                    .build(),
+                &[],
+            ),
+            (
+                "templates without resources ask for nothing",
+                job("j").replica("Worker", 2).build(),
+                &[],
+            ),
+        ];
+        for (case, job, expected) in cases {
+            let min_member = pod_group_spec(&job, "volcano")["minMember"]
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .unwrap();
+            assert_eq!(
+                pod_group_min_resources(&job, min_member),
+                quantities(expected),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn pod_group_min_resources_fall_back_to_the_limit_per_resource() {
+        let template = resources(&[("cpu", "250m")], &[("cpu", "1"), ("memory", "2Gi")]);
+        let job = job("j").replica_with("Worker", 2, template).build();
+        assert_eq!(
+            pod_group_min_resources(&job, 2),
+            quantities(&[("cpu", "500m"), ("memory", "4Gi")])
+        );
+    }
+
+    #[test]
+    fn pod_group_min_resources_sum_every_container_of_a_pod() {
+        let mut template = resources(&[("cpu", "1")], &[]);
+        let spec = template.spec.as_mut().unwrap();
+        let mut sidecar = spec.containers[0].clone();
+        sidecar.name = "sidecar".into();
+        sidecar.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+            requests: Some(quantities(&[("cpu", "100m"), ("memory", "64Mi")])),
+            ..Default::default()
+        });
+        spec.containers.push(sidecar);
+        let job = job("j").replica_with("Worker", 2, template).build();
+        assert_eq!(
+            pod_group_min_resources(&job, 2),
+            quantities(&[("cpu", "2200m"), ("memory", "128Mi")])
+        );
+    }
+
+    #[test]
+    fn pod_group_min_resources_leave_out_a_resource_that_is_not_a_quantity() {
+        let template = resources(&[("cpu", "lots"), ("memory", "1Gi")], &[]);
+        let job = job("j").replica_with("Worker", 1, template).build();
+        assert_eq!(
+            pod_group_min_resources(&job, 1),
+            quantities(&[("memory", "1Gi")])
+        );
+    }
+
+    #[test]
+    fn pod_group_spec_computes_min_resources_unless_the_user_set_them() {
+        let template = resources(&[("cpu", "500m")], &[]);
+        let computed = job("j").replica_with("Worker", 2, template.clone()).build();
+        assert_eq!(
+            pod_group_spec(&computed, "scheduler-plugins")["minResources"],
+            serde_json::json!({ "cpu": "1" })
+        );
+        let set = job("j")
+            .replica_with("Worker", 2, template)
+            .run_policy(|r| {
+                r.scheduling_policy = Some(crate::operator::api::SchedulingPolicy {
+                    min_resources: Some(quantities(&[("cpu", "8")])),
+                    ..Default::default()
+                })
+            })
+            .build();
+        assert_eq!(
+            pod_group_spec(&set, "volcano")["minResources"],
+            serde_json::json!({ "cpu": "8" })
+        );
+        let nothing = job("j").replica("Worker", 2).build();
+        assert!(
+            pod_group_spec(&nothing, "volcano")
+                .get("minResources")
+                .is_none()
+        );
+    }
+
+    fn fields(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_pod_group_is_outdated_when_a_field_the_operator_sets_differs() {
+        let wanted = serde_json::json!({ "minMember": 3, "queue": "default", "minResources": { "cpu": "1" } });
+        let applied = fields(&["minMember", "queue", "minResources"]);
+        let same = serde_json::json!({ "minMember": 3, "queue": "default", "minResources": { "cpu": "1" } });
+        assert!(!pod_group_outdated(&same, &wanted, &applied));
+        let others_field = serde_json::json!({ "minMember": 3, "queue": "default", "minResources": { "cpu": "1" }, "minTaskMember": { "worker": 1 } });
+        assert!(
+            !pod_group_outdated(&others_field, &wanted, &applied),
+            "fields others set are not compared"
+        );
+        for changed in [
+            serde_json::json!({ "minMember": 2, "queue": "default", "minResources": { "cpu": "1" } }),
+            serde_json::json!({ "minMember": 3, "queue": "other", "minResources": { "cpu": "1" } }),
+            serde_json::json!({ "minMember": 3, "queue": "default", "minResources": { "cpu": "2" } }),
+            serde_json::json!({ "minMember": 3, "queue": "default" }),
+            serde_json::Value::Null,
+        ] {
+            assert!(pod_group_outdated(&changed, &wanted, &applied), "{changed}");
+        }
+    }
+
+    #[test]
+    fn a_pod_group_is_outdated_when_a_field_the_operator_applied_is_no_longer_wanted() {
+        let wanted = serde_json::json!({ "minMember": 3, "queue": "default" });
+        let existing =
+            serde_json::json!({ "minMember": 3, "queue": "default", "priorityClassName": "high" });
+        assert!(pod_group_outdated(
+            &existing,
+            &wanted,
+            &fields(&["minMember", "queue", "priorityClassName"])
+        ));
+        // Someone else's priority class is theirs to keep.
+        assert!(!pod_group_outdated(
+            &existing,
+            &wanted,
+            &fields(&["minMember", "queue"])
+        ));
+    }
+
+    #[test]
+    fn applied_spec_fields_are_the_operators_apply_entries_only() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry =
+            |manager: &str, operation: &str, subresource: Option<&str>, spec: serde_json::Value| {
+                ManagedFieldsEntry {
+                    manager: Some(manager.into()),
+                    operation: Some(operation.into()),
+                    subresource: subresource.map(Into::into),
+                    fields_type: Some("FieldsV1".into()),
+                    fields_v1: Some(FieldsV1(
+                        serde_json::json!({ "f:metadata": {}, "f:spec": spec }),
+                    )),
+                    ..Default::default()
+                }
+            };
+        let meta = ObjectMeta {
+            managed_fields: Some(vec![
+                entry(
+                    "mlkube-operator",
+                    "Apply",
+                    None,
+                    serde_json::json!({ "f:minMember": {}, "f:minResources": { "f:cpu": {} } }),
+                ),
+                entry(
+                    "mlkube-operator",
+                    "Update",
+                    None,
+                    serde_json::json!({ "f:queue": {} }),
+                ),
+                entry(
+                    "someone",
+                    "Apply",
+                    None,
+                    serde_json::json!({ "f:minTaskMember": {} }),
+                ),
+                entry(
+                    "mlkube-operator",
+                    "Apply",
+                    Some("status"),
+                    serde_json::json!({ "f:phase": {} }),
+                ),
+            ]),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            applied_spec_fields(&meta, "mlkube-operator"),
+            fields(&["minMember", "minResources"])
+        );
+        assert!(applied_spec_fields(&ObjectMeta::default(), "mlkube-operator").is_empty());
     }
 
     #[test]

@@ -144,6 +144,31 @@ pub async fn acquire(client: Client, config: &LeaseConfig) {
     }
 }
 
+/// Give the lease up, if this replica still holds it, so a standby takes over at its next
+/// attempt instead of waiting for the lease to run out. Best effort: on failure the lease
+/// simply runs out.
+pub async fn release(client: Client, config: &LeaseConfig) {
+    let api: Api<Lease> = Api::namespaced(client, &config.namespace);
+    let Ok(Some(mut lease)) = api.get_opt(&config.name).await else {
+        return;
+    };
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return;
+    }
+    spec.holder_identity = None;
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match api.replace(&config.name, &pp, &lease).await {
+        Ok(_) => tracing::info!(lease = %config.name, "released the leader lease"),
+        Err(e) => {
+            tracing::warn!(lease = %config.name, error = %e, "cannot release the leader lease; it runs out instead")
+        }
+    }
+}
+
 /// Renew the lease until a renewal has failed for longer than the lease lasts.
 pub async fn hold(client: Client, config: LeaseConfig) -> LeaderError {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);

@@ -35,8 +35,10 @@ pub struct Metrics {
     errors: Mutex<BTreeMap<&'static str, u64>>,
     reconcile: Mutex<Histogram>,
     reconciles: AtomicU64,
-    /// Reconciles started and not yet finished, plus those waiting for a worker.
+    /// Jobs with a change waiting for a reconcile.
     queue_depth: AtomicI64,
+    /// Reconciles started and not yet finished.
+    in_flight: AtomicI64,
     /// 1 while this replica holds the lease (or runs without leader election).
     leader: AtomicI64,
 }
@@ -82,8 +84,14 @@ impl Metrics {
         h.sum += seconds;
     }
 
-    pub fn queue_add(&self, n: i64) {
-        self.queue_depth.fetch_add(n, Ordering::Relaxed);
+    /// A reconcile started (`1`) or finished (`-1`).
+    pub fn in_flight_add(&self, n: i64) {
+        self.in_flight.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn set_queue_depth(&self, jobs: usize) {
+        self.queue_depth
+            .store(i64::try_from(jobs).unwrap_or(i64::MAX), Ordering::Relaxed);
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -136,16 +144,22 @@ impl Metrics {
         let _ = writeln!(out, "{metric}_sum {}", h.sum);
         let _ = writeln!(out, "{metric}_count {}", h.count);
         drop(h);
-        let _ = writeln!(
-            out,
-            "# HELP mlkube_operator_workqueue_depth TFJobs being reconciled or waiting for a worker."
-        );
-        let _ = writeln!(out, "# TYPE mlkube_operator_workqueue_depth gauge");
-        let _ = writeln!(
-            out,
-            "mlkube_operator_workqueue_depth {}",
-            self.queue_depth.load(Ordering::Relaxed).max(0)
-        );
+        for (metric, help, value) in [
+            (
+                "mlkube_operator_workqueue_depth",
+                "TFJobs with a change waiting for a reconcile.",
+                &self.queue_depth,
+            ),
+            (
+                "mlkube_operator_reconciles_in_flight",
+                "Reconciles started and not yet finished.",
+                &self.in_flight,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}");
+            let _ = writeln!(out, "# TYPE {metric} gauge");
+            let _ = writeln!(out, "{metric} {}", value.load(Ordering::Relaxed).max(0));
+        }
         let _ = writeln!(
             out,
             "# HELP mlkube_operator_is_leader 1 while this replica holds the leader lease."
@@ -186,6 +200,8 @@ mod tests {
         metrics.job(Transition::Failed, "team-b");
         metrics.object("created_pods");
         metrics.reconciled(Duration::from_millis(20));
+        metrics.set_queue_depth(7);
+        metrics.in_flight_add(1);
         let text = metrics.render();
         assert!(text.contains("training_operator_jobs_created_total{job_namespace=\"team-a\",framework=\"tensorflow\"} 2"), "{text}");
         assert!(text.contains("training_operator_jobs_failed_total{job_namespace=\"team-b\",framework=\"tensorflow\"} 1"));
@@ -193,5 +209,13 @@ mod tests {
         assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.025\"} 1"));
         assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.01\"} 0"));
         assert!(text.contains("mlkube_operator_reconcile_duration_seconds_count 1"));
+        assert!(
+            text.contains("mlkube_operator_workqueue_depth 7\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mlkube_operator_reconciles_in_flight 1\n"),
+            "{text}"
+        );
     }
 }

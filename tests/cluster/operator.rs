@@ -79,6 +79,8 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
         settings,
         metrics.clone(),
         || {},
+        // Stopped by aborting the task when the test is done.
+        std::future::pending(),
     ));
     Operator { task, metrics }
 }
@@ -850,6 +852,76 @@ async fn leader_election_lets_one_replica_act() {
     assert_eq!(lease.lease_transitions, Some(1));
 }
 
+#[tokio::test]
+async fn sigterm_stops_the_leader_promptly_and_hands_over_the_lease() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use mlkube::operator::leader::LEASE_NAME;
+    let ns = TestNamespace::new("op-sigterm").await;
+    install_crd(&ns.client).await;
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--leader-elect", "--namespace", &ns.name])
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("POD_NAMESPACE")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let mut operator = ChildOperator(child);
+    let leases = Api::<Lease>::namespaced(ns.client.clone(), &ns.name);
+    let holder = |lease: Option<Lease>| {
+        lease
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+    };
+    eventually("the operator to take the lease", TIMEOUT, || async {
+        holder(leases.get_opt(LEASE_NAME).await.ok().flatten())
+    })
+    .await;
+    // Leading, and so reconciling: the job gets its pods.
+    submit(&ns, &workers_job("work", 2, 0, "Never", json!({}))).await;
+    await_running(&ns, "work", &["work-worker-0", "work-worker-1"]).await;
+
+    let pid = operator.0.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    // Well within the 20 s shutdown timeout: nothing was in flight.
+    let code = eventually("the operator to exit", Duration::from_secs(15), || {
+        let exited = operator.0.try_wait().expect("the child can be waited for");
+        async move { exited.map(|status| status.code()) }
+    })
+    .await;
+    assert_eq!(code, Some(0), "the operator exits cleanly on SIGTERM");
+    let lease = leases
+        .get(LEASE_NAME)
+        .await
+        .expect("the lease is still there");
+    assert_eq!(
+        holder(Some(lease)),
+        None,
+        "the lease was handed back, so a standby need not wait for it to run out"
+    );
+}
+
+/// The PodGroup CRD of `scheduler` (see `install_pod_group_crd`), and an operator that gang-
+/// schedules with it; returns the operator and the resource to address PodGroups with.
+async fn start_gang_operator(ns: &TestNamespace, scheduler: &str) -> (Operator, ApiResource) {
+    let (group, version, _) = build::pod_group_gvk(scheduler);
+    let resource = install_pod_group_crd(&ns.client, group, version).await;
+    let options = build::Options {
+        gang_scheduler: Some(scheduler.to_owned()),
+        ..build::Options::default()
+    };
+    (start_operator_with(ns, options).await, resource)
+}
+
 /// A PodGroup CRD as small as the operator needs (any spec and status), for a gang scheduler
 /// that does not run here: the tests check what the operator asks of it, not what it does.
 /// Installed idempotently; returns the resource to address PodGroups with.
@@ -976,15 +1048,7 @@ async fn await_event_reasons(ns: &TestNamespace, job: &str, wanted: &[&str]) {
 async fn gang_scheduling_with_volcano_makes_a_pod_group_of_min_available_and_creates_annotated_pods_once_admitted()
  {
     let ns = TestNamespace::new("op-gang-volcano").await;
-    let resource = install_pod_group_crd(&ns.client, "scheduling.volcano.sh", "v1beta1").await;
-    let operator = start_operator_with(
-        &ns,
-        build::Options {
-            gang_scheduler: Some("volcano".into()),
-            ..build::Options::default()
-        },
-    )
-    .await;
+    let (operator, resource) = start_gang_operator(&ns, "volcano").await;
     let job = gang_job(
         json!({ "schedulingPolicy": { "minAvailable": 2, "priorityClass": "high" } }),
         // The ReplicaSpec's OnFailure wins over the template's.
@@ -1068,15 +1132,7 @@ async fn gang_scheduling_with_volcano_makes_a_pod_group_of_min_available_and_cre
 async fn gang_scheduling_with_scheduler_plugins_makes_a_pod_group_of_all_replicas_and_deletes_it_when_done()
  {
     let ns = TestNamespace::new("op-gang-plugins").await;
-    let resource = install_pod_group_crd(&ns.client, "scheduling.x-k8s.io", "v1alpha1").await;
-    let _operator = start_operator_with(
-        &ns,
-        build::Options {
-            gang_scheduler: Some("scheduler-plugins".into()),
-            ..build::Options::default()
-        },
-    )
-    .await;
+    let (_operator, resource) = start_gang_operator(&ns, "scheduler-plugins").await;
     let job = gang_job(
         json!({ "schedulingPolicy": { "scheduleTimeoutSeconds": 30 } }),
         |_| {},
@@ -1117,4 +1173,261 @@ async fn gang_scheduling_with_scheduler_plugins_makes_a_pod_group_of_all_replica
         !reasons.iter().any(|r| r.starts_with("SetPodTemplate")),
         "{reasons:?}"
     );
+}
+
+#[tokio::test]
+async fn gang_pod_group_follows_the_jobs_scheduling_policy_and_keeps_fields_others_set() {
+    let ns = TestNamespace::new("op-gang-update").await;
+    let (_operator, resource) = start_gang_operator(&ns, "volcano").await;
+    let job = gang_job(
+        json!({ "schedulingPolicy": { "minAvailable": 3, "priorityClass": "high" } }),
+        |_| {},
+        |_| {},
+    );
+    let jobs = submit(&ns, &job).await;
+    let job = jobs.get("gang").await.expect("the job reads back");
+    let spec = await_pod_group(&ns, &resource, &job).await;
+    assert_eq!(spec["minMember"], 3, "{spec}");
+    assert_eq!(spec["priorityClassName"], "high", "{spec}");
+    let groups = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let created = groups.get("gang").await.expect("the PodGroup reads back");
+
+    // Someone else (Volcano, a person) sets a field the operator does not.
+    groups
+        .patch(
+            "gang",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "minTaskMember": { "worker": 1 } } })),
+        )
+        .await
+        .expect("another writer sets minTaskMember");
+    // The job now asks for fewer pods and no priority class.
+    let change = json!({ "spec": { "runPolicy": { "schedulingPolicy": {
+        "minAvailable": 1, "priorityClass": null
+    } } } });
+    jobs.patch("gang", &PatchParams::default(), &Patch::Merge(change))
+        .await
+        .expect("the job's scheduling policy changes");
+
+    let updated = eventually(
+        "PodGroup gang to follow the job's scheduling policy",
+        TIMEOUT,
+        || async {
+            let group = groups.get("gang").await.ok()?;
+            let spec = &group.data["spec"];
+            (spec["minMember"] == 1 && spec.get("priorityClassName").is_none()).then_some(group)
+        },
+    )
+    .await;
+    let spec = &updated.data["spec"];
+    assert_eq!(spec["minTaskMember"], json!({ "worker": 1 }), "{spec}");
+    assert_eq!(spec["queue"], "default", "{spec}");
+    assert_eq!(
+        updated.uid(),
+        created.uid(),
+        "updated in place, not recreated"
+    );
+    assert_eq!(
+        updated.owner_references(),
+        created.owner_references(),
+        "still controlled by the job"
+    );
+}
+
+#[tokio::test]
+async fn gang_pod_group_min_resources_are_computed_from_the_templates_and_follow_min_available() {
+    let ns = TestNamespace::new("op-gang-resources").await;
+    let (_operator, resource) = start_gang_operator(&ns, "scheduler-plugins").await;
+    let job = gang_job(
+        json!({ "schedulingPolicy": { "minAvailable": 2 } }),
+        |w| {
+            w["spec"]["containers"][0]["resources"] =
+                json!({ "requests": { "cpu": "500m", "memory": "1Gi" } });
+        },
+        // Limits only: the API server makes them the requests, and so does the operator.
+        |p| {
+            p["spec"]["containers"][0]["resources"] =
+                json!({ "limits": { "cpu": "1", "memory": "512Mi" } });
+        },
+    );
+    let jobs = submit(&ns, &job).await;
+    let job = jobs.get("gang").await.expect("the job reads back");
+
+    // Two pods: the PS first, then one worker.
+    let spec = await_pod_group(&ns, &resource, &job).await;
+    assert_eq!(spec["minMember"], 2, "{spec}");
+    assert_eq!(
+        spec["minResources"],
+        json!({ "cpu": "1500m", "memory": "1536Mi" }),
+        "{spec}"
+    );
+
+    // All three pods: the minimum grows with them.
+    let change = json!({ "spec": { "runPolicy": { "schedulingPolicy": { "minAvailable": 3 } } } });
+    jobs.patch("gang", &PatchParams::default(), &Patch::Merge(change))
+        .await
+        .expect("the job's minAvailable changes");
+    let groups = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let spec = eventually("PodGroup gang to need three pods", TIMEOUT, || async {
+        let spec = groups.get("gang").await.ok()?.data["spec"].clone();
+        (spec["minMember"] == 3).then_some(spec)
+    })
+    .await;
+    assert_eq!(
+        spec["minResources"],
+        json!({ "cpu": "2", "memory": "2560Mi" }),
+        "{spec}"
+    );
+}
+
+/// A worker pod as an earlier job of the same name left it behind (deleted with
+/// `--cascade=orphan`): the job's four labels, and no owner.
+fn left_behind_worker(job: &str, index: i32) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": format!("{job}-worker-{index}"),
+            "labels": {
+                "training.kubeflow.org/operator-name": "tfjob-controller",
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/replica-type": "worker",
+                "training.kubeflow.org/replica-index": index.to_string(),
+            }
+        },
+        "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
+    }))
+    .expect("a valid Pod")
+}
+
+fn is_controlled_by(object: &impl ResourceExt, uid: &str) -> bool {
+    object
+        .owner_references()
+        .iter()
+        .any(|o| o.uid == uid && o.controller == Some(true))
+}
+
+#[tokio::test]
+async fn an_orphan_pod_with_the_job_labels_is_adopted_into_its_slot_and_another_controllers_is_left_alone()
+ {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let ns = TestNamespace::new("op-adopt").await;
+    let pod_api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let pp = PostParams::default();
+    let orphan = pod_api
+        .create(&pp, &left_behind_worker("adopt", 0))
+        .await
+        .expect("the orphan pod is created");
+    // The same labels, but a ConfigMap controls it.
+    let keeper: ConfigMap =
+        serde_json::from_value(json!({ "metadata": { "name": "keeper" } })).unwrap();
+    let keeper = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name)
+        .create(&pp, &keeper)
+        .await
+        .expect("the ConfigMap is created");
+    let mut foreign = left_behind_worker("adopt", 0);
+    foreign.metadata.name = Some("kept-by-a-configmap".into());
+    foreign.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "keeper".into(),
+            uid: keeper.uid().expect("the ConfigMap has a UID"),
+            controller: Some(true),
+            block_owner_deletion: None,
+        },
+    ]);
+    let foreign = pod_api
+        .create(&pp, &foreign)
+        .await
+        .expect("the ConfigMap's pod is created");
+
+    let operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &workers_job("adopt", 2, 0, "Never", json!({}))).await;
+    let job_uid = jobs
+        .get("adopt")
+        .await
+        .expect("the job reads back")
+        .uid()
+        .expect("the job has a UID");
+
+    let adopted = eventually("the orphan to be adopted", TIMEOUT, || async {
+        let pod = pod_api.get("adopt-worker-0").await.ok()?;
+        is_controlled_by(&pod, &job_uid).then_some(pod)
+    })
+    .await;
+    let owner = adopted
+        .owner_references()
+        .iter()
+        .find(|o| o.uid == job_uid)
+        .expect("the job's owner reference");
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.block_owner_deletion
+        ),
+        ("kubeflow.org/v1", "TFJob", "adopt", Some(true))
+    );
+
+    // The adopted pod fills worker 0's slot: it counts, and is not made again.
+    await_running(&ns, "adopt", &["adopt-worker-0", "adopt-worker-1"]).await;
+    eventually("both workers to be counted active", TIMEOUT, || async {
+        let status = jobs.get("adopt").await.ok()?.status?;
+        (status.replica_statuses.get("Worker")?.active == 2).then_some(())
+    })
+    .await;
+    let all = pods(&ns, "adopt").await;
+    let controlled: Vec<&str> = all
+        .iter()
+        .filter(|(_, p)| is_controlled_by(*p, &job_uid))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(controlled, ["adopt-worker-0", "adopt-worker-1"]);
+    assert_eq!(
+        all["adopt-worker-0"].uid(),
+        orphan.uid(),
+        "adopted, not recreated"
+    );
+    let metrics = operator.metrics.render();
+    assert!(metrics.contains("created_pods_total 1\n"), "{metrics}");
+    assert!(!metrics.contains("deleted_pods_total"), "{metrics}");
+
+    let kept = &all["kept-by-a-configmap"];
+    assert_eq!(kept.uid(), foreign.uid());
+    assert_eq!(kept.owner_references(), foreign.owner_references());
+    assert!(kept.metadata.deletion_timestamp.is_none());
+}
+
+#[tokio::test]
+async fn a_pod_relabelled_away_from_its_job_is_released_not_deleted() {
+    let ns = TestNamespace::new("op-release").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &workers_job("move", 1, 0, "Never", json!({}))).await;
+    let job_uid = jobs
+        .get("move")
+        .await
+        .expect("the job reads back")
+        .uid()
+        .expect("the job has a UID");
+    let before = await_running(&ns, "move", &["move-worker-0"]).await;
+    let pod_api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let relabel =
+        json!({ "metadata": { "labels": { "training.kubeflow.org/job-name": "elsewhere" } } });
+    pod_api
+        .patch(
+            "move-worker-0",
+            &PatchParams::default(),
+            &Patch::Merge(relabel),
+        )
+        .await
+        .expect("the pod is relabelled");
+
+    let released = eventually("the relabelled pod to be released", TIMEOUT, || async {
+        let pod = pod_api.get("move-worker-0").await.ok()?;
+        (!pod.owner_references().iter().any(|o| o.uid == job_uid)).then_some(pod)
+    })
+    .await;
+    assert_eq!(released.uid(), before["move-worker-0"].uid());
+    assert!(released.metadata.deletion_timestamp.is_none());
 }
