@@ -113,82 +113,128 @@ fn unresponsive_api_server() -> std::net::SocketAddr {
     addr
 }
 
-#[test]
-fn a_reconcile_stuck_on_an_unresponsive_api_server_does_not_outlive_the_shutdown_timeout() {
-    let server = unresponsive_api_server();
-    let dir = std::env::temp_dir().join(format!("mlkube-shutdown-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: http://{server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
-        ),
-    )
-    .expect("the kubeconfig is written");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-addr",
-            "127.0.0.1:0",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .env("RUST_LOG", "mlkube=debug")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the mlkube binary starts");
-    // The reconcile has started once the operator logs it (JSON lines on a pipe).
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let (lines_tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = lines_tx.send(line);
-        }
-    });
-    let wait = std::time::Duration::from_secs(30);
-    let mut seen = Vec::new();
-    let started = std::time::Instant::now();
-    while !seen.iter().any(|l: &String| l.contains("\"ns/stuck\"")) {
-        match lines.recv_timeout(wait.saturating_sub(started.elapsed())) {
-            Ok(line) => seen.push(line),
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "the operator never started reconciling ns/stuck:\n{}",
-                    seen.join("\n")
-                );
+/// `mlkube operator` for namespace `ns` of an `unresponsive_api_server`, once its reconcile of
+/// `ns/stuck` has started (and hangs); with the log lines seen so far and those to come.
+struct StuckOperator {
+    child: std::process::Child,
+    seen: Vec<String>,
+    lines: std::sync::mpsc::Receiver<String>,
+    dir: std::path::PathBuf,
+}
+
+impl StuckOperator {
+    fn start(test: &str) -> StuckOperator {
+        let server = unresponsive_api_server();
+        let dir = std::env::temp_dir().join(format!("mlkube-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: http://{server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
+            ),
+        )
+        .expect("the kubeconfig is written");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
+            .args([
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--health-addr",
+                "127.0.0.1:0",
+            ])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .env("RUST_LOG", "mlkube=debug")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the mlkube binary starts");
+        // The reconcile has started once the operator logs it (JSON lines on a pipe).
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (lines_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = lines_tx.send(line);
+            }
+        });
+        let wait = std::time::Duration::from_secs(30);
+        let mut seen = Vec::new();
+        let started = std::time::Instant::now();
+        while !seen.iter().any(|l: &String| l.contains("\"ns/stuck\"")) {
+            match lines.recv_timeout(wait.saturating_sub(started.elapsed())) {
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "the operator never started reconciling ns/stuck:\n{}",
+                        seen.join("\n")
+                    );
+                }
             }
         }
+        StuckOperator {
+            child,
+            seen,
+            lines,
+            dir,
+        }
     }
+}
+
+impl Drop for StuckOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_reconcile_stuck_on_an_unresponsive_api_server_does_not_outlive_the_shutdown_timeout() {
+    let mut operator = StuckOperator::start("shutdown");
     let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &operator.child.id().to_string()])
         .status()
         .expect("kill runs");
     assert!(sent.success());
     let signalled = std::time::Instant::now();
     let status = loop {
-        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+        if let Some(status) = operator
+            .child
+            .try_wait()
+            .expect("the child can be waited for")
+        {
             break status;
         }
-        if signalled.elapsed() > std::time::Duration::from_secs(15) {
-            let _ = child.kill();
-            panic!("the operator outlived its 1 s shutdown timeout by far");
-        }
+        assert!(
+            signalled.elapsed() < std::time::Duration::from_secs(15),
+            "the operator outlived its 1 s shutdown timeout by far"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
-    seen.extend(lines.try_iter());
-    let _ = std::fs::remove_dir_all(&dir);
-    let log = seen.join("\n");
+    let lines: Vec<String> = operator.lines.try_iter().collect();
+    operator.seen.extend(lines);
+    let log = operator.seen.join("\n");
     assert_eq!(status.code(), Some(2), "{log}");
     assert!(
         log.contains("reconciles still running after the shutdown timeout"),
         "{log}"
     );
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn the_running_operator_keeps_transparent_huge_pages_off() {
+    let operator = StuckOperator::start("thp");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", operator.child.id()))
+        .expect("the operator's /proc status reads");
+    let thp = status
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(str::trim);
+    assert_eq!(thp, Some("0"), "{status}");
 }

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
@@ -47,7 +47,6 @@ use kube::api::{
     Preconditions,
 };
 use kube::runtime::controller::{Action, Config as ControllerConfig, Error as ControllerError};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -58,6 +57,7 @@ use super::api::{FIELD_MANAGER, MANAGED_BY_US, TFJob};
 use super::build::{self, LABEL_OPERATOR, OPERATOR_NAME};
 use super::conditions;
 use super::defaults::{self, ReplicaType};
+use super::events::{EventType, Events};
 use super::expectations::{Expectations, Kind};
 use super::metrics::Metrics;
 use super::plan::{self, Deletion, Observed, Plan};
@@ -70,8 +70,8 @@ pub struct Context {
     pub client: Client,
     pub pods: Store<Pod>,
     pub services: Store<Service>,
-    /// Events waiting to be recorded (see `publish`).
-    events: tokio::sync::mpsc::Sender<(KubeEvent, ObjectReference)>,
+    /// Where reconciles report events about jobs.
+    events: Events,
     pub metrics: Arc<Metrics>,
     pub options: build::Options,
     /// Pods this operator deleted (pod UID → job UID) that the cache may still show.
@@ -304,15 +304,11 @@ pub async fn run(
             })
     };
 
-    let reporter = Reporter {
-        controller: "tfjob-controller".to_owned(),
-        instance: std::env::var("HOSTNAME").ok(),
-    };
-    let (events, pending_events) = tokio::sync::mpsc::channel(EVENT_BUFFER);
-    tokio::spawn(record_events(
-        Recorder::new(client.clone(), reporter),
-        pending_events,
-    ));
+    let events = Events::start(
+        client.clone(),
+        std::env::var("HOSTNAME").ok(),
+        metrics.clone(),
+    );
     let context = Arc::new(Context {
         client,
         pods: pod_store.clone(),
@@ -516,14 +512,8 @@ async fn reconcile_job(
         } else {
             EventType::Normal
         };
-        publish(
-            ctx,
-            &job,
-            kind,
-            e.reason.clone(),
-            e.message.clone(),
-            "Reconcile",
-        );
+        ctx.events
+            .publish(&job, kind, e.reason.clone(), e.message.clone(), "Reconcile");
     }
     let look_again = result?;
     // Children that could not be claimed are claimed on the retry.
@@ -875,8 +865,7 @@ async fn carry_out(
                 "{}",
                 warning.message
             );
-            publish(
-                ctx,
+            ctx.events.publish(
                 job,
                 EventType::Warning,
                 warning.reason.to_owned(),
@@ -957,8 +946,7 @@ async fn carry_out(
             Ok(_) => {
                 ctx.metrics.job_deleted(namespace);
                 tracing::info!("deleted: ttlSecondsAfterFinished passed");
-                publish(
-                    ctx,
+                ctx.events.publish(
                     job,
                     EventType::Normal,
                     "SuccessfulDeleteJob".into(),
@@ -968,8 +956,7 @@ async fn carry_out(
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(source) => {
-                publish(
-                    ctx,
+                ctx.events.publish(
                     job,
                     EventType::Warning,
                     "FailedDeleteJob".into(),
@@ -1028,8 +1015,7 @@ where
                 ctx.metrics.object("failed_service_creation");
             }
             tracing::warn!(replica_type = rtype.lower(), replica_index = index, error = %source, "cannot create {kind} {name}");
-            publish(
-                ctx,
+            ctx.events.publish(
                 job,
                 EventType::Warning,
                 format!("FailedCreate{noun}"),
@@ -1068,8 +1054,7 @@ async fn delete_pod(
         // Gone already, or replaced by a newer pod of the same name that this deletion was not for.
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
         Err(source) => {
-            publish(
-                ctx,
+            ctx.events.publish(
                 job,
                 EventType::Warning,
                 "FailedDeletePod".into(),
@@ -1096,8 +1081,7 @@ async fn delete_service(
         Ok(_) => Ok(Some(name.to_owned())),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(source) => {
-            publish(
-                ctx,
+            ctx.events.publish(
                 job,
                 EventType::Warning,
                 "FailedDeleteService".into(),
@@ -1147,66 +1131,8 @@ fn publish_done(ctx: &Context, job: &TFJob, reason: &str, what: &str, names: &[S
     } else {
         "Create"
     };
-    publish(ctx, job, EventType::Normal, reason.to_owned(), note, action);
-}
-
-/// Events waiting to be recorded, at most; more are dropped, as client-go's event broadcaster
-/// drops them when its queue of 1,000 is full.
-const EVENT_BUFFER: usize = 1000;
-/// Events being recorded at once.
-const EVENT_WRITERS: usize = 8;
-
-/// Record the events `publish` queues, a few at a time, until every sender is gone.
-async fn record_events(
-    recorder: Recorder,
-    pending: tokio::sync::mpsc::Receiver<(KubeEvent, ObjectReference)>,
-) {
-    let pending = futures::stream::unfold(pending, |mut pending| async move {
-        pending.recv().await.map(|event| (event, pending))
-    });
-    pending
-        .for_each_concurrent(EVENT_WRITERS, |(event, reference)| {
-            let recorder = recorder.clone();
-            async move {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
-                }
-            }
-        })
-        .await;
-}
-
-/// Record an event on the job, in the background: events are best-effort and a reconcile does
-/// not wait for them. A failure to record is logged, never fatal. When the API server is so
-/// slow that `EVENT_BUFFER` events wait, more are dropped (and counted in
-/// `mlkube_operator_events_dropped_total`) rather than held in memory without bound.
-fn publish(
-    ctx: &Context,
-    job: &TFJob,
-    type_: EventType,
-    reason: String,
-    note: String,
-    action: &str,
-) {
-    let mut note = note;
-    if note.len() > 1000 {
-        let mut cut = 1000;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-    }
-    let event = KubeEvent {
-        type_,
-        reason,
-        note: Some(note),
-        action: action.to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.events.try_send((event, job.object_ref(&()))) {
-        ctx.metrics.object("mlkube_operator_events_dropped");
-        tracing::debug!(error = %e, "event not recorded: too many waiting");
-    }
+    ctx.events
+        .publish(job, EventType::Normal, reason.to_owned(), note, action);
 }
 
 /// Create or update (or, once the job finished, delete) the job's PodGroup for the gang
@@ -1235,8 +1161,7 @@ async fn sync_pod_group(
     if finished {
         return match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {
-                publish(
-                    ctx,
+                ctx.events.publish(
                     job,
                     EventType::Normal,
                     "SuccessfulDeletePodGroup".into(),
@@ -1248,8 +1173,7 @@ async fn sync_pod_group(
             }
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
             Err(source) => {
-                publish(
-                    ctx,
+                ctx.events.publish(
                     job,
                     EventType::Warning,
                     "FailedDeletePodGroup".into(),
@@ -1318,8 +1242,7 @@ async fn sync_pod_group(
             } else {
                 ("FailedCreatePodGroup", "creating", "Create")
             };
-            publish(
-                ctx,
+            ctx.events.publish(
                 job,
                 EventType::Warning,
                 reason.into(),

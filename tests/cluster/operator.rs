@@ -1431,3 +1431,62 @@ async fn a_pod_relabelled_away_from_its_job_is_released_not_deleted() {
     assert_eq!(released.uid(), before["move-worker-0"].uid());
     assert!(released.metadata.deletion_timestamp.is_none());
 }
+
+#[tokio::test]
+async fn a_failure_that_repeats_is_one_event_with_a_count_not_an_event_per_retry() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    use k8s_openapi::api::events::v1::Event as SeriesEvent;
+    let ns = TestNamespace::new("op-event-series").await;
+    // No pod may be created here: every retry fails the same way.
+    let quota: ResourceQuota = serde_json::from_value(
+        json!({ "metadata": { "name": "no-pods" }, "spec": { "hard": { "pods": "0" } } }),
+    )
+    .expect("a valid ResourceQuota");
+    Api::<ResourceQuota>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &quota)
+        .await
+        .expect("the quota is created");
+    let _operator = start_operator(&ns).await;
+    submit(&ns, &workers_job("quota", 1, 0, "Never", json!({}))).await;
+
+    let events = Api::<SeriesEvent>::namespaced(ns.client.clone(), &ns.name);
+    let failed_creates = || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let failed: Vec<SeriesEvent> = list
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedCreatePod"))
+            .filter(|e| {
+                e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("exceeded quota"))
+            })
+            .collect();
+        Some(failed)
+    };
+    // The operator retries every few seconds; the third failure makes a count of three.
+    let repeated = eventually("a FailedCreatePod series of three", TIMEOUT, || async {
+        let failed = failed_creates().await?;
+        failed
+            .iter()
+            .any(|e| e.series.as_ref().is_some_and(|s| s.count >= 3))
+            .then_some(failed)
+    })
+    .await;
+    assert_eq!(
+        repeated.len(),
+        1,
+        "one event for the repeated failure: {repeated:?}"
+    );
+    let event = &repeated[0];
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("tfjob-controller")
+    );
+    let regarding = event.regarding.as_ref().expect("the event names the job");
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("TFJob"), Some("quota"))
+    );
+}
