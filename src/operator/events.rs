@@ -11,8 +11,9 @@
 //! - Memory is bounded: at most [`QUEUE`] events wait, and the series cache keeps at most
 //!   `SeriesCache::CAPACITY` entries of a few dozen bytes each. kube-runtime's `Recorder`
 //!   keeps every event it published for 6 minutes, in full, and scans them all on every
-//!   publish; with 1,000 jobs that was half the operator's heap. Its key also holds the job's
-//!   `resourceVersion`, which every status write changes, so its series rarely formed.
+//!   publish (at 1,000 jobs, 7 MB of a 69 MB peak heap, and growing with the event rate). Its
+//!   key also holds the job's `resourceVersion`, which every status write changes, so its
+//!   series rarely formed.
 //! - A reconcile never waits for an event and never fails because of one.
 //!
 //! # Caveats
