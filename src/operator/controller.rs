@@ -59,6 +59,7 @@ use super::conditions;
 use super::defaults::{self, ReplicaType};
 use super::events::{EventType, Events};
 use super::expectations::{Expectations, Kind};
+use super::lock;
 use super::metrics::Metrics;
 use super::plan::{self, Deletion, Observed, Plan};
 
@@ -116,13 +117,6 @@ impl WorkQueue {
         jobs.remove(&(namespace.to_owned(), name.to_owned()));
         self.metrics.set_queue_depth(jobs.len());
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Each guarded map is changed by single inserts and removes: consistent across a panic.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -552,10 +546,7 @@ fn owned_pods(ctx: &Context, namespace: &str, job_uid: &str, now: &Time) -> Vec<
         .iter()
         .map(|p| (**p).clone())
         .collect();
-    let mut deleted = ctx
-        .deleted
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut deleted = lock(&ctx.deleted);
     // Forget the pods of this job that the cache no longer has.
     deleted.retain(|pod_uid, owner| {
         owner != job_uid
@@ -898,10 +889,7 @@ async fn carry_out(
     );
 
     {
-        let mut deleted = ctx
-            .deleted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut deleted = lock(&ctx.deleted);
         for uid in plan.delete_pods.iter().filter_map(|d| d.uid.clone()) {
             deleted.insert(uid, job_uid.to_owned());
         }

@@ -35,6 +35,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use super::api::TFJob;
+use super::lock;
 use super::metrics::Metrics;
 
 /// The controller name events are reported under, as upstream's.
@@ -211,13 +212,6 @@ impl Writer {
             ..Event::default()
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every change to the cache is a single insert, update or remove: consistent after a panic.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An event to patch rather than create: its name and the series count to write.

@@ -23,6 +23,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::lock;
+
 /// How long a creation is taken on trust without the cache showing it.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -44,19 +46,17 @@ pub struct Expectations {
 impl Expectations {
     /// A create of this object is about to be sent.
     pub fn expect(&self, kind: Kind, namespace: &str, name: &str, now: Instant) {
-        self.lock()
-            .insert((kind, namespace.to_owned(), name.to_owned()), now);
+        lock(&self.created).insert((kind, namespace.to_owned(), name.to_owned()), now);
     }
 
     /// The create failed: the object is not coming.
     pub fn forget(&self, kind: Kind, namespace: &str, name: &str) {
-        self.lock()
-            .remove(&(kind, namespace.to_owned(), name.to_owned()));
+        lock(&self.created).remove(&(kind, namespace.to_owned(), name.to_owned()));
     }
 
     /// The watch delivered this object: the cache has it now.
     pub fn observe(&self, kind: Kind, namespace: &str, name: &str) {
-        let mut created = self.lock();
+        let mut created = lock(&self.created);
         if !created.is_empty() {
             created.remove(&(kind, namespace.to_owned(), name.to_owned()));
         }
@@ -72,7 +72,7 @@ impl Expectations {
         now: Instant,
     ) -> Option<Duration> {
         let key = (kind, namespace.to_owned(), name.to_owned());
-        let mut created = self.lock();
+        let mut created = lock(&self.created);
         let since = *created.get(&key)?;
         let left = TIMEOUT.checked_sub(now.saturating_duration_since(since));
         match left {
@@ -86,14 +86,7 @@ impl Expectations {
 
     /// Whether every creation was seen (or ran out).
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Instant>> {
-        // The map stays consistent across a panic: every operation is one insert or remove.
-        self.created
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.created).is_empty()
     }
 }
 

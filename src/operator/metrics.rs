@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::lock;
 use super::plan::Transition;
 
 /// Upper bounds of the reconcile-duration histogram, in seconds.
@@ -172,13 +173,6 @@ impl Metrics {
         );
         out
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while holding a metrics lock leaves counts that are still valid numbers.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn escape(value: &str) -> String {

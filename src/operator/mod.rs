@@ -83,6 +83,14 @@ pub enum OperatorError {
     },
 }
 
+/// Lock one of the operator's shared maps or counters. Each is changed by single inserts,
+/// removes and additions, so its data stays valid even if an earlier holder panicked.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Turn transparent huge pages off for this process. The operator holds thousands of small
 /// cached objects for as long as it runs, and the allocator asks the kernel for huge pages on
 /// its arenas: then each 4 KiB touched can keep 2 MiB resident. At 1,000 jobs that was a third
