@@ -448,18 +448,12 @@ async fn reconcile_job(
     let uid = job.uid().unwrap_or_default();
     let now = Time(Timestamp::now());
 
-    let (claimed, claim_error) = claim_children(&job, ctx, namespace).await;
-    let pods = adopt::after_claims(
-        owned_pods(ctx, namespace, &uid, &now),
-        &claimed.pods,
-        &claimed.released,
-    );
-    let services: Vec<Service> = ctx
-        .services
-        .state_filter(|s| in_namespace(s, namespace) && controlled_by(s, &uid))
-        .iter()
-        .map(|s| (**s).clone())
-        .collect();
+    let (pods, pods_to_claim) = children(&ctx.pods, &job, namespace, &uid);
+    let (services, services_to_claim) = children(&ctx.services, &job, namespace, &uid);
+    let pods = mark_deleted(ctx, &uid, pods, &now);
+    let (claimed, claim_error) =
+        claim_children(&job, ctx, namespace, &pods_to_claim, &services_to_claim).await;
+    let pods = adopt::after_claims(pods, &claimed.pods, &claimed.released);
     let services = adopt::after_claims(services, &claimed.services, &claimed.released);
 
     let plan = plan::plan(
@@ -538,14 +532,31 @@ fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// The job's pods from the cache, those this operator already deleted marked as being deleted.
-fn owned_pods(ctx: &Context, namespace: &str, job_uid: &str, now: &Time) -> Vec<Pod> {
-    let mut pods: Vec<Pod> = ctx
-        .pods
-        .state_filter(|p| in_namespace(p, namespace) && controlled_by(p, job_uid))
+/// From one cache, in a single pass (every reconcile scans every cached pod and service): the
+/// objects the job controls, and those it has to adopt or release (see `adopt::claim`).
+fn children<K: Resource<DynamicType = ()> + Clone>(
+    cache: &Store<K>,
+    job: &TFJob,
+    namespace: &str,
+    job_uid: &str,
+) -> (Vec<K>, Vec<Arc<K>>) {
+    let relevant = cache.state_filter(|o| {
+        in_namespace(o, namespace) && (controlled_by(o, job_uid) || adopt::claim(job, o).is_some())
+    });
+    let controlled = relevant
         .iter()
-        .map(|p| (**p).clone())
+        .filter(|o| controlled_by(o.as_ref(), job_uid))
+        .map(|o| (**o).clone())
         .collect();
+    let to_claim = relevant
+        .into_iter()
+        .filter(|o| adopt::claim(job, o.as_ref()).is_some())
+        .collect();
+    (controlled, to_claim)
+}
+
+/// The job's pods, those this operator already deleted marked as being deleted.
+fn mark_deleted(ctx: &Context, job_uid: &str, mut pods: Vec<Pod>, now: &Time) -> Vec<Pod> {
     let mut deleted = lock(&ctx.deleted);
     // Forget the pods of this job that the cache no longer has.
     deleted.retain(|pod_uid, owner| {
@@ -614,12 +625,10 @@ async fn claim_children(
     job: &TFJob,
     ctx: &Context,
     namespace: &str,
+    pods: &[Arc<Pod>],
+    services: &[Arc<Service>],
 ) -> (Claimed, Option<ReconcileError>) {
     let mut claimed = Claimed::default();
-    let pods = ctx.pods.state_filter(|p| adopt::claim(job, p).is_some());
-    let services = ctx
-        .services
-        .state_filter(|s| adopt::claim(job, s).is_some());
     if pods.is_empty() && services.is_empty() {
         return (claimed, None);
     }
@@ -645,7 +654,7 @@ async fn claim_children(
     claimed.pods = claim_all(
         job,
         &pod_api,
-        &pods,
+        pods,
         "pod",
         may_adopt,
         &mut claimed.released,
@@ -656,7 +665,7 @@ async fn claim_children(
     claimed.services = claim_all(
         job,
         &service_api,
-        &services,
+        services,
         "service",
         may_adopt,
         &mut claimed.released,
