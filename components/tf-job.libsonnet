@@ -120,6 +120,7 @@ local notNegative(prototype, params, param) =
     local restartPolicy = u.oneOf(prototype, params, 'restartPolicy', ['Always', 'OnFailure', 'Never', 'ExitCode']);
     local cleanPodPolicy = u.oneOf(prototype, params, 'cleanPodPolicy', ['All', 'Running', 'None']);
     local gpus = notNegative(prototype, params, 'gpus');
+    local uid = if params.runAsUser < 1 then fail('runAsUser', 'must be a non-root user id, 1 or more, got %d' % params.runAsUser) else params.runAsUser;
     local envVars = [
       local value = params.env[key];
       if std.isObject(value) || std.isArray(value) || value == null then
@@ -140,7 +141,7 @@ local notNegative(prototype, params, param) =
           [if annotations != {} then 'annotations']: annotations,
         },
         spec: {
-          securityContext: u.podSecurity(params.runAsUser),
+          securityContext: u.podSecurity(uid),
           [if params.serviceAccount != null then 'serviceAccountName']: params.serviceAccount,
           automountServiceAccountToken: params.serviceAccount != null,
           [if pullSecrets != [] then 'imagePullSecrets']: [{ name: s } for s in pullSecrets],
@@ -152,7 +153,7 @@ local notNegative(prototype, params, param) =
             [if envVars != [] then 'env']: envVars,
             ports: [{ name: 'tfjob-port', containerPort: tfPort, protocol: 'TCP' }],
             resources: u.resources(params, if withGpus then { 'nvidia.com/gpu': gpus } else {}),
-            securityContext: u.containerSecurity(params.runAsUser) { readOnlyRootFilesystem: false },
+            securityContext: u.containerSecurity(uid) { readOnlyRootFilesystem: false },
           }],
         },
       };

@@ -560,6 +560,11 @@ fn bad_values_name_the_component_and_the_param() {
             "component tf-job: param env: the value of A must be",
         ),
         (
+            "tf-job",
+            json!({ "runAsUser": 0 }),
+            "component tf-job: param runAsUser: must be a non-root user id",
+        ),
+        (
             "tf-job-sweep",
             json!({ "restartPolicy": "Sometimes" }),
             "component tf-job-sweep: param restartPolicy",
