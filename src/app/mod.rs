@@ -133,7 +133,7 @@ pub enum AppError {
     Evaluate {
         file: String,
         #[source]
-        source: crate::jsonnet::JsonnetError,
+        source: crate::render::jsonnet::JsonnetError,
     },
     #[error("cannot change {file}")]
     Edit {

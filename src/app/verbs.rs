@@ -16,8 +16,8 @@ use super::{App, AppError, Environment, PARAMS_FILE, check_name, component_file,
 use crate::cli::{
     ComponentCommand, EnvCommand, InitArgs, ListFormat, ParamCommand, PrototypeCommand,
 };
-use crate::jsonnet::Evaluator;
-use crate::library;
+use crate::render::jsonnet::Evaluator;
+use crate::render::library;
 
 /// The components `init` adds (name, prototype), each from one prototype of the library.
 const DEFAULT_COMPONENTS: &[(&str, &str)] = &[

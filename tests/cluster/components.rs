@@ -25,7 +25,7 @@ use kube::discovery::{Discovery, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mlkube::app::App;
-use mlkube::manifest::{Manifest, Object};
+use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
 use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};

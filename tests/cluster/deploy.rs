@@ -10,16 +10,16 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
-use mlkube::apply::{
+use mlkube::cli::exit::Exit;
+use mlkube::deploy::apply::{
     self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions,
 };
-use mlkube::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
-use mlkube::cluster::{Cluster, ClusterError, Target};
-use mlkube::diff::{self, Action, DiffOptions};
-use mlkube::exit::Exit;
-use mlkube::manifest::{Manifest, Object};
-use mlkube::plan::{self, Plan};
-use mlkube::wait::Progress;
+use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::deploy::cluster::{Cluster, ClusterError, Target};
+use mlkube::deploy::diff::{self, Action, DiffOptions};
+use mlkube::deploy::plan::{self, Plan};
+use mlkube::deploy::wait::Progress;
+use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
 use crate::support::{self, TestNamespace};
@@ -638,12 +638,12 @@ async fn an_environment_pinned_to_another_server_is_refused_naming_what_was_foun
     };
 
     // The real cluster's context, when the environment pins the server it points at, connects.
-    let (config, source) = mlkube::cluster::load_kubeconfig(Some(&kubeconfig)).unwrap();
+    let (config, source) = mlkube::deploy::cluster::load_kubeconfig(Some(&kubeconfig)).unwrap();
     let current = config
         .current_context
         .clone()
         .expect("the test kubeconfig has a current context");
-    let server = mlkube::cluster::server_of(&config, &current).expect("its server");
+    let server = mlkube::deploy::cluster::server_of(&config, &current).expect("its server");
     let pinned_here = Target {
         server: Some(server.clone()),
         ..base.clone()

@@ -6,13 +6,19 @@
 //! objects, and the objects of all components completed and sorted by
 //! [`Manifest::process`]. Nothing here touches the network or the clock.
 
+pub mod jsonnet;
+pub mod kinds;
+pub mod library;
+pub mod manifest;
+pub mod yaml;
+
 use std::io::Write as _;
 use std::path::Path;
 
 use crate::app::{App, AppError, params};
 use crate::cli::ManifestFormat;
-use crate::jsonnet::{Evaluator, JsonnetError};
-use crate::manifest::{self, Manifest, ManifestError, Target};
+use jsonnet::{Evaluator, JsonnetError};
+use manifest::{Manifest, ManifestError, Target};
 
 /// Why an environment could not be rendered.
 #[derive(Debug, thiserror::Error)]

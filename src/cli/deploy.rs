@@ -14,18 +14,18 @@ use std::path::Path;
 use serde::Deserialize;
 use std::time::Duration;
 
-use crate::apply::{self, ApplyError, ApplyOptions, Consent, DeleteOptions, PruneOptions};
-use crate::applyset::ApplySet;
+use crate::cli::exit::Exit;
 use crate::cli::{
     self, ApplyArgs, ClusterArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs,
     ValidateArgs,
 };
-use crate::cluster::{Cluster, ClusterError, Target};
-use crate::diff::{self, DiffError, DiffOptions};
-use crate::exit::Exit;
-use crate::manifest::{Manifest, Object};
-use crate::plan::{self, PlanError};
-use crate::wait::Progress;
+use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent, DeleteOptions, PruneOptions};
+use crate::deploy::applyset::ApplySet;
+use crate::deploy::cluster::{Cluster, ClusterError, Target};
+use crate::deploy::diff::{self, DiffError, DiffOptions};
+use crate::deploy::plan::{self, PlanError};
+use crate::deploy::wait::Progress;
+use crate::render::manifest::{Manifest, Object};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {

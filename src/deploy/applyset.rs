@@ -21,8 +21,8 @@ use futures::future::try_join_all;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cluster::{ApplyMode, Cluster, FIELD_MANAGER, Resolved};
-use crate::plan::Key;
+use crate::deploy::cluster::{ApplyMode, Cluster, FIELD_MANAGER, Resolved};
+use crate::deploy::plan::Key;
 
 pub const ID_LABEL: &str = "applyset.kubernetes.io/id";
 pub const PART_OF_LABEL: &str = "applyset.kubernetes.io/part-of";

@@ -16,9 +16,9 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::cluster::{self, Cluster, Resolved};
-use crate::diff::CONCURRENCY;
-use crate::plan::Key;
+use crate::deploy::cluster::{self, Cluster, Resolved};
+use crate::deploy::diff::CONCURRENCY;
+use crate::deploy::plan::Key;
 
 /// An object's health as far as waiting is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,12 +14,13 @@ use serde_json::Value;
 
 use sha2::{Digest, Sha256};
 
-use crate::applyset::{ApplySet, PART_OF_LABEL};
+use crate::deploy::applyset::{ApplySet, PART_OF_LABEL};
+use crate::render::kinds::{Tier, tier};
 
 /// The hash of the configuration mlkube last applied to an object. With the live values, it lets
 /// a re-apply or diff skip objects whose configuration did not change ([`unchanged`]).
 pub const CONFIG_HASH_ANNOTATION: &str = "mlkube.io/config-hash";
-use crate::manifest::Manifest;
+use crate::render::manifest::Manifest;
 
 /// The identity of an object: group, kind, namespace and name (the version is not identity).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -33,7 +34,7 @@ pub struct Key {
 impl Key {
     /// The key of an object as the API returns it or as it was rendered.
     pub fn of(value: &Value) -> Option<Key> {
-        let group = crate::manifest::api_group(value["apiVersion"].as_str()?);
+        let group = crate::render::manifest::api_group(value["apiVersion"].as_str()?);
         Some(Key {
             group: group.to_string(),
             kind: value["kind"].as_str()?.to_string(),
@@ -63,50 +64,6 @@ impl fmt::Display for Key {
             Some(ns) => write!(f, "{} {ns}/{}", self.group_kind(), self.name),
             None => write!(f, "{} {}", self.group_kind(), self.name),
         }
-    }
-}
-
-/// Apply tiers, in order. Deletion runs them in reverse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub enum Tier {
-    Namespaces,
-    /// CRDs, waited for until `Established` before any later tier.
-    Crds,
-    /// Cluster-scoped RBAC and other cluster-wide settings (priority and storage classes).
-    ClusterRbac,
-    /// ServiceAccounts and namespaced RBAC.
-    ServiceAccounts,
-    /// ConfigMaps, Secrets, volume claims, limits and quotas.
-    Config,
-    Services,
-    Workloads,
-    /// Everything else, custom objects included: their CRDs and controllers are in place.
-    Other,
-    /// Admission webhooks last, so that their servers run before they intercept anything.
-    Webhooks,
-}
-
-/// The tier of a kind.
-pub fn tier(group: &str, kind: &str) -> Tier {
-    match (group, kind) {
-        ("", "Namespace") => Tier::Namespaces,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => Tier::Crds,
-        ("rbac.authorization.k8s.io", "ClusterRole" | "ClusterRoleBinding")
-        | ("scheduling.k8s.io", "PriorityClass")
-        | ("storage.k8s.io", "StorageClass")
-        | ("", "PersistentVolume") => Tier::ClusterRbac,
-        ("", "ServiceAccount") | ("rbac.authorization.k8s.io", "Role" | "RoleBinding") => {
-            Tier::ServiceAccounts
-        }
-        ("", "ConfigMap" | "Secret" | "PersistentVolumeClaim" | "LimitRange" | "ResourceQuota") => {
-            Tier::Config
-        }
-        ("", "Service") => Tier::Services,
-        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
-        | ("batch", "Job" | "CronJob")
-        | ("", "Pod" | "ReplicationController") => Tier::Workloads,
-        ("admissionregistration.k8s.io", _) => Tier::Webhooks,
-        _ => Tier::Other,
     }
 }
 
@@ -303,7 +260,7 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Object;
+    use crate::render::manifest::Object;
     use serde_json::json;
 
     fn object(component: &str, api_version: &str, kind: &str, name: &str) -> Object {

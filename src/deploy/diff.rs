@@ -21,10 +21,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::applyset::{self, ApplySetError, Member, NotOurs};
-use crate::cluster::{self, ApplyMode, Cluster, Conflict, FIELD_MANAGER, Resolved};
-use crate::exit::Exit;
-use crate::plan::{Desired, Key, Plan};
+use crate::cli::exit::Exit;
+use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
+use crate::deploy::cluster::{self, ApplyMode, Cluster, Conflict, FIELD_MANAGER, Resolved};
+use crate::deploy::plan::{Desired, Key, Plan};
 
 /// How many requests a stage keeps in flight.
 pub const CONCURRENCY: usize = 32;
@@ -304,7 +304,7 @@ async fn diff_one(
         )));
     };
     if let Some(live) = listed
-        && crate::plan::unchanged(desired, live)
+        && crate::deploy::plan::unchanged(desired, live)
     {
         let live = normalize(live);
         return Ok(Change {
@@ -409,7 +409,7 @@ pub fn normalize(object: &Value) -> Value {
                 .get_mut("annotations")
                 .and_then(Value::as_object_mut)
             {
-                annotations.remove(crate::plan::CONFIG_HASH_ANNOTATION);
+                annotations.remove(crate::deploy::plan::CONFIG_HASH_ANNOTATION);
             }
             for field in ["labels", "annotations"] {
                 if metadata

@@ -368,7 +368,7 @@ impl Manifest {
         let mut out = String::with_capacity(self.objects.len() * 1024);
         for object in &self.objects {
             out.push_str("---\n");
-            crate::yaml::document(&object.value, &mut out);
+            crate::render::yaml::document(&object.value, &mut out);
         }
         out
     }

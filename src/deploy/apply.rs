@@ -15,7 +15,7 @@
 //! the inventory is widened before and narrowed only after, so every member stays findable.
 //!
 //! Caveats: a prune deletes only inventory members that mlkube applied and no controller owns
-//! (see [`crate::applyset`]); namespaces are never members, so neither prune nor delete removes
+//! (see [`crate::deploy::applyset`]); namespaces are never members, so neither prune nor delete removes
 //! a namespace unless `delete --delete-namespace` says so.
 
 // Errors end the run: what matters is the fields they carry for the message, not their size.
@@ -29,11 +29,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
-use crate::cluster::{self, ApplyMode, Cluster, ClusterError, Resolved};
-use crate::diff::{CONCURRENCY, namespace_resource, plan_defines, prunable};
-use crate::plan::{Desired, Key, Plan, Tier, tier};
-use crate::wait::{self, NotReady, Pending, Progress, WaitError};
+use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
+use crate::deploy::cluster::{self, ApplyMode, Cluster, ClusterError, Resolved};
+use crate::deploy::diff::{CONCURRENCY, namespace_resource, plan_defines, prunable};
+use crate::deploy::plan::{Desired, Key, Plan};
+use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
+use crate::render::kinds::{Tier, tier};
 
 /// Whether destructive steps may go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,7 +390,7 @@ async fn apply_tier(
                 // The fast path: the same configuration as last time, nothing drifted.
                 if listed
                     .get(&desired.key)
-                    .is_some_and(|m| crate::plan::unchanged(desired, &m.value))
+                    .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
                 {
                     return (key, Ok(Outcome::Unchanged));
                 }

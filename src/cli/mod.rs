@@ -3,12 +3,15 @@
 //! Each verb parses into a value of the types below and is handed to the stage that does the
 //! work. stdout carries data (manifests, diffs, JSON); messages and progress go to stderr.
 
+pub mod deploy;
+pub mod exit;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::exit::Exit;
+use crate::cli::exit::Exit;
 
 /// Deploy a Kubeflow-style ML platform to Kubernetes per environment, and run its TFJob operator.
 #[derive(Debug, Parser)]
@@ -333,7 +336,7 @@ pub struct OperatorArgs {
 
 /// A duration flag: `90s`, `5m`, `1h`, `500ms`, or plain seconds.
 fn duration(value: &str) -> Result<std::time::Duration, String> {
-    crate::deploy::parse_duration(value).map_err(|e| e.to_string())
+    crate::cli::deploy::parse_duration(value).map_err(|e| e.to_string())
 }
 
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.
@@ -363,11 +366,11 @@ fn run(cli: Cli) -> Exit {
             &args.components,
             args.output,
         )),
-        Command::Diff(args) => crate::deploy::diff(&cli.global, &args),
-        Command::Apply(args) => crate::deploy::apply(&cli.global, &args),
-        Command::Prune(args) => crate::deploy::prune(&cli.global, &args),
-        Command::Delete(args) => crate::deploy::delete(&cli.global, &args),
-        Command::Validate(args) => crate::deploy::validate(&cli.global, &args),
+        Command::Diff(args) => crate::cli::deploy::diff(&cli.global, &args),
+        Command::Apply(args) => crate::cli::deploy::apply(&cli.global, &args),
+        Command::Prune(args) => crate::cli::deploy::prune(&cli.global, &args),
+        Command::Delete(args) => crate::cli::deploy::delete(&cli.global, &args),
+        Command::Validate(args) => crate::cli::deploy::validate(&cli.global, &args),
         Command::Operator(args) => crate::operator::run(args),
     }
 }
