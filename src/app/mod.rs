@@ -8,13 +8,14 @@
 //! environments/<env>/params.libsonnet   the same shape: that environment's overrides
 //! ```
 //!
-//! This module loads and saves that layout and resolves parameters; it evaluates Jsonnet (params
-//! files, prototypes) but renders nothing. The verbs that change the app live in [`verbs`].
+//! This module loads and saves that layout, resolves parameters and renders an environment
+//! ([`render`]) through the Jsonnet evaluator of [`crate::render`]. The verbs that change the
+//! app (`init`, `env`, `component`, `param`) are the command line's, in `cli::app`.
 
 pub mod edit;
 pub mod params;
 pub mod prototype;
-pub mod verbs;
+pub mod render;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -163,6 +164,16 @@ pub struct App {
 }
 
 impl App {
+    /// A new app in `dir` with no environments or components yet (nothing is written).
+    pub fn new(dir: &Path, name: &str) -> App {
+        App {
+            root: dir.to_owned(),
+            name: name.to_owned(),
+            environments: Vec::new(),
+            components: IndexMap::new(),
+        }
+    }
+
     /// Load the app whose `app.yaml` is in `dir`.
     pub fn load(dir: &Path) -> Result<App, AppError> {
         let path = dir.join(APP_FILE);

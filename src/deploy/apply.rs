@@ -23,47 +23,35 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
-use crate::deploy::cluster::{self, ApplyMode, Cluster, ClusterError, Resolved};
-use crate::deploy::diff::{CONCURRENCY, namespace_resource, plan_defines, prunable};
-use crate::deploy::plan::{Desired, Key, Plan};
+use crate::deploy::cluster::{
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
+    namespace_resource,
+};
+use crate::deploy::diff::prunable;
+use crate::deploy::key::Key;
+use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
 use crate::render::kinds::{Tier, tier};
 
-/// Whether destructive steps may go ahead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Consent {
-    /// `--yes`.
-    Given,
-    /// Ask on the terminal.
-    Ask,
-    /// No terminal and no `--yes`: refuse.
-    Absent,
+/// Whether destructive steps may go ahead. The caller decides: the command line lists what
+/// will be deleted and asks on a terminal, or takes `--yes`.
+pub trait Consent: Sync {
+    /// Asked once, before anything is written, with every object the verb would delete (an
+    /// empty list too); an error stops the verb with nothing written.
+    fn confirm(&self, verb: &'static str, doomed: &[Key]) -> Result<(), ApplyError>;
 }
 
-impl Consent {
-    pub fn from_flag(yes: bool) -> Consent {
-        if yes {
-            Consent::Given
-        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-            Consent::Ask
-        } else {
-            Consent::Absent
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ApplyOptions {
+#[derive(Clone, Copy)]
+pub struct ApplyOptions<'a> {
     pub dry_run: bool,
     pub prune: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
     pub force_conflicts: bool,
     pub wait: bool,
     pub timeout: Duration,
@@ -139,9 +127,9 @@ pub enum ApplyError {
 
 /// Apply `plan`.
 pub async fn apply(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
-    options: &ApplyOptions,
+    options: &ApplyOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut resolved = resolve_all(cluster, plan)?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
@@ -164,11 +152,8 @@ pub async fn apply(
             });
         }
         if !options.dry_run {
-            confirm(
-                options.consent,
-                "prune",
-                &prune.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
-            )?;
+            let keys: Vec<Key> = prune.iter().map(|m| m.key.clone()).collect();
+            options.consent.confirm("prune", &keys)?;
         }
         doomed = prune;
     }
@@ -177,6 +162,7 @@ pub async fn apply(
     let mode = ApplyMode {
         dry_run: options.dry_run,
         force: options.force_conflicts,
+        manager: FIELD_MANAGER,
     };
 
     // Namespaces first: the inventory lives in the environment's.
@@ -258,7 +244,7 @@ pub async fn apply(
 }
 
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
-fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+fn resolve_all(cluster: &impl Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
     let mut resolved = BTreeMap::new();
     let mut unknown = BTreeSet::new();
     for desired in &plan.objects {
@@ -266,7 +252,7 @@ fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>
             Some(r) => {
                 resolved.insert(desired.key.clone(), r);
             }
-            None if plan_defines(plan, &desired.key.group, &desired.key.kind) => {}
+            None if plan.defines(&desired.key.group, &desired.key.kind) => {}
             None => {
                 unknown.insert(format!("{} {}", desired.api_version, desired.key.kind));
             }
@@ -283,7 +269,10 @@ fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>
 
 /// Refresh discovery after CRDs were established until every planned kind resolves; the
 /// aggregated discovery document can trail the `Established` condition by a moment.
-async fn rediscover(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+async fn rediscover(
+    cluster: &impl Cluster,
+    plan: &Plan,
+) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         cluster.refresh().await?;
@@ -320,7 +309,7 @@ fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, V
 }
 
 async fn ensure_namespace(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     dry_run: bool,
     report: &mut ApplyReport,
@@ -357,6 +346,7 @@ async fn ensure_namespace(
             ApplyMode {
                 dry_run,
                 force: false,
+                manager: FIELD_MANAGER,
             },
         )
         .await
@@ -366,11 +356,11 @@ async fn ensure_namespace(
 }
 
 async fn apply_tier(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     objects: &[&Desired],
     resolved: &BTreeMap<Key, Resolved>,
     listed: &BTreeMap<&Key, &Member>,
-    mode: ApplyMode,
+    mode: ApplyMode<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
     let results: Vec<(Key, Result<Outcome, String>)> = futures::stream::iter(
@@ -486,7 +476,7 @@ fn apply_failure(error: &kube::Error) -> String {
 }
 
 async fn established(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     crds: &[&Desired],
     resolved: &BTreeMap<Key, Resolved>,
     timeout: Duration,
@@ -516,42 +506,9 @@ async fn established(
     })
 }
 
-/// List what will be deleted on stderr and get consent for it.
-pub fn confirm(consent: Consent, verb: &'static str, keys: &[Key]) -> Result<(), ApplyError> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let mut stderr = std::io::stderr();
-    let _ = writeln!(stderr, "{verb} will delete {} object(s):", keys.len());
-    for key in keys {
-        let _ = writeln!(stderr, "  - {key}");
-    }
-    match consent {
-        Consent::Given => Ok(()),
-        Consent::Absent => Err(ApplyError::NoConsent {
-            verb,
-            count: keys.len(),
-        }),
-        Consent::Ask => {
-            let _ = write!(stderr, "Delete these {} object(s)? [y/N] ", keys.len());
-            let _ = stderr.flush();
-            let mut answer = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut answer)
-                .map_err(ApplyError::Prompt)?;
-            if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-                Ok(())
-            } else {
-                Err(ApplyError::Declined { verb })
-            }
-        }
-    }
-}
-
 /// Delete members in reverse tier order, concurrently within a tier. Returns what was deleted.
 async fn delete_members(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     members: &[&Member],
     dry_run: bool,
 ) -> Result<Vec<Key>, ApplyError> {
@@ -608,18 +565,18 @@ async fn delete_members(
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct PruneOptions {
+#[derive(Clone, Copy)]
+pub struct PruneOptions<'a> {
     pub dry_run: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
     pub allow_empty: bool,
 }
 
 /// `mlkube prune`: delete the members no longer rendered, and narrow the inventory.
 pub async fn prune(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
-    options: &PruneOptions,
+    options: &PruneOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut report = ApplyReport::default();
     let Some(inventory) = applyset::read(cluster, &plan.applyset).await? else {
@@ -637,11 +594,8 @@ pub async fn prune(
         });
     }
     if !options.dry_run {
-        confirm(
-            options.consent,
-            "prune",
-            &doomed.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
-        )?;
+        let keys: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
+        options.consent.confirm("prune", &keys)?;
     }
     report.pruned = delete_members(cluster, &doomed, options.dry_run).await?;
     if plan.components.is_empty() {
@@ -667,20 +621,20 @@ pub async fn prune(
     Ok(report)
 }
 
-#[derive(Debug, Clone)]
-pub struct DeleteOptions {
+#[derive(Clone)]
+pub struct DeleteOptions<'a> {
     /// Only members of these components (all when empty).
     pub components: Vec<String>,
     pub delete_namespace: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
 }
 
 /// `mlkube delete`: delete the environment's members in reverse order, then its inventory;
 /// the namespace only when asked.
 pub async fn delete(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
-    options: &DeleteOptions,
+    options: &DeleteOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut report = ApplyReport::default();
     let inventory = applyset::read(cluster, set).await?;
@@ -713,7 +667,7 @@ pub async fn delete(
     if options.delete_namespace {
         listed.push(namespace_key.clone());
     }
-    confirm(options.consent, "delete", &listed)?;
+    options.consent.confirm("delete", &listed)?;
     report.pruned = delete_members(cluster, &doomed, false).await?;
     if options.components.is_empty() && inventory.is_some() {
         applyset::delete_parent(cluster, set).await?;
@@ -752,14 +706,14 @@ pub struct Validation {
 type Checked = Result<(), (bool, String)>;
 
 /// `mlkube validate`: a server-side dry run of every object, every rejection listed.
-pub async fn validate(cluster: &Cluster, plan: &Plan) -> Validation {
+pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Validation {
     let results: Vec<(&Desired, Checked)> = futures::stream::iter(
         plan.objects
             .iter()
             .map(|desired| async move {
                 let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind)
                 else {
-                    if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+                    if plan.defines(&desired.key.group, &desired.key.kind) {
                         return (
                             desired,
                             Err((
@@ -783,6 +737,7 @@ pub async fn validate(cluster: &Cluster, plan: &Plan) -> Validation {
                 let mode = ApplyMode {
                     dry_run: true,
                     force: true,
+                    manager: FIELD_MANAGER,
                 };
                 let result = match cluster
                     .apply(
@@ -852,44 +807,6 @@ fn rejection_message(error: &kube::Error) -> String {
     message
 }
 
-/// Print an apply report: one line per object on stdout, kept members and unready ones on stderr.
-pub fn print_report(report: &ApplyReport, dry_run: bool) {
-    let suffix = if dry_run { " (dry run)" } else { "" };
-    let mut stdout = std::io::stdout().lock();
-    for (key, outcome) in &report.applied {
-        let word = match outcome {
-            Outcome::Created => "created",
-            Outcome::Configured => "configured",
-            Outcome::Unchanged => "unchanged",
-        };
-        let _ = writeln!(stdout, "{key} {word}{suffix}");
-    }
-    for key in &report.pruned {
-        let _ = writeln!(stdout, "{key} deleted{suffix}");
-    }
-    drop(stdout);
-    for (key, reason) in &report.kept {
-        eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
-    }
-    if !report.not_ready.is_empty() {
-        eprintln!(
-            "mlkube: {} object(s) not ready before the timeout:",
-            report.not_ready.len()
-        );
-        for not_ready in &report.not_ready {
-            eprintln!("  {}: {}", not_ready.key, not_ready.reason);
-            for pod in &not_ready.pods {
-                eprintln!("    {pod}");
-            }
-        }
-    }
-}
-
-/// `wait::message` re-exported for callers formatting kube errors the same way.
-pub fn error_message(error: &kube::Error) -> String {
-    wait::message(error)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -919,16 +836,5 @@ mod tests {
         let adopted =
             json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
         assert_eq!(outcome(&adopted, None), Outcome::Configured);
-    }
-
-    #[test]
-    fn without_a_terminal_or_yes_deletion_is_refused_and_an_empty_list_needs_nothing() {
-        let key = member("1").key;
-        assert!(matches!(
-            confirm(Consent::Absent, "prune", std::slice::from_ref(&key)),
-            Err(ApplyError::NoConsent { .. })
-        ));
-        assert!(confirm(Consent::Given, "prune", &[key]).is_ok());
-        assert!(confirm(Consent::Absent, "prune", &[]).is_ok());
     }
 }

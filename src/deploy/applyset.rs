@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::deploy::cluster::{ApplyMode, Cluster, FIELD_MANAGER, Resolved};
-use crate::deploy::plan::Key;
+use crate::deploy::key::Key;
 
 pub const ID_LABEL: &str = "applyset.kubernetes.io/id";
 pub const PART_OF_LABEL: &str = "applyset.kubernetes.io/part-of";
@@ -174,7 +174,10 @@ pub enum ApplySetError {
 }
 
 /// The inventory recorded on the cluster, or `None` when the environment was never applied.
-pub async fn read(cluster: &Cluster, set: &ApplySet) -> Result<Option<Inventory>, ApplySetError> {
+pub async fn read(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+) -> Result<Option<Inventory>, ApplySetError> {
     let parent = cluster
         .get(
             &ApplySet::parent_resource(),
@@ -224,7 +227,7 @@ pub async fn read(cluster: &Cluster, set: &ApplySet) -> Result<Option<Inventory>
 
 /// Record `inventory` on the parent (created when missing).
 pub async fn write(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
     inventory: &Inventory,
     dry_run: bool,
@@ -232,6 +235,7 @@ pub async fn write(
     let mode = ApplyMode {
         dry_run,
         force: true,
+        manager: FIELD_MANAGER,
     };
     cluster
         .apply(
@@ -252,7 +256,7 @@ pub async fn write(
 }
 
 /// Delete the parent (after its members).
-pub async fn delete_parent(cluster: &Cluster, set: &ApplySet) -> Result<(), ApplySetError> {
+pub async fn delete_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<(), ApplySetError> {
     cluster
         .delete(
             &ApplySet::parent_resource(),
@@ -281,7 +285,7 @@ pub struct Member {
 /// Every live member of the set, listed once per group-kind of the inventory. Group-kinds the
 /// server no longer serves (their CRD is gone, and with it their objects) are skipped.
 pub async fn members(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
     inventory: &Inventory,
 ) -> Result<Vec<Member>, ApplySetError> {

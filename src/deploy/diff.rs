@@ -21,13 +21,12 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cli::exit::Exit;
 use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
-use crate::deploy::cluster::{self, ApplyMode, Cluster, Conflict, FIELD_MANAGER, Resolved};
-use crate::deploy::plan::{Desired, Key, Plan};
-
-/// How many requests a stage keeps in flight.
-pub const CONCURRENCY: usize = 32;
+use crate::deploy::cluster::{
+    self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, namespace_resource,
+};
+use crate::deploy::key::Key;
+use crate::deploy::plan::{Desired, Plan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,16 +103,10 @@ impl ChangeSet {
         }
     }
 
-    /// The exit code `kubectl diff` would give.
-    pub fn exit(&self) -> Exit {
+    /// Whether the cluster differs from the plan (failures aside).
+    pub fn has_differences(&self) -> bool {
         let s = self.summary();
-        if s.failed > 0 {
-            Exit::Error
-        } else if s.create + s.update + s.prune > 0 {
-            Exit::Differences
-        } else {
-            Exit::Done
-        }
+        s.create + s.update + s.prune > 0
     }
 }
 
@@ -150,7 +143,7 @@ pub struct DiffOptions {
 
 /// Compare the plan with the cluster.
 pub async fn diff(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     options: DiffOptions,
 ) -> Result<ChangeSet, DiffError> {
@@ -222,7 +215,10 @@ pub fn prunable<'m>(plan: &Plan, members: &'m [Member]) -> Vec<(&'m Member, Resu
 }
 
 /// The environment's namespace, when neither the cluster nor the plan has it: apply creates it.
-async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Change>, DiffError> {
+async fn missing_namespace(
+    cluster: &impl Cluster,
+    plan: &Plan,
+) -> Result<Option<Change>, DiffError> {
     let namespace = &plan.applyset.namespace;
     let key = plan.namespace_key();
     if plan.contains(&key) {
@@ -249,30 +245,8 @@ async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Chan
     }))
 }
 
-pub(crate) fn namespace_resource() -> Resolved {
-    Resolved {
-        resource: kube::discovery::ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            plural: "namespaces".into(),
-        },
-        namespaced: false,
-    }
-}
-
-/// Whether a CRD in the plan defines this group and kind.
-pub fn plan_defines(plan: &Plan, group: &str, kind: &str) -> bool {
-    plan.objects.iter().any(|d| {
-        d.key.kind == "CustomResourceDefinition"
-            && d.value["spec"]["group"] == group
-            && d.value["spec"]["names"]["kind"] == kind
-    })
-}
-
 async fn diff_one(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     desired: &Desired,
     listed: Option<&Value>,
@@ -292,7 +266,7 @@ async fn diff_one(
         conflicts: Vec::new(),
     };
     let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind) else {
-        if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+        if plan.defines(&desired.key.group, &desired.key.kind) {
             return Ok(static_create(
                 "its CustomResourceDefinition is created by this apply".into(),
             ));
@@ -330,6 +304,7 @@ async fn diff_one(
     let mode = ApplyMode {
         dry_run: true,
         force: false,
+        manager: FIELD_MANAGER,
     };
     let after = match cluster
         .apply(&resolved, namespace, name, &desired.value, mode)
@@ -341,6 +316,7 @@ async fn diff_one(
             let forced = ApplyMode {
                 dry_run: true,
                 force: true,
+                manager: FIELD_MANAGER,
             };
             cluster
                 .apply(&resolved, namespace, name, &desired.value, forced)
@@ -596,12 +572,6 @@ impl Masker {
     }
 }
 
-/// Whether diffs are coloured: stdout is a terminal and `NO_COLOR` is unset or empty.
-pub fn use_color() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
 fn to_yaml(value: &Option<Value>) -> String {
     match value {
         Some(v) => {
@@ -841,6 +811,6 @@ mod tests {
             set.summary().to_string(),
             "0 to create, 1 to update, 0 to prune, 0 unchanged"
         );
-        assert_eq!(set.exit(), Exit::Differences);
+        assert!(set.has_differences());
     }
 }

@@ -8,5 +8,10 @@ pub mod apply;
 pub mod applyset;
 pub mod cluster;
 pub mod diff;
+pub mod key;
+#[cfg(test)]
+pub mod memory;
 pub mod plan;
+#[cfg(test)]
+mod tests;
 pub mod wait;

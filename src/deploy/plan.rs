@@ -8,64 +8,19 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use serde_json::Value;
 
 use sha2::{Digest, Sha256};
 
-use crate::deploy::applyset::{ApplySet, PART_OF_LABEL};
+use super::applyset::{ApplySet, PART_OF_LABEL};
+use super::key::Key;
 use crate::render::kinds::{Tier, tier};
 
 /// The hash of the configuration mlkube last applied to an object. With the live values, it lets
 /// a re-apply or diff skip objects whose configuration did not change ([`unchanged`]).
 pub const CONFIG_HASH_ANNOTATION: &str = "mlkube.io/config-hash";
 use crate::render::manifest::Manifest;
-
-/// The identity of an object: group, kind, namespace and name (the version is not identity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct Key {
-    pub group: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl Key {
-    /// The key of an object as the API returns it or as it was rendered.
-    pub fn of(value: &Value) -> Option<Key> {
-        let group = crate::render::manifest::api_group(value["apiVersion"].as_str()?);
-        Some(Key {
-            group: group.to_string(),
-            kind: value["kind"].as_str()?.to_string(),
-            namespace: value["metadata"]["namespace"].as_str().map(str::to_string),
-            name: value["metadata"]["name"].as_str()?.to_string(),
-        })
-    }
-
-    /// `Kind.group` (or `Kind` for the core group): the ApplySet spelling of a group-kind.
-    pub fn group_kind(&self) -> String {
-        group_kind(&self.group, &self.kind)
-    }
-}
-
-/// `Kind.group`, or `Kind` for the core group.
-pub fn group_kind(group: &str, kind: &str) -> String {
-    if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.group_kind(), self.name),
-            None => write!(f, "{} {}", self.group_kind(), self.name),
-        }
-    }
-}
 
 /// One object as it will be sent.
 #[derive(Debug, Clone)]
@@ -127,6 +82,15 @@ impl Plan {
 
     pub fn contains(&self, key: &Key) -> bool {
         self.objects.iter().any(|d| &d.key == key)
+    }
+
+    /// Whether a CRD in the plan defines this group and kind.
+    pub fn defines(&self, group: &str, kind: &str) -> bool {
+        self.objects.iter().any(|d| {
+            d.key.kind == "CustomResourceDefinition"
+                && d.value["spec"]["group"] == group
+                && d.value["spec"]["names"]["kind"] == kind
+        })
     }
 
     /// Whether a member of the inventory is in scope for prune/delete under `-c`.

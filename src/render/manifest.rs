@@ -63,6 +63,14 @@ pub enum ManifestError {
     },
 }
 
+/// Why a file of pre-rendered objects cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the manifest {path}: {message}")]
+pub struct ManifestFileError {
+    path: String,
+    message: String,
+}
+
 /// The labels mlkube sets on every object it renders.
 pub mod labels {
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -294,6 +302,30 @@ impl Object {
 }
 
 impl Manifest {
+    /// Read YAML documents (as `mlkube show` prints them) as objects; each object's component is
+    /// its `mlkube.io/component` label.
+    pub fn read(path: &std::path::Path) -> Result<Manifest, ManifestFileError> {
+        use serde::Deserialize as _;
+        let error = |message: String| ManifestFileError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let mut objects = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = Value::deserialize(document).map_err(|e| error(e.to_string()))?;
+            if value.is_null() {
+                continue;
+            }
+            let component = value["metadata"]["labels"][labels::COMPONENT]
+                .as_str()
+                .unwrap_or("manifest")
+                .to_string();
+            objects.push(Object { component, value });
+        }
+        Ok(Manifest { objects })
+    }
+
     /// Complete and order rendered objects: set the environment's namespace on namespaced
     /// objects that have none, add the mlkube labels, refuse two objects with the same
     /// kind/namespace/name, and sort into apply order (ties broken by kind, namespace, name,

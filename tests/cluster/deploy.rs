@@ -11,11 +11,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use mlkube::cli::exit::Exit;
-use mlkube::deploy::apply::{
-    self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions,
-};
+use mlkube::cli::output::Confirmation;
+use mlkube::deploy::apply::{self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions};
 use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
-use mlkube::deploy::cluster::{Cluster, ClusterError, Target};
+use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
 use mlkube::deploy::plan::{self, Plan};
 use mlkube::deploy::wait::Progress;
@@ -111,7 +110,7 @@ fn widget(ns: &str, group: &str, name: &str) -> Object {
 
 /// The environment of a test: deployed into `ns`, app `t`, environment named like the namespace.
 struct Env {
-    cluster: Cluster,
+    cluster: KubeCluster,
     client: Client,
     set: ApplySet,
     ns: String,
@@ -120,7 +119,7 @@ struct Env {
 impl Env {
     async fn new(ns: &str) -> Env {
         let client = support::client().await;
-        let cluster = Cluster::with_client(client.clone(), "test".into(), "local".into())
+        let cluster = KubeCluster::with_client(client.clone(), "test".into(), "local".into())
             .await
             .expect("discovery on the test cluster");
         Env {
@@ -144,7 +143,7 @@ impl Env {
     async fn apply(
         &self,
         objects: Vec<Object>,
-        options: &ApplyOptions,
+        options: &ApplyOptions<'_>,
     ) -> Result<apply::ApplyReport, ApplyError> {
         apply::apply(&self.cluster, &self.plan(objects), options).await
     }
@@ -157,11 +156,11 @@ impl Env {
     }
 }
 
-fn options() -> ApplyOptions {
+fn options() -> ApplyOptions<'static> {
     ApplyOptions {
         dry_run: false,
         prune: false,
-        consent: Consent::Given,
+        consent: &Confirmation::Given,
         force_conflicts: false,
         wait: false,
         timeout: Duration::from_secs(60),
@@ -222,7 +221,7 @@ async fn diff_on_a_fresh_cluster_shows_creations_including_the_namespace_and_cus
     let changes = env.diff(objects).await;
 
     assert!(changes.failures.is_empty(), "{:?}", changes.failures);
-    assert_eq!(changes.exit(), Exit::Differences);
+    assert_eq!(Exit::of_diff(&changes), Exit::Differences);
     let namespace = changes
         .changes
         .iter()
@@ -302,7 +301,7 @@ async fn apply_then_rediff_shows_no_noise_and_a_param_change_shows_exactly_that_
     // Controllers have written status, revisions and defaults by now: still no diff.
     let changes = env.diff(app(&test.name)).await;
     assert_eq!(
-        changes.exit(),
+        Exit::of_diff(&changes),
         Exit::Done,
         "{}",
         diff::render_text(&changes, false)
@@ -324,7 +323,7 @@ async fn apply_then_rediff_shows_no_noise_and_a_param_change_shows_exactly_that_
     let mut changed = app(&test.name);
     changed[4] = deployment(&test.name, "serving", "serving", 2);
     let changes = env.diff(changed).await;
-    assert_eq!(changes.exit(), Exit::Differences);
+    assert_eq!(Exit::of_diff(&changes), Exit::Differences);
     let updates: Vec<&diff::Change> = changes
         .changes
         .iter()
@@ -447,7 +446,7 @@ async fn a_crd_and_its_custom_object_apply_in_one_run() {
         inventory.group_kinds.contains(&format!("Widget.{group}")),
         "{inventory:?}"
     );
-    assert_eq!(env.diff(objects).await.exit(), Exit::Done);
+    assert_eq!(Exit::of_diff(&env.diff(objects).await), Exit::Done);
 }
 
 #[tokio::test]
@@ -568,7 +567,7 @@ async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
     // Without a terminal and without --yes, nothing is deleted.
     let mut refusing = options();
     refusing.prune = true;
-    refusing.consent = Consent::Absent;
+    refusing.consent = &Confirmation::Absent;
     let refused = env
         .apply(only_kept.clone(), &refusing)
         .await
@@ -585,7 +584,7 @@ async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
         &env.plan(vec![]),
         &PruneOptions {
             dry_run: false,
-            consent: Consent::Given,
+            consent: &Confirmation::Given,
             allow_empty: false,
         },
     )
@@ -648,7 +647,7 @@ async fn an_environment_pinned_to_another_server_is_refused_naming_what_was_foun
         server: Some(server.clone()),
         ..base.clone()
     };
-    let cluster = Cluster::connect(&pinned_here)
+    let cluster = KubeCluster::connect(&pinned_here)
         .await
         .expect("the pinned server is this cluster");
     assert_eq!(cluster.context, current);
@@ -658,7 +657,10 @@ async fn an_environment_pinned_to_another_server_is_refused_naming_what_was_foun
         server: Some(elsewhere.into()),
         ..base.clone()
     };
-    let error = Cluster::connect(&pinned_away).await.err().expect("refused");
+    let error = KubeCluster::connect(&pinned_away)
+        .await
+        .err()
+        .expect("refused");
     let message = error.to_string();
     assert!(
         matches!(error, ClusterError::NoContextForServer { .. }),
@@ -675,7 +677,7 @@ async fn an_environment_pinned_to_another_server_is_refused_naming_what_was_foun
         context_flag: Some(current.clone()),
         ..base
     };
-    let error = Cluster::connect(&forced).await.err().expect("refused");
+    let error = KubeCluster::connect(&forced).await.err().expect("refused");
     assert!(
         matches!(error, ClusterError::WrongCluster { .. }),
         "{error}"
@@ -695,7 +697,7 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
         &DeleteOptions {
             components: vec![],
             delete_namespace: false,
-            consent: Consent::Absent,
+            consent: &Confirmation::Absent,
         },
     )
     .await;
@@ -710,7 +712,7 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
         &DeleteOptions {
             components: vec![],
             delete_namespace: false,
-            consent: Consent::Given,
+            consent: &Confirmation::Given,
         },
     )
     .await
@@ -788,7 +790,7 @@ async fn rerunning_an_apply_killed_halfway_converges() {
         .await
         .expect("the re-run");
     assert_eq!(report.applied.len(), 301);
-    assert_eq!(env.diff(objects).await.exit(), Exit::Done);
+    assert_eq!(Exit::of_diff(&env.diff(objects).await), Exit::Done);
     let inventory = applyset::read(&env.cluster, &env.set)
         .await
         .unwrap()
