@@ -71,6 +71,9 @@ pub fn component_file(name: &str) -> String {
 #[serde(deny_unknown_fields)]
 struct AppFile {
     name: String,
+    /// Tells this app from another of the same name on one cluster; `init` makes one up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     #[serde(default)]
     environments: IndexMap<String, EnvironmentSpec>,
     #[serde(default)]
@@ -159,6 +162,7 @@ fn list_or_none(names: &[String]) -> String {
 pub struct App {
     root: PathBuf,
     name: String,
+    id: Option<String>,
     environments: Vec<Environment>,
     components: IndexMap<String, ComponentSpec>,
 }
@@ -169,6 +173,7 @@ impl App {
         App {
             root: dir.to_owned(),
             name: name.to_owned(),
+            id: Some(new_id()),
             environments: Vec::new(),
             components: IndexMap::new(),
         }
@@ -196,6 +201,7 @@ impl App {
         Ok(App {
             root: dir.to_owned(),
             name: file.name,
+            id: file.id,
             environments,
             components: file.components,
         })
@@ -225,6 +231,11 @@ impl App {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The app's id, when `app.yaml` has one (apps made before ids have none).
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
     pub fn root(&self) -> &Path {
@@ -317,6 +328,7 @@ impl App {
     pub(crate) fn app_file_text(&self) -> Result<String, AppError> {
         let file = AppFile {
             name: self.name.clone(),
+            id: self.id.clone(),
             environments: self
                 .environments
                 .iter()
@@ -361,6 +373,14 @@ impl App {
     pub fn write(&self, file: &str, text: &str) -> Result<(), AppError> {
         write_file(&self.root.join(file), text)
     }
+}
+
+/// 128 random bits in hex: unique, not secret.
+fn new_id() -> String {
+    crate::random::bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Write a file through a temporary sibling and a rename, so a failure leaves the old file.

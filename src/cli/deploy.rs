@@ -56,6 +56,7 @@ fn finish(result: Result<Exit, DeployError>) -> Exit {
 impl Deployment {
     fn applyset(&self) -> ApplySet {
         ApplySet::new(&self.app, &self.target.env, &self.target.namespace)
+            .with_app_id(self.app_id.as_deref())
     }
 
     fn plan(&self, components: &[String]) -> Result<Plan, PlanError> {
@@ -133,6 +134,7 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         timeout: args.timeout,
         allow_empty: args.allow_empty,
         progress: output::progress(),
+        adopt: args.adopt,
     };
     runtime()?.block_on(async {
         let cluster = KubeCluster::connect(&deployment.target).await?;

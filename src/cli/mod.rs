@@ -255,6 +255,10 @@ pub struct ApplyArgs {
     /// Take over fields that another field manager owns.
     #[arg(long)]
     pub force_conflicts: bool,
+    /// Take over rendered objects that exist but belong to another environment, app or tool
+    /// (each is named); prune and delete may then remove them.
+    #[arg(long)]
+    pub adopt: bool,
     /// Wait until what was applied is healthy (the default).
     #[arg(long, overrides_with = "no_wait")]
     pub wait: bool,

@@ -99,7 +99,18 @@ pub fn print_report(report: &ApplyReport, dry_run: bool) {
     for key in &report.pruned {
         let _ = writeln!(stdout, "{key} deleted{suffix}");
     }
+    for key in &report.released {
+        let _ = writeln!(stdout, "{key} released{suffix}");
+    }
     drop(stdout);
+    for (key, owner) in &report.adopted {
+        eprintln!("mlkube: adopted {key} (it was {owner})");
+    }
+    for key in &report.released {
+        eprintln!(
+            "mlkube: kept {key}: other environments still use it; only this one's claim was removed"
+        );
+    }
     for (key, reason) in &report.kept {
         eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
     }

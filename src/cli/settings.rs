@@ -31,6 +31,8 @@ pub enum SettingsError {
 #[derive(Debug, Clone)]
 pub struct Deployment {
     pub app: String,
+    /// The app's id from `app.yaml`, when it has one.
+    pub app_id: Option<String>,
     pub target: Target,
     pub manifest: Manifest,
 }
@@ -59,6 +61,7 @@ pub fn deployment(
         }
         return Ok(Deployment {
             app: "manifest".into(),
+            app_id: None,
             target: Target {
                 env: selection.env.to_string(),
                 namespace: selection.env.to_string(),
@@ -82,6 +85,7 @@ pub fn deployment(
     let manifest = app.render(selection.env, selection.components)?;
     Ok(Deployment {
         app: app.name().to_string(),
+        app_id: app.id().map(str::to_string),
         target,
         manifest,
     })

@@ -35,6 +35,7 @@ use crate::deploy::cluster::{
 };
 use crate::deploy::diff::prunable;
 use crate::deploy::key::Key;
+use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
 use crate::render::kinds::{Tier, tier};
@@ -57,6 +58,8 @@ pub struct ApplyOptions<'a> {
     pub timeout: Duration,
     pub allow_empty: bool,
     pub progress: Progress,
+    /// Take over rendered objects that exist but are not this environment's.
+    pub adopt: bool,
 }
 
 /// What happened to one applied object.
@@ -72,6 +75,10 @@ pub enum Outcome {
 pub struct ApplyReport {
     pub applied: Vec<(Key, Outcome)>,
     pub pruned: Vec<Key>,
+    /// Shared objects no longer rendered that other sets still use: only the claim went.
+    pub released: Vec<Key>,
+    /// Objects taken over with `--adopt`, and whose they were.
+    pub adopted: Vec<(Key, String)>,
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
@@ -83,6 +90,16 @@ pub enum ApplyError {
         "the cluster does not serve these kinds: {kinds}\n  hint: install their CustomResourceDefinitions first, or check the apiVersions"
     )]
     UnknownKinds { kinds: String },
+    #[error(
+        "{count} rendered object(s) exist but are not this environment's; nothing was written:\n{details}\n  hint: pass --adopt to take them over (a later prune may then delete them), or rename them in the app"
+    )]
+    NotOurs { count: usize, details: String },
+    #[error("cannot read {key}")]
+    Read {
+        key: Key,
+        #[source]
+        source: kube::Error,
+    },
     #[error(transparent)]
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
@@ -138,6 +155,21 @@ pub async fn apply(
         None => Vec::new(),
     };
     let mut report = ApplyReport::default();
+    let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+
+    let foreign = foreign(cluster, plan, &listed, &resolved).await?;
+    if !foreign.is_empty() && !options.adopt {
+        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+        return Err(ApplyError::NotOurs {
+            count: foreign.len(),
+            details: details.join("\n"),
+        });
+    }
+    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
+    report.adopted = foreign
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
 
     let mut doomed: Vec<&Member> = Vec::new();
     if options.prune {
@@ -158,11 +190,11 @@ pub async fn apply(
         doomed = prune;
     }
 
-    let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
-    let mode = ApplyMode {
+    let sending = Sending {
+        plan,
         dry_run: options.dry_run,
         force: options.force_conflicts,
-        manager: FIELD_MANAGER,
+        adopted: &adopted,
     };
 
     // Namespaces first: the inventory lives in the environment's.
@@ -171,7 +203,15 @@ pub async fn apply(
         .iter()
         .filter(|d| d.tier == Tier::Namespaces)
         .collect();
-    apply_tier(cluster, &namespaces, &resolved, &listed, mode, &mut report).await?;
+    apply_tier(
+        cluster,
+        &namespaces,
+        &resolved,
+        &listed,
+        sending,
+        &mut report,
+    )
+    .await?;
     ensure_namespace(cluster, plan, options.dry_run, &mut report).await?;
 
     let planned = Inventory {
@@ -206,7 +246,7 @@ pub async fn apply(
                 !deferred || !options.dry_run
             })
             .collect();
-        apply_tier(cluster, &objects, &resolved, &listed, mode, &mut report).await?;
+        apply_tier(cluster, &objects, &resolved, &listed, sending, &mut report).await?;
         if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
             established(cluster, &objects, &resolved, options.timeout).await?;
             resolved = rediscover(cluster, plan).await?;
@@ -214,8 +254,8 @@ pub async fn apply(
     }
 
     if !doomed.is_empty() {
-        let deleted = delete_members(cluster, &doomed, options.dry_run).await?;
-        report.pruned = deleted;
+        let removed = delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
+        (report.pruned, report.released) = removed;
     }
     // Narrow the inventory only when the whole environment was applied and pruned: under `-c`
     // the plan is part of the environment, and without a prune old members still exist.
@@ -241,6 +281,54 @@ pub async fn apply(
         }
     }
     Ok(report)
+}
+
+/// The rendered objects that exist on the cluster but are not this set's to write (see
+/// [`ownership::judge`]), with the verdict on each. Members are this set's by definition; the
+/// others are read once each.
+async fn foreign(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    resolved: &BTreeMap<Key, Resolved>,
+) -> Result<Vec<(Key, Verdict)>, ApplyError> {
+    let mut unknown: Vec<(&Desired, &Resolved)> = Vec::new();
+    for desired in &plan.objects {
+        if desired.tier != Tier::Namespaces
+            && !listed.contains_key(&desired.key)
+            && let Some(resolved) = resolved.get(&desired.key)
+        {
+            unknown.push((desired, resolved));
+        }
+    }
+    let reads: Vec<_> = unknown
+        .into_iter()
+        .map(|(desired, resolved)| async move {
+            let key = &desired.key;
+            let live = cluster
+                .get(resolved, key.namespace.as_deref(), &key.name)
+                .await
+                .map_err(|source| ApplyError::Read {
+                    key: key.clone(),
+                    source,
+                })?;
+            let verdict = live.map(|live| ownership::judge(&plan.applyset, desired.shared, &live));
+            Ok::<_, ApplyError>(
+                verdict
+                    .filter(|v| *v != Verdict::Ours)
+                    .map(|v| (key.clone(), v)),
+            )
+        })
+        .collect();
+    let judged: Vec<Result<Option<(Key, Verdict)>, ApplyError>> = futures::stream::iter(reads)
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut foreign = Vec::new();
+    for verdict in judged {
+        foreign.extend(verdict?);
+    }
+    Ok(foreign)
 }
 
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
@@ -355,12 +443,35 @@ async fn ensure_namespace(
     Ok(())
 }
 
+/// How the objects of one apply are sent.
+#[derive(Clone, Copy)]
+struct Sending<'a> {
+    plan: &'a Plan,
+    dry_run: bool,
+    force: bool,
+    /// Objects taken over with `--adopt`: their conflicting fields are forced.
+    adopted: &'a BTreeSet<Key>,
+}
+
+impl Sending<'_> {
+    fn mode<'d>(&self, desired: &'d Desired) -> ApplyMode<'d>
+    where
+        Self: 'd,
+    {
+        ApplyMode {
+            dry_run: self.dry_run,
+            force: self.force || self.adopted.contains(&desired.key),
+            manager: self.plan.manager(desired),
+        }
+    }
+}
+
 async fn apply_tier(
     cluster: &impl Cluster,
     objects: &[&Desired],
     resolved: &BTreeMap<Key, Resolved>,
     listed: &BTreeMap<&Key, &Member>,
-    mode: ApplyMode<'_>,
+    sending: Sending<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
     let results: Vec<(Key, Result<Outcome, String>)> = futures::stream::iter(
@@ -385,11 +496,13 @@ async fn apply_tier(
                     return (key, Ok(Outcome::Unchanged));
                 }
                 let namespace = desired.key.namespace.as_deref();
+                let mode = sending.mode(desired);
                 let result = cluster
                     .apply(r, namespace, &desired.key.name, &desired.value, mode)
                     .await;
+                let before = listed.get(&desired.key).copied();
                 let outcome = match result {
-                    Ok(applied) => Ok(outcome(&applied, listed.get(&desired.key).copied())),
+                    Ok(applied) => Ok(outcome(&applied, before, mode.manager)),
                     // A dry run cannot create the namespace first; the object would be created.
                     Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
                         Ok(Outcome::Created)
@@ -434,7 +547,7 @@ async fn apply_tier(
 }
 
 /// What an apply did, judged from the inventory listing taken before it.
-fn outcome(applied: &Value, before: Option<&Member>) -> Outcome {
+fn outcome(applied: &Value, before: Option<&Member>, manager: &str) -> Outcome {
     match before {
         Some(member)
             if applied["metadata"]["resourceVersion"] == member.resource_version.as_str() =>
@@ -448,7 +561,7 @@ fn outcome(applied: &Value, before: Option<&Member>) -> Outcome {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|m| m["manager"] != cluster::FIELD_MANAGER);
+                .any(|m| m["manager"] != manager);
             if others {
                 Outcome::Configured
             } else {
@@ -506,12 +619,15 @@ async fn established(
     })
 }
 
-/// Delete members in reverse tier order, concurrently within a tier. Returns what was deleted.
+/// Remove members in reverse tier order, concurrently within a tier: delete each, except a
+/// shared object another set still uses, which is released (see [`ownership`]). Returns what
+/// was deleted and what was released.
 async fn delete_members(
     cluster: &impl Cluster,
+    set: &ApplySet,
     members: &[&Member],
     dry_run: bool,
-) -> Result<Vec<Key>, ApplyError> {
+) -> Result<(Vec<Key>, Vec<Key>), ApplyError> {
     let mut by_tier: BTreeMap<Tier, Vec<&Member>> = BTreeMap::new();
     for member in members {
         by_tier
@@ -519,27 +635,16 @@ async fn delete_members(
             .or_default()
             .push(member);
     }
-    let mut deleted = Vec::new();
-    let mut failures = Vec::new();
+    let (mut deleted, mut released, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (_, members) in by_tier.into_iter().rev() {
-        let results: Vec<(Key, Result<(), String>)> = futures::stream::iter(
+        let results: Vec<(Key, Result<Removal, String>)> = futures::stream::iter(
             members
                 .into_iter()
                 .map(|member| async move {
-                    let key = member.key.clone();
-                    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind)
-                    else {
-                        // Its kind is gone (CRD deleted), and with it the object.
-                        return (key, Ok(()));
-                    };
-                    if dry_run {
-                        return (key, Ok(()));
-                    }
-                    let result = cluster
-                        .delete(&resolved, member.key.namespace.as_deref(), &member.key.name)
-                        .await
-                        .map_err(|e| cluster::api_message(&e));
-                    (key, result)
+                    (
+                        member.key.clone(),
+                        remove(cluster, set, member, dry_run).await,
+                    )
                 })
                 .collect::<Vec<_>>(),
         )
@@ -548,14 +653,16 @@ async fn delete_members(
         .await;
         for (key, result) in results {
             match result {
-                Ok(()) => deleted.push(key),
+                Ok(Removal::Deleted) => deleted.push(key),
+                Ok(Removal::Released) => released.push(key),
                 Err(message) => failures.push(format!("  {key}: {message}")),
             }
         }
     }
     if failures.is_empty() {
         deleted.sort();
-        Ok(deleted)
+        released.sort();
+        Ok((deleted, released))
     } else {
         failures.sort();
         Err(ApplyError::Delete {
@@ -563,6 +670,50 @@ async fn delete_members(
             details: failures.join("\n"),
         })
     }
+}
+
+enum Removal {
+    Deleted,
+    Released,
+}
+
+/// Delete one member, or release it when it is shared and another set still uses it: applying
+/// an empty configuration under this set's manager removes its claim and the fields only it set.
+async fn remove(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    member: &Member,
+    dry_run: bool,
+) -> Result<Removal, String> {
+    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind) else {
+        // Its kind is gone (CRD deleted), and with it the object.
+        return Ok(Removal::Deleted);
+    };
+    let namespace = member.key.namespace.as_deref();
+    let name = &member.key.name;
+    if member.shared && !ownership::other_users(set, &member.value).is_empty() {
+        if !dry_run {
+            let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
+                               "metadata": {"name": name}});
+            let mode = ApplyMode {
+                dry_run,
+                force: false,
+                manager: &set.shared_manager,
+            };
+            cluster
+                .apply(&resolved, namespace, name, &empty, mode)
+                .await
+                .map_err(|e| cluster::api_message(&e))?;
+        }
+        return Ok(Removal::Released);
+    }
+    if !dry_run {
+        cluster
+            .delete(&resolved, namespace, name)
+            .await
+            .map_err(|e| cluster::api_message(&e))?;
+    }
+    Ok(Removal::Deleted)
 }
 
 #[derive(Clone, Copy)]
@@ -597,7 +748,8 @@ pub async fn prune(
         let keys: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
         options.consent.confirm("prune", &keys)?;
     }
-    report.pruned = delete_members(cluster, &doomed, options.dry_run).await?;
+    (report.pruned, report.released) =
+        delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
     if plan.components.is_empty() {
         // Keep the group-kinds of members that are still there (rendered, or kept as not ours).
         let remaining: BTreeSet<String> = members
@@ -668,7 +820,7 @@ pub async fn delete(
         listed.push(namespace_key.clone());
     }
     options.consent.confirm("delete", &listed)?;
-    report.pruned = delete_members(cluster, &doomed, false).await?;
+    (report.pruned, report.released) = delete_members(cluster, set, &doomed, false).await?;
     if options.components.is_empty() && inventory.is_some() {
         applyset::delete_parent(cluster, set).await?;
     }
@@ -737,7 +889,7 @@ pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Validation {
                 let mode = ApplyMode {
                     dry_run: true,
                     force: true,
-                    manager: FIELD_MANAGER,
+                    manager: plan.manager(desired),
                 };
                 let result = match cluster
                     .apply(
@@ -813,6 +965,7 @@ mod tests {
 
     fn member(rv: &str) -> Member {
         Member {
+            shared: false,
             key: Key {
                 group: String::new(),
                 kind: "ConfigMap".into(),
@@ -830,11 +983,17 @@ mod tests {
     fn the_outcome_compares_resource_versions_with_the_listing() {
         let applied =
             json!({"metadata": {"resourceVersion": "5", "managedFields": [{"manager": "mlkube"}]}});
-        assert_eq!(outcome(&applied, Some(&member("5"))), Outcome::Unchanged);
-        assert_eq!(outcome(&applied, Some(&member("4"))), Outcome::Configured);
-        assert_eq!(outcome(&applied, None), Outcome::Created);
+        assert_eq!(
+            outcome(&applied, Some(&member("5")), "mlkube"),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            outcome(&applied, Some(&member("4")), "mlkube"),
+            Outcome::Configured
+        );
+        assert_eq!(outcome(&applied, None, "mlkube"), Outcome::Created);
         let adopted =
             json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
-        assert_eq!(outcome(&adopted, None), Outcome::Configured);
+        assert_eq!(outcome(&adopted, None, "mlkube"), Outcome::Configured);
     }
 }

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::hash::{BuildHasher, Hasher};
 
 use futures::StreamExt;
 use serde::Serialize;
@@ -26,7 +25,9 @@ use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, namespace_resource,
 };
 use crate::deploy::key::Key;
+use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
+use crate::render::kinds::Tier;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +57,10 @@ pub struct Change {
     /// Fields another manager owns: the apply will refuse them without `--force-conflicts`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<Conflict>,
+    /// The object exists but is not this environment's: `owned by app/env ...` or `exists,
+    /// not ours`. The apply refuses it without `--adopt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// An object the server would not dry-run.
@@ -89,6 +94,8 @@ pub struct Summary {
     pub prune: usize,
     pub unchanged: usize,
     pub failed: usize,
+    /// Rendered objects that exist but are not this environment's.
+    pub not_ours: usize,
 }
 
 impl ChangeSet {
@@ -100,13 +107,15 @@ impl ChangeSet {
             prune: count(Action::Prune),
             unchanged: count(Action::Unchanged),
             failed: self.failures.len(),
+            not_ours: self.changes.iter().filter(|c| c.owner.is_some()).count(),
         }
     }
 
-    /// Whether the cluster differs from the plan (failures aside).
+    /// Whether the cluster differs from the plan (failures aside); an object that is not this
+    /// environment's is a difference even when its content matches.
     pub fn has_differences(&self) -> bool {
         let s = self.summary();
-        s.create + s.update + s.prune > 0
+        s.create + s.update + s.prune + s.not_ours > 0
     }
 }
 
@@ -117,6 +126,9 @@ impl std::fmt::Display for Summary {
             "{} to create, {} to update, {} to prune, {} unchanged",
             self.create, self.update, self.prune, self.unchanged
         )?;
+        if self.not_ours > 0 {
+            write!(f, ", {} not ours", self.not_ours)?;
+        }
         if self.failed > 0 {
             write!(f, ", {} failed", self.failed)?;
         }
@@ -189,8 +201,20 @@ pub async fn diff(
                 action: Action::Prune,
                 before: Some(normalize(&project_managed(&member.value))),
                 after: None,
-                note: None,
+                note: member
+                    .shared
+                    .then(|| {
+                        let others = ownership::other_users(&plan.applyset, &member.value).len();
+                        (others > 0).then(|| {
+                            format!(
+                                "shared with {others} other environment(s): only this \
+                                 environment's claim is removed"
+                            )
+                        })
+                    })
+                    .flatten(),
                 conflicts: Vec::new(),
+                owner: None,
             }),
             Err(reason) => set.kept.push(Kept {
                 key: member.key.clone(),
@@ -242,6 +266,7 @@ async fn missing_namespace(
         ),
         note: Some("the environment's namespace; apply creates it".into()),
         conflicts: Vec::new(),
+        owner: None,
     }))
 }
 
@@ -264,6 +289,7 @@ async fn diff_one(
         after: Some(normalize(&desired.value)),
         note: Some(note),
         conflicts: Vec::new(),
+        owner: None,
     };
     let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind) else {
         if plan.defines(&desired.key.group, &desired.key.kind) {
@@ -289,6 +315,7 @@ async fn diff_one(
             after: Some(live),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         });
     }
     let namespace = desired.key.namespace.as_deref();
@@ -300,11 +327,20 @@ async fn diff_one(
             .await
             .map_err(|e| failure(cluster::api_message(&e)))?,
     };
+    let owner = match (listed, &live) {
+        (None, Some(live)) if desired.tier != Tier::Namespaces => {
+            match ownership::judge(&plan.applyset, desired.shared, live) {
+                Verdict::Ours => None,
+                verdict => Some(verdict.to_string()),
+            }
+        }
+        _ => None,
+    };
     let mut conflicts = Vec::new();
     let mode = ApplyMode {
         dry_run: true,
         force: false,
-        manager: FIELD_MANAGER,
+        manager: plan.manager(desired),
     };
     let after = match cluster
         .apply(&resolved, namespace, name, &desired.value, mode)
@@ -316,7 +352,7 @@ async fn diff_one(
             let forced = ApplyMode {
                 dry_run: true,
                 force: true,
-                manager: FIELD_MANAGER,
+                manager: plan.manager(desired),
             };
             cluster
                 .apply(&resolved, namespace, name, &desired.value, forced)
@@ -343,6 +379,7 @@ async fn diff_one(
             after: Some(normalize(&project_managed(&after))),
             note,
             conflicts,
+            owner: owner.clone(),
         },
         Some(live) => {
             let (before, after) = (normalize(&live), normalize(&after));
@@ -359,6 +396,7 @@ async fn diff_one(
                 after: Some(after),
                 note,
                 conflicts,
+                owner: owner.clone(),
             }
         }
     };
@@ -515,19 +553,9 @@ impl Masker {
         if show_secrets {
             return Masker { salt: None };
         }
-        let mut salt = [0u8; 16];
-        for chunk in salt.chunks_mut(8) {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0),
-            );
-            hasher.write_u32(std::process::id());
-            chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+        Masker {
+            salt: Some(crate::random::bytes()),
         }
-        Masker { salt: Some(salt) }
     }
 
     fn mask_value(&self, salt: &[u8], value: &Value) -> Value {
@@ -616,7 +644,11 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
         }
     };
     let mut out = String::new();
-    for change in set.changes.iter().filter(|c| c.action != Action::Unchanged) {
+    for change in set
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::Unchanged || c.owner.is_some())
+    {
         let verb = match change.action {
             Action::Create => "create",
             Action::Update => "update",
@@ -633,6 +665,9 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
             "{}",
             paint("1", &format!("# {verb} {}{component}", change.key))
         );
+        if let Some(owner) = &change.owner {
+            let _ = writeln!(out, "# {owner}: apply refuses it unless --adopt");
+        }
         if let Some(note) = &change.note {
             let _ = writeln!(out, "# note: {note}");
         }
@@ -718,6 +753,7 @@ mod tests {
             after: Some(json!({"data": {"a": "c2FtZQ==", "b": after}})),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         }
     }
 
@@ -786,6 +822,7 @@ mod tests {
             after: Some(json!({"spec": {"replicas": 2, "paused": false}})),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         };
         let text = unified(&change);
         let changed: Vec<&str> = text

@@ -237,10 +237,10 @@ fn merge(into: &mut Value, from: &Value) {
     }
 }
 
-/// The leaves (scalars, lists) of a configuration, with their paths.
+/// The leaves (scalars, lists) of a configuration, with their paths; an empty map sets nothing.
 fn leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<(Vec<String>, Value)>) {
     match value {
-        Value::Object(map) if !map.is_empty() => {
+        Value::Object(map) => {
             for (k, v) in map {
                 path.push(k.clone());
                 leaves(v, path, out);

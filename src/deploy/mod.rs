@@ -11,6 +11,7 @@ pub mod diff;
 pub mod key;
 #[cfg(test)]
 pub mod memory;
+pub mod ownership;
 pub mod plan;
 #[cfg(test)]
 mod tests;

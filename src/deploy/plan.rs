@@ -14,6 +14,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::applyset::{ApplySet, PART_OF_LABEL};
+use super::cluster::FIELD_MANAGER;
 use super::key::Key;
 use crate::render::kinds::{Tier, tier};
 
@@ -29,7 +30,10 @@ pub struct Desired {
     pub api_version: String,
     pub component: String,
     pub tier: Tier,
-    /// The rendered object plus the ApplySet membership label.
+    /// Cluster-scoped and so shared with other environments and apps: claimed rather than
+    /// owned, and written with the set's own field manager (see [`super::ownership`]).
+    pub shared: bool,
+    /// The rendered object plus the ApplySet membership label, or the set's claim when shared.
     pub value: Value,
 }
 
@@ -82,6 +86,15 @@ impl Plan {
 
     pub fn contains(&self, key: &Key) -> bool {
         self.objects.iter().any(|d| &d.key == key)
+    }
+
+    /// The field manager that writes `desired`: `mlkube`, or the set's own for shared objects.
+    pub fn manager(&self, desired: &Desired) -> &str {
+        if desired.shared {
+            &self.applyset.shared_manager
+        } else {
+            FIELD_MANAGER
+        }
     }
 
     /// Whether a CRD in the plan defines this group and kind.
@@ -181,35 +194,14 @@ pub fn plan(
             });
         }
         let tier = tier(&key.group, &key.kind);
-        let mut value = object.value.clone();
-        if tier != Tier::Namespaces
-            && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            let labels = metadata
-                .entry("labels")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(labels) = labels.as_object_mut() {
-                labels.insert(
-                    PART_OF_LABEL.to_string(),
-                    Value::String(applyset.id.clone()),
-                );
-            }
-        }
-        let hash = Sha256::digest(value.to_string().as_bytes());
-        let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            let annotations = metadata
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(annotations) = annotations.as_object_mut() {
-                annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
-            }
-        }
+        let shared = tier != Tier::Namespaces && key.namespace.is_none();
+        let value = labelled(&object.value, tier, shared, applyset, &object.component);
         objects.push(Desired {
             key,
             api_version: object.api_version().to_string(),
             component: object.component.clone(),
             tier,
+            shared,
             value,
         });
     }
@@ -219,6 +211,42 @@ pub fn plan(
         objects,
         components: components.to_vec(),
     })
+}
+
+/// The object as it is sent: a member carries the set's label and the hash of its
+/// configuration; a shared object carries the set's claim and no hash (each set would write
+/// its own value); a namespace carries neither label.
+fn labelled(rendered: &Value, tier: Tier, shared: bool, set: &ApplySet, component: &str) -> Value {
+    let mut value = rendered.clone();
+    let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return value;
+    };
+    if tier != Tier::Namespaces {
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(labels) = labels.as_object_mut() {
+            if shared {
+                labels.insert(set.claim_label(), Value::String(component.to_string()));
+            } else {
+                labels.insert(PART_OF_LABEL.to_string(), Value::String(set.id.clone()));
+            }
+        }
+    }
+    if shared {
+        return value;
+    }
+    let hash = Sha256::digest(value.to_string().as_bytes());
+    let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
+        }
+    }
+    value
 }
 
 #[cfg(test)]

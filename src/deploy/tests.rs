@@ -118,6 +118,7 @@ fn options(consent: &dyn Consent) -> ApplyOptions<'_> {
         timeout: Duration::from_secs(5),
         allow_empty: false,
         progress: Progress::Quiet,
+        adopt: false,
     }
 }
 
@@ -346,7 +347,10 @@ async fn a_custom_object_waits_for_its_crd_and_a_dry_run_sends_neither() {
         [
             applied("Namespace ml"),
             applied(inventory()),
-            applied("CustomResourceDefinition widgets.example.com"),
+            Write::Apply {
+                object: "CustomResourceDefinition widgets.example.com".into(),
+                manager: set().shared_manager,
+            },
             applied("Widget ml/w"),
         ]
     );
@@ -382,4 +386,195 @@ async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
         cluster.object("v1", "Namespace", None, NS).is_some(),
         "the namespace stays"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// ownership: never take over or delete what another environment, app or tool owns
+
+fn in_namespace(mut object: Object, namespace: &str) -> Object {
+    object.value["metadata"]["namespace"] = json!(namespace);
+    object
+}
+
+fn storage_class() -> Object {
+    Object {
+        component: "volumes".into(),
+        value: json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "kvc", "labels": {"mlkube.io/component": "volumes"}},
+            "provisioner": "kubernetes.io/no-provisioner"}),
+    }
+}
+
+fn plan_for(set: &ApplySet, objects: Vec<Object>) -> Plan {
+    plan::plan(&Manifest { objects }, set, &[]).expect("a valid plan")
+}
+
+/// Whether `diff` finds differences; they are printed, for the failure message.
+async fn diff_exit(cluster: &MemoryCluster, plan: &Plan) -> bool {
+    let changes = super::diff::diff(cluster, plan, super::diff::DiffOptions::default())
+        .await
+        .expect("diff");
+    println!("{}", super::diff::render_text(&changes, false));
+    changes.has_differences()
+}
+
+#[tokio::test]
+async fn an_environment_sharing_the_namespace_never_takes_over_the_other_ones_objects() {
+    let cluster = deployed(vec![config_map("a", "config")]).await;
+    let dup = ApplySet::new("app", "dup", NS);
+    let plan = plan_for(&dup, vec![config_map("a", "config")]);
+
+    let refused = apply::apply(&cluster, &plan, &options(&Yes)).await;
+    let Err(ApplyError::NotOurs { count: 1, details }) = refused else {
+        panic!("expected a refusal, got {refused:?}");
+    };
+    assert!(
+        details.contains("ConfigMap ml/config") && details.contains(&set().id),
+        "{details}"
+    );
+    assert_eq!(cluster.writes(), [], "nothing is written");
+    assert!(diff_exit(&cluster, &plan).await, "diff marks it");
+
+    let nothing = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    apply::delete(&cluster, &dup, &nothing)
+        .await
+        .expect("delete dup");
+    assert_eq!(
+        cluster.writes(),
+        [],
+        "delete of dup removes nothing of local's"
+    );
+}
+
+#[tokio::test]
+async fn an_object_someone_else_created_is_refused_then_adopted_and_then_prunable() {
+    let cluster = deployed(vec![config_map("a", "config")]).await;
+    cluster.create_as(
+        "kubectl-create",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "preexisting", "namespace": NS}, "data": {"k": "preexisting"}}),
+    );
+    let with_it = plan_of(
+        vec![config_map("a", "config"), config_map("a", "preexisting")],
+        &[],
+    );
+    let refused = apply::apply(&cluster, &with_it, &pruning(&Yes)).await;
+    let Err(ApplyError::NotOurs { details, .. }) = refused else {
+        panic!("expected a refusal, got {refused:?}");
+    };
+    assert!(details.contains("exists, not ours") && details.contains("kubectl-create"));
+    assert_eq!(cluster.writes(), []);
+
+    let adopting = ApplyOptions {
+        adopt: true,
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &with_it, &adopting)
+        .await
+        .expect("apply --adopt");
+    assert_eq!(report.adopted.len(), 1, "{:?}", report.adopted);
+    assert!(
+        !diff_exit(&cluster, &with_it).await,
+        "adopted: nothing to mark"
+    );
+
+    cluster.clear_writes();
+    apply::apply(
+        &cluster,
+        &plan_of(vec![config_map("a", "config")], &[]),
+        &pruning(&Yes),
+    )
+    .await
+    .expect("prune the adopted object");
+    assert_eq!(cluster.writes(), [deleted("ConfigMap ml/preexisting")]);
+}
+
+#[tokio::test]
+async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_them() {
+    let cluster = MemoryCluster::new();
+    let local = ApplySet::new("app", "local", "a");
+    let other = ApplySet::new("other-app", "b", "b");
+    let render = |ns: &str| vec![in_namespace(config_map("a", "config"), ns), storage_class()];
+    let (local_plan, other_plan) = (plan_for(&local, render("a")), plan_for(&other, render("b")));
+
+    // Applied in turns, each diffs clean after its own apply and after the other's.
+    let turns = [&local_plan, &other_plan, &local_plan, &other_plan];
+    for (turn, plan) in turns.into_iter().enumerate() {
+        apply::apply(&cluster, plan, &options(&Yes))
+            .await
+            .expect("each applies cleanly");
+        assert!(
+            !diff_exit(&cluster, plan).await,
+            "clean after its own apply"
+        );
+        if turn > 0 {
+            assert!(!diff_exit(&cluster, &local_plan).await, "local diffs clean");
+            assert!(!diff_exit(&cluster, &other_plan).await, "the other clean");
+        }
+    }
+
+    let everything = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    let report = apply::delete(&cluster, &other, &everything)
+        .await
+        .expect("delete the other");
+    assert_eq!(
+        report.released.len(),
+        1,
+        "the StorageClass is only released"
+    );
+    assert!(
+        cluster
+            .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
+            .is_some()
+    );
+    assert!(
+        !diff_exit(&cluster, &local_plan).await,
+        "local still diffs clean"
+    );
+
+    let report = apply::delete(&cluster, &local, &everything)
+        .await
+        .expect("delete local");
+    assert_eq!(report.pruned.len(), 2, "the last user deletes it");
+    assert!(
+        cluster
+            .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn two_apps_of_one_name_never_share_an_applyset() {
+    let cluster = MemoryCluster::new();
+    let x = set().with_app_id(Some("x-id"));
+    let y = set().with_app_id(Some("y-id"));
+    apply::apply(
+        &cluster,
+        &plan_for(&x, vec![config_map("a", "c")]),
+        &options(&Yes),
+    )
+    .await
+    .expect("app x");
+    cluster.clear_writes();
+    let refused = apply::apply(
+        &cluster,
+        &plan_for(&y, vec![config_map("a", "other")]),
+        &pruning(&Yes),
+    )
+    .await
+    .expect_err("app y is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("x-id") && message.contains("y-id"),
+        "{message}"
+    );
+    assert_eq!(cluster.writes(), []);
 }

@@ -327,7 +327,8 @@ impl Manifest {
     }
 
     /// Complete and order rendered objects: set the environment's namespace on namespaced
-    /// objects that have none, add the mlkube labels, refuse two objects with the same
+    /// objects that have none, add the mlkube labels (the app and environment only on
+    /// namespaced objects), refuse two objects with the same
     /// kind/namespace/name, and sort into apply order (ties broken by kind, namespace, name,
     /// so the result does not depend on the order of components).
     pub fn process(objects: Vec<Object>, target: Target<'_>) -> Result<Manifest, ManifestError> {
@@ -443,13 +444,25 @@ fn complete(object: &mut Object, target: Target<'_>, cluster_scoped: bool) {
         *labels = Value::Object(serde_json::Map::new());
     }
     if let Some(labels) = labels.as_object_mut() {
-        for (key, value) in [
-            (labels::MANAGED_BY, labels::MANAGER),
+        // A cluster-scoped object is shared by every environment and app that renders it, so
+        // it carries neither the app's nor the environment's name.
+        let identity = [
             (labels::PART_OF, target.app),
             (labels::ENVIRONMENT, target.environment),
+        ];
+        let identity = if cluster_scoped {
+            &[][..]
+        } else {
+            &identity[..]
+        };
+        for (key, value) in [
+            (labels::MANAGED_BY, labels::MANAGER),
             (labels::COMPONENT, component.as_str()),
-        ] {
-            labels.insert(key.to_owned(), Value::String(value.to_owned()));
+        ]
+        .iter()
+        .chain(identity)
+        {
+            labels.insert((*key).to_owned(), Value::String((*value).to_owned()));
         }
         labels.sort_keys();
     }

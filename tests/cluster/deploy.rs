@@ -166,6 +166,7 @@ fn options() -> ApplyOptions<'static> {
         timeout: Duration::from_secs(60),
         allow_empty: false,
         progress: Progress::Plain,
+        adopt: false,
     }
 }
 
@@ -979,4 +980,293 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     )
     .await;
     assert!(deployments.get_opt("notebook-hub").await.is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// ownership: issue 11's reproductions, each refused or shared as the README says
+
+fn storage_class(name: &str) -> Object {
+    Object {
+        component: "volumes".into(),
+        value: json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "mlkube",
+                                                  "mlkube.io/component": "volumes"}},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"}),
+    }
+}
+
+/// A CRD as the renderer leaves it: cluster-scoped, so without app or environment labels.
+fn shared_crd(group: &str) -> Object {
+    let mut object = crd(group);
+    object.value["metadata"]["labels"] =
+        json!({"app.kubernetes.io/managed-by": "mlkube", "mlkube.io/component": "widgets"});
+    object
+}
+
+fn delete_all() -> DeleteOptions<'static> {
+    DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Confirmation::Given,
+    }
+}
+
+#[tokio::test]
+async fn two_environments_and_two_apps_share_cluster_scoped_objects_without_flip_flop() {
+    let first = TestNamespace::new("deploy-shared-a").await;
+    let second = TestNamespace::new("deploy-shared-b").await;
+    let class = format!("kvc-{}", first.name);
+    let group = format!("{}.shared.mlkube.test", first.name);
+    let render = |ns: &str| {
+        vec![
+            config_map(ns, "volumes", "settings", json!({"a": "1"})),
+            storage_class(&class),
+            shared_crd(&group),
+        ]
+    };
+    let local = Env::new(&first.name).await;
+    // Another environment of the same app, and an environment of another app.
+    let other_env = Env {
+        set: ApplySet::new("t", "b", &second.name),
+        ..Env::new(&second.name).await
+    };
+    let other_app = Env {
+        set: ApplySet::new("another-app", "local", &second.name),
+        ..Env::new(&second.name).await
+    };
+    // Applied in turns, each diffs clean after its own apply and after the other's.
+    let turns = [
+        (&local, &first.name),
+        (&other_env, &second.name),
+        (&local, &first.name),
+        (&other_env, &second.name),
+    ];
+    for (turn, (applying, ns)) in turns.into_iter().enumerate() {
+        applying
+            .apply(render(ns), &options())
+            .await
+            .expect("each environment applies cleanly");
+        let both = [(&local, &first.name), (&other_env, &second.name)];
+        let checked = if turn == 0 { &both[..1] } else { &both[..] };
+        for (env, ns) in checked {
+            let changes = env.diff(render(ns)).await;
+            assert_eq!(
+                Exit::of_diff(&changes),
+                Exit::Done,
+                "{}: {}\n{}",
+                env.set.env,
+                changes.summary(),
+                diff::render_text(&changes, false)
+            );
+        }
+    }
+    // The other app renders the same shared objects (its namespaced ones differ by name).
+    let other_app_objects = vec![
+        config_map(
+            &second.name,
+            "volumes",
+            "other-app-settings",
+            json!({"b": "2"}),
+        ),
+        storage_class(&class),
+        shared_crd(&group),
+    ];
+    other_app
+        .apply(other_app_objects.clone(), &options())
+        .await
+        .expect("another app shares them too");
+    assert_eq!(
+        Exit::of_diff(&local.diff(render(&first.name)).await),
+        Exit::Done
+    );
+
+    let classes = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(local.client.clone());
+    apply::delete(&other_env.cluster, &other_env.set, &delete_all())
+        .await
+        .expect("delete the other environment");
+    apply::delete(&other_app.cluster, &other_app.set, &delete_all())
+        .await
+        .expect("delete the other app");
+    assert!(
+        classes.get_opt(&class).await.unwrap().is_some(),
+        "local still renders the StorageClass"
+    );
+    let changes = local.diff(render(&first.name)).await;
+    assert_eq!(
+        Exit::of_diff(&changes),
+        Exit::Done,
+        "{}",
+        diff::render_text(&changes, false)
+    );
+
+    let report = apply::delete(&local.cluster, &local.set, &delete_all())
+        .await
+        .expect("delete local, the last user");
+    assert!(report.pruned.iter().any(|k| k.name == class), "{report:?}");
+    support::eventually(
+        "the StorageClass to go",
+        Duration::from_secs(30),
+        || async {
+            classes
+                .get_opt(&class)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let crds = Api::<CustomResourceDefinition>::all(local.client.clone());
+    assert!(
+        crds.get_opt(&format!("widgets.{group}"))
+            .await
+            .unwrap()
+            .is_some(),
+        "a CRD is never deleted"
+    );
+    crds.delete(&format!("widgets.{group}"), &DeleteParams::default())
+        .await
+        .expect("clean up the CRD");
+}
+
+#[tokio::test]
+async fn an_environment_on_another_ones_namespace_is_refused_and_its_delete_removes_nothing() {
+    let test = TestNamespace::new("deploy-dup").await;
+    let local = Env::new(&test.name).await;
+    local
+        .apply(app(&test.name), &options())
+        .await
+        .expect("local");
+    let dup = Env {
+        set: ApplySet::new("t", "dup", &test.name),
+        ..Env::new(&test.name).await
+    };
+
+    let refused = dup.apply(app(&test.name), &options()).await;
+    let Err(ApplyError::NotOurs { count: 5, details }) = &refused else {
+        panic!("expected a refusal naming local's objects, got {refused:?}");
+    };
+    assert!(
+        details.contains(&format!(
+            "ConfigMap {}/serving-config: owned by t/{}",
+            test.name, test.name
+        )),
+        "{details}"
+    );
+    let changes = dup.diff(app(&test.name)).await;
+    assert_eq!(Exit::of_diff(&changes), Exit::Differences);
+    assert!(
+        diff::render_text(&changes, false).contains("# owned by t/"),
+        "{}",
+        diff::render_text(&changes, false)
+    );
+
+    let report = apply::delete(&dup.cluster, &dup.set, &delete_all())
+        .await
+        .expect("delete dup");
+    assert!(report.pruned.is_empty(), "{report:?}");
+    assert!(local.config_map("serving-config").await.is_some());
+    assert_eq!(
+        Exit::of_diff(&local.diff(app(&test.name)).await),
+        Exit::Done
+    );
+}
+
+#[tokio::test]
+async fn an_object_someone_else_created_is_refused_then_adopted_and_then_prunable() {
+    let test = TestNamespace::new("deploy-adopt").await;
+    let env = Env::new(&test.name).await;
+    env.apply(
+        vec![config_map(&test.name, "a", "mine", json!({"k": "v"}))],
+        &options(),
+    )
+    .await
+    .expect("the first apply");
+    let preexisting: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "preexisting"}, "data": {"k": "theirs"}}))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
+        .create(&kube::api::PostParams::default(), &preexisting)
+        .await
+        .expect("someone else's ConfigMap");
+    let with_it = vec![
+        config_map(&test.name, "a", "mine", json!({"k": "v"})),
+        config_map(&test.name, "a", "preexisting", json!({"k": "theirs"})),
+    ];
+
+    let changes = env.diff(with_it.clone()).await;
+    assert_eq!(Exit::of_diff(&changes), Exit::Differences);
+    assert!(diff::render_text(&changes, false).contains("# exists, not ours"));
+    let refused = env.apply(with_it.clone(), &options()).await;
+    assert!(
+        matches!(refused, Err(ApplyError::NotOurs { count: 1, .. })),
+        "{refused:?}"
+    );
+    let untouched = env.config_map("preexisting").await.unwrap();
+    assert!(
+        !untouched
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(PART_OF_LABEL),
+        "nothing was written"
+    );
+
+    let mut adopting = options();
+    adopting.adopt = true;
+    let report = env.apply(with_it, &adopting).await.expect("apply --adopt");
+    assert_eq!(report.adopted.len(), 1);
+
+    let mut pruning = options();
+    pruning.prune = true;
+    let report = env
+        .apply(
+            vec![config_map(&test.name, "a", "mine", json!({"k": "v"}))],
+            &pruning,
+        )
+        .await
+        .expect("prune");
+    assert_eq!(report.pruned.len(), 1, "{report:?}");
+    assert!(env.config_map("preexisting").await.is_none());
+}
+
+#[tokio::test]
+async fn two_apps_of_one_name_on_one_namespace_never_share_an_applyset() {
+    let test = TestNamespace::new("deploy-same-name").await;
+    let x = Env {
+        set: ApplySet::new("platform", "local", &test.name).with_app_id(Some("x-app")),
+        ..Env::new(&test.name).await
+    };
+    let y = Env {
+        set: ApplySet::new("platform", "local", &test.name).with_app_id(Some("y-app")),
+        ..Env::new(&test.name).await
+    };
+    x.apply(
+        vec![config_map(&test.name, "a", "x-config", json!({"k": "x"}))],
+        &options(),
+    )
+    .await
+    .expect("app x");
+    let mut pruning = options();
+    pruning.prune = true;
+    let refused = y
+        .apply(
+            vec![config_map(&test.name, "a", "y-config", json!({"k": "y"}))],
+            &pruning,
+        )
+        .await
+        .expect_err("app y is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("x-app") && message.contains("y-app"),
+        "{message}"
+    );
+    assert!(
+        x.config_map("x-config").await.is_some(),
+        "nothing of x was pruned"
+    );
+    assert!(
+        y.config_map("y-config").await.is_none(),
+        "nothing of y was written"
+    );
 }
