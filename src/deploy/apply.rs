@@ -33,7 +33,7 @@ use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
     namespace_resource,
 };
-use crate::deploy::diff::prunable;
+use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
@@ -502,7 +502,7 @@ async fn apply_tier(
                     .await;
                 let before = listed.get(&desired.key).copied();
                 let outcome = match result {
-                    Ok(applied) => Ok(outcome(&applied, before, mode.manager)),
+                    Ok(applied) => Ok(outcome(&applied, before, mode)),
                     // A dry run cannot create the namespace first; the object would be created.
                     Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
                         Ok(Outcome::Created)
@@ -546,9 +546,18 @@ async fn apply_tier(
     })
 }
 
-/// What an apply did, judged from the inventory listing taken before it.
-fn outcome(applied: &Value, before: Option<&Member>, manager: &str) -> Outcome {
+/// What an apply did, judged from the inventory listing taken before it. A real apply moves the
+/// resource version exactly when it changed something; a dry run never moves it, so there the
+/// object is compared as `diff` compares it.
+fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Outcome {
     match before {
+        Some(member) if mode.dry_run => {
+            if diff::normalize(&member.value) == diff::normalize(applied) {
+                Outcome::Unchanged
+            } else {
+                Outcome::Configured
+            }
+        }
         Some(member)
             if applied["metadata"]["resourceVersion"] == member.resource_version.as_str() =>
         {
@@ -561,7 +570,7 @@ fn outcome(applied: &Value, before: Option<&Member>, manager: &str) -> Outcome {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|m| m["manager"] != manager);
+                .any(|m| m["manager"] != mode.manager);
             if others {
                 Outcome::Configured
             } else {
@@ -979,21 +988,45 @@ mod tests {
         }
     }
 
+    fn real() -> ApplyMode<'static> {
+        ApplyMode {
+            dry_run: false,
+            force: false,
+            manager: FIELD_MANAGER,
+        }
+    }
+
+    #[test]
+    fn a_dry_run_outcome_compares_the_object_as_diff_does() {
+        let dry = ApplyMode {
+            dry_run: true,
+            ..real()
+        };
+        let mut before = member("5");
+        before.value = json!({"metadata": {"resourceVersion": "5"}, "spec": {"replicas": 1}});
+        let changed = json!({"metadata": {"resourceVersion": "5"}, "spec": {"replicas": 2}});
+        assert_eq!(outcome(&changed, Some(&before), dry), Outcome::Configured);
+        assert_eq!(
+            outcome(&before.value, Some(&before), dry),
+            Outcome::Unchanged
+        );
+    }
+
     #[test]
     fn the_outcome_compares_resource_versions_with_the_listing() {
         let applied =
             json!({"metadata": {"resourceVersion": "5", "managedFields": [{"manager": "mlkube"}]}});
         assert_eq!(
-            outcome(&applied, Some(&member("5")), "mlkube"),
+            outcome(&applied, Some(&member("5")), real()),
             Outcome::Unchanged
         );
         assert_eq!(
-            outcome(&applied, Some(&member("4")), "mlkube"),
+            outcome(&applied, Some(&member("4")), real()),
             Outcome::Configured
         );
-        assert_eq!(outcome(&applied, None, "mlkube"), Outcome::Created);
+        assert_eq!(outcome(&applied, None, real()), Outcome::Created);
         let adopted =
             json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
-        assert_eq!(outcome(&adopted, None, "mlkube"), Outcome::Configured);
+        assert_eq!(outcome(&adopted, None, real()), Outcome::Configured);
     }
 }

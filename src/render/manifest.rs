@@ -245,51 +245,6 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("storage.k8s.io", "VolumeAttributesClass"),
 ];
 
-/// Apply order by kind: what others depend on goes first. Kinds not listed go between the
-/// workloads and the webhooks, so a custom resource comes after its CRD and the controllers.
-const APPLY_ORDER: &[&str] = &[
-    "Namespace",
-    "CustomResourceDefinition",
-    "PriorityClass",
-    "StorageClass",
-    "RuntimeClass",
-    "IngressClass",
-    "PersistentVolume",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ServiceAccount",
-    "Role",
-    "RoleBinding",
-    "ResourceQuota",
-    "LimitRange",
-    "NetworkPolicy",
-    "Secret",
-    "ConfigMap",
-    "PersistentVolumeClaim",
-    "Service",
-    "DaemonSet",
-    "Deployment",
-    "StatefulSet",
-    "ReplicaSet",
-    "ReplicationController",
-    "Job",
-    "CronJob",
-    "Pod",
-    // Kinds not listed rank here.
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-    "APIService",
-];
-const UNLISTED_RANK: usize = 27;
-
-fn apply_rank(kind: &str) -> usize {
-    match APPLY_ORDER.iter().position(|k| *k == kind) {
-        Some(position) if position >= UNLISTED_RANK => position + 1,
-        Some(position) => position,
-        None => UNLISTED_RANK,
-    }
-}
-
 /// The API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`).
 pub fn api_group(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
@@ -379,7 +334,7 @@ impl Manifest {
         }
         objects.sort_by_cached_key(|o| {
             let key = (
-                apply_rank(o.kind()),
+                super::kinds::rank(o.group(), o.kind()),
                 o.kind(),
                 o.namespace(),
                 o.name(),

@@ -1270,3 +1270,51 @@ async fn two_apps_of_one_name_on_one_namespace_never_share_an_applyset() {
         "nothing of y was written"
     );
 }
+
+#[tokio::test]
+async fn a_dry_run_reports_what_the_apply_then_does_and_both_agree_with_the_diff() {
+    let test = TestNamespace::new("deploy-dry-truth").await;
+    let env = Env::new(&test.name).await;
+    env.apply(app(&test.name), &options()).await.expect("apply");
+    let mut changed: Vec<Object> = app(&test.name)
+        .into_iter()
+        .filter(|o| o.value["kind"] != "Deployment")
+        .collect();
+    changed.push(deployment(&test.name, "serving", "serving", 2));
+    changed.push(config_map(
+        &test.name,
+        "serving",
+        "added",
+        json!({"x": "1"}),
+    ));
+
+    let summary = env.diff(changed.clone()).await.summary();
+    assert_eq!(
+        (summary.create, summary.update, summary.unchanged),
+        (1, 1, 4),
+        "{summary}"
+    );
+    let outcomes = |report: &apply::ApplyReport| {
+        let mut outcomes: Vec<(String, Outcome)> = report
+            .applied
+            .iter()
+            .map(|(key, outcome)| (key.to_string(), *outcome))
+            .collect();
+        outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+        outcomes
+    };
+    let mut dry = options();
+    dry.dry_run = true;
+    let dry_run = env.apply(changed.clone(), &dry).await.expect("the dry run");
+    let real = env.apply(changed, &options()).await.expect("the apply");
+    assert_eq!(outcomes(&dry_run), outcomes(&real));
+    let count = |outcome| real.applied.iter().filter(|(_, o)| *o == outcome).count();
+    assert_eq!(
+        (
+            count(Outcome::Created),
+            count(Outcome::Configured),
+            count(Outcome::Unchanged)
+        ),
+        (summary.create, summary.update, summary.unchanged)
+    );
+}
