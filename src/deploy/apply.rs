@@ -184,7 +184,7 @@ pub async fn apply(
             });
         }
         if !options.dry_run {
-            let keys: Vec<Key> = prune.iter().map(|m| m.key.clone()).collect();
+            let keys = deletions(&plan.applyset, &prune);
             options.consent.confirm("prune", &keys)?;
         }
         doomed = prune;
@@ -681,6 +681,20 @@ async fn delete_members(
     }
 }
 
+/// What removing `members` deletes: the consent is asked for these. A shared object another set
+/// still claims is only released, which deletes nothing.
+fn deletions(set: &ApplySet, members: &[&Member]) -> Vec<Key> {
+    members
+        .iter()
+        .filter(|m| !released(set, m))
+        .map(|m| m.key.clone())
+        .collect()
+}
+
+fn released(set: &ApplySet, member: &Member) -> bool {
+    member.shared && !ownership::other_users(set, &member.value).is_empty()
+}
+
 enum Removal {
     Deleted,
     Released,
@@ -700,7 +714,7 @@ async fn remove(
     };
     let namespace = member.key.namespace.as_deref();
     let name = &member.key.name;
-    if member.shared && !ownership::other_users(set, &member.value).is_empty() {
+    if released(set, member) {
         if !dry_run {
             let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
                                "metadata": {"name": name}});
@@ -754,7 +768,7 @@ pub async fn prune(
         });
     }
     if !options.dry_run {
-        let keys: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
+        let keys = deletions(&plan.applyset, &doomed);
         options.consent.confirm("prune", &keys)?;
     }
     (report.pruned, report.released) =
@@ -818,7 +832,7 @@ pub async fn delete(
             Err(reason) => report.kept.push((member.key.clone(), reason.to_string())),
         }
     }
-    let mut listed: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
+    let mut listed = deletions(set, &doomed);
     let namespace_key = Key {
         group: String::new(),
         kind: "Namespace".into(),

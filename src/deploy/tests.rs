@@ -522,6 +522,15 @@ async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_
         delete_namespace: false,
         consent: &Yes,
     };
+    let asking = DeleteOptions {
+        consent: &No,
+        ..everything.clone()
+    };
+    let refused = apply::delete(&cluster, &other, &asking).await;
+    assert!(
+        matches!(refused, Err(ApplyError::NoConsent { count: 1, .. })),
+        "only the ConfigMap is deleted, so only it is asked about: {refused:?}"
+    );
     let report = apply::delete(&cluster, &other, &everything)
         .await
         .expect("delete the other");
