@@ -1,7 +1,7 @@
 //! mlkube deploys a Kubeflow-style ML platform to Kubernetes per environment and runs its TFJob
 //! operator.
 //!
-//! The crate is one pipeline, one module per stage:
+//! The crate is one pipeline, and its folders are its layers:
 //!
 //! ```text
 //! app on disk ──app──▶ environment + params ──render──▶ objects ──manifest──▶ ordered manifest
@@ -9,22 +9,17 @@
 //! cluster ──watch──▶ operator ──reconcile──▶ pods, services, status
 //! ```
 //!
-//! Everything before `diff` is pure: no network and no clock. `cli` only parses arguments and
-//! calls into the stages.
+//! - [`cli`]: arguments, settings, output and exit codes; it calls into the stages below.
+//! - [`app`]: the app on disk (app.yaml, params, prototypes) and the edits of its files.
+//! - [`render`]: Jsonnet, the embedded library, the manifest and the table of kinds and tiers.
+//! - [`deploy`]: plan, inventory, cluster, diff, apply, wait.
+//! - [`operator`]: the TFJob operator.
+//!
+//! Everything before `diff` is pure: no network and no clock.
 
 pub mod app;
-pub mod apply;
-pub mod applyset;
 pub mod cli;
-pub mod cluster;
 pub mod deploy;
-pub mod diff;
-pub mod exit;
-pub mod jsonnet;
-pub mod library;
-pub mod manifest;
 pub mod operator;
-pub mod plan;
+pub mod random;
 pub mod render;
-pub mod wait;
-pub mod yaml;

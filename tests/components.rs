@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use mlkube::jsonnet::Evaluator;
+use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
 const PROTOTYPES: [&str; 6] = [

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::prototype::{self, Prototype};
 use super::{App, AppError, ComponentEntry, Environment, PARAMS_FILE};
-use crate::jsonnet::Evaluator;
+use crate::render::jsonnet::Evaluator;
 
 /// Where a value came from, lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -8,8 +8,8 @@
 use serde_json::Value;
 
 use super::AppError;
-use crate::jsonnet::Evaluator;
-use crate::library;
+use crate::render::jsonnet::Evaluator;
+use crate::render::library;
 
 /// The types a prototype parameter can declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,8 +35,8 @@ use std::sync::atomic::Ordering;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use crate::cli::exit::Exit;
 use crate::cli::{ClusterArgs, OperatorArgs};
-use crate::exit::Exit;
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use crate::exit::Exit;
+use crate::cli::exit::Exit;
 
 /// A stop asked for by a signal; cheap to clone.
 #[derive(Clone)]

@@ -27,7 +27,7 @@ use kube::discovery::{Discovery, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use mlkube::app::App;
-use mlkube::manifest::{Manifest, Object};
+use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
 use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};
@@ -439,7 +439,7 @@ fn init_app(dir: &Path, namespace: &str) -> App {
 }
 
 fn render(app: &App, env: &str, component: &str) -> Manifest {
-    mlkube::render::render(app, env, &[component.to_owned()])
+    app.render(env, &[component.to_owned()])
         .unwrap_or_else(|e| panic!("rendering {component} for {env}: {}", chain(&e)))
 }
 

@@ -13,7 +13,7 @@ use jrsonnet_evaluator::trace::PathResolver;
 use jrsonnet_evaluator::{Error as JrError, Span, State, Val};
 use serde_json::{Map, Number, Value};
 
-use crate::library::{ComponentContexts, Resolver};
+use crate::render::library::{ComponentContexts, Resolver};
 
 /// A Jsonnet syntax or runtime error, located in the file the user can open.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,6 +5,8 @@
 
 use std::process::ExitCode;
 
+use crate::deploy::diff::ChangeSet;
+
 /// How a verb ended, as the process exit code a script sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -16,6 +18,19 @@ pub enum Exit {
     Error = 2,
     /// `apply` applied everything but not all of it became healthy before the timeout.
     NotReady = 3,
+}
+
+impl Exit {
+    /// The exit code `kubectl diff` would give for a change set.
+    pub fn of_diff(changes: &ChangeSet) -> Exit {
+        if changes.summary().failed > 0 {
+            Exit::Error
+        } else if changes.has_differences() {
+            Exit::Differences
+        } else {
+            Exit::Done
+        }
+    }
 }
 
 impl From<Exit> for ExitCode {

@@ -1,0 +1,279 @@
+//! The cluster verbs (`diff`, `apply`, `prune`, `delete`, `validate`) as the command line runs
+//! them: resolve the settings, connect, hand the plan to the stage, print the outcome and choose
+//! the exit code.
+//!
+//! stdout carries data (diffs, JSON, one line per applied object); messages, progress and the
+//! diff summary go to stderr.
+
+// Errors end the run: what matters is the fields they carry for the message, not their size.
+#![allow(clippy::result_large_err)]
+
+use std::io::Write;
+
+use crate::deploy::apply::{self, ApplyError, ApplyOptions, DeleteOptions, PruneOptions};
+use crate::deploy::applyset::ApplySet;
+use crate::deploy::cluster::{ClusterError, KubeCluster};
+use crate::deploy::diff::{self, DiffError, DiffOptions};
+use crate::deploy::plan::{self, Plan, PlanError};
+
+use super::exit::Exit;
+use super::output::{self, Confirmation};
+use super::settings::{self, Deployment, Selection, SettingsError};
+use super::{
+    ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs, report,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(DeployError::Runtime)
+}
+
+fn finish(result: Result<Exit, DeployError>) -> Exit {
+    match result {
+        Ok(exit) => exit,
+        Err(error) => report(&error),
+    }
+}
+
+impl Deployment {
+    fn applyset(&self) -> ApplySet {
+        ApplySet::new(&self.app, &self.target.env, &self.target.namespace)
+            .with_app_id(self.app_id.as_deref())
+    }
+
+    fn plan(&self, components: &[String]) -> Result<Plan, PlanError> {
+        plan::plan(&self.manifest, &self.applyset(), components)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// diff
+
+pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
+    let selection = Selection {
+        env: &args.env,
+        components: &args.components,
+        manifest: args.manifest.as_deref(),
+    };
+    finish(
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| diff_deployment(&d, args)),
+    )
+}
+
+/// `mlkube diff` on an environment already rendered.
+pub fn diff_deployment(deployment: &Deployment, args: &DiffArgs) -> Result<Exit, DeployError> {
+    runtime()?.block_on(async {
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        let plan = deployment.plan(&args.components)?;
+        let options = DiffOptions {
+            show_secrets: args.show_secrets,
+        };
+        let changes = diff::diff(&cluster, &plan, options).await?;
+        let mut stdout = std::io::stdout().lock();
+        match args.output {
+            ListFormat::Json => {
+                let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
+            }
+            ListFormat::Text => {
+                let text = diff::render_text(&changes, output::use_color());
+                let _ = write!(stdout, "{text}");
+            }
+        }
+        drop(stdout);
+        eprint!("{}", diff::render_failures(&changes));
+        eprintln!("{}", changes.summary());
+        Ok(Exit::of_diff(&changes))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// apply
+
+pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
+    let selection = Selection {
+        env: &args.env,
+        components: &args.components,
+        manifest: args.manifest.as_deref(),
+    };
+    finish(
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| apply_deployment(&d, args)),
+    )
+}
+
+/// `mlkube apply` on an environment already rendered.
+pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exit, DeployError> {
+    let consent = Confirmation::from_flag(args.yes);
+    let options = ApplyOptions {
+        dry_run: args.dry_run,
+        prune: args.prune,
+        consent: &consent,
+        force_conflicts: args.force_conflicts,
+        wait: !args.no_wait,
+        timeout: args.timeout,
+        allow_empty: args.allow_empty,
+        progress: output::progress(),
+        adopt: args.adopt,
+    };
+    runtime()?.block_on(async {
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        eprintln!(
+            "mlkube: applying environment `{}` to context `{}` ({})",
+            deployment.target.env, cluster.context, cluster.server
+        );
+        let plan = deployment.plan(&args.components)?;
+        let report = apply::apply(&cluster, &plan, &options).await?;
+        output::print_report(&report, options.dry_run);
+        Ok(if report.not_ready.is_empty() {
+            Exit::Done
+        } else {
+            Exit::NotReady
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// prune, delete
+
+pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
+    let selection = Selection {
+        env: &args.env,
+        components: &[],
+        manifest: None,
+    };
+    finish(
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| prune_deployment(&d, args)),
+    )
+}
+
+/// `mlkube prune` on an environment already rendered.
+pub fn prune_deployment(deployment: &Deployment, args: &PruneArgs) -> Result<Exit, DeployError> {
+    let consent = Confirmation::from_flag(args.yes);
+    let options = PruneOptions {
+        dry_run: false,
+        consent: &consent,
+        allow_empty: args.allow_empty,
+    };
+    runtime()?.block_on(async {
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        let plan = deployment.plan(&[])?;
+        let report = apply::prune(&cluster, &plan, &options).await?;
+        if report.pruned.is_empty() {
+            eprintln!(
+                "mlkube: nothing to prune in environment `{}`",
+                deployment.target.env
+            );
+        }
+        output::print_report(&report, false);
+        Ok(Exit::Done)
+    })
+}
+
+pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
+    // Delete works from the inventory on the cluster, not from the render: what was applied is
+    // what gets deleted, even when the app changed since. It needs the app only for its name and
+    // the environment's cluster.
+    let selection = Selection {
+        env: &args.env,
+        components: &args.components,
+        manifest: args.manifest.as_deref(),
+    };
+    finish(
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| delete_deployment(&d, args)),
+    )
+}
+
+/// `mlkube delete` for an environment (only its app name and target are used).
+pub fn delete_deployment(deployment: &Deployment, args: &DeleteArgs) -> Result<Exit, DeployError> {
+    let consent = Confirmation::from_flag(args.yes);
+    let options = DeleteOptions {
+        components: args.components.clone(),
+        delete_namespace: args.delete_namespace,
+        consent: &consent,
+    };
+    runtime()?.block_on(async {
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
+        if report.pruned.is_empty() {
+            eprintln!(
+                "mlkube: environment `{}` has nothing applied on context `{}`",
+                deployment.target.env, cluster.context
+            );
+        }
+        output::print_report(&report, false);
+        Ok(Exit::Done)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate
+
+pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
+    let selection = Selection {
+        env: &args.env,
+        components: &args.components,
+        manifest: None,
+    };
+    finish(
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| validate_deployment(&d, args)),
+    )
+}
+
+/// `mlkube validate` on an environment already rendered.
+pub fn validate_deployment(
+    deployment: &Deployment,
+    args: &ValidateArgs,
+) -> Result<Exit, DeployError> {
+    runtime()?.block_on(async {
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        let plan = deployment.plan(&args.components)?;
+        let validation = apply::validate(&cluster, &plan).await;
+        for skipped in &validation.skipped {
+            eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
+        }
+        for rejected in &validation.rejected {
+            eprintln!(
+                "mlkube: error: {} (component {}): {}",
+                rejected.key, rejected.component, rejected.message
+            );
+        }
+        eprintln!(
+            "{} valid, {} rejected, {} not checked",
+            validation.valid,
+            validation.rejected.len(),
+            validation.skipped.len()
+        );
+        Ok(if validation.rejected.is_empty() {
+            Exit::Done
+        } else {
+            Exit::Error
+        })
+    })
+}

@@ -1,0 +1,18 @@
+//! Deploying a rendered manifest to a cluster: the plan (keys, tiers, membership labels), the
+//! inventory (ApplySet), the connection to the cluster, the diff, the apply with its prune and
+//! delete, and the wait for health.
+//!
+//! This layer sees rendering only through the manifest it is handed.
+
+pub mod apply;
+pub mod applyset;
+pub mod cluster;
+pub mod diff;
+pub mod key;
+#[cfg(test)]
+pub mod memory;
+pub mod ownership;
+pub mod plan;
+#[cfg(test)]
+mod tests;
+pub mod wait;
