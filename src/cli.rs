@@ -331,6 +331,23 @@ pub struct OperatorArgs {
     pub cluster: ClusterArgs,
 }
 
+impl OperatorArgs {
+    /// The operator's settings from its flags.
+    fn into_settings(self) -> crate::operator::Settings {
+        crate::operator::Settings {
+            kubeconfig: self.cluster.kubeconfig,
+            context: self.cluster.context,
+            namespace: self.namespace,
+            leader_elect: self.leader_elect,
+            metrics_addr: self.metrics_addr,
+            health_addr: self.health_addr,
+            concurrency: self.concurrency,
+            gang_scheduler: self.gang_scheduler,
+            shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+}
+
 /// A duration flag: `90s`, `5m`, `1h`, `500ms`, or plain seconds.
 fn duration(value: &str) -> Result<std::time::Duration, String> {
     crate::deploy::parse_duration(value).map_err(|e| e.to_string())
@@ -368,7 +385,7 @@ fn run(cli: Cli) -> Exit {
         Command::Prune(args) => crate::deploy::prune(&cli.global, &args),
         Command::Delete(args) => crate::deploy::delete(&cli.global, &args),
         Command::Validate(args) => crate::deploy::validate(&cli.global, &args),
-        Command::Operator(args) => crate::operator::run(args),
+        Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
     }
 }
 

@@ -29,14 +29,36 @@ pub mod metrics;
 pub mod shutdown;
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::cli::{ClusterArgs, OperatorArgs};
-use crate::exit::Exit;
+/// What `mlkube operator` runs with, resolved from its flags by the caller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The kubeconfig file; `None`: `$KUBECONFIG`, ~/.kube/config, else in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context; `None`: the file's current context.
+    pub context: Option<String>,
+    /// Watch only this namespace; `None`: all namespaces.
+    pub namespace: Option<String>,
+    /// Take the leader Lease before reconciling.
+    pub leader_elect: bool,
+    /// Where `/metrics` listens, e.g. `:8080`.
+    pub metrics_addr: String,
+    /// Where `/healthz` and `/readyz` listen, e.g. `:8081`.
+    pub health_addr: String,
+    /// How many jobs are reconciled at once.
+    pub concurrency: u16,
+    /// Create a PodGroup per job for this gang scheduler.
+    pub gang_scheduler: Option<String>,
+    /// After SIGTERM, how long reconciles in flight may take.
+    pub shutdown_timeout: Duration,
+}
 
 /// Why the operator stopped.
 #[derive(Debug, thiserror::Error)]
@@ -109,28 +131,22 @@ fn keep_the_heap_in_small_pages() -> std::io::Result<()> {
 }
 
 /// `mlkube operator`: run until interrupted.
-pub fn run(args: OperatorArgs) -> Exit {
+pub fn run(settings: Settings) -> Result<(), OperatorError> {
     init_logging();
     if let Err(e) = keep_the_heap_in_small_pages() {
         tracing::debug!(error = %e, "transparent huge pages stay enabled");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(source) => return crate::cli::report(&OperatorError::Runtime { source }),
-    };
-    let result = runtime.block_on(serve(args));
+        .map_err(|source| OperatorError::Runtime { source })?;
+    let result = runtime.block_on(serve(settings));
     // Background tasks (probes, metrics, events still being recorded) must not hold up the exit.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    match result {
-        Ok(()) => {
-            tracing::info!("stopped");
-            Exit::Done
-        }
-        Err(e) => crate::cli::report(&e),
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    if result.is_ok() {
+        tracing::info!("stopped");
     }
+    result
 }
 
 /// JSON lines on stderr when it is not a terminal (in a pod), readable text when it is. Each
@@ -152,14 +168,17 @@ fn init_logging() {
     };
 }
 
-/// A client from `--kubeconfig`/`--context`, else `$KUBECONFIG`/~/.kube/config, else the
+/// A client from `kubeconfig`/`context`, else `$KUBECONFIG`/~/.kube/config, else the
 /// in-cluster service account.
-pub async fn client(cluster: &ClusterArgs) -> Result<Client, OperatorError> {
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Client, OperatorError> {
     let options = KubeConfigOptions {
-        context: cluster.context.clone(),
+        context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
     };
-    let config = match &cluster.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig =
                 Kubeconfig::read_from(path).map_err(|source| OperatorError::ReadKubeconfig {
@@ -173,7 +192,7 @@ pub async fn client(cluster: &ClusterArgs) -> Result<Client, OperatorError> {
                     source: Box::new(e),
                 })?
         }
-        None if cluster.context.is_some() => {
+        None if context.is_some() => {
             Config::from_kubeconfig(&options)
                 .await
                 .map_err(|e| OperatorError::Configure {
@@ -192,13 +211,13 @@ pub async fn client(cluster: &ClusterArgs) -> Result<Client, OperatorError> {
 }
 
 /// The namespace of the leader Lease: the pod's own, else `--namespace`, else `default`.
-fn lease_namespace(args: &OperatorArgs) -> String {
+fn lease_namespace(settings: &Settings) -> String {
     if let Ok(ns) = std::env::var("POD_NAMESPACE")
         && !ns.is_empty()
     {
         return ns;
     }
-    if let Some(ns) = &args.namespace {
+    if let Some(ns) = &settings.namespace {
         return ns.clone();
     }
     std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -209,31 +228,31 @@ fn lease_namespace(args: &OperatorArgs) -> String {
 }
 
 /// Serve metrics and probes, take the lease if asked, and run the controller.
-pub async fn serve(args: OperatorArgs) -> Result<(), OperatorError> {
+pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     // Bad flags are reported before anything touches the network.
-    http::parse_addr(&args.metrics_addr).map_err(|source| OperatorError::Serve {
+    http::parse_addr(&settings.metrics_addr).map_err(|source| OperatorError::Serve {
         what: "metrics",
         source,
     })?;
-    http::parse_addr(&args.health_addr).map_err(|source| OperatorError::Serve {
+    http::parse_addr(&settings.health_addr).map_err(|source| OperatorError::Serve {
         what: "health probes",
         source,
     })?;
-    let shutdown = shutdown::Shutdown::on_signals(args.shutdown_timeout)
+    let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
         .map_err(|source| OperatorError::Signals { source })?;
-    let client = client(&args.cluster).await?;
+    let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
     let metrics = Arc::new(metrics::Metrics::default());
     let health = Arc::new(http::Health::default());
 
     let metrics_listener =
-        http::bind(&args.metrics_addr)
+        http::bind(&settings.metrics_addr)
             .await
             .map_err(|source| OperatorError::Serve {
                 what: "metrics",
                 source,
             })?;
     let health_listener =
-        http::bind(&args.health_addr)
+        http::bind(&settings.health_addr)
             .await
             .map_err(|source| OperatorError::Serve {
                 what: "health probes",
@@ -248,20 +267,20 @@ pub async fn serve(args: OperatorArgs) -> Result<(), OperatorError> {
         http::Endpoints::Health(health.clone()),
     ));
 
-    let settings = controller::Settings {
-        namespace: args.namespace.clone(),
-        concurrency: args.concurrency,
+    let controller_settings = controller::Settings {
+        namespace: settings.namespace.clone(),
+        concurrency: settings.concurrency,
         options: build::Options {
             cluster_domain: std::env::var("CUSTOM_CLUSTER_DOMAIN")
                 .ok()
                 .filter(|d| !d.is_empty()),
-            gang_scheduler: args.gang_scheduler.clone(),
+            gang_scheduler: settings.gang_scheduler.clone(),
         },
     };
     tracing::info!(
-        namespace = args.namespace.as_deref().unwrap_or("(all)"),
-        concurrency = args.concurrency,
-        leader_elect = args.leader_elect,
+        namespace = settings.namespace.as_deref().unwrap_or("(all)"),
+        concurrency = settings.concurrency,
+        leader_elect = settings.leader_elect,
         "starting the TFJob operator"
     );
 
@@ -272,14 +291,21 @@ pub async fn serve(args: OperatorArgs) -> Result<(), OperatorError> {
             tracing::info!("caches synced");
         }
     };
-    if !args.leader_elect {
+    if !settings.leader_elect {
         metrics.set_leader(true);
-        controller::run(client, settings, metrics, ready, shutdown.requested()).await;
+        controller::run(
+            client,
+            controller_settings,
+            metrics,
+            ready,
+            shutdown.requested(),
+        )
+        .await;
         return Ok(());
     }
     // A standby replica is healthy and ready: it is waiting to take over.
     health.ready.store(true, Ordering::Relaxed);
-    let lease = leader::LeaseConfig::new(lease_namespace(&args));
+    let lease = leader::LeaseConfig::new(lease_namespace(&settings));
     tokio::select! {
         () = leader::acquire(client.clone(), &lease) => {}
         () = shutdown.clone().requested() => return Ok(()),
@@ -287,7 +313,7 @@ pub async fn serve(args: OperatorArgs) -> Result<(), OperatorError> {
     metrics.set_leader(true);
     let stop = shutdown.requested();
     tokio::select! {
-        () = controller::run(client.clone(), settings, metrics.clone(), || tracing::info!("caches synced"), stop) => {
+        () = controller::run(client.clone(), controller_settings, metrics.clone(), || tracing::info!("caches synced"), stop) => {
             // Hand the lease over now rather than make a standby wait for it to run out.
             leader::release(client, &lease).await;
             metrics.set_leader(false);
