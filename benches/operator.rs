@@ -26,8 +26,8 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use mlkube::operator::api::TFJob;
 use mlkube::operator::crd;
+use mlkube::operator::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;

@@ -1,22 +1,31 @@
-//! The TFJob CustomResourceDefinition, generated from the types in `api`.
+//! The CustomResourceDefinitions, generated from the types in `api` and `frameworks`.
 //!
 //! `crds/tfjobs.kubeflow.org.yaml` is this function's output, checked in so the
 //! `tf-job-operator` component can embed it. The test `crd_file_matches_the_rust_types` fails
 //! when the file drifts from the types; regenerate it with
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 
-use super::api::TFJob;
+use super::framework::TrainingJob;
+use super::frameworks::tensorflow::TFJob;
 
 /// Where the generated CRD lives in the repository.
 pub const CRD_PATH: &str = "crds/tfjobs.kubeflow.org.yaml";
 
-/// The CRD: kube's derive output plus the rule on the object's name, which only a rule at the
-/// root of the schema can see.
+/// The TFJob CRD.
 pub fn definition() -> CustomResourceDefinition {
-    let mut crd = TFJob::crd();
+    definition_of::<TFJob>()
+}
+
+/// A framework's CRD: kube's derive output plus the rules that need what the types alone do
+/// not know: the object's name (only a rule at the root of the schema sees it) and the
+/// framework's container, which every replica's pod template must have.
+pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefinition {
+    let mut crd = J::crd();
     for version in &mut crd.spec.versions {
         let Some(schema) = version
             .schema
@@ -25,24 +34,63 @@ pub fn definition() -> CustomResourceDefinition {
         else {
             continue;
         };
-        let rule = serde_json::json!({
-            "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
-            "message": "the name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters"
-        });
-        let rule = serde_json::from_value(rule).expect("a well-formed validation rule");
-        schema
-            .x_kubernetes_validations
-            .get_or_insert_with(Vec::new)
-            .push(rule);
+        add_rule(
+            schema,
+            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
+            "the name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters",
+        );
+        if let Some(template) = pod_spec_schema(schema, J::FRAMEWORK.replica_specs_field) {
+            let container = J::FRAMEWORK.container;
+            add_rule(
+                template,
+                &format!("self.containers.exists(c, c.name == '{container}')"),
+                &format!("one container must be named `{container}`"),
+            );
+        }
     }
     crd
+}
+
+fn add_rule(schema: &mut JSONSchemaProps, rule: &str, message: &str) {
+    let rule = serde_json::json!({ "rule": rule, "message": message });
+    let rule = serde_json::from_value(rule).expect("a well-formed validation rule");
+    schema
+        .x_kubernetes_validations
+        .get_or_insert_with(Vec::new)
+        .push(rule);
+}
+
+/// The schema of `spec.<replica_specs>[*].template.spec`.
+fn pod_spec_schema<'a>(
+    root: &'a mut JSONSchemaProps,
+    replica_specs: &str,
+) -> Option<&'a mut JSONSchemaProps> {
+    let replica = root
+        .properties
+        .as_mut()?
+        .get_mut("spec")?
+        .properties
+        .as_mut()?
+        .get_mut(replica_specs)?
+        .additional_properties
+        .as_mut()?;
+    let JSONSchemaPropsOrBool::Schema(replica) = replica else {
+        return None;
+    };
+    replica
+        .properties
+        .as_mut()?
+        .get_mut("template")?
+        .properties
+        .as_mut()?
+        .get_mut("spec")
 }
 
 /// The CRD as the YAML document checked in at [`CRD_PATH`].
 pub fn yaml() -> String {
     let body = serde_yaml::to_string(&definition()).expect("a CRD serialises to YAML");
     format!(
-        "# Generated from src/operator/api.rs; do not edit. Regenerate with\n\
+        "# Generated from src/operator/api.rs and frameworks/; do not edit. Regenerate with\n\
          # `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.\n{body}"
     )
 }
@@ -62,7 +110,7 @@ mod tests {
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             on_disk == generated,
-            "{CRD_PATH} differs from the Rust types in src/operator/api.rs;\n\
+            "{CRD_PATH} differs from the Rust types in src/operator/api.rs and frameworks/;\n\
              hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
         );
     }

@@ -1,4 +1,4 @@
-//! Kubernetes events about TFJobs (`events.k8s.io/v1`), recorded in the background.
+//! Kubernetes events about training jobs (`events.k8s.io/v1`), recorded in the background.
 //!
 //! # Expected flow
 //! A reconcile calls [`Events::publish`], which queues the event and returns at once; a writer
@@ -32,9 +32,8 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
-use super::api::TFJob;
 use super::lock;
 use super::metrics::Metrics;
 
@@ -113,9 +112,9 @@ impl Events {
     }
 
     /// Queue an event about `job`; see the module's caveats.
-    pub fn publish(
+    pub fn publish<J: kube::Resource<DynamicType = ()>>(
         &self,
-        job: &TFJob,
+        job: &J,
         type_: EventType,
         reason: String,
         mut note: String,
@@ -290,6 +289,8 @@ impl SeriesCache {
 mod tests {
     use super::*;
     use crate::operator::fixtures::job;
+    use crate::operator::frameworks::tensorflow::TFJob;
+    use kube::Resource;
 
     fn pending(job: &TFJob, reason: &str, note: &str) -> Pending {
         Pending {

@@ -17,8 +17,9 @@ use kube::api::{
 };
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
-use mlkube::operator::api::TFJob;
-use mlkube::operator::{build, controller, crd, metrics::Metrics};
+use mlkube::operator::engine::build;
+use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::{controller, crd, metrics::Metrics};
 use serde_json::json;
 
 use crate::support::{TestNamespace, eventually};
@@ -566,7 +567,8 @@ async fn regression_a_collected_succeeded_pod_is_never_rerun() {
     let ns = TestNamespace::new("op-gc").await;
     let _operator = start_operator(&ns).await;
     let mut job = workers_job("keep", 2, 0, "Never", json!({}));
-    job.spec.success_policy = Some(mlkube::operator::api::SuccessPolicy::AllWorkers);
+    job.spec.success_policy =
+        Some(mlkube::operator::frameworks::tensorflow::SuccessPolicy::AllWorkers);
     let jobs = submit(&ns, &job).await;
     await_running(&ns, "keep", &["keep-worker-0", "keep-worker-1"]).await;
     exit(&ns, "keep-worker-1", 0).await;

@@ -1,0 +1,159 @@
+//! The seam between the job engine and the frameworks: what a framework is (its facts, as data)
+//! and what its job type answers (a few functions).
+//!
+//! The engine reads every job through [`TrainingJob`]: its replica specs, run policy and status
+//! are the same `kubeflow.org/v1` types for every kind. A framework adds only its facts
+//! ([`Framework`]), its defaults, the environment its processes read, and when its job has
+//! succeeded.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::EnvVar;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::api::{JobStatus, ReplicaSpec, RunPolicy};
+
+/// A replica type: the key of the replica specs map (`Worker`) and its lower-case form, used in
+/// pod names and labels (`worker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplicaType {
+    key: &'static str,
+    lower: &'static str,
+}
+
+impl ReplicaType {
+    pub const fn new(key: &'static str, lower: &'static str) -> ReplicaType {
+        ReplicaType { key, lower }
+    }
+
+    /// The canonical key: `Worker`, `PS`, `Master`, ...
+    pub fn key(self) -> &'static str {
+        self.key
+    }
+
+    /// The lower-case form used in pod names, labels and the injected environment.
+    pub fn lower(self) -> &'static str {
+        self.lower
+    }
+}
+
+impl fmt::Display for ReplicaType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key)
+    }
+}
+
+/// What sets one framework apart, as data.
+#[derive(Debug)]
+pub struct Framework {
+    /// The kind, e.g. `TFJob`; also the prefix of every condition reason (`TFJobRunning`).
+    pub kind: &'static str,
+    /// The resource's plural, e.g. `tfjobs`.
+    pub plural: &'static str,
+    /// The spec's replica map field in the API, e.g. `tfReplicaSpecs`.
+    pub replica_specs_field: &'static str,
+    /// The value of the `training.kubeflow.org/operator-name` label, e.g. `tfjob-controller`.
+    pub controller_name: &'static str,
+    /// The `framework` label of the metrics, e.g. `tensorflow`.
+    pub metrics_name: &'static str,
+    /// The replica types a job may have. Gang scheduling counts their resources in this order.
+    pub replica_types: &'static [ReplicaType],
+    /// The container the framework's environment goes into and whose ports the services expose.
+    pub container: &'static str,
+    /// The name of the port the replicas talk to each other on, and its default number.
+    pub port_name: &'static str,
+    pub default_port: i32,
+}
+
+impl Framework {
+    /// The replica type a map key (or a label) names, in any letter case.
+    pub fn replica_type(&self, key: &str) -> Option<ReplicaType> {
+        self.replica_types
+            .iter()
+            .copied()
+            .find(|t| t.key().eq_ignore_ascii_case(key))
+    }
+
+    /// The condition reason for `what` (`Running`): the kind then what happened.
+    pub fn reason(&self, what: &str) -> String {
+        format!("{}{what}", self.kind)
+    }
+}
+
+/// A `kubeflow.org/v1` training job of one framework, as the engine reads and runs it.
+pub trait TrainingJob:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + fmt::Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The framework's facts.
+    const FRAMEWORK: &'static Framework;
+
+    fn replica_specs(&self) -> &BTreeMap<String, ReplicaSpec>;
+    fn replica_specs_mut(&mut self) -> &mut BTreeMap<String, ReplicaSpec>;
+    fn run_policy(&self) -> Option<&RunPolicy>;
+    fn run_policy_mut(&mut self) -> &mut Option<RunPolicy>;
+    fn status(&self) -> Option<&JobStatus>;
+    fn status_mut(&mut self) -> &mut Option<JobStatus>;
+
+    /// The framework's own defaults, after the engine's (replicas, restart policy, port).
+    fn apply_defaults(&mut self) {}
+
+    /// Whether the job has succeeded, from the replica statuses being computed.
+    fn succeeded(&self, status: &JobStatus) -> bool;
+
+    /// Whether the job is running, from the replica statuses being computed.
+    fn running(&self, status: &JobStatus) -> bool;
+
+    /// Whether failures of this replica type leave the job running.
+    fn tolerates_failures_of(&self, _rtype: ReplicaType) -> bool {
+        false
+    }
+
+    /// Whether this replica carries the `training.kubeflow.org/job-role=master` label.
+    fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool;
+
+    /// The environment the framework's container of this replica gets, replacing any variable
+    /// of the same name in the template.
+    fn environment(&self, rtype: ReplicaType, index: i32, placement: &Placement<'_>)
+    -> Vec<EnvVar>;
+
+    /// The replica type of a map key in any letter case.
+    fn replica_type(key: &str) -> Option<ReplicaType> {
+        Self::FRAMEWORK.replica_type(key)
+    }
+
+    /// The job's replica types with their specs, in the map's order.
+    fn replicas(&self) -> impl Iterator<Item = (ReplicaType, &ReplicaSpec)> {
+        self.replica_specs()
+            .iter()
+            .filter_map(|(key, spec)| Some((Self::replica_type(key)?, spec)))
+    }
+
+    /// The spec of one replica type.
+    fn replica_spec(&self, rtype: ReplicaType) -> Option<&ReplicaSpec> {
+        self.replica_specs().get(rtype.key())
+    }
+
+    /// How many pods of this type the job wants (after defaulting: `replicas`, else 1).
+    fn replicas_of(&self, rtype: ReplicaType) -> Option<i32> {
+        self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
+    }
+}
+
+/// Where a job's pods run, for addressing each other.
+pub struct Placement<'a> {
+    pub job: &'a str,
+    pub namespace: &'a str,
+    /// Appended after `.svc` when set (upstream's `CUSTOM_CLUSTER_DOMAIN`).
+    pub cluster_domain: Option<&'a str>,
+}
