@@ -422,7 +422,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let _operator = start_operator(&ns).await;
     let jobs = submit(
         &ns,
-        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 1 })),
+        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 2 })),
     )
     .await;
     let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
@@ -439,7 +439,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let job = jobs.get("flaky").await.unwrap();
     assert_eq!(job.status.unwrap().replica_statuses["Worker"].restarts, 1);
 
-    // The second restart would pass backoffLimit 1: the job fails, and says why.
+    // The second restart would reach backoffLimit 2: the job fails, and says why.
     exit(&ns, "flaky-worker-1", 137).await;
     let job = await_condition_type(&jobs, "flaky", "Failed", TIMEOUT).await;
     let message = job
@@ -711,6 +711,34 @@ async fn the_api_server_rejects_invalid_tfjobs() {
             .expect_err(name);
         assert!(err.to_string().contains(expected), "{name}: {err}");
     }
+}
+
+#[tokio::test]
+async fn regression_a_name_too_long_for_its_pods_and_services_is_rejected() {
+    let ns = TestNamespace::new("op-long-name").await;
+    install_crd(&ns.client).await;
+    let jobs = Api::<TFJob>::namespaced(ns.client.clone(), &ns.name);
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "tf:1" }] } });
+    // 54 characters: `-worker-9` still fits in 63, `-worker-10` does not.
+    let name = "a".repeat(54);
+    let job = |workers: i32| {
+        tfjob(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
+            "spec": { "tfReplicaSpecs": { "Worker": { "replicas": workers, "template": template } } }
+        }))
+    };
+    let err = jobs
+        .create(&PostParams::default(), &job(11))
+        .await
+        .expect_err("eleven workers do not fit");
+    assert!(
+        err.to_string()
+            .contains("too long for its pods and services"),
+        "{err}"
+    );
+    jobs.create(&PostParams::default(), &job(10))
+        .await
+        .expect("ten workers fit");
 }
 
 #[tokio::test]
