@@ -1,8 +1,8 @@
 //! The CustomResourceDefinitions, generated from the types in `api` and `frameworks`.
 //!
-//! `crds/tfjobs.kubeflow.org.yaml` is this function's output, checked in so the
-//! `tf-job-operator` component can embed it. The test `crd_file_matches_the_rust_types` fails
-//! when the file drifts from the types; regenerate it with
+//! `crds/<plural>.kubeflow.org.yaml` is each framework's, checked in so the `tf-job-operator`
+//! component can embed them. The test `crd_files_match_the_rust_types` fails when a file
+//! drifts from the types; regenerate them with
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use super::framework::TrainingJob;
+use super::framework::{Framework, TrainingJob};
 use super::frameworks::tensorflow::TFJob;
 
 /// Where the generated CRD lives in the repository.
@@ -95,9 +95,19 @@ fn pod_spec_schema<'a>(
         .get_mut("spec")
 }
 
-/// The CRD as the YAML document checked in at [`CRD_PATH`].
+/// Where a framework's generated CRD lives in the repository.
+pub fn path_of(framework: &Framework) -> String {
+    format!("crds/{}.kubeflow.org.yaml", framework.plural)
+}
+
+/// The TFJob CRD as the YAML document checked in at [`CRD_PATH`].
 pub fn yaml() -> String {
-    let body = serde_yaml::to_string(&definition()).expect("a CRD serialises to YAML");
+    yaml_of(&definition())
+}
+
+/// A CRD as the YAML document checked in under `crds/`.
+pub fn yaml_of(crd: &CustomResourceDefinition) -> String {
+    let body = serde_yaml::to_string(crd).expect("a CRD serialises to YAML");
     format!(
         "# Generated from src/operator/api.rs and frameworks/; do not edit. Regenerate with\n\
          # `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.\n{body}"
@@ -108,19 +118,51 @@ pub fn yaml() -> String {
 mod tests {
     use super::*;
 
+    use crate::operator::frameworks;
+
     #[test]
-    fn crd_file_matches_the_rust_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CRD_PATH);
-        let generated = yaml();
-        if std::env::var_os("MLKUBE_UPDATE_CRDS").is_some() {
-            std::fs::write(&path, &generated).expect("write the CRD file");
-            return;
+    fn crd_files_match_the_rust_types() {
+        for registered in &frameworks::ALL {
+            let file = path_of(registered.framework);
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
+            let generated = yaml_of(&(registered.crd)());
+            if std::env::var_os("MLKUBE_UPDATE_CRDS").is_some() {
+                std::fs::write(&path, &generated).expect("write the CRD file");
+                continue;
+            }
+            let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                on_disk == generated,
+                "{file} differs from the Rust types in src/operator/api.rs and frameworks/;\n\
+                 hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
+            );
         }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == generated,
-            "{CRD_PATH} differs from the Rust types in src/operator/api.rs and frameworks/;\n\
-             hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
+        assert_eq!(CRD_PATH, path_of(&frameworks::tensorflow::TENSORFLOW));
+    }
+
+    #[test]
+    fn pytorch_crd_has_state_and_age_columns_and_scales_workers() {
+        let crd = definition_of::<frameworks::pytorch::PyTorchJob>();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("pytorchjobs.kubeflow.org")
+        );
+        let version = &crd.spec.versions[0];
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["State", "Age"]);
+        let scale = version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.scale.as_ref())
+            .expect("a scale subresource");
+        assert_eq!(
+            scale.spec_replicas_path,
+            ".spec.pytorchReplicaSpecs.Worker.replicas"
         );
     }
 
