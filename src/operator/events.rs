@@ -37,8 +37,6 @@ use kube::{Api, Client, ResourceExt};
 use super::lock;
 use super::metrics::Metrics;
 
-/// The controller name events are reported under, as upstream's.
-pub const REPORTING_CONTROLLER: &str = "tfjob-controller";
 /// Events waiting to be written, at most; more are dropped, as client-go's event broadcaster
 /// drops them when its queue of 1,000 is full.
 pub const QUEUE: usize = 1000;
@@ -98,13 +96,20 @@ pub struct Events {
 }
 
 impl Events {
-    /// Start the writer task (it ends once the last handle is dropped). `instance` names this
-    /// replica in `reportingInstance`, e.g. the pod name.
-    pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> Events {
+    /// Start the writer task (it ends once the last handle is dropped). Events are reported by
+    /// `controller`, upstream's name for the framework's controller (`tfjob-controller`);
+    /// `instance` names this replica in `reportingInstance`, e.g. the pod name.
+    pub fn start(
+        client: Client,
+        controller: &'static str,
+        instance: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Events {
         let (queue, pending) = tokio::sync::mpsc::channel(QUEUE);
         let writer = Writer {
             client,
-            instance: instance.unwrap_or_else(|| REPORTING_CONTROLLER.to_owned()),
+            controller,
+            instance: instance.unwrap_or_else(|| controller.to_owned()),
             series: Mutex::new(SeriesCache::default()),
         };
         tokio::spawn(writer.run(pending));
@@ -143,6 +148,7 @@ impl Events {
 
 struct Writer {
     client: Client,
+    controller: &'static str,
     instance: String,
     series: Mutex<SeriesCache>,
 }
@@ -206,7 +212,7 @@ impl Writer {
             note: Some(event.note.clone()),
             action: Some(event.action.clone()),
             regarding: Some(event.regarding.clone()),
-            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_controller: Some(self.controller.to_owned()),
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
         }
