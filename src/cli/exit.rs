@@ -38,3 +38,16 @@ impl From<Exit> for ExitCode {
         ExitCode::from(exit as u8)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Exit;
+
+    #[test]
+    fn an_operator_forced_out_by_its_shutdown_deadline_exits_with_the_error_status() {
+        assert_eq!(
+            crate::operator::shutdown::FORCED_EXIT_CODE,
+            Exit::Error as i32
+        );
+    }
+}

@@ -1,21 +1,21 @@
-//! The `TFJob` `kubeflow.org/v1` API as Rust types, the single source of truth of the CRD.
+//! The `kubeflow.org/v1` types every training job shares (replica specs, run policy, status),
+//! the single source of truth of the CRDs with each framework's spec in `frameworks`.
 //!
 //! Field names, casing and optionality follow Kubeflow's training-operator (release-1.9) so any
-//! TFJob written for it deserialises unchanged. Two additions live in the status and are
+//! job written for it deserialises unchanged. Two additions live in the status and are
 //! optional, so upstream clients ignore them: per replica type, the indexes that have succeeded
 //! (`succeededIndexes`) and how many times the operator recreated a failed pod (`restarts`).
 //! They are what lets a garbage-collected completed pod never run again and ExitCode restarts
 //! count toward `backoffLimit`.
 //!
 //! Validation that the schema alone cannot say is written as CEL rules beside the field it
-//! guards; `crd::definition` adds the one rule that needs the object's name.
+//! guards; `crd` adds the rules that need the object's name or the framework's container.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -29,81 +29,6 @@ pub const MANAGED_BY_US: &str = "kubeflow.org/training-operator";
 /// The multi-cluster dispatcher's name; jobs with it are left alone.
 pub const MANAGED_BY_MULTIKUEUE: &str = "kueue.x-k8s.io/multikueue";
 
-/// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as
-/// `replicas` pods with a headless service apiece, wired together with `TF_CONFIG`.
-// Two printer columns share `type_ = "integer"`, which clippy takes for a repeated attribute.
-#[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "kubeflow.org",
-    version = "v1",
-    kind = "TFJob",
-    plural = "tfjobs",
-    singular = "tfjob",
-    namespaced,
-    status = "JobStatus",
-    doc = "TFJob runs a distributed TensorFlow training job (Chief, Workers, parameter servers, \
-           Evaluator) as pods and headless services, with TF_CONFIG injected into each.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Workers",
-        type_ = "integer",
-        json_path = ".spec.tfReplicaSpecs.Worker.replicas"
-    ),
-    printcolumn(
-        name = "PS",
-        type_ = "integer",
-        json_path = ".spec.tfReplicaSpecs.PS.replicas"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct TFJobSpec {
-    /// Policies that apply to the whole job: cleanup, TTL, deadline, backoff, gang scheduling,
-    /// suspension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_policy: Option<RunPolicy>,
-
-    /// When the job counts as succeeded without a Chief: `""` (worker 0 succeeded) or
-    /// `AllWorkers`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub success_policy: Option<SuccessPolicy>,
-
-    /// The replica types, keyed `Chief`, `Master` (a legacy alias of Chief), `Worker`, `PS` or
-    /// `Evaluator` (any letter case).
-    #[schemars(extend(
-        "maxProperties" = 5,
-        "x-kubernetes-validations" = [
-            {
-                "rule": "self.all(k, k.lowerAscii() in ['chief', 'master', 'worker', 'ps', 'evaluator'])",
-                "message": "replica types are Chief, Master, Worker, PS and Evaluator"
-            },
-            {
-                "rule": "self.filter(k, k.lowerAscii() in ['chief', 'master']).size() <= 1",
-                "message": "at most one of Chief and Master may be set"
-            },
-            {
-                "rule": "self.all(k, !(k.lowerAscii() in ['chief', 'master']) || !has(self[k].replicas) || self[k].replicas <= 1)",
-                "message": "there can be only one Chief/Master replica"
-            }
-        ]
-    ))]
-    pub tf_replica_specs: BTreeMap<String, ReplicaSpec>,
-
-    /// Workers may join and leave: TF_CONFIG uses the sparse cluster form and Worker failures do
-    /// not fail the job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enable_dynamic_worker: Option<bool>,
-}
-
 /// How one replica type runs.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -116,7 +41,7 @@ pub struct ReplicaSpec {
     #[schemars(range(min = 0))]
     pub replicas: Option<i32>,
 
-    /// The pod template; it needs a container named `tensorflow`.
+    /// The pod template; it needs a container named as the framework says (`tensorflow`, ...).
     #[serde(default)]
     #[schemars(schema_with = "template_schema", transform = without_default)]
     pub template: PodTemplateSpec,
@@ -146,16 +71,6 @@ pub enum CleanPodPolicy {
     All,
     Running,
     None,
-}
-
-/// When a job without a Chief succeeds.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum SuccessPolicy {
-    /// Worker 0 succeeded.
-    #[serde(rename = "")]
-    Default,
-    /// Every worker succeeded.
-    AllWorkers,
 }
 
 /// Policies that apply to the whole job.
@@ -307,7 +222,7 @@ fn is_zero(n: &i32) -> bool {
 /// client-side apply's last-applied annotation, and CEL rules over it too costly to admit.
 fn template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
-        "description": "The pod template of this replica type; one container must be named `tensorflow`.",
+        "description": "The pod template of this replica type; one container must be named after the framework.",
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true,
         "properties": {
@@ -334,13 +249,7 @@ fn template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
                             }
                         }
                     }
-                },
-                "x-kubernetes-validations": [
-                    {
-                        "rule": "self.containers.exists(c, c.name == 'tensorflow')",
-                        "message": "one container must be named `tensorflow`"
-                    }
-                ]
+                }
             }
         },
         "required": ["spec"]

@@ -1,4 +1,4 @@
-//! Kubernetes events about TFJobs (`events.k8s.io/v1`), recorded in the background.
+//! Kubernetes events about training jobs (`events.k8s.io/v1`), recorded in the background.
 //!
 //! # Expected flow
 //! A reconcile calls [`Events::publish`], which queues the event and returns at once; a writer
@@ -15,6 +15,8 @@
 //!   key also holds the job's `resourceVersion`, which every status write changes, so its
 //!   series rarely formed.
 //! - A reconcile never waits for an event and never fails because of one.
+//! - Occurrences of one series are written one after the other, so a burst of the same event
+//!   makes one Event with a count, never two Events.
 //!
 //! # Caveats
 //! Events are best-effort, as everywhere in Kubernetes: when the queue is full (the API server
@@ -32,14 +34,11 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
-use super::api::TFJob;
 use super::lock;
 use super::metrics::Metrics;
 
-/// The controller name events are reported under, as upstream's.
-pub const REPORTING_CONTROLLER: &str = "tfjob-controller";
 /// Events waiting to be written, at most; more are dropped, as client-go's event broadcaster
 /// drops them when its queue of 1,000 is full.
 pub const QUEUE: usize = 1000;
@@ -99,23 +98,31 @@ pub struct Events {
 }
 
 impl Events {
-    /// Start the writer task (it ends once the last handle is dropped). `instance` names this
-    /// replica in `reportingInstance`, e.g. the pod name.
-    pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> Events {
+    /// Start the writer task (it ends once the last handle is dropped). Events are reported by
+    /// `controller`, upstream's name for the framework's controller (`tfjob-controller`);
+    /// `instance` names this replica in `reportingInstance`, e.g. the pod name.
+    pub fn start(
+        client: Client,
+        controller: &'static str,
+        instance: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Events {
         let (queue, pending) = tokio::sync::mpsc::channel(QUEUE);
         let writer = Writer {
             client,
-            instance: instance.unwrap_or_else(|| REPORTING_CONTROLLER.to_owned()),
+            controller,
+            instance: instance.unwrap_or_else(|| controller.to_owned()),
             series: Mutex::new(SeriesCache::default()),
+            turns: Mutex::new(HashMap::new()),
         };
         tokio::spawn(writer.run(pending));
         Events { queue, metrics }
     }
 
     /// Queue an event about `job`; see the module's caveats.
-    pub fn publish(
+    pub fn publish<J: kube::Resource<DynamicType = ()>>(
         &self,
-        job: &TFJob,
+        job: &J,
         type_: EventType,
         reason: String,
         mut note: String,
@@ -144,8 +151,12 @@ impl Events {
 
 struct Writer {
     client: Client,
+    controller: &'static str,
     instance: String,
     series: Mutex<SeriesCache>,
+    /// One turn per series key being written: a repeat waits until the first occurrence's
+    /// Event exists, then counts into it. Holds only the keys being written.
+    turns: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Writer {
@@ -163,10 +174,26 @@ impl Writer {
             .await;
     }
 
+    /// Write one event, after any other occurrence of its series being written: two writers
+    /// creating the same event at once would make two Events instead of one with a count.
     async fn write(&self, event: &Pending) -> Result<(), kube::Error> {
+        let key = event.series_key();
+        let turn = lock(&self.turns).entry(key).or_default().clone();
+        let result = {
+            let _mine = turn.lock().await;
+            self.write_in_turn(event, key).await
+        };
+        let mut turns = lock(&self.turns);
+        // Only this writer and the map hold it: nobody waits, so the key goes.
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(&key);
+        }
+        result
+    }
+
+    async fn write_in_turn(&self, event: &Pending, key: u64) -> Result<(), kube::Error> {
         let namespace = event.regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let key = event.series_key();
         let repeat = lock(&self.series).repeat(key, Instant::now());
         if let Some(Repeat { name, count }) = repeat {
             let series = EventSeries {
@@ -207,7 +234,7 @@ impl Writer {
             note: Some(event.note.clone()),
             action: Some(event.action.clone()),
             regarding: Some(event.regarding.clone()),
-            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_controller: Some(self.controller.to_owned()),
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
         }
@@ -290,6 +317,8 @@ impl SeriesCache {
 mod tests {
     use super::*;
     use crate::operator::fixtures::job;
+    use crate::operator::frameworks::tensorflow::TFJob;
+    use kube::Resource;
 
     fn pending(job: &TFJob, reason: &str, note: &str) -> Pending {
         Pending {

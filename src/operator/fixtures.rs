@@ -8,9 +8,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::api::{ReplicaSpec, RestartPolicy, RunPolicy, TFJob, TFJobSpec};
-use super::build;
-use super::defaults::{self, ReplicaType};
+use super::api::{ReplicaSpec, RestartPolicy, RunPolicy};
+use super::engine::{build, defaults};
+use super::framework::ReplicaType;
+use super::frameworks::tensorflow::{TFJob, TFJobSpec};
 
 pub const NAMESPACE: &str = "ns";
 pub const UID: &str = "job-uid";
@@ -73,11 +74,17 @@ impl JobBuilder {
 
     /// The job as the API server would hand it over, defaulted as reconcile does.
     pub fn build(self) -> TFJob {
+        let mut job = self.undefaulted();
+        defaults::apply(&mut job);
+        job
+    }
+
+    /// The job as the API server would hand it over.
+    pub fn undefaulted(self) -> TFJob {
         let mut job = TFJob::new(&self.name, self.spec);
         job.metadata.namespace = Some(NAMESPACE.into());
         job.metadata.uid = Some(UID.into());
         job.metadata.resource_version = Some("1".into());
-        defaults::apply(&mut job.spec);
         job
     }
 }

@@ -16,7 +16,10 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
-use crate::cli::exit::Exit;
+/// The exit status when the shutdown deadline or a second signal forces the process out: the
+/// command line's error status (`cli::exit::Exit::Error`, which a test there keeps equal).
+pub const FORCED_EXIT_CODE: i32 = 2;
+
 
 /// A stop asked for by a signal; cheap to clone.
 #[derive(Clone)]
@@ -51,7 +54,7 @@ impl Shutdown {
                 _ = terminate.recv() => tracing::warn!("second signal: exiting now"),
                 _ = interrupt.recv() => tracing::warn!("second signal: exiting now"),
             }
-            std::process::exit(Exit::Error as i32);
+            std::process::exit(FORCED_EXIT_CODE);
         });
         Ok(Shutdown { requested })
     }

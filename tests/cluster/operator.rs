@@ -17,41 +17,40 @@ use kube::api::{
 };
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
-use mlkube::operator::api::TFJob;
-use mlkube::operator::{build, controller, crd, metrics::Metrics};
+use mlkube::operator::engine::build;
+use mlkube::operator::framework::TrainingJob;
+use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
-const TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Install the TFJob CRD (idempotent, shared by every test) and wait until it is served.
+/// Install every framework's CRD (idempotent, shared by every test) and wait until each is
+/// served.
 async fn install_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply("mlkube-operator-tests").force();
-    crds.patch(
-        "tfjobs.kubeflow.org",
-        &params,
-        &Patch::Apply(crd::definition()),
-    )
-    .await
-    .expect("the TFJob CRD applies");
-    tokio::time::timeout(
-        TIMEOUT,
-        await_condition(
-            crds,
-            "tfjobs.kubeflow.org",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("the TFJob CRD became Established in time")
-    .expect("watching the CRD");
+    for registered in &frameworks::ALL {
+        let crd = (registered.crd)();
+        let name = crd.name_any();
+        crds.patch(&name, &params, &Patch::Apply(crd))
+            .await
+            .unwrap_or_else(|e| panic!("the {name} CRD applies: {e}"));
+        tokio::time::timeout(
+            TIMEOUT,
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the {name} CRD became Established in time"))
+        .expect("watching the CRD");
+    }
 }
 
 /// An operator for one namespace, running in this process; stopped when dropped.
-struct Operator {
+pub(crate) struct Operator {
     task: tokio::task::JoinHandle<()>,
     metrics: Arc<Metrics>,
 }
@@ -62,7 +61,7 @@ impl Drop for Operator {
     }
 }
 
-async fn start_operator(ns: &TestNamespace) -> Operator {
+pub(crate) async fn start_operator(ns: &TestNamespace) -> Operator {
     start_operator_with(ns, build::Options::default()).await
 }
 
@@ -73,6 +72,7 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
         namespace: Some(ns.name.clone()),
         concurrency: 4,
         options,
+        frameworks: frameworks::ALL.iter().collect(),
     };
     let task = tokio::spawn(controller::run(
         ns.client.clone(),
@@ -85,18 +85,48 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
     Operator { task, metrics }
 }
 
-/// A TFJob from `examples/`, placed in the test namespace.
-fn example(file: &str) -> TFJob {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(file);
+/// The annotation that asks the local cluster's kwok to leave a pod Running: these tests play
+/// the kubelet themselves by patching pod statuses.
+pub(crate) const SIMULATE: &str = "mlkube.io/simulate";
+
+/// Mark every pod template of a job of any kind as driven by hand (see [`SIMULATE`]).
+pub(crate) fn driven_by_hand(mut job: serde_json::Value) -> serde_json::Value {
+    let specs = job
+        .get_mut("spec")
+        .and_then(serde_json::Value::as_object_mut)
+        .into_iter()
+        .flat_map(|spec| spec.iter_mut())
+        .filter(|(field, _)| field.ends_with("ReplicaSpecs"))
+        .filter_map(|(_, specs)| specs.as_object_mut());
+    for replicas in specs {
+        for replica in replicas.values_mut() {
+            replica["template"]["metadata"]["annotations"][SIMULATE] = json!("manual");
+        }
+    }
+    job
+}
+
+/// A job from `examples/` (in the repository, or `dir` elsewhere), driven by hand.
+pub(crate) fn example_in<K: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> K {
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not a TFJob: {e}", path.display()))
+    let value: serde_json::Value = serde_yaml::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+    serde_json::from_value(driven_by_hand(value))
+        .unwrap_or_else(|e| panic!("{} is not a job: {e}", path.display()))
+}
+
+/// A TFJob from `examples/`, driven by hand.
+fn example(file: &str) -> TFJob {
+    example_in(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
+        file,
+    )
 }
 
 fn tfjob(value: serde_json::Value) -> TFJob {
-    serde_json::from_value(value).expect("a valid TFJob")
+    serde_json::from_value(driven_by_hand(value)).expect("a valid TFJob")
 }
 
 /// A job of `workers` workers (and `ps` parameter servers) with extra run policy fields.
@@ -128,7 +158,7 @@ async fn submit(ns: &TestNamespace, job: &TFJob) -> Api<TFJob> {
 }
 
 /// The job's pods by name, as the API server has them now.
-async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
+pub(crate) async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
     let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
     let list = api
         .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
@@ -137,7 +167,7 @@ async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
     list.items.into_iter().map(|p| (p.name_any(), p)).collect()
 }
 
-async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
+pub(crate) async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
     let api = Api::<Service>::namespaced(ns.client.clone(), &ns.name);
     let list = api
         .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
@@ -147,7 +177,11 @@ async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
 }
 
 /// Wait until these pods exist and kwok runs them; returns them.
-async fn await_running(ns: &TestNamespace, job: &str, names: &[&str]) -> BTreeMap<String, Pod> {
+pub(crate) async fn await_running(
+    ns: &TestNamespace,
+    job: &str,
+    names: &[&str],
+) -> BTreeMap<String, Pod> {
     let want: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
     eventually(
         &format!("pods {want:?} of {job} to be Running"),
@@ -168,6 +202,11 @@ async fn await_running(ns: &TestNamespace, job: &str, names: &[&str]) -> BTreeMa
 
 /// Play the kubelet: the `tensorflow` container of `pod` exits with `code`.
 async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
+    exit_container(ns, pod, "tensorflow", code).await;
+}
+
+/// Play the kubelet: `container` of `pod` exits with `code`, and the pod with it.
+pub(crate) async fn exit_container(ns: &TestNamespace, pod: &str, container: &str, code: i32) {
     let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
     let (phase, reason) = match code {
         0 => ("Succeeded", "Completed"),
@@ -178,7 +217,7 @@ async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
     let status = json!({ "status": {
         "phase": phase,
         "containerStatuses": [{
-            "name": "tensorflow", "ready": false, "restartCount": 0,
+            "name": container, "ready": false, "restartCount": 0,
             "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
             "state": { "terminated": { "exitCode": code, "reason": reason, "startedAt": now, "finishedAt": now } }
         }]
@@ -189,15 +228,16 @@ async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
 }
 
 /// Wait until the job's last condition has this type, and return the job.
-async fn await_condition_type(
-    jobs: &Api<TFJob>,
+pub(crate) async fn await_condition_type<J: TrainingJob>(
+    jobs: &Api<J>,
     name: &str,
     type_: &str,
     timeout: Duration,
-) -> TFJob {
-    eventually(&format!("TFJob {name} to be {type_}"), timeout, || async {
+) -> J {
+    let kind = J::FRAMEWORK.kind;
+    eventually(&format!("{kind} {name} to be {type_}"), timeout, || async {
         let job = jobs.get(name).await.ok()?;
-        let last = job.status.as_ref()?.conditions.last()?;
+        let last = job.status()?.conditions.last()?;
         (last.type_ == type_ && last.status == "True").then_some(job)
     })
     .await
@@ -391,7 +431,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let _operator = start_operator(&ns).await;
     let jobs = submit(
         &ns,
-        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 1 })),
+        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 2 })),
     )
     .await;
     let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
@@ -408,7 +448,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let job = jobs.get("flaky").await.unwrap();
     assert_eq!(job.status.unwrap().replica_statuses["Worker"].restarts, 1);
 
-    // The second restart would pass backoffLimit 1: the job fails, and says why.
+    // The second restart would reach backoffLimit 2: the job fails, and says why.
     exit(&ns, "flaky-worker-1", 137).await;
     let job = await_condition_type(&jobs, "flaky", "Failed", TIMEOUT).await;
     let message = job
@@ -566,7 +606,8 @@ async fn regression_a_collected_succeeded_pod_is_never_rerun() {
     let ns = TestNamespace::new("op-gc").await;
     let _operator = start_operator(&ns).await;
     let mut job = workers_job("keep", 2, 0, "Never", json!({}));
-    job.spec.success_policy = Some(mlkube::operator::api::SuccessPolicy::AllWorkers);
+    job.spec.success_policy =
+        Some(mlkube::operator::frameworks::tensorflow::SuccessPolicy::AllWorkers);
     let jobs = submit(&ns, &job).await;
     await_running(&ns, "keep", &["keep-worker-0", "keep-worker-1"]).await;
     exit(&ns, "keep-worker-1", 0).await;
@@ -679,6 +720,34 @@ async fn the_api_server_rejects_invalid_tfjobs() {
             .expect_err(name);
         assert!(err.to_string().contains(expected), "{name}: {err}");
     }
+}
+
+#[tokio::test]
+async fn regression_a_name_too_long_for_its_pods_and_services_is_rejected() {
+    let ns = TestNamespace::new("op-long-name").await;
+    install_crd(&ns.client).await;
+    let jobs = Api::<TFJob>::namespaced(ns.client.clone(), &ns.name);
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "tf:1" }] } });
+    // 54 characters: `-worker-9` still fits in 63, `-worker-10` does not.
+    let name = "a".repeat(54);
+    let job = |workers: i32| {
+        tfjob(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
+            "spec": { "tfReplicaSpecs": { "Worker": { "replicas": workers, "template": template } } }
+        }))
+    };
+    let err = jobs
+        .create(&PostParams::default(), &job(11))
+        .await
+        .expect_err("eleven workers do not fit");
+    assert!(
+        err.to_string()
+            .contains("too long for its pods and services"),
+        "{err}"
+    );
+    jobs.create(&PostParams::default(), &job(10))
+        .await
+        .expect("ten workers fit");
 }
 
 #[tokio::test]
@@ -1287,6 +1356,7 @@ fn left_behind_worker(job: &str, index: i32) -> Pod {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": format!("{job}-worker-{index}"),
+            "annotations": { SIMULATE: "manual" },
             "labels": {
                 "training.kubeflow.org/operator-name": "tfjob-controller",
                 "training.kubeflow.org/job-name": job,

@@ -7,7 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::api::{JobCondition, JobStatus};
+use crate::operator::api::{JobCondition, JobStatus};
 
 pub const CREATED: &str = "Created";
 pub const RUNNING: &str = "Running";
@@ -18,11 +18,6 @@ pub const FAILED: &str = "Failed";
 
 pub const TRUE: &str = "True";
 pub const FALSE: &str = "False";
-
-/// `TFJob` + what happened, upstream's reason format.
-pub fn reason(what: &str) -> String {
-    format!("TFJob{what}")
-}
 
 /// Whether the job has a condition of this type with status True.
 pub fn is_true(status: &JobStatus, type_: &str) -> bool {

@@ -34,8 +34,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 
-use super::api::TFJob;
-use super::build::{self, LABEL_JOB_NAME, LABEL_OPERATOR, OPERATOR_NAME};
+use super::build::{self, LABEL_JOB_NAME, LABEL_OPERATOR};
+use crate::operator::framework::{Framework, TrainingJob};
 
 /// What to do with an object on the job's behalf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum Claim {
 
 /// Whether `object` is to be adopted by or released from `job`; `None` leaves it as it is
 /// (the job's already, someone else's, or not matching).
-pub fn claim<K: Resource>(job: &TFJob, object: &K) -> Option<Claim> {
+pub fn claim<J: TrainingJob, K: Resource>(job: &J, object: &K) -> Option<Claim> {
     // Asked of every cached pod and service on every reconcile: nothing here allocates.
     let job_meta = job.meta();
     // Upstream changes nothing for a job that is being deleted.
@@ -63,24 +63,25 @@ pub fn claim<K: Resource>(job: &TFJob, object: &K) -> Option<Claim> {
         .find(|o| o.controller == Some(true))
     {
         Some(controller) if controller.uid == uid => {
-            (!matches_selector(job_name, object)).then_some(Claim::Release)
+            (!matches_selector(J::FRAMEWORK, job_name, object)).then_some(Claim::Release)
         }
         Some(_) => None,
-        None => (object.meta().deletion_timestamp.is_none() && matches_selector(job_name, object))
-            .then_some(Claim::Adopt),
+        None => (object.meta().deletion_timestamp.is_none()
+            && matches_selector(J::FRAMEWORK, job_name, object))
+        .then_some(Claim::Adopt),
     }
 }
 
 /// The job's selector: the labels every pod and service of the job carries.
-fn matches_selector<K: Resource>(job_name: &str, object: &K) -> bool {
+fn matches_selector<K: Resource>(framework: &Framework, job_name: &str, object: &K) -> bool {
     let labels = object.labels();
-    labels.get(LABEL_OPERATOR).map(String::as_str) == Some(OPERATOR_NAME)
+    labels.get(LABEL_OPERATOR).map(String::as_str) == Some(framework.controller_name)
         && labels.get(LABEL_JOB_NAME).map(String::as_str) == Some(job_name)
 }
 
 /// Whether a fresh read of the job (`None`: not found) still allows adopting into the job with
 /// `uid`: the same job, not being deleted.
-pub fn may_adopt_into(fresh: Option<&TFJob>, uid: &str) -> bool {
+pub fn may_adopt_into<J: TrainingJob>(fresh: Option<&J>, uid: &str) -> bool {
     fresh.is_some_and(|job| {
         job.uid().as_deref() == Some(uid) && job.meta().deletion_timestamp.is_none()
     })
@@ -88,7 +89,7 @@ pub fn may_adopt_into(fresh: Option<&TFJob>, uid: &str) -> bool {
 
 /// The JSON merge patch that adopts `object`: its owner references plus the job's controller
 /// reference, guarded by the object's `resourceVersion`.
-pub fn adopt_patch<K: Resource>(job: &TFJob, object: &K) -> serde_json::Value {
+pub fn adopt_patch<J: TrainingJob, K: Resource>(job: &J, object: &K) -> serde_json::Value {
     let mut owners: Vec<OwnerReference> = object.owner_references().to_vec();
     owners.push(build::owner_reference(job));
     owners_patch(object, &owners)
@@ -139,8 +140,8 @@ pub fn after_claims<K: Resource + Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::defaults::ReplicaType;
     use crate::operator::fixtures::{self, UID, at, job};
+    use crate::operator::frameworks::tensorflow::{TFJob, WORKER};
     use k8s_openapi::api::core::v1::{Pod, Service};
 
     fn mnist() -> TFJob {
@@ -149,7 +150,7 @@ mod tests {
 
     /// The pod the job would create for worker `index`, with `owners` instead of the job's.
     fn pod_owned_by(index: i32, owners: Vec<OwnerReference>) -> Pod {
-        let mut pod = fixtures::pod(&mnist(), ReplicaType::Worker, index)
+        let mut pod = fixtures::pod(&mnist(), WORKER, index)
             .uid(&format!("pod-{index}"))
             .build();
         pod.metadata.owner_references = Some(owners);
@@ -173,7 +174,7 @@ mod tests {
     }
 
     fn ours(index: i32) -> Pod {
-        fixtures::pod(&mnist(), ReplicaType::Worker, index)
+        fixtures::pod(&mnist(), WORKER, index)
             .uid(&format!("pod-{index}"))
             .build()
     }
@@ -259,10 +260,10 @@ mod tests {
     #[test]
     fn services_are_claimed_like_pods() {
         let job = mnist();
-        let mut service = build::service(&job, ReplicaType::Worker, 0);
+        let mut service = build::service(&job, WORKER, 0);
         assert_eq!(claim(&job, &service), None);
         service.metadata.owner_references = None;
-        assert_eq!(claim::<Service>(&job, &service), Some(Claim::Adopt));
+        assert_eq!(claim::<TFJob, Service>(&job, &service), Some(Claim::Adopt));
     }
 
     #[test]
@@ -299,7 +300,7 @@ mod tests {
     fn a_fresh_read_allows_adoption_only_into_the_same_live_job() {
         let job = mnist();
         assert!(may_adopt_into(Some(&job), UID));
-        assert!(!may_adopt_into(None, UID), "gone");
+        assert!(!may_adopt_into::<TFJob>(None, UID), "gone");
         assert!(!may_adopt_into(Some(&job), "an-earlier-uid"), "replaced");
         let mut deleting = mnist();
         deleting.metadata.deletion_timestamp = Some(at(0));

@@ -1,20 +1,22 @@
 //! The heart of the operator, and pure: from a defaulted job, the pods and services observed and
 //! the current time, compute the new status and the actions that bring the cluster there.
+//! `observe` sorts the pods into replica indexes; this decides.
 //!
 //! # Expected flow
 //! A finished job only gets its cleanPodPolicy applied and its TTL checked. A suspended job
 //! loses its pods and services. Otherwise every replica index gets a pod and a service; failed
 //! pods are restarted or fail the job by their replica's restartPolicy; then the job is
-//! Succeeded (Chief/Master, else workers, decide), Failed (a replica failed for good, the
-//! backoff limit or the active deadline was passed), Restarting or Running.
+//! Succeeded (the framework decides: for TFJob the Chief/Master, else workers), Failed (a
+//! replica failed for good, the backoff limit or the active deadline was passed), Restarting
+//! or Running.
 //!
 //! # Where this differs from upstream, on purpose
 //! - A succeeded index is remembered in `replicaStatuses[t].succeededIndexes` and never run
 //!   again, even when its pod has been garbage-collected.
 //! - Restarts by recreation (ExitCode, OnFailure, Always) are counted in
 //!   `replicaStatuses[t].restarts` and count toward `backoffLimit` with the kubelet's container
-//!   restarts. The job fails when the total would pass the limit: `backoffLimit: N` allows N
-//!   restarts (upstream fails at N for kubelet restarts and never for recreations).
+//!   restarts. The job fails when the total reaches the limit, as upstream does for kubelet
+//!   restarts and a Kubernetes Job for its pods (upstream never counts recreations).
 //! - Success is decided before failures: a job whose Chief succeeded is Succeeded, whatever
 //!   the workers do after.
 //! - `replicas: 0` means no pods and no services.
@@ -22,7 +24,10 @@
 //!   failed, which failed ExitCode jobs on exit code 137); its index waits until it is gone.
 //! - The active deadline returns a requeue at the deadline, and passing it (or the backoff
 //!   limit) stops the running pods, as a Kubernetes Job does, whatever the cleanPodPolicy.
-//! - Failure messages say why: `Evicted`, `OOMKilled`, `exit code N of container C`.
+//! - Condition messages are upstream's, word for word, then say why: `Evicted`,
+//!   `OOMKilled`, `exit code N of container C`.
+//! - A job whose pod and service names would be longer than 63 characters fails at once
+//!   (upstream's service create fails every time, and the job stays Created).
 //!
 //! # Assumptions
 //! The caller passes only the job's own pods and services (controller owner reference), and
@@ -32,14 +37,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::ResourceExt;
 
-use super::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy, SuccessPolicy, TFJob};
 use super::build;
 use super::conditions::{self as cond, FALSE, TRUE};
-use super::defaults::{CONTAINER_NAME, ReplicaType};
+use super::observe::{
+    self, Deletion, Observation, Observed, ReplicaPods, Slot, failure_reason, phase, terminating,
+};
+use crate::operator::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy};
+use crate::operator::framework::{Outcome, ReplicaType, TrainingJob};
 
 /// An event to record on the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,13 +55,6 @@ pub struct Event {
     pub warning: bool,
     pub reason: String,
     pub message: String,
-}
-
-/// A pod to delete, with the UID it was observed with (deletes carry it as a precondition).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Deletion {
-    pub name: String,
-    pub uid: Option<String>,
 }
 
 /// What happened to the job, for metrics.
@@ -81,400 +82,338 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
 }
 
-/// The pods and services the job owns.
-#[derive(Clone, Copy, Debug)]
-pub struct Observed<'a> {
-    pub pods: &'a [Pod],
-    pub services: &'a [Service],
-}
-
-/// A pod's place in the job, from its labels.
-fn slot(pod_labels: &BTreeMap<String, String>) -> Option<(ReplicaType, i32)> {
-    let rtype = ReplicaType::parse(pod_labels.get(build::LABEL_REPLICA_TYPE)?)?;
-    let index = pod_labels.get(build::LABEL_REPLICA_INDEX)?.parse().ok()?;
-    Some((rtype, index))
-}
-
-fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("Pending")
-}
-
-fn terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
-}
-
-/// The exit code of the `tensorflow` container, if it terminated.
-fn exit_code(pod: &Pod) -> Option<i32> {
-    pod.status
-        .as_ref()?
-        .container_statuses
-        .iter()
-        .flatten()
-        .find(|c| c.name == CONTAINER_NAME)?
-        .state
-        .as_ref()?
-        .terminated
-        .as_ref()
-        .map(|t| t.exit_code)
-}
-
-/// Why a pod failed, in words a user can act on.
-pub fn failure_reason(pod: &Pod) -> String {
-    let status = pod.status.as_ref();
-    if let Some(reason) = status.and_then(|s| s.reason.as_deref()) {
-        let message = status
-            .and_then(|s| s.message.as_deref())
-            .unwrap_or_default();
-        return if message.is_empty() {
-            reason.to_owned()
-        } else {
-            format!("{reason}: {message}")
-        };
+impl Plan {
+    fn record(&mut self, warning: bool, reason: String, message: String) {
+        self.events.push(Event {
+            warning,
+            reason,
+            message,
+        });
     }
-    let containers = status
-        .iter()
-        .flat_map(|s| s.container_statuses.iter().flatten());
-    // The tensorflow container first: its exit is the one that matters.
-    let mut ordered: Vec<_> = containers.collect();
-    ordered.sort_by_key(|c| c.name != CONTAINER_NAME);
-    for container in ordered {
-        let state = container.state.as_ref();
-        if let Some(t) = state
-            .and_then(|s| s.terminated.as_ref())
-            .filter(|t| t.exit_code != 0)
-        {
-            return match t.reason.as_deref() {
-                Some("OOMKilled") => format!(
-                    "OOMKilled: exit code {} of container {}",
-                    t.exit_code, container.name
-                ),
-                _ => format!("exit code {} of container {}", t.exit_code, container.name),
-            };
-        }
-        if let Some(reason) = state
-            .and_then(|s| s.waiting.as_ref())
-            .and_then(|w| w.reason.as_deref())
-        {
-            return format!("{reason} in container {}", container.name);
-        }
+}
+
+/// What the replicas add up to, for the decision.
+#[derive(Default)]
+struct Tally<'a> {
+    /// Per replica type, its restart policy and the indexes that failed for good, with why.
+    permanent_failures: Vec<(ReplicaType, RestartPolicy, Vec<String>)>,
+    /// Failed pods to delete and run again, with why.
+    restarts_wanted: Vec<(ReplicaType, &'a Pod, String)>,
+    /// Restarts so far, by the operator and by the kubelet.
+    restart_total: i32,
+    /// Replicas that will not start without help.
+    stuck: Vec<String>,
+}
+
+/// The job as a reconcile sees it: its names and run policy.
+struct Job<'a, J> {
+    job: &'a J,
+    name: String,
+    kind: &'static str,
+    clean_pod_policy: CleanPodPolicy,
+}
+
+impl<J: TrainingJob> Job<'_, J> {
+    fn reason(&self, what: &str) -> String {
+        J::FRAMEWORK.reason(what)
     }
-    "the pod failed without a container exit".to_owned()
-}
 
-/// Container waiting reasons that mean the pod will not start without help.
-const STUCK_REASONS: &[&str] = &[
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "CrashLoopBackOff",
-];
-
-fn stuck_reason(pod: &Pod) -> Option<(String, String)> {
-    let status = pod.status.as_ref()?;
-    status.container_statuses.iter().flatten().find_map(|c| {
-        let waiting = c.state.as_ref()?.waiting.as_ref()?;
-        let reason = waiting.reason.as_deref()?;
-        STUCK_REASONS
-            .contains(&reason)
-            .then(|| (reason.to_owned(), c.name.clone()))
-    })
-}
-
-fn kubelet_restarts(pod: &Pod) -> i32 {
-    let status = pod.status.as_ref();
-    let containers = status
-        .iter()
-        .flat_map(|s| s.container_statuses.iter().flatten());
-    let init = status
-        .iter()
-        .flat_map(|s| s.init_container_statuses.iter().flatten());
-    containers.chain(init).map(|c| c.restart_count).sum()
-}
-
-fn seconds_between(from: &Time, to: &Time) -> i64 {
-    to.0.as_second() - from.0.as_second()
+    fn run_policy(&self) -> crate::operator::api::RunPolicy {
+        self.job.run_policy().cloned().unwrap_or_default()
+    }
 }
 
 /// Compute the status and actions of one reconcile. `job` must be defaulted.
-pub fn plan(job: &TFJob, observed: Observed<'_>, now: &Time) -> Plan {
+pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan {
     let mut plan = Plan {
-        status: job.status.clone().unwrap_or_default(),
+        status: job.status().cloned().unwrap_or_default(),
         ..Plan::default()
     };
     let name = job.name_any();
-    let full_name = format!("{}/{name}", job.namespace().unwrap_or_default());
-    let run_policy = job.spec.run_policy.clone().unwrap_or_default();
-    let clean_pod_policy = run_policy.clean_pod_policy.unwrap_or(CleanPodPolicy::None);
+    let run_policy = job.run_policy().cloned().unwrap_or_default();
+    let job = Job {
+        job,
+        name,
+        kind: J::FRAMEWORK.kind,
+        clean_pod_policy: run_policy.clean_pod_policy.unwrap_or(CleanPodPolicy::None),
+    };
 
     if cond::is_finished(&plan.status) {
-        finished(job, observed, now, &mut plan, clean_pod_policy);
+        finished(&job, observed, now, &mut plan);
         return plan;
     }
-
     if plan.status.conditions.is_empty() {
+        let message = format!("{} {} is created.", job.kind, job.name);
         cond::set(
             &mut plan.status,
             cond::CREATED,
             TRUE,
-            &cond::reason("Created"),
-            &format!("TFJob {name} is created."),
+            &job.reason("Created"),
+            &message,
             now,
         );
         plan.transitions.push(Transition::Created);
     }
-
     if run_policy.suspend == Some(true) {
-        suspend(observed, now, &mut plan, &full_name);
+        suspend(&job, observed, now, &mut plan);
+        return plan;
+    }
+    if let Some(longest) = name_too_long(job.job) {
+        let message = format!(
+            "{} {} has failed because its name is too long: pod and service {longest} would have {} characters, more than {MAX_NAME}",
+            job.kind,
+            job.name,
+            longest.len()
+        );
+        fail(&job, observed, now, &mut plan, message, true);
         return plan;
     }
     if cond::is_true(&plan.status, cond::SUSPENDED) {
-        let message = format!("TFJob {full_name} is resumed.");
+        let message = format!("{} {} is resumed.", job.kind, job.name);
+        let reason = job.reason("Resumed");
         cond::set(
             &mut plan.status,
             cond::SUSPENDED,
             FALSE,
-            &cond::reason("Resumed"),
+            &reason,
             &message,
             now,
         );
         plan.status.start_time = Some(now.clone());
-        plan.events.push(Event {
-            warning: false,
-            reason: cond::reason("Resumed"),
-            message,
-        });
+        plan.record(false, reason, message);
     }
     if plan.status.start_time.is_none() {
         plan.status.start_time = Some(now.clone());
     }
 
-    // Observe every replica type; index pods by their slot.
-    let mut by_slot: BTreeMap<(ReplicaType, i32), &Pod> = BTreeMap::new();
-    for pod in observed.pods {
-        match pod.metadata.labels.as_ref().and_then(slot) {
-            Some(slot) if job.spec.tf_replica_specs.contains_key(slot.0.key()) => {
-                by_slot.insert(slot, pod);
-            }
-            // A pod of a type the spec no longer has.
-            _ if !terminating(pod) => plan.delete_pods.push(deletion(pod)),
-            _ => {}
-        }
-    }
+    let observation = observe::observe(job.job, observed);
+    let tally = tally(&job, &observation, &mut plan);
+    decide(&job, observed, now, tally, &mut plan);
+    plan
+}
 
-    let mut permanent_failures: Vec<(ReplicaType, Vec<String>)> = Vec::new();
-    let mut restarts_wanted: Vec<(ReplicaType, &Pod, String)> = Vec::new();
-    let mut restart_total = 0;
-    let mut stuck: Vec<String> = Vec::new();
-
-    for (key, replica) in &job.spec.tf_replica_specs {
-        let Some(rtype) = ReplicaType::parse(key) else {
-            continue;
-        };
-        let replicas = replica.replicas.unwrap_or(1).max(0);
-        let policy = replica.restart_policy.unwrap_or(RestartPolicy::Never);
-        let previous = plan
-            .status
+/// Count every replica type: its status, the pods and services to create and delete, and
+/// what failed.
+fn tally<'a, J: TrainingJob>(
+    job: &Job<'_, J>,
+    observation: &Observation<'a>,
+    plan: &mut Plan,
+) -> Tally<'a> {
+    plan.delete_pods.extend(observation.strays.iter().cloned());
+    let mut tally = Tally::default();
+    for replica in &observation.replicas {
+        let status = tally_replica(job, replica, plan, &mut tally);
+        plan.status
             .replica_statuses
-            .get(key)
-            .cloned()
-            .unwrap_or_default();
-        let mut succeeded_indexes: BTreeSet<i32> =
-            previous.succeeded_indexes.iter().copied().collect();
-        let mut status = ReplicaStatus {
-            restarts: previous.restarts,
-            selector: Some(build::selector(&name, rtype)),
-            label_selector: Some(LabelSelector {
-                match_labels: Some({
-                    let mut labels = build::job_labels(&name);
-                    labels.insert(
-                        build::LABEL_REPLICA_TYPE.to_owned(),
-                        rtype.lower().to_owned(),
-                    );
-                    labels
-                }),
-                match_expressions: None,
-            }),
-            ..ReplicaStatus::default()
-        };
-        restart_total += previous.restarts;
-        let mut failures = Vec::new();
-
-        // Scale down: pods past the last index go.
-        for (&(_, index), pod) in by_slot.range((rtype, i32::MIN)..=(rtype, i32::MAX)) {
-            if (index < 0 || index >= replicas) && !terminating(pod) {
-                plan.delete_pods.push(deletion(pod));
-            }
-        }
-        for (service, index) in services_of(observed.services, rtype) {
-            if index < 0 || index >= replicas {
-                plan.delete_services.push(service);
-            }
-        }
-
-        for index in 0..replicas {
-            let pod = by_slot.get(&(rtype, index)).copied();
-            let remembered = succeeded_indexes.contains(&index);
-            match pod {
-                None if remembered => {}
-                None => plan.create_pods.push((rtype, index)),
-                Some(pod) if terminating(pod) => {}
-                Some(pod) => match phase(pod) {
-                    "Succeeded" => {
-                        succeeded_indexes.insert(index);
-                    }
-                    "Failed" if remembered => {}
-                    "Failed" => {
-                        let why = failure_reason(pod);
-                        let retry = match policy {
-                            RestartPolicy::Never => false,
-                            RestartPolicy::OnFailure | RestartPolicy::Always => true,
-                            RestartPolicy::ExitCode => {
-                                exit_code(pod).is_none_or(|code| code >= 128)
-                            }
-                        };
-                        plan.events.push(Event {
-                            warning: true,
-                            reason: match exit_code(pod) {
-                                Some(_) if why.starts_with("OOMKilled") => "OOMKilled".to_owned(),
-                                Some(_) => "ExitedWithCode".to_owned(),
-                                None => pod
-                                    .status
-                                    .as_ref()
-                                    .and_then(|s| s.reason.clone())
-                                    .unwrap_or_else(|| "PodFailed".to_owned()),
-                            },
-                            message: format!(
-                                "Pod: {}.{} failed: {why}",
-                                job.namespace().unwrap_or_default(),
-                                pod.name_any()
-                            ),
-                        });
-                        if retry {
-                            restarts_wanted.push((rtype, pod, why));
-                        } else {
-                            status.failed += 1;
-                            failures.push(format!("{} {index}: {why}", rtype.lower()));
-                        }
-                    }
-                    "Running" => {
-                        status.active += 1;
-                        if policy != RestartPolicy::Never {
-                            restart_total += kubelet_restarts(pod);
-                        }
-                        if let Some((reason, container)) = stuck_reason(pod) {
-                            stuck.push(format!(
-                                "{} {index}: {reason} in container {container}",
-                                rtype.lower()
-                            ));
-                        }
-                    }
-                    _ => {
-                        if let Some((reason, container)) = stuck_reason(pod) {
-                            plan.events.push(Event {
-                                warning: true,
-                                reason: reason.clone(),
-                                message: format!(
-                                    "Pod: {}.{}: container {container} is waiting: {reason}",
-                                    job.namespace().unwrap_or_default(),
-                                    pod.name_any()
-                                ),
-                            });
-                            stuck.push(format!(
-                                "{} {index}: {reason} in container {container}",
-                                rtype.lower()
-                            ));
-                        }
-                    }
-                },
-            }
-            if !observed
-                .services
-                .iter()
-                .any(|s| s.name_any() == build::name(&name, rtype, index))
-            {
-                plan.create_services.push((rtype, index));
-            }
-        }
-        status.succeeded =
-            i32::try_from(succeeded_indexes.iter().filter(|&&i| i < replicas).count())
-                .unwrap_or(i32::MAX);
-        status.succeeded_indexes = succeeded_indexes.into_iter().collect();
-        if !failures.is_empty() {
-            permanent_failures.push((rtype, failures));
-        }
-        plan.status.replica_statuses.insert(key.clone(), status);
+            .insert(replica.rtype.key().to_owned(), status);
     }
+    tally
+}
 
+/// One replica type's status; its pods and services to create and delete go into the plan,
+/// its failures and restarts into the tally.
+fn tally_replica<'a, J: TrainingJob>(
+    job: &Job<'_, J>,
+    replica: &ReplicaPods<'a>,
+    plan: &mut Plan,
+    tally: &mut Tally<'a>,
+) -> ReplicaStatus {
+    let rtype = replica.rtype;
+    let previous = plan
+        .status
+        .replica_statuses
+        .get(rtype.key())
+        .cloned()
+        .unwrap_or_default();
+    let mut succeeded_indexes: BTreeSet<i32> = previous.succeeded_indexes.iter().copied().collect();
+    let mut status = ReplicaStatus {
+        restarts: previous.restarts,
+        selector: Some(build::selector(J::FRAMEWORK, &job.name, rtype)),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(build::type_labels(J::FRAMEWORK, &job.name, rtype)),
+            match_expressions: None,
+        }),
+        ..ReplicaStatus::default()
+    };
+    tally.restart_total += previous.restarts;
+    plan.delete_pods
+        .extend(replica.surplus_pods.iter().cloned());
+    plan.delete_services
+        .extend(replica.surplus_services.iter().cloned());
+
+    let policy = replica.spec.restart_policy.unwrap_or(RestartPolicy::Never);
+    let mut failures = Vec::new();
+    for &(index, slot) in &replica.slots {
+        let remembered = succeeded_indexes.contains(&index);
+        let pod = match slot {
+            Slot::Empty if !remembered => {
+                plan.create_pods.push((rtype, index));
+                continue;
+            }
+            Slot::Empty | Slot::Leaving => continue,
+            Slot::Pod(pod) => pod,
+        };
+        match phase(pod) {
+            "Succeeded" => {
+                succeeded_indexes.insert(index);
+            }
+            "Failed" if remembered => {}
+            "Failed" => {
+                let why = failure_reason(pod, J::FRAMEWORK.container);
+                plan.events.push(failure_event(job, pod, &why));
+                if retries(policy, pod, J::FRAMEWORK.container) {
+                    tally.restarts_wanted.push((rtype, pod, why));
+                } else {
+                    status.failed += 1;
+                    failures.push(format!("{} {index}: {why}", rtype.lower()));
+                }
+            }
+            "Running" => {
+                status.active += 1;
+                if policy != RestartPolicy::Never {
+                    tally.restart_total += observe::kubelet_restarts(pod);
+                }
+                if let Some((reason, container)) = observe::stuck_reason(pod) {
+                    tally.stuck.push(format!(
+                        "{} {index}: {reason} in container {container}",
+                        rtype.lower()
+                    ));
+                }
+            }
+            _ => {
+                if let Some((reason, container)) = observe::stuck_reason(pod) {
+                    plan.events.push(Event {
+                        warning: true,
+                        reason: reason.clone(),
+                        message: format!(
+                            "Pod: {}.{}: container {container} is waiting: {reason}",
+                            job.job.namespace().unwrap_or_default(),
+                            pod.name_any()
+                        ),
+                    });
+                    tally.stuck.push(format!(
+                        "{} {index}: {reason} in container {container}",
+                        rtype.lower()
+                    ));
+                }
+            }
+        }
+    }
+    plan.create_services
+        .extend(replica.missing_services.iter().map(|&index| (rtype, index)));
+    status.succeeded = i32::try_from(
+        succeeded_indexes
+            .iter()
+            .filter(|&&i| i < replica.replicas)
+            .count(),
+    )
+    .unwrap_or(i32::MAX);
+    status.succeeded_indexes = succeeded_indexes.into_iter().collect();
+    if !failures.is_empty() {
+        tally.permanent_failures.push((rtype, policy, failures));
+    }
+    status
+}
+
+/// Whether a failed pod is run again under its replica's restart policy.
+fn retries(policy: RestartPolicy, pod: &Pod, container: &str) -> bool {
+    match policy {
+        RestartPolicy::Never => false,
+        RestartPolicy::OnFailure | RestartPolicy::Always => true,
+        RestartPolicy::ExitCode => {
+            observe::exit_code(pod, container).is_none_or(|code| code >= 128)
+        }
+    }
+}
+
+/// The Warning event of a failed pod, named for how it failed.
+fn failure_event<J: TrainingJob>(job: &Job<'_, J>, pod: &Pod, why: &str) -> Event {
+    let reason = match observe::exit_code(pod, J::FRAMEWORK.container) {
+        Some(_) if why.starts_with("OOMKilled") => "OOMKilled".to_owned(),
+        Some(_) => "ExitedWithCode".to_owned(),
+        None => pod
+            .status
+            .as_ref()
+            .and_then(|s| s.reason.clone())
+            .unwrap_or_else(|| "PodFailed".to_owned()),
+    };
+    Event {
+        warning: true,
+        reason,
+        message: format!(
+            "Pod: {}.{} failed: {why}",
+            job.job.namespace().unwrap_or_default(),
+            pod.name_any()
+        ),
+    }
+}
+
+/// Decide the job's state from the tally: success first, then a failure for good, the backoff
+/// limit, the active deadline, restarts, and running.
+fn decide<J: TrainingJob>(
+    job: &Job<'_, J>,
+    observed: Observed<'_>,
+    now: &Time,
+    tally: Tally<'_>,
+    plan: &mut Plan,
+) {
     // Success first: a job whose Chief (or workers) succeeded is done, whatever else failed.
-    if succeeded(job, &plan.status) {
-        let message = format!("TFJob {full_name} successfully completed.");
+    if job.job.succeeded(&plan.status) {
+        let message = job.job.message(Outcome::Succeeded);
+        let reason = job.reason("Succeeded");
         cond::set(
             &mut plan.status,
             cond::SUCCEEDED,
             TRUE,
-            &cond::reason("Succeeded"),
+            &reason,
             &message,
             now,
         );
         plan.status.completion_time = Some(now.clone());
-        plan.events.push(Event {
-            warning: false,
-            reason: cond::reason("Succeeded"),
-            message,
-        });
+        plan.record(false, reason, message);
         plan.transitions.push(Transition::Succeeded);
         plan.create_pods.clear();
         plan.create_services.clear();
-        finished(job, observed, now, &mut plan, clean_pod_policy);
-        return plan;
+        finished(job, observed, now, plan);
+        return;
     }
 
-    let dynamic = job.spec.enable_dynamic_worker == Some(true);
-    permanent_failures.retain(|(rtype, _)| !(dynamic && *rtype == ReplicaType::Worker));
-    if let Some((rtype, failures)) = permanent_failures.first() {
-        let message = format!(
-            "TFJob {full_name} has failed because {} {} replica(s) failed: {}",
-            failures.len(),
-            rtype.key(),
-            failures.join("; ")
-        );
-        fail(
-            job,
-            observed,
-            now,
-            &mut plan,
-            clean_pod_policy,
-            message,
-            false,
-        );
-        return plan;
+    let permanent = tally
+        .permanent_failures
+        .iter()
+        .find(|(rtype, _, _)| !job.job.tolerates_failures_of(*rtype));
+    if let Some(&(rtype, policy, ref failures)) = permanent {
+        // Upstream words a failure by exit code in its shared pod handling, and that message
+        // stays: a condition is not rewritten with the same reason.
+        let upstream = if policy == RestartPolicy::ExitCode {
+            format!(
+                "job \"{}\" is failing because \"{rtype}\" replica(s) failed.",
+                job.name
+            )
+        } else {
+            job.job.message(Outcome::Failed {
+                replicas: failures.len(),
+                rtype,
+            })
+        };
+        let message = format!("{upstream} {}", failures.join("; "));
+        fail(job, observed, now, plan, message, false);
+        return;
     }
 
-    let limit = run_policy.backoff_limit;
-    let wanted = i32::try_from(restarts_wanted.len()).unwrap_or(i32::MAX);
-    if let Some(limit) = limit
-        && restart_total + wanted > limit
+    let run_policy = job.run_policy();
+    let wanted = i32::try_from(tally.restarts_wanted.len()).unwrap_or(i32::MAX);
+    let restarts = tally.restart_total.saturating_add(wanted);
+    if let Some(limit) = run_policy.backoff_limit
+        && restarts > 0
+        && restarts >= limit
     {
         let message = format!(
-            "Job {name} has failed because it has reached the specified backoff limit: {} restarts, limit {limit}",
-            restart_total + wanted
+            "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}",
+            job.name,
         );
-        fail(
-            job,
-            observed,
-            now,
-            &mut plan,
-            clean_pod_policy,
-            message,
-            true,
-        );
-        return plan;
+        fail(job, observed, now, plan, message, true);
+        return;
     }
 
     if let (Some(deadline), Some(start)) = (
@@ -484,167 +423,108 @@ pub fn plan(job: &TFJob, observed: Observed<'_>, now: &Time) -> Plan {
         let elapsed = seconds_between(&start, now);
         if elapsed >= deadline {
             let mut message = format!(
-                "Job {name} has failed because it was active longer than specified deadline"
+                "Job {} has failed because it was active longer than specified deadline",
+                job.name
             );
-            if !stuck.is_empty() {
-                message.push_str(&format!(" (stuck: {})", stuck.join("; ")));
+            if !tally.stuck.is_empty() {
+                message.push_str(&format!(" (stuck: {})", tally.stuck.join("; ")));
             }
-            fail(
-                job,
-                observed,
-                now,
-                &mut plan,
-                clean_pod_policy,
-                message,
-                true,
-            );
-            return plan;
+            fail(job, observed, now, plan, message, true);
+            return;
         }
         let left = u64::try_from(deadline - elapsed).unwrap_or(0);
         plan.requeue_after = Some(Duration::from_secs(left));
     }
 
-    if !restarts_wanted.is_empty() {
-        let mut counts: BTreeMap<ReplicaType, i32> = BTreeMap::new();
-        for (rtype, pod, _) in &restarts_wanted {
-            plan.delete_pods.push(deletion(pod));
-            *counts.entry(*rtype).or_default() += 1;
-            if let Some(status) = plan.status.replica_statuses.get_mut(rtype.key()) {
-                status.restarts += 1;
-                status.failed += 1;
-            }
-            plan.transitions.push(Transition::Restarted);
-        }
-        let (rtype, count) = counts
-            .iter()
-            .next()
-            .map(|(t, c)| (*t, *c))
-            .unwrap_or((ReplicaType::Worker, 0));
-        let reasons: Vec<_> = restarts_wanted
-            .iter()
-            .map(|(t, p, why)| format!("{} {}: {why}", t.lower(), p.name_any()))
-            .collect();
-        let message = format!(
-            "TFJob {full_name} is restarting because {count} {} replica(s) failed: {}",
-            rtype.key(),
-            reasons.join("; ")
-        );
-        cond::set(
-            &mut plan.status,
-            cond::RESTARTING,
-            TRUE,
-            &cond::reason("Restarting"),
-            &message,
-            now,
-        );
-        plan.events.push(Event {
-            warning: true,
-            reason: cond::reason("Restarting"),
-            message,
-        });
-        return plan;
+    if !tally.restarts_wanted.is_empty() {
+        restart(job, &tally.restarts_wanted, now, plan);
+        return;
     }
 
-    if running(job, &plan.status) {
-        let message = format!("TFJob {full_name} is running.");
+    if job.job.running(&plan.status) {
+        let message = job.job.message(Outcome::Running);
         cond::set(
             &mut plan.status,
             cond::RUNNING,
             TRUE,
-            &cond::reason("Running"),
+            &job.reason("Running"),
             &message,
             now,
         );
     }
-    plan
 }
 
-fn deletion(pod: &Pod) -> Deletion {
-    Deletion {
-        name: pod.name_any(),
-        uid: pod.metadata.uid.clone(),
+/// Delete the failed pods that run again, count the restarts, and mark the job Restarting.
+fn restart<J: TrainingJob>(
+    job: &Job<'_, J>,
+    restarts_wanted: &[(ReplicaType, &Pod, String)],
+    now: &Time,
+    plan: &mut Plan,
+) {
+    let mut counts: BTreeMap<ReplicaType, i32> = BTreeMap::new();
+    for (rtype, pod, _) in restarts_wanted {
+        plan.delete_pods.push(Deletion::of(pod));
+        *counts.entry(*rtype).or_default() += 1;
+        if let Some(status) = plan.status.replica_statuses.get_mut(rtype.key()) {
+            status.restarts += 1;
+            status.failed += 1;
+        }
+        plan.transitions.push(Transition::Restarted);
     }
-}
-
-/// The services of a replica type with their index: (name, index).
-fn services_of(services: &[Service], rtype: ReplicaType) -> Vec<(String, i32)> {
-    services
+    let Some((rtype, count)) = counts.into_iter().next() else {
+        return;
+    };
+    let reasons: Vec<_> = restarts_wanted
         .iter()
-        .filter_map(|s| {
-            let (t, i) = s.metadata.labels.as_ref().and_then(slot)?;
-            (t == rtype).then(|| (s.name_any(), i))
-        })
-        .collect()
+        .map(|(t, p, why)| format!("{} {}: {why}", t.lower(), p.name_any()))
+        .collect();
+    let message = format!(
+        "job {} is restarting because {rtype} replica(s) failed. {count} restarted: {}",
+        job.name,
+        reasons.join("; ")
+    );
+    let reason = job.reason("Restarting");
+    cond::set(
+        &mut plan.status,
+        cond::RESTARTING,
+        TRUE,
+        &reason,
+        &message,
+        now,
+    );
+    plan.record(true, reason, message);
 }
 
-/// The replica type that decides success: Chief or Master if the job has one, else Worker.
-fn leader(job: &TFJob) -> Option<(ReplicaType, i32)> {
-    let replicas = |t: ReplicaType| {
-        job.spec
-            .tf_replica_specs
-            .get(t.key())
-            .map(|r| r.replicas.unwrap_or(1))
-    };
-    [ReplicaType::Chief, ReplicaType::Master]
-        .into_iter()
-        .find_map(|t| replicas(t).filter(|&n| n > 0).map(|n| (t, n)))
-        .or_else(|| {
-            replicas(ReplicaType::Worker)
-                .filter(|&n| n > 0)
-                .map(|n| (ReplicaType::Worker, n))
-        })
+/// The most characters a pod's or service's name may have (a DNS-1035 label, for the service).
+pub const MAX_NAME: usize = 63;
+
+/// The longest of the job's pod and service names, if it is too long for a service.
+fn name_too_long<J: TrainingJob>(job: &J) -> Option<String> {
+    let name = job.name_any();
+    job.replicas()
+        .map(|(rtype, spec)| build::name(&name, rtype, spec.replicas.unwrap_or(1).max(1) - 1))
+        .max_by_key(String::len)
+        .filter(|longest| longest.len() > MAX_NAME)
 }
 
-fn succeeded(job: &TFJob, status: &JobStatus) -> bool {
-    let Some((rtype, replicas)) = leader(job) else {
-        return false;
-    };
-    let Some(replica) = status.replica_statuses.get(rtype.key()) else {
-        return false;
-    };
-    if rtype.is_chief() {
-        return replica.succeeded_indexes.contains(&0);
-    }
-    let all = (0..replicas).all(|i| replica.succeeded_indexes.contains(&i));
-    match job.spec.success_policy.unwrap_or(SuccessPolicy::Default) {
-        SuccessPolicy::AllWorkers => all,
-        SuccessPolicy::Default => all || replica.succeeded_indexes.contains(&0),
-    }
-}
-
-fn running(job: &TFJob, status: &JobStatus) -> bool {
-    let active = |t: ReplicaType| status.replica_statuses.get(t.key()).map_or(0, |r| r.active);
-    match leader(job) {
-        Some((rtype, _)) => active(rtype) > 0,
-        None => status.replica_statuses.values().any(|r| r.active > 0),
-    }
+fn seconds_between(from: &Time, to: &Time) -> i64 {
+    to.0.as_second() - from.0.as_second()
 }
 
 /// Mark the job Failed. `stop` also deletes running and pending pods whatever the
 /// cleanPodPolicy (deadline, backoff limit); the policy then applies to the rest.
-fn fail(
-    job: &TFJob,
+fn fail<J: TrainingJob>(
+    job: &Job<'_, J>,
     observed: Observed<'_>,
     now: &Time,
     plan: &mut Plan,
-    clean_pod_policy: CleanPodPolicy,
     message: String,
     stop: bool,
 ) {
-    cond::set(
-        &mut plan.status,
-        cond::FAILED,
-        TRUE,
-        &cond::reason("Failed"),
-        &message,
-        now,
-    );
+    let reason = job.reason("Failed");
+    cond::set(&mut plan.status, cond::FAILED, TRUE, &reason, &message, now);
     plan.status.completion_time = Some(now.clone());
-    plan.events.push(Event {
-        warning: true,
-        reason: cond::reason("Failed"),
-        message,
-    });
+    plan.record(true, reason, message);
     plan.transitions.push(Transition::Failed);
     plan.create_pods.clear();
     plan.create_services.clear();
@@ -655,60 +535,26 @@ fn fail(
             .iter()
             .filter(|p| !terminating(p) && matches!(phase(p), "Running" | "Pending"))
         {
-            plan.delete_pods.push(deletion(pod));
+            plan.delete_pods.push(Deletion::of(pod));
         }
         for status in plan.status.replica_statuses.values_mut() {
             status.active = 0;
         }
     }
-    finished(job, observed, now, plan, clean_pod_policy);
+    finished(job, observed, now, plan);
 }
 
 /// A finished job: apply the cleanPodPolicy, count Succeeded jobs' active replicas as
 /// succeeded, and check the TTL.
-fn finished(
-    job: &TFJob,
-    observed: Observed<'_>,
-    now: &Time,
-    plan: &mut Plan,
-    clean_pod_policy: CleanPodPolicy,
-) {
-    let doomed = |pod: &Pod| match clean_pod_policy {
-        CleanPodPolicy::All => true,
-        CleanPodPolicy::Running => matches!(phase(pod), "Running" | "Pending"),
-        CleanPodPolicy::None => false,
-    };
-    for pod in observed
-        .pods
-        .iter()
-        .filter(|p| !terminating(p) && doomed(p))
-    {
-        if !plan.delete_pods.iter().any(|d| d.name == pod.name_any()) {
-            plan.delete_pods.push(deletion(pod));
-        }
-    }
-    for service in observed.services {
-        let name = service.name_any();
-        let goes = match clean_pod_policy {
-            CleanPodPolicy::All => true,
-            CleanPodPolicy::Running => plan.delete_pods.iter().any(|d| d.name == name),
-            CleanPodPolicy::None => false,
-        };
-        if goes && !plan.delete_services.contains(&name) {
-            plan.delete_services.push(name);
-        }
-    }
+fn finished<J: TrainingJob>(job: &Job<'_, J>, observed: Observed<'_>, now: &Time, plan: &mut Plan) {
+    clean_up(job.clean_pod_policy, observed, plan);
     if cond::is_true(&plan.status, cond::SUCCEEDED) {
         for status in plan.status.replica_statuses.values_mut() {
             status.succeeded += status.active;
             status.active = 0;
         }
     }
-    let ttl = job
-        .spec
-        .run_policy
-        .as_ref()
-        .and_then(|r| r.ttl_seconds_after_finished);
+    let ttl = job.run_policy().ttl_seconds_after_finished;
     if let (Some(ttl), Some(done)) = (ttl, plan.status.completion_time.as_ref()) {
         let left = i64::from(ttl) - seconds_between(done, now);
         if left <= 0 {
@@ -719,18 +565,47 @@ fn finished(
     }
 }
 
+/// The pods and services the cleanPodPolicy deletes once the job finished.
+fn clean_up(policy: CleanPodPolicy, observed: Observed<'_>, plan: &mut Plan) {
+    let doomed = |pod: &Pod| match policy {
+        CleanPodPolicy::All => true,
+        CleanPodPolicy::Running => matches!(phase(pod), "Running" | "Pending"),
+        CleanPodPolicy::None => false,
+    };
+    for pod in observed
+        .pods
+        .iter()
+        .filter(|p| !terminating(p) && doomed(p))
+    {
+        if !plan.delete_pods.iter().any(|d| d.name == pod.name_any()) {
+            plan.delete_pods.push(Deletion::of(pod));
+        }
+    }
+    for service in observed.services {
+        let name = service.name_any();
+        let goes = match policy {
+            CleanPodPolicy::All => true,
+            CleanPodPolicy::Running => plan.delete_pods.iter().any(|d| d.name == name),
+            CleanPodPolicy::None => false,
+        };
+        if goes && !plan.delete_services.contains(&name) {
+            plan.delete_services.push(name);
+        }
+    }
+}
+
 /// A suspended job: no pods, no services, Running=False and Suspended=True.
-fn suspend(observed: Observed<'_>, now: &Time, plan: &mut Plan, full_name: &str) {
+fn suspend<J: TrainingJob>(job: &Job<'_, J>, observed: Observed<'_>, now: &Time, plan: &mut Plan) {
     for pod in observed.pods.iter().filter(|p| !terminating(p)) {
-        plan.delete_pods.push(deletion(pod));
+        plan.delete_pods.push(Deletion::of(pod));
     }
     plan.delete_services
         .extend(observed.services.iter().map(ResourceExt::name_any));
     for status in plan.status.replica_statuses.values_mut() {
         status.active = 0;
     }
-    let message = format!("TFJob {full_name} is suspended.");
-    let reason = cond::reason("Suspended");
+    let message = format!("{} {} is suspended.", job.kind, job.name);
+    let reason = job.reason("Suspended");
     cond::set_false_if_present(&mut plan.status, cond::RUNNING, &reason, &message, now);
     cond::set_false_if_present(&mut plan.status, cond::RESTARTING, &reason, &message, now);
     if cond::set(
@@ -741,33 +616,25 @@ fn suspend(observed: Observed<'_>, now: &Time, plan: &mut Plan, full_name: &str)
         &message,
         now,
     ) {
-        plan.events.push(Event {
-            warning: false,
-            reason,
-            message,
-        });
+        plan.record(false, reason, message);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::api::{CleanPodPolicy, RestartPolicy};
     use crate::operator::fixtures::{at, job, pod};
+    use crate::operator::frameworks::tensorflow::{self, SuccessPolicy, TFJob};
+    use k8s_openapi::api::core::v1::Service;
 
-    const W: ReplicaType = ReplicaType::Worker;
-    const PS: ReplicaType = ReplicaType::PS;
-    const CHIEF: ReplicaType = ReplicaType::Chief;
+    const W: ReplicaType = tensorflow::WORKER;
+    const PS: ReplicaType = tensorflow::PS;
+    const CHIEF: ReplicaType = tensorflow::CHIEF;
 
     fn run(job: &TFJob, pods: &[Pod], now: i64) -> Plan {
         let services: Vec<Service> = job
-            .spec
-            .tf_replica_specs
-            .iter()
-            .flat_map(|(k, r)| {
-                let t = ReplicaType::parse(k).unwrap();
-                (0..r.replicas.unwrap_or(1)).map(move |i| (t, i))
-            })
+            .replicas()
+            .flat_map(|(t, r)| (0..r.replicas.unwrap_or(1)).map(move |i| (t, i)))
             .map(|(t, i)| build::service(job, t, i))
             .collect();
         plan(
@@ -916,12 +783,9 @@ mod tests {
             plan.status.conditions.last().unwrap().reason.as_deref(),
             Some("TFJobFailed")
         );
-        assert!(
-            message(&plan).contains(
-                "1 Worker replica(s) failed: worker 1: exit code 3 of container tensorflow"
-            ),
-            "{}",
-            message(&plan)
+        assert_eq!(
+            message(&plan),
+            "TFJob ns/j has failed because 1 Worker replica(s) failed. worker 1: exit code 3 of container tensorflow"
         );
         assert!(plan.events.iter().any(|e| e.reason == "ExitedWithCode"));
     }
@@ -931,11 +795,11 @@ mod tests {
         let job = job("j").replica("Worker", 2).build();
         let oom = pod(&job, W, 1).failed(137).build();
         assert_eq!(
-            failure_reason(&oom),
+            failure_reason(&oom, "tensorflow"),
             "OOMKilled: exit code 137 of container tensorflow"
         );
         let evicted = pod(&job, W, 1).failed_by("Evicted").build();
-        assert!(failure_reason(&evicted).starts_with("Evicted: "));
+        assert!(failure_reason(&evicted, "tensorflow").starts_with("Evicted: "));
         let plan = run(&job, &[pod(&job, W, 0).running().build(), oom], 1);
         assert!(message(&plan).contains("OOMKilled"), "{}", message(&plan));
         assert!(plan.events.iter().any(|e| e.reason == "OOMKilled"));
@@ -1022,8 +886,8 @@ mod tests {
             .run_policy(|r| r.backoff_limit = Some(2))
             .build();
         let mut job = job;
-        // Two restarts are allowed; the pod is recreated each time (the count survives that).
-        for round in 1..=2 {
+        // The first restart is allowed; the pod is recreated (the count survives that).
+        for round in 1..=1 {
             let pods = [
                 pod(&job, W, 0).failed(137).build(),
                 pod(&job, PS, 0).running().build(),
@@ -1042,7 +906,7 @@ mod tests {
             pod(&job, W, 0).failed(137).build(),
             pod(&job, PS, 0).running().build(),
         ];
-        let plan = run(&job, &pods, 3);
+        let plan = run(&job, &pods, 2);
         assert_eq!(last(&plan), ("Failed", "True"));
         assert!(
             message(&plan).contains("backoff limit"),
@@ -1061,12 +925,12 @@ mod tests {
             .run_policy(|r| r.backoff_limit = Some(2))
             .build();
         let pods = [
-            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 0).running().restarts(1).build(),
             pod(&job, W, 1).running().build(),
         ];
         assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
         let pods = [
-            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 0).running().restarts(1).build(),
             pod(&job, W, 1).running().restarts(1).build(),
         ];
         assert_eq!(last(&run(&job, &pods, 1)), ("Failed", "True"));
@@ -1130,7 +994,7 @@ mod tests {
     #[test]
     fn scale_down_deletes_pods_past_the_last_index() {
         let job = job("j").replica("Worker", 1).replica("PS", 1).build();
-        let bigger = super::super::fixtures::job("j")
+        let bigger = crate::operator::fixtures::job("j")
             .replica("Worker", 3)
             .build();
         let pods = [
@@ -1287,5 +1151,123 @@ mod tests {
         let second = run(&job, &pods, 2);
         assert_eq!(second.status, first.status);
         assert!(second.events.is_empty() && second.transitions.is_empty());
+    }
+
+    #[test]
+    fn regression_backoff_limit_fails_the_job_when_the_restarts_reach_it() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::OnFailure)
+            .run_policy(|r| r.backoff_limit = Some(3))
+            .build();
+        let restarted = |count| {
+            [
+                pod(&job, W, 0).running().restarts(count).build(),
+                pod(&job, W, 1).running().build(),
+            ]
+        };
+        assert_eq!(last(&run(&job, &restarted(2), 1)), ("Running", "True"));
+        let plan = run(&job, &restarted(3), 1);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert_eq!(
+            message(&plan),
+            "Job j has failed because it has reached the specified backoff limit: 3 restarts, limit 3"
+        );
+
+        // A recreation that makes the count reach the limit is not made.
+        let first = run(&job, &restarted(2), 1);
+        let job = after(job.clone(), &first);
+        let pods = [
+            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 1).failed_by("Evicted").build(),
+        ];
+        let plan = run(&job, &pods, 2);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(plan.create_pods.is_empty());
+    }
+
+    #[test]
+    fn regression_condition_messages_are_upstreams_word_for_word_then_ours() {
+        let job = job("j").replica("Worker", 2).build();
+        let running = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(message(&run(&job, &running, 1)), "TFJob ns/j is running.");
+        let created = plan(
+            &job,
+            Observed {
+                pods: &[],
+                services: &[],
+            },
+            &at(0),
+        );
+        assert_eq!(message(&created), "TFJob j is created.");
+
+        let mut suspended = job.clone();
+        suspended.spec.run_policy.as_mut().unwrap().suspend = Some(true);
+        let plan = run(&suspended, &running, 2);
+        assert_eq!(message(&plan), "TFJob j is suspended.");
+        let resumed = run(&after(job.clone(), &plan), &[], 3);
+        let condition = resumed
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Suspended")
+            .unwrap();
+        assert_eq!(condition.message.as_deref(), Some("TFJob j is resumed."));
+
+        let restarting = job_with_restarts(RestartPolicy::OnFailure);
+        let pods = [
+            pod(&restarting, W, 0).running().build(),
+            pod(&restarting, W, 1).failed(137).build(),
+        ];
+        assert_eq!(
+            message(&run(&restarting, &pods, 1)),
+            "job j is restarting because Worker replica(s) failed. 1 restarted: worker j-worker-1: OOMKilled: exit code 137 of container tensorflow"
+        );
+        let exit_code = job_with_restarts(RestartPolicy::ExitCode);
+        let pods = [
+            pod(&exit_code, W, 0).running().build(),
+            pod(&exit_code, W, 1).failed(2).build(),
+        ];
+        assert_eq!(
+            message(&run(&exit_code, &pods, 1)),
+            "job \"j\" is failing because \"Worker\" replica(s) failed. worker 1: exit code 2 of container tensorflow"
+        );
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(
+            message(&run(&job, &pods, 1)),
+            "TFJob ns/j successfully completed."
+        );
+    }
+
+    fn job_with_restarts(policy: RestartPolicy) -> TFJob {
+        job("j")
+            .replica("Worker", 2)
+            .restart("Worker", policy)
+            .build()
+    }
+
+    #[test]
+    fn regression_a_name_too_long_for_its_services_fails_the_job_at_once() {
+        // 54 characters: `-worker-9` still fits in 63, `-worker-10` does not.
+        let name = "a".repeat(54);
+        let fits = job(&name).replica("Worker", 10).build();
+        assert_eq!(run(&fits, &[], 0).create_pods.len(), 10);
+
+        let too_long = job(&name).replica("Worker", 11).build();
+        let plan = run(&too_long, &[], 0);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(plan.create_pods.is_empty() && plan.create_services.is_empty());
+        assert_eq!(
+            message(&plan),
+            format!(
+                "TFJob {name} has failed because its name is too long: pod and service {name}-worker-10 would have 64 characters, more than 63"
+            )
+        );
     }
 }

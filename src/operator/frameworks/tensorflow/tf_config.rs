@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::api::TFJobSpec;
-use super::defaults::{CONTAINER_NAME, DEFAULT_PORT, PORT_NAME, ReplicaType};
+use super::{TENSORFLOW, TFJob, TFJobSpec};
+use crate::operator::framework::{Placement, TrainingJob};
 
 /// The environment variable the TensorFlow runtime reads.
 pub const ENV_NAME: &str = "TF_CONFIG";
@@ -40,14 +40,6 @@ struct SparseCluster {
 struct Sparse<'a> {
     cluster: SparseCluster,
     task: Task<'a>,
-}
-
-/// Where a job's pods run, for addressing.
-pub struct Placement<'a> {
-    pub job: &'a str,
-    pub namespace: &'a str,
-    /// Appended after `.svc` when set (upstream's `CUSTOM_CLUSTER_DOMAIN`).
-    pub cluster_domain: Option<&'a str>,
 }
 
 /// The TF_CONFIG value of one replica of a defaulted spec, or `None` when the job is not
@@ -93,9 +85,9 @@ fn cluster(spec: &TFJobSpec, placement: &Placement<'_>) -> BTreeMap<String, Vec<
     spec.tf_replica_specs
         .iter()
         .map(|(key, replica)| {
-            let lower = ReplicaType::parse(key)
+            let lower = TFJob::replica_type(key)
                 .map_or_else(|| key.to_ascii_lowercase(), |t| t.lower().to_owned());
-            let port = port_of(replica);
+            let port = TENSORFLOW.port_of(replica);
             let addresses = (0..replica.replicas.unwrap_or(1).max(0))
                 .map(|i| {
                     let mut host =
@@ -135,24 +127,11 @@ fn sparse(cluster: &BTreeMap<String, Vec<String>>, rtype: &str, index: i32) -> S
     sparse
 }
 
-/// The `tfjob-port` of a replica type's `tensorflow` container, else 2222.
-pub fn port_of(replica: &super::api::ReplicaSpec) -> i32 {
-    replica
-        .template
-        .spec
-        .iter()
-        .flat_map(|pod| &pod.containers)
-        .filter(|c| c.name == CONTAINER_NAME)
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some(PORT_NAME))
-        .map_or(DEFAULT_PORT, |p| p.container_port)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::defaults;
     use crate::operator::fixtures::job;
+    use crate::operator::frameworks::tensorflow::PORT_NAME;
 
     fn placement() -> Placement<'static> {
         Placement {
@@ -162,9 +141,10 @@ mod tests {
         }
     }
 
-    fn defaulted(mut spec: TFJobSpec) -> TFJobSpec {
-        defaults::apply(&mut spec);
-        spec
+    fn defaulted(spec: TFJobSpec) -> TFJobSpec {
+        let mut job = TFJob::new("mnist", spec);
+        crate::operator::engine::defaults::apply(&mut job);
+        job.spec
     }
 
     #[test]

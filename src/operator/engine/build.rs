@@ -11,15 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{EnvVar, Pod, PodSpec, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
-use super::api::{RestartPolicy, TFJob};
-use super::defaults::{CONTAINER_NAME, ReplicaType};
 use super::quantity::Amount;
-use super::tfconfig::{self, Placement};
+use crate::operator::api::RestartPolicy;
+use crate::operator::framework::{Framework, Placement, ReplicaType, TrainingJob};
 
+/// Its value is the framework's controller name (`tfjob-controller`).
 pub const LABEL_OPERATOR: &str = "training.kubeflow.org/operator-name";
-pub const OPERATOR_NAME: &str = "tfjob-controller";
 pub const LABEL_JOB_NAME: &str = "training.kubeflow.org/job-name";
 pub const LABEL_REPLICA_TYPE: &str = "training.kubeflow.org/replica-type";
 pub const LABEL_REPLICA_INDEX: &str = "training.kubeflow.org/replica-index";
@@ -39,7 +38,7 @@ pub const REASON_TEMPLATE_SCHEDULER_NAME: &str = "SetPodTemplateSchedulerName";
 /// Operator-wide settings that shape the pods.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Appended to service addresses in TF_CONFIG (`CUSTOM_CLUSTER_DOMAIN`).
+    /// Appended to service addresses in the injected environment (`CUSTOM_CLUSTER_DOMAIN`).
     pub cluster_domain: Option<String>,
     /// The gang scheduler, when one is configured: `volcano` or a scheduler-plugins name.
     pub gang_scheduler: Option<String>,
@@ -51,26 +50,42 @@ pub fn name(job: &str, rtype: ReplicaType, index: i32) -> String {
 }
 
 /// The labels every pod and service of a job carries.
-pub fn job_labels(job: &str) -> BTreeMap<String, String> {
+pub fn job_labels(framework: &Framework, job: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (LABEL_OPERATOR.to_owned(), OPERATOR_NAME.to_owned()),
+        (
+            LABEL_OPERATOR.to_owned(),
+            framework.controller_name.to_owned(),
+        ),
         (LABEL_JOB_NAME.to_owned(), job.to_owned()),
     ])
 }
 
 /// The labels of one replica: the job's plus type and index.
-pub fn replica_labels(job: &str, rtype: ReplicaType, index: i32) -> BTreeMap<String, String> {
-    let mut labels = job_labels(job);
-    labels.insert(LABEL_REPLICA_TYPE.to_owned(), rtype.lower().to_owned());
+pub fn replica_labels(
+    framework: &Framework,
+    job: &str,
+    rtype: ReplicaType,
+    index: i32,
+) -> BTreeMap<String, String> {
+    let mut labels = type_labels(framework, job, rtype);
     labels.insert(LABEL_REPLICA_INDEX.to_owned(), index.to_string());
     labels
 }
 
-/// The label selector, as a string, of a replica type's pods.
-pub fn selector(job: &str, rtype: ReplicaType) -> String {
-    let mut labels = job_labels(job);
+/// The labels of a replica type's pods: the job's plus the type.
+pub fn type_labels(
+    framework: &Framework,
+    job: &str,
+    rtype: ReplicaType,
+) -> BTreeMap<String, String> {
+    let mut labels = job_labels(framework, job);
     labels.insert(LABEL_REPLICA_TYPE.to_owned(), rtype.lower().to_owned());
     labels
+}
+
+/// The label selector, as a string, of a replica type's pods.
+pub fn selector(framework: &Framework, job: &str, rtype: ReplicaType) -> String {
+    type_labels(framework, job, rtype)
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
@@ -78,12 +93,12 @@ pub fn selector(job: &str, rtype: ReplicaType) -> String {
 }
 
 /// The controller owner reference pods and services carry.
-pub fn owner_reference(job: &TFJob) -> OwnerReference {
+pub fn owner_reference<J: TrainingJob>(job: &J) -> OwnerReference {
     let mut owner = job
         .controller_owner_ref(&())
         .unwrap_or_else(|| OwnerReference {
-            api_version: TFJob::api_version(&()).into_owned(),
-            kind: TFJob::kind(&()).into_owned(),
+            api_version: J::api_version(&()).into_owned(),
+            kind: J::kind(&()).into_owned(),
             name: job.name_any(),
             uid: job.uid().unwrap_or_default(),
             ..OwnerReference::default()
@@ -93,36 +108,17 @@ pub fn owner_reference(job: &TFJob) -> OwnerReference {
     owner
 }
 
-/// Whether this replica carries `job-role=master`: Chief/Master, else worker 0 when the job has
-/// neither.
-fn is_master_role(job: &TFJob, rtype: ReplicaType, index: i32) -> bool {
-    if rtype.is_chief() {
-        return true;
-    }
-    let has_chief = job
-        .spec
-        .tf_replica_specs
-        .keys()
-        .any(|k| ReplicaType::parse(k).is_some_and(ReplicaType::is_chief));
-    !has_chief && rtype == ReplicaType::Worker && index == 0
-}
-
 /// The pod of replica `index` of type `rtype`.
-pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Pod {
+pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Options) -> Pod {
     let job_name = job.name_any();
     let namespace = job.namespace().unwrap_or_default();
-    let replica = job
-        .spec
-        .tf_replica_specs
-        .get(rtype.key())
-        .cloned()
-        .unwrap_or_default();
+    let replica = job.replica_spec(rtype).cloned().unwrap_or_default();
     let template = replica.template.clone();
     let template_meta = template.metadata.unwrap_or_default();
 
     let mut labels = template_meta.labels.unwrap_or_default();
-    labels.extend(replica_labels(&job_name, rtype, index));
-    if is_master_role(job, rtype, index) {
+    labels.extend(replica_labels(J::FRAMEWORK, &job_name, rtype, index));
+    if job.is_master_role(rtype, index) {
         labels.insert(LABEL_JOB_ROLE.to_owned(), "master".to_owned());
     }
     let mut annotations = template_meta.annotations.unwrap_or_default();
@@ -135,20 +131,22 @@ pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Po
         namespace: &namespace,
         cluster_domain: options.cluster_domain.as_deref(),
     };
-    if let Some(config) = tfconfig::for_replica(&job.spec, &placement, rtype.key(), index) {
+    let environment = job.environment(rtype, index, &placement);
+    if !environment.is_empty() {
+        let every = J::FRAMEWORK.environment_in_every_container;
         for container in spec
             .containers
             .iter_mut()
-            .filter(|c| c.name == CONTAINER_NAME)
+            .filter(|c| every || c.name == J::FRAMEWORK.container)
         {
-            let env = container.env.get_or_insert_with(Vec::new);
-            env.retain(|e| e.name != tfconfig::ENV_NAME);
-            env.push(EnvVar {
-                name: tfconfig::ENV_NAME.to_owned(),
-                value: Some(config.clone()),
-                value_from: None,
-            });
+            inject(container.env.get_or_insert_with(Vec::new), &environment);
         }
+    }
+    let init = job.init_containers(rtype, index);
+    if !init.is_empty() {
+        spec.init_containers
+            .get_or_insert_with(Vec::new)
+            .extend(init);
     }
 
     if let Some(scheduler) = options.gang_scheduler.as_deref() {
@@ -174,6 +172,12 @@ pub fn pod(job: &TFJob, rtype: ReplicaType, index: i32, options: &Options) -> Po
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Set each of `environment` in `env`, replacing a variable of the same name.
+fn inject(env: &mut Vec<EnvVar>, environment: &[EnvVar]) {
+    env.retain(|e| !environment.iter().any(|wanted| wanted.name == e.name));
+    env.extend_from_slice(environment);
 }
 
 /// The pod `restartPolicy` of a replica: the ReplicaSpec's, with `ExitCode` (which the kubelet
@@ -202,12 +206,12 @@ pub struct TemplateWarning {
 /// Upstream warns whenever the template sets a restartPolicy at all, and about the scheduler
 /// when no replica type names the gang scheduler; this warns only when the setting differs
 /// from what the pod gets, and names the replica type and both values.
-pub fn template_warnings(
-    job: &TFJob,
+pub fn template_warnings<J: TrainingJob>(
+    job: &J,
     rtype: ReplicaType,
     options: &Options,
 ) -> Vec<TemplateWarning> {
-    let Some(replica) = job.spec.tf_replica_specs.get(rtype.key()) else {
+    let Some(replica) = job.replica_spec(rtype) else {
         return Vec::new();
     };
     let Some(template) = replica.template.spec.as_ref() else {
@@ -277,16 +281,13 @@ pub fn pod_group_gvk(scheduler: &str) -> (&'static str, &'static str, &'static s
 /// set) and a priority class, scheduler-plugins the schedule timeout.
 ///
 /// These are the only fields the operator sets ([`pod_group_outdated`] compares them).
-pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
+pub fn pod_group_spec<J: TrainingJob>(job: &J, scheduler: &str) -> serde_json::Value {
     let policy = job
-        .spec
-        .run_policy
-        .as_ref()
+        .run_policy()
         .and_then(|r| r.scheduling_policy.clone())
         .unwrap_or_default();
     let total: i32 = job
-        .spec
-        .tf_replica_specs
+        .replica_specs()
         .values()
         .map(|r| r.replicas.unwrap_or(1).max(0))
         .sum();
@@ -312,16 +313,6 @@ pub fn pod_group_spec(job: &TFJob, scheduler: &str) -> serde_json::Value {
     spec
 }
 
-/// The order in which [`pod_group_min_resources`] takes replica types: those training cannot
-/// start without first.
-const MIN_RESOURCES_ORDER: [ReplicaType; 5] = [
-    ReplicaType::Chief,
-    ReplicaType::Master,
-    ReplicaType::PS,
-    ReplicaType::Worker,
-    ReplicaType::Evaluator,
-];
-
 /// What the first `min_member` pods of the job need to be scheduled, for a PodGroup whose job
 /// does not set `schedulingPolicy.minResources`: the gang scheduler admits the group only when
 /// its queue has that much room. Each pod counts, per resource and container, the request, or
@@ -332,19 +323,22 @@ const MIN_RESOURCES_ORDER: [ReplicaType; 5] = [
 /// template's PriorityClass, highest first, reading the PriorityClass objects, and leaves ties
 /// in Go's random map order. This does not read PriorityClasses (a cluster read, and RBAC for a
 /// cluster-scoped kind, only to order a sum): every type ranks equal, in the fixed order of
-/// `MIN_RESOURCES_ORDER`, so the result is the same on every reconcile. Init containers are
+/// the framework's `replica_types` (those training cannot start without first), so the result is the same on every reconcile. Init containers are
 /// not counted, as upstream does not count them. Upstream falls back to limits only for a
 /// container with no requests at all; here the fallback is per resource, as the API server's
 /// defaulting is.
 ///
 /// A resource with a value that is not a quantity is left out rather than guessed: the pod
 /// built from that template is rejected by the API server, which says why.
-pub fn pod_group_min_resources(job: &TFJob, min_member: i32) -> BTreeMap<String, Quantity> {
+pub fn pod_group_min_resources<J: TrainingJob>(
+    job: &J,
+    min_member: i32,
+) -> BTreeMap<String, Quantity> {
     let mut totals: BTreeMap<String, Amount> = BTreeMap::new();
     let mut unknown: BTreeSet<String> = BTreeSet::new();
     let mut left = min_member.max(0);
-    for rtype in MIN_RESOURCES_ORDER {
-        let Some(replica) = job.spec.tf_replica_specs.get(rtype.key()) else {
+    for &rtype in J::FRAMEWORK.replica_types {
+        let Some(replica) = job.replica_spec(rtype) else {
             continue;
         };
         let pods = replica.replicas.unwrap_or(1).clamp(0, left);
@@ -440,15 +434,15 @@ pub fn pod_group_admits_pods(scheduler: &str, phase: Option<&str>) -> bool {
 }
 
 /// The headless service of replica `index` of type `rtype`: every named port of the
-/// `tensorflow` container, selected by the replica's four labels.
-pub fn service(job: &TFJob, rtype: ReplicaType, index: i32) -> Service {
+/// framework's container, selected by the replica's four labels.
+pub fn service<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32) -> Service {
     let job_name = job.name_any();
-    let replica = job.spec.tf_replica_specs.get(rtype.key());
+    let replica = job.replica_spec(rtype);
     let ports: Vec<ServicePort> = replica
         .and_then(|r| r.template.spec.as_ref())
         .iter()
         .flat_map(|pod| &pod.containers)
-        .filter(|c| c.name == CONTAINER_NAME)
+        .filter(|c| c.name == J::FRAMEWORK.container)
         .flat_map(|c| c.ports.iter().flatten())
         .filter_map(|p| {
             Some(ServicePort {
@@ -458,7 +452,7 @@ pub fn service(job: &TFJob, rtype: ReplicaType, index: i32) -> Service {
             })
         })
         .collect();
-    let labels = replica_labels(&job_name, rtype, index);
+    let labels = replica_labels(J::FRAMEWORK, &job_name, rtype, index);
     Service {
         metadata: ObjectMeta {
             name: Some(name(&job_name, rtype, index)),
@@ -481,6 +475,7 @@ pub fn service(job: &TFJob, rtype: ReplicaType, index: i32) -> Service {
 mod tests {
     use super::*;
     use crate::operator::fixtures::job;
+    use crate::operator::frameworks::tensorflow::{CHIEF, PS, TFJob, WORKER};
 
     #[test]
     fn pod_has_upstream_name_labels_owner_and_restart_policy() {
@@ -489,7 +484,7 @@ mod tests {
             .replica("PS", 1)
             .restart("Worker", RestartPolicy::ExitCode)
             .build();
-        let pod = pod(&job, ReplicaType::Worker, 1, &Options::default());
+        let pod = pod(&job, WORKER, 1, &Options::default());
         assert_eq!(pod.metadata.name.as_deref(), Some("mnist-worker-1"));
         let labels = pod.metadata.labels.unwrap();
         assert_eq!(labels[LABEL_OPERATOR], "tfjob-controller");
@@ -520,16 +515,10 @@ mod tests {
                 .get(LABEL_JOB_ROLE)
                 .cloned()
         };
-        assert_eq!(
-            role(&workers_only, ReplicaType::Worker, 0).as_deref(),
-            Some("master")
-        );
+        assert_eq!(role(&workers_only, WORKER, 0).as_deref(), Some("master"));
         let with_chief = job("b").replica("Chief", 1).replica("Worker", 2).build();
-        assert_eq!(role(&with_chief, ReplicaType::Worker, 0), None);
-        assert_eq!(
-            role(&with_chief, ReplicaType::Chief, 0).as_deref(),
-            Some("master")
-        );
+        assert_eq!(role(&with_chief, WORKER, 0), None);
+        assert_eq!(role(&with_chief, CHIEF, 0).as_deref(), Some("master"));
     }
 
     #[test]
@@ -545,9 +534,7 @@ mod tests {
                 ..Default::default()
             });
         let job = job("mnist").replica_with("Worker", 2, template).build();
-        let spec = pod(&job, ReplicaType::Worker, 0, &Options::default())
-            .spec
-            .unwrap();
+        let spec = pod(&job, WORKER, 0, &Options::default()).spec.unwrap();
         let env = |i: usize| spec.containers[i].env.clone().unwrap_or_default();
         assert_eq!(env(0)[0].name, "TF_CONFIG");
         assert!(env(1).is_empty());
@@ -556,7 +543,7 @@ mod tests {
     #[test]
     fn service_is_headless_with_the_tensorflow_ports() {
         let job = job("mnist").replica("PS", 1).replica("Worker", 1).build();
-        let service = service(&job, ReplicaType::PS, 0);
+        let service = service(&job, PS, 0);
         let spec = service.spec.unwrap();
         assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
         let ports = spec.ports.unwrap();
@@ -574,7 +561,7 @@ mod tests {
             gang_scheduler: Some("volcano".into()),
             ..Options::default()
         };
-        let pod = pod(&job, ReplicaType::Worker, 0, &options);
+        let pod = pod(&job, WORKER, 0, &options);
         let annotations = pod.metadata.annotations.unwrap();
         assert_eq!(annotations[ANNOTATION_VOLCANO_GROUP], "mnist");
         assert_eq!(annotations[ANNOTATION_VOLCANO_TASK], "worker");
@@ -603,7 +590,7 @@ mod tests {
     #[test]
     fn scheduler_plugins_gang_label_and_scheduler_name() {
         let job = job("mnist").replica("Worker", 2).build();
-        let pod = pod(&job, ReplicaType::Worker, 1, &gang("scheduler-plugins"));
+        let pod = pod(&job, WORKER, 1, &gang("scheduler-plugins"));
         assert_eq!(
             pod.metadata.labels.unwrap()[LABEL_SCHEDULER_PLUGINS_GROUP],
             "mnist"
@@ -622,9 +609,9 @@ mod tests {
             .replica_with("Worker", 2, template)
             .restart("Worker", RestartPolicy::ExitCode)
             .build();
-        let built = pod(&job, ReplicaType::Worker, 0, &Options::default());
+        let built = pod(&job, WORKER, 0, &Options::default());
         assert_eq!(built.spec.unwrap().restart_policy.as_deref(), Some("Never"));
-        let warnings = template_warnings(&job, ReplicaType::Worker, &Options::default());
+        let warnings = template_warnings(&job, WORKER, &Options::default());
         assert_eq!(reasons(&warnings), [REASON_TEMPLATE_RESTART_POLICY]);
         assert!(warnings[0].message.contains("OnFailure"), "{warnings:?}");
         assert!(warnings[0].message.contains("worker"), "{warnings:?}");
@@ -637,7 +624,7 @@ mod tests {
             .replica_with("Worker", 1, same)
             .replica("PS", 1)
             .build();
-        for rtype in [ReplicaType::Worker, ReplicaType::PS] {
+        for rtype in [WORKER, PS] {
             assert_eq!(template_warnings(&job, rtype, &Options::default()), []);
         }
     }
@@ -647,19 +634,16 @@ mod tests {
         let template = template_with(|s| s.scheduler_name = Some("my-scheduler".into()));
         let job = job("j").replica_with("Worker", 2, template).build();
         let options = gang("volcano");
-        let built = pod(&job, ReplicaType::Worker, 0, &options);
+        let built = pod(&job, WORKER, 0, &options);
         assert_eq!(
             built.spec.unwrap().scheduler_name.as_deref(),
             Some("my-scheduler")
         );
-        let warnings = template_warnings(&job, ReplicaType::Worker, &options);
+        let warnings = template_warnings(&job, WORKER, &options);
         assert_eq!(reasons(&warnings), [REASON_TEMPLATE_SCHEDULER_NAME]);
         assert!(warnings[0].message.contains("my-scheduler"), "{warnings:?}");
         // Without a gang scheduler the template's scheduler is simply used.
-        assert_eq!(
-            template_warnings(&job, ReplicaType::Worker, &Options::default()),
-            []
-        );
+        assert_eq!(template_warnings(&job, WORKER, &Options::default()), []);
     }
 
     #[test]
@@ -668,12 +652,12 @@ mod tests {
             let template = template_with(|s| s.scheduler_name = Some(name.into()));
             let job = job("j").replica_with("Worker", 1, template).build();
             let options = gang("volcano");
-            let built = pod(&job, ReplicaType::Worker, 0, &options);
+            let built = pod(&job, WORKER, 0, &options);
             assert_eq!(
                 built.spec.unwrap().scheduler_name.as_deref(),
                 Some("volcano")
             );
-            assert_eq!(template_warnings(&job, ReplicaType::Worker, &options), []);
+            assert_eq!(template_warnings(&job, WORKER, &options), []);
         }
     }
 

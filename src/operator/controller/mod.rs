@@ -1,0 +1,328 @@
+//! The controller: watches one framework's jobs and their pods and services, and for each job
+//! runs the engine's `plan` and carries it out. `reconcile` reads and decides, `claim` adopts
+//! and releases, `carry_out` creates and deletes, `pod_group` serves the gang scheduler.
+//!
+//! # Expected flow
+//! A job, or one of its pods or services, changes; kube-runtime schedules a reconcile of the
+//! job (one at a time per job, `--concurrency` jobs at once). `reconcile` defaults the job in
+//! memory, reads its pods and services from the reflector caches, adopts the orphans among
+//! them that carry the job's labels and releases those it controls whose labels no longer
+//! match (`adopt`; adoption only after an uncached re-read confirms the job), computes the
+//! plan, writes the status if it changed, then creates and deletes pods and services and
+//! records events. With `--gang-scheduler` it first creates the job's PodGroup, or applies
+//! it again when the job's scheduling policy or templates changed what it should say (deletes
+//! it once the job is finished); pods are created only once the group exists and, with
+//! Volcano, is admitted (PodGroups are not watched: the job is polled meanwhile).
+//!
+//! # Guarantees
+//! - No duplicate pods: names are deterministic and creation is create-if-absent
+//!   (AlreadyExists is success), also across restarts and with two replicas racing. An
+//!   adopted pod fills the slot its labels name, in the reconcile that adopts it.
+//! - The status is written before acting, with the resourceVersion it was computed from: a
+//!   stale cache turns into a conflict and a retry, never into a counted-twice restart.
+//! - A pod the operator deleted is treated as being deleted until the cache no longer has it,
+//!   so one failure is never handled twice.
+//! - Adoption and release patches carry the resourceVersion they were decided on; an object
+//!   another controller controls is never changed.
+//! - The PodGroup is written by server-side apply with `FIELD_MANAGER`: fields others set on it
+//!   are kept, and a field the operator stops setting is removed.
+//!
+//! # Errors
+//! Every failed API call is logged with the job, recorded as an event where the user can see it
+//! (except adoption and release, which upstream does silently too), counted in
+//! `mlkube_operator_reconcile_errors_total{operation}`, and retried by `error_policy` after a
+//! short delay. A failed adoption does not hold the reconcile up: the pod it was for is not
+//! created again (its name is taken), and the retry adopts it.
+
+mod carry_out;
+mod claim;
+mod pod_group;
+mod reconcile;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, Shared, join_all};
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::engine::build::{self, LABEL_OPERATOR};
+use super::events::Events;
+use super::expectations::{Expectations, Kind};
+use super::framework::TrainingJob;
+use super::frameworks::Registered;
+use super::lock;
+use super::metrics::Metrics;
+
+pub use reconcile::{ReconcileError, error_policy, reconcile};
+
+/// How often a job whose pods wait for their PodGroup to be admitted looks again.
+const POD_GROUP_POLL: Duration = Duration::from_secs(2);
+
+/// Everything a reconcile needs, shared by all of them.
+pub struct Context {
+    pub client: Client,
+    pub pods: Store<Pod>,
+    pub services: Store<Service>,
+    /// Where reconciles report events about jobs.
+    events: Events,
+    pub metrics: Arc<Metrics>,
+    pub options: build::Options,
+    /// Pods this operator deleted (pod UID → job UID) that the cache may still show.
+    deleted: Mutex<HashMap<String, String>>,
+    /// Pods and services created that the caches may not show yet.
+    expectations: Arc<Expectations>,
+    /// Jobs (namespace, name) with a change not reconciled yet: the work queue.
+    queue: Arc<WorkQueue>,
+}
+
+/// The jobs waiting for a reconcile because they, or one of their pods or services, changed;
+/// its size is the work-queue depth metric. kube-runtime keeps its queue to itself, so this
+/// follows the same triggers: a job enters when a watch delivers it or a child it controls,
+/// and leaves when its reconcile starts (or the job turns out to be gone). Like upstream's
+/// work queue, a job counts once however many changes wait, and a timed requeue (deadline,
+/// TTL, retry) is not counted while it waits for its time.
+struct WorkQueue {
+    /// The kind of the jobs, as owner references name it.
+    kind: &'static str,
+    jobs: Mutex<HashSet<(String, String)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl WorkQueue {
+    fn add(&self, namespace: Option<String>, name: String) {
+        if lock(&self.jobs).insert((namespace.unwrap_or_default(), name)) {
+            self.metrics.queue_depth_add(1);
+        }
+    }
+
+    /// A child changed: queue the job that controls it, if one does.
+    fn add_controller_of<K: Resource>(&self, child: &K) {
+        let controller = child
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == self.kind);
+        if let Some(owner) = controller {
+            self.add(child.namespace(), owner.name.clone());
+        }
+    }
+
+    fn remove(&self, namespace: &str, name: &str) {
+        if lock(&self.jobs).remove(&(namespace.to_owned(), name.to_owned())) {
+            self.metrics.queue_depth_add(-1);
+        }
+    }
+}
+
+/// What the operator was started with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub namespace: Option<String>,
+    /// How many jobs of each framework are reconciled at once.
+    pub concurrency: u16,
+    pub options: build::Options,
+    /// The frameworks whose jobs to run (`frameworks::ALL` for all).
+    pub frameworks: Vec<&'static Registered>,
+}
+
+/// One framework's controller, as [`run`] starts it: `run_framework::<J>`.
+pub type RunFramework = fn(Client, Settings, Arc<Metrics>, Ready, Stop) -> BoxFuture<'static, ()>;
+
+/// Called once a framework's caches have synced.
+pub type Ready = Box<dyn FnOnce() + Send>;
+
+/// The stop signal every framework's controller waits on.
+pub type Stop = Shared<BoxFuture<'static, ()>>;
+
+/// Run the controller until `stop` resolves and the reconciles in flight have finished.
+///
+/// `ready` is called once the pod and service caches have synced.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    ready: impl FnOnce() + Send + 'static,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let stop = stop.boxed().shared();
+    let frameworks = settings.frameworks.clone();
+    let waiting = Arc::new(AtomicUsize::new(frameworks.len()));
+    let ready: Arc<Mutex<Option<Ready>>> = Arc::new(Mutex::new(Some(Box::new(ready))));
+    let runs = frameworks.iter().map(|registered| {
+        let (waiting, ready) = (waiting.clone(), ready.clone());
+        // Ready once every framework's caches have synced.
+        let one_ready = Box::new(move || {
+            if waiting.fetch_sub(1, Ordering::SeqCst) == 1
+                && let Some(ready) = lock(&ready).take()
+            {
+                ready();
+            }
+        });
+        (registered.run)(
+            client.clone(),
+            settings.clone(),
+            metrics.clone(),
+            one_ready,
+            stop.clone(),
+        )
+    });
+    join_all(runs).await;
+}
+
+/// Run the controller of one framework's jobs, as [`run`] does.
+pub fn run_framework<J: TrainingJob>(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    ready: Ready,
+    stop: Stop,
+) -> BoxFuture<'static, ()> {
+    run_one::<J>(client, settings, metrics, ready, stop).boxed()
+}
+
+async fn run_one<J: TrainingJob>(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    ready: impl FnOnce() + Send + 'static,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (jobs, pods, services): (Api<J>, Api<Pod>, Api<Service>) = match &settings.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
+    let controller_name = J::FRAMEWORK.controller_name;
+    let children =
+        watcher::Config::default().labels(&format!("{LABEL_OPERATOR}={controller_name}"));
+    let expectations = Arc::new(Expectations::default());
+    let queue = Arc::new(WorkQueue {
+        kind: J::FRAMEWORK.kind,
+        jobs: Mutex::new(HashSet::new()),
+        metrics: metrics.clone(),
+    });
+
+    // Every object a watch delivers is in its cache once it passes `reflect`: only then does
+    // it end the expectation of its creation and queue its job.
+    let (job_store, job_writer) = reflector::store();
+    let job_stream = {
+        let queue = queue.clone();
+        watcher(jobs, watcher::Config::default())
+            .default_backoff()
+            .modify(|j: &mut J| j.managed_fields_mut().clear())
+            .reflect(job_writer)
+            .touched_objects()
+            .inspect_ok(move |j: &J| queue.add(j.namespace(), j.name_any()))
+    };
+    let (pod_store, pod_writer) = reflector::store();
+    let pod_stream = {
+        let (expectations, queue) = (expectations.clone(), queue.clone());
+        watcher(pods, children.clone())
+            .default_backoff()
+            .modify(slim_pod)
+            .reflect(pod_writer)
+            .touched_objects()
+            .inspect_ok(move |p: &Pod| {
+                expectations.observe(Kind::Pod, &p.namespace().unwrap_or_default(), &p.name_any());
+                queue.add_controller_of(p);
+            })
+    };
+    let (service_store, service_writer) = reflector::store();
+    let service_stream = {
+        let (expectations, queue) = (expectations.clone(), queue.clone());
+        watcher(services, children)
+            .default_backoff()
+            .modify(slim_service)
+            .reflect(service_writer)
+            .touched_objects()
+            .inspect_ok(move |s: &Service| {
+                expectations.observe(
+                    Kind::Service,
+                    &s.namespace().unwrap_or_default(),
+                    &s.name_any(),
+                );
+                queue.add_controller_of(s);
+            })
+    };
+
+    let events = Events::start(
+        client.clone(),
+        J::FRAMEWORK.controller_name,
+        std::env::var("HOSTNAME").ok(),
+        metrics.clone(),
+    );
+    let context = Arc::new(Context {
+        client,
+        pods: pod_store.clone(),
+        services: service_store.clone(),
+        events,
+        metrics,
+        options: settings.options,
+        deleted: Mutex::new(HashMap::new()),
+        expectations,
+        queue: queue.clone(),
+    });
+
+    tokio::spawn(async move {
+        if pod_store.wait_until_ready().await.is_ok()
+            && service_store.wait_until_ready().await.is_ok()
+        {
+            ready();
+        }
+    });
+
+    Controller::for_stream(job_stream, job_store)
+        // A short debounce folds the burst of pod updates a starting job makes into fewer
+        // reconciles (and status writes).
+        .with_config(
+            ControllerConfig::default()
+                .concurrency(settings.concurrency.max(1))
+                .debounce(Duration::from_millis(200)),
+        )
+        .owns_stream(pod_stream)
+        .owns_stream(service_stream)
+        .graceful_shutdown_on(stop)
+        .run(reconcile::reconcile, reconcile::error_policy, context)
+        .for_each(|result| {
+            match result {
+                // Deleted before its turn came.
+                Err(ControllerError::ObjectNotFound(job)) => {
+                    queue.remove(job.namespace.as_deref().unwrap_or_default(), &job.name);
+                }
+                Err(e) => tracing::debug!(error = %e, "reconcile did not complete"),
+                Ok(_) => {}
+            }
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// Of a cached pod, only what `plan` reads is kept: metadata and status. The spec (with every
+/// container's environment and TF_CONFIG) and the managed fields are most of a pod's size, and
+/// at thousands of pods most of the operator's memory.
+fn slim_pod(pod: &mut Pod) {
+    pod.managed_fields_mut().clear();
+    pod.metadata.annotations = None;
+    pod.spec = None;
+}
+
+/// Of a cached service, only the metadata is read.
+fn slim_service(service: &mut Service) {
+    service.managed_fields_mut().clear();
+    service.metadata.annotations = None;
+    service.spec = None;
+    service.status = None;
+}

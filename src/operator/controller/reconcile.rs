@@ -1,0 +1,289 @@
+//! One reconcile: read the job's children from the caches, claim orphans, plan, write the
+//! status, carry the plan out, record its events; and what happens when that fails.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::Instrument;
+
+use super::{Context, carry_out, claim};
+use crate::operator::api::{FIELD_MANAGER, MANAGED_BY_US};
+use crate::operator::engine::adopt;
+use crate::operator::engine::defaults;
+use crate::operator::engine::observe::Observed;
+use crate::operator::engine::plan;
+use crate::operator::events::EventType;
+use crate::operator::framework::TrainingJob;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("{kind} {name} has no namespace")]
+    NoNamespace { kind: &'static str, name: String },
+    #[error("cannot read {kind} {namespace}/{name} back before adopting its orphans")]
+    RereadJob {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot adopt {kind} {namespace}/{name}")]
+    Adopt {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot release {kind} {namespace}/{name}")]
+    Release {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot write the status of {kind} {namespace}/{name}")]
+    WriteStatus {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot create {kind} {namespace}/{name}")]
+    Create {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot update {kind} {namespace}/{name}")]
+    Update {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete {kind} {namespace}/{name}")]
+    DeleteJob {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot delete {kind} {namespace}/{name}")]
+    Delete {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ReconcileError {
+    /// The operation, for metrics: a fixed set of names.
+    fn operation(&self) -> &'static str {
+        match self {
+            ReconcileError::NoNamespace { .. } | ReconcileError::RereadJob { .. } => "read_job",
+            ReconcileError::WriteStatus { .. } => "write_status",
+            ReconcileError::Adopt { kind: "pod", .. } => "adopt_pod",
+            ReconcileError::Adopt { .. } => "adopt_service",
+            ReconcileError::Release { kind: "pod", .. } => "release_pod",
+            ReconcileError::Release { .. } => "release_service",
+            ReconcileError::Update { .. } => "update_podgroup",
+            ReconcileError::Create { kind: "pod", .. } => "create_pod",
+            ReconcileError::Create {
+                kind: "service", ..
+            } => "create_service",
+            ReconcileError::Create { .. } => "create_podgroup",
+            ReconcileError::Delete { kind: "pod", .. } => "delete_pod",
+            ReconcileError::Delete {
+                kind: "service", ..
+            } => "delete_service",
+            ReconcileError::DeleteJob { .. } => "delete_job",
+            ReconcileError::Delete { .. } => "delete_podgroup",
+        }
+    }
+
+    /// A write refused because the object changed since it was read (409): the cache is
+    /// behind, and a prompt retry from a fresher cache is the fix.
+    fn is_conflict(&self) -> bool {
+        match self {
+            ReconcileError::WriteStatus { source, .. }
+            | ReconcileError::Adopt { source, .. }
+            | ReconcileError::Release { source, .. } => {
+                matches!(source, kube::Error::Api(e) if e.code == 409)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Retry a failed reconcile soon; conflicts (a stale cache) sooner.
+pub fn error_policy<J: TrainingJob>(
+    job: Arc<J>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    ctx.metrics.error(error.operation());
+    let conflict = error.is_conflict();
+    if !conflict {
+        tracing::warn!(
+            job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()),
+            error = %error,
+            cause = %error.source_chain(),
+            "reconcile failed"
+        );
+    }
+    Action::requeue(if conflict {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(5)
+    })
+}
+
+trait SourceChain {
+    fn source_chain(&self) -> String;
+}
+
+impl<E: std::error::Error> SourceChain for E {
+    fn source_chain(&self) -> String {
+        let mut parts = Vec::new();
+        let mut source = self.source();
+        while let Some(s) = source {
+            parts.push(s.to_string());
+            source = s.source();
+        }
+        parts.join(": ")
+    }
+}
+
+/// Reconcile one job.
+pub async fn reconcile<J: TrainingJob>(
+    job: Arc<J>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = job.name_any();
+    let namespace = job.namespace().ok_or_else(|| ReconcileError::NoNamespace {
+        kind: J::FRAMEWORK.kind,
+        name: name.clone(),
+    })?;
+    let span = tracing::info_span!("reconcile", job = %format!("{namespace}/{name}"));
+    ctx.queue.remove(&namespace, &name);
+    ctx.metrics.in_flight_add(1);
+    let started = Instant::now();
+    let result = reconcile_job(job, &ctx, &namespace, &name)
+        .instrument(span)
+        .await;
+    ctx.metrics.in_flight_add(-1);
+    ctx.metrics.reconciled(started.elapsed());
+    result
+}
+
+async fn reconcile_job<J: TrainingJob>(
+    job: Arc<J>,
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Action, ReconcileError> {
+    let job = job.as_ref();
+    tracing::debug!("reconciling");
+    if job.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    if let Some(manager) = job.run_policy().and_then(|r| r.managed_by.as_deref())
+        && manager != MANAGED_BY_US
+    {
+        tracing::debug!(managed_by = manager, "left to another controller");
+        return Ok(Action::await_change());
+    }
+    // Children created before the caches synced would be invisible; wait for them.
+    let _ = ctx.pods.wait_until_ready().await;
+    let _ = ctx.services.wait_until_ready().await;
+
+    let mut defaulted = job.clone();
+    defaults::apply(&mut defaulted);
+    let uid = job.uid().unwrap_or_default();
+    let now = Time(Timestamp::now());
+
+    let (pods, pods_to_claim) = claim::children(&ctx.pods, job, namespace, &uid);
+    let (services, services_to_claim) = claim::children(&ctx.services, job, namespace, &uid);
+    let pods = claim::mark_deleted(ctx, &uid, pods, &now);
+    let (claimed, claim_error) =
+        claim::claim_children(job, ctx, namespace, &pods_to_claim, &services_to_claim).await;
+    let pods = adopt::after_claims(pods, &claimed.pods, &claimed.released);
+    let services = adopt::after_claims(services, &claimed.services, &claimed.released);
+
+    let plan = plan::plan(
+        &defaulted,
+        Observed {
+            pods: &pods,
+            services: &services,
+        },
+        &now,
+    );
+
+    let old_status = job.status().cloned().unwrap_or_default();
+    if plan.status != old_status {
+        let mut updated = job.clone();
+        let mut status = plan.status.clone();
+        status.last_reconcile_time = Some(now.clone());
+        *updated.status_mut() = Some(status);
+        let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        api.replace_status(name, &pp, &updated)
+            .await
+            .map_err(|source| ReconcileError::WriteStatus {
+                kind: J::FRAMEWORK.kind,
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            })?;
+        if let Some(condition) = plan.status.conditions.last()
+            && old_status.conditions.last() != Some(condition)
+        {
+            tracing::info!(condition = %condition.type_, reason = condition.reason.as_deref().unwrap_or(""), "status");
+        }
+    }
+    for transition in &plan.transitions {
+        ctx.metrics.job(*transition, J::FRAMEWORK.name, namespace);
+    }
+
+    let result = carry_out::carry_out(job, &defaulted, ctx, namespace, &uid, &plan).await;
+    for e in &plan.events {
+        let kind = if e.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        ctx.events
+            .publish(job, kind, e.reason.clone(), e.message.clone(), "Reconcile");
+    }
+    let look_again = result?;
+    // Children that could not be claimed are claimed on the retry.
+    if let Some(error) = claim_error {
+        return Err(error);
+    }
+
+    let requeue_after = match (plan.requeue_after, look_again) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    Ok(match requeue_after {
+        Some(after) => Action::requeue(after.max(Duration::from_millis(100))),
+        None => Action::await_change(),
+    })
+}

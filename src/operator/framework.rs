@@ -1,0 +1,234 @@
+//! The seam between the job engine and the frameworks: what a framework is (its facts, as data)
+//! and what its job type answers (a few functions).
+//!
+//! The engine reads every job through [`TrainingJob`]: its replica specs, run policy and status
+//! are the same `kubeflow.org/v1` types for every kind. A framework adds only its facts
+//! ([`Framework`]), its defaults, the environment its processes read, and when its job has
+//! succeeded.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{Container, EnvVar};
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
+
+/// A replica type: the key of the replica specs map (`Worker`) and its lower-case form, used in
+/// pod names and labels (`worker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplicaType {
+    key: &'static str,
+    lower: &'static str,
+}
+
+impl ReplicaType {
+    pub const fn new(key: &'static str, lower: &'static str) -> ReplicaType {
+        ReplicaType { key, lower }
+    }
+
+    /// The canonical key: `Worker`, `PS`, `Master`, ...
+    pub fn key(self) -> &'static str {
+        self.key
+    }
+
+    /// The lower-case form used in pod names, labels and the injected environment.
+    pub fn lower(self) -> &'static str {
+        self.lower
+    }
+}
+
+impl fmt::Display for ReplicaType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key)
+    }
+}
+
+/// What sets one framework apart, as data.
+#[derive(Debug)]
+pub struct Framework {
+    /// The kind, e.g. `TFJob`; also the prefix of every condition reason (`TFJobRunning`).
+    pub kind: &'static str,
+    /// The resource's plural, e.g. `tfjobs`.
+    pub plural: &'static str,
+    /// The spec's replica map field in the API, e.g. `tfReplicaSpecs`.
+    pub replica_specs_field: &'static str,
+    /// The value of the `training.kubeflow.org/operator-name` label, e.g. `tfjob-controller`.
+    pub controller_name: &'static str,
+    /// The framework's name: what `--frameworks` and the metrics' `framework` label call it,
+    /// e.g. `tensorflow`.
+    pub name: &'static str,
+    /// The replica types a job may have. Gang scheduling counts their resources in this order.
+    pub replica_types: &'static [ReplicaType],
+    /// The container the framework's environment goes into and whose ports the services expose.
+    pub container: &'static str,
+    /// The name of the port the replicas talk to each other on, and its default number.
+    pub port_name: &'static str,
+    pub default_port: i32,
+    /// A replica's restart policy when its spec has none.
+    pub default_restart_policy: RestartPolicy,
+    /// Whether the environment goes into every container of a pod, not only `container`.
+    pub environment_in_every_container: bool,
+}
+
+impl Framework {
+    /// The replica type a map key (or a label) names, in any letter case.
+    pub fn replica_type(&self, key: &str) -> Option<ReplicaType> {
+        self.replica_types
+            .iter()
+            .copied()
+            .find(|t| t.key().eq_ignore_ascii_case(key))
+    }
+
+    /// The port the replicas of `replica` talk on: the one named `port_name` of the framework's
+    /// container, else `default_port`.
+    pub fn port_of(&self, replica: &ReplicaSpec) -> i32 {
+        replica
+            .template
+            .spec
+            .iter()
+            .flat_map(|pod| &pod.containers)
+            .filter(|c| c.name == self.container)
+            .flat_map(|c| c.ports.iter().flatten())
+            .find(|p| p.name.as_deref() == Some(self.port_name))
+            .map_or(self.default_port, |p| p.container_port)
+    }
+
+    /// The condition reason for `what` (`Running`): the kind then what happened.
+    pub fn reason(&self, what: &str) -> String {
+        format!("{}{what}", self.kind)
+    }
+}
+
+/// A `kubeflow.org/v1` training job of one framework, as the engine reads and runs it.
+pub trait TrainingJob:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + fmt::Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The framework's facts.
+    const FRAMEWORK: &'static Framework;
+
+    fn replica_specs(&self) -> &BTreeMap<String, ReplicaSpec>;
+    fn replica_specs_mut(&mut self) -> &mut BTreeMap<String, ReplicaSpec>;
+    fn run_policy(&self) -> Option<&RunPolicy>;
+    fn run_policy_mut(&mut self) -> &mut Option<RunPolicy>;
+    fn status(&self) -> Option<&JobStatus>;
+    fn status_mut(&mut self) -> &mut Option<JobStatus>;
+
+    /// The framework's own defaults, after the engine's (replicas, restart policy, port).
+    fn apply_defaults(&mut self) {}
+
+    /// Whether the job has succeeded, from the replica statuses being computed.
+    fn succeeded(&self, status: &JobStatus) -> bool;
+
+    /// Whether the job is running, from the replica statuses being computed.
+    fn running(&self, status: &JobStatus) -> bool;
+
+    /// Whether failures of this replica type leave the job running.
+    fn tolerates_failures_of(&self, _rtype: ReplicaType) -> bool {
+        false
+    }
+
+    /// Upstream's condition message for this outcome, word for word (they differ between
+    /// frameworks, and tools match them).
+    fn message(&self, outcome: Outcome) -> String;
+
+    /// Whether this replica carries the `training.kubeflow.org/job-role=master` label.
+    fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool;
+
+    /// The environment the framework's container of this replica gets, replacing any variable
+    /// of the same name in the template.
+    fn environment(&self, rtype: ReplicaType, index: i32, placement: &Placement<'_>)
+    -> Vec<EnvVar>;
+
+    /// Init containers added before the template's own (PyTorch workers wait for the Master).
+    fn init_containers(&self, _rtype: ReplicaType, _index: i32) -> Vec<Container> {
+        Vec::new()
+    }
+
+    /// The replica type of a map key in any letter case.
+    fn replica_type(key: &str) -> Option<ReplicaType> {
+        Self::FRAMEWORK.replica_type(key)
+    }
+
+    /// The job's replica types with their specs, in the map's order.
+    fn replicas(&self) -> impl Iterator<Item = (ReplicaType, &ReplicaSpec)> {
+        self.replica_specs()
+            .iter()
+            .filter_map(|(key, spec)| Some((Self::replica_type(key)?, spec)))
+    }
+
+    /// The spec of one replica type.
+    fn replica_spec(&self, rtype: ReplicaType) -> Option<&ReplicaSpec> {
+        self.replica_specs().get(rtype.key())
+    }
+
+    /// How many pods of this type the job wants (after defaulting: `replicas`, else 1).
+    fn replicas_of(&self, rtype: ReplicaType) -> Option<i32> {
+        self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
+    }
+}
+
+/// The accessors every framework's job type implements alike, for a spec with `run_policy`
+/// and the replica specs in the field named, and a `status`.
+macro_rules! job_fields {
+    ($replica_specs:ident) => {
+        fn replica_specs(
+            &self,
+        ) -> &std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &self.spec.$replica_specs
+        }
+
+        fn replica_specs_mut(
+            &mut self,
+        ) -> &mut std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &mut self.spec.$replica_specs
+        }
+
+        fn run_policy(&self) -> Option<&$crate::operator::api::RunPolicy> {
+            self.spec.run_policy.as_ref()
+        }
+
+        fn run_policy_mut(&mut self) -> &mut Option<$crate::operator::api::RunPolicy> {
+            &mut self.spec.run_policy
+        }
+
+        fn status(&self) -> Option<&$crate::operator::api::JobStatus> {
+            self.status.as_ref()
+        }
+
+        fn status_mut(&mut self) -> &mut Option<$crate::operator::api::JobStatus> {
+            &mut self.status
+        }
+    };
+}
+pub(crate) use job_fields;
+
+/// A job state whose condition message each framework words its own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Running,
+    Succeeded,
+    /// `replicas` pods of `rtype` failed and will not run again.
+    Failed {
+        replicas: usize,
+        rtype: ReplicaType,
+    },
+}
+
+/// Where a job's pods run, for addressing each other.
+pub struct Placement<'a> {
+    pub job: &'a str,
+    pub namespace: &'a str,
+    /// Appended after `.svc` when set (upstream's `CUSTOM_CLUSTER_DOMAIN`).
+    pub cluster_domain: Option<&'a str>,
+}
