@@ -4,6 +4,7 @@
 
 mod components;
 mod deploy;
+mod identity;
 mod operator;
 mod smoke;
 mod support;
