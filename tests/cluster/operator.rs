@@ -1466,6 +1466,32 @@ async fn a_pod_relabelled_away_from_its_job_is_released_not_deleted() {
     assert!(released.metadata.deletion_timestamp.is_none());
 }
 
+/// Adopting a service needs `patch` on services, which no other test asks of the operator.
+#[tokio::test]
+async fn an_orphan_service_with_the_job_labels_is_adopted_not_recreated() {
+    let ns = TestNamespace::new("op-adopt-service").await;
+    let service_api = Api::<Service>::namespaced(ns.client.clone(), &ns.name);
+    let orphan: Service = serde_json::from_value(json!({
+        "metadata": { "name": "keep-worker-0", "labels": left_behind_worker("keep", 0).metadata.labels },
+        "spec": { "clusterIP": "None", "ports": [{ "name": "tfjob-port", "port": 2222 }] }
+    }))
+    .expect("a valid Service");
+    let orphan = service_api
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("the orphan service is created");
+
+    let _operator = start_operator(&ns).await;
+    let job = submit(&ns, &workers_job("keep", 1, 0, "Never", json!({}))).await;
+    let job = job.get("keep").await.expect("the job reads back");
+    let adopted = eventually("the orphan service to be adopted", TIMEOUT, || async {
+        let service = service_api.get("keep-worker-0").await.ok()?;
+        is_controlled_by(&service, &job.uid()?).then_some(service)
+    })
+    .await;
+    assert_eq!(adopted.uid(), orphan.uid(), "adopted, not recreated");
+}
+
 #[tokio::test]
 async fn a_failure_that_repeats_is_one_event_with_a_count_not_an_event_per_retry() {
     use k8s_openapi::api::core::v1::ResourceQuota;
