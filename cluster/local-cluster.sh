@@ -301,6 +301,8 @@ up() {
     --unsafe-no-fsync --quota-backend-bytes 8589934592 --log-level warn
   wait_until "etcd to serve" 30 etcd "curl -fsS --max-time 1 http://127.0.0.1:$ETCD_CLIENT_PORT/health | grep -q true"
 
+  # OwnerReferencesPermissionEnforcement, as hardened clusters run it: blockOwnerDeletion needs
+  # RBAC on the owner's finalizers, so the operator's cluster tests prove that rule too.
   start kube-apiserver \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
@@ -310,6 +312,7 @@ up() {
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 \
     --authorization-mode Node,RBAC --allow-privileged=true \
+    --enable-admission-plugins OwnerReferencesPermissionEnforcement \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
     --endpoint-reconciler-type none \
     --profiling=false

@@ -14,9 +14,9 @@ local healthPort = 8081;
     to pods and services. Renders the CRDs of the `frameworks` it runs (crds/<plural>.kubeflow.org.yaml,
     generated from the operator's Rust types),
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
-    `*`; a ClusterRole/Binding, or a Role/RoleBinding and `--namespace` with deploymentScope
-    `namespace`; a Role for leader-election Leases only when leaderElect is on; PodGroup rules only
-    with gangScheduling), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
+    `*`, and job delete for ttlSecondsAfterFinished; a ClusterRole/Binding, or a Role/RoleBinding
+    and `--namespace` with deploymentScope `namespace`; a Role for its one leader-election Lease
+    only when leaderElect is on; PodGroup rules only with gangScheduling), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
     probes), a metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
     Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
     and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
@@ -63,28 +63,43 @@ local healthPort = 8081;
       ];
     local jobs = [f.resource for f in frameworks];
 
+    // Exactly the operator's calls (src/operator/); the operator's cluster tests run with these
+    // rules, and tests/cluster/identity.rs fails on a verb granted and not used.
     local rules = [
-      { apiGroups: ['kubeflow.org'], resources: jobs, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-      { apiGroups: ['kubeflow.org'], resources: [r + '/status' for r in jobs], verbs: ['get', 'update', 'patch'] },
+      // Its cache (list, watch), the re-read before adopting orphans (get), TTL (delete).
+      { apiGroups: ['kubeflow.org'], resources: jobs, verbs: ['get', 'list', 'watch', 'delete'] },
+      // The status is written whole, with a replace.
+      { apiGroups: ['kubeflow.org'], resources: [r + '/status' for r in jobs], verbs: ['update'] },
+      // Pods and services set blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+      // admission plugin allows only to who may update the owner's finalizers.
       { apiGroups: ['kubeflow.org'], resources: [r + '/finalizers' for r in jobs], verbs: ['update'] },
-      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
-      { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
-      { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      // Caches (list, watch), creates and deletes, adopting and releasing orphans (patch).
+      { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
+      // events.k8s.io/v1 only; a repeat patches the event's series.
+      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     ] + (
+      // Read, server-side applied (which creates it the first time), deleted when the job ends;
+      // never watched.
       if params.gangScheduling then [
-        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
+        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'create', 'patch', 'delete'] },
       ] else []
     );
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
     local rbacName = if clusterWide then u.clusterName(env, name) else name;
 
     local leaseName = name + '-leader-election';
+    local leaseObjectName = 'mlkube-tfjob-operator';
     local leaderElection = if params.leaderElect then [
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
         metadata: meta(leaseName),
-        rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'create', 'update'] }],
+        // The operator's one Lease (src/operator/leader.rs); a create cannot be limited by name.
+        rules: [
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseObjectName], verbs: ['get', 'update'] },
+        ],
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',

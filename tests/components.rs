@@ -259,13 +259,13 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
         })
         .collect();
     insta::assert_yaml_snapshot!(rules, @r#"
-    - "[\"kubeflow.org\"] [\"pytorchjobs\",\"tfjobs\"] [\"get\",\"list\",\"watch\",\"update\",\"patch\"]"
-    - "[\"kubeflow.org\"] [\"pytorchjobs/status\",\"tfjobs/status\"] [\"get\",\"update\",\"patch\"]"
+    - "[\"kubeflow.org\"] [\"pytorchjobs\",\"tfjobs\"] [\"get\",\"list\",\"watch\",\"delete\"]"
+    - "[\"kubeflow.org\"] [\"pytorchjobs/status\",\"tfjobs/status\"] [\"update\"]"
     - "[\"kubeflow.org\"] [\"pytorchjobs/finalizers\",\"tfjobs/finalizers\"] [\"update\"]"
-    - "[\"\"] [\"pods\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
-    - "[\"\"] [\"services\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
-    - "[\"\",\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
-    - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
+    - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
+    - "[\"\"] [\"services\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
+    - "[\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
+    - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"create\",\"patch\",\"delete\"]"
     "#);
 }
 

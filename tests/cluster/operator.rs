@@ -2,7 +2,9 @@
 //! process where a restart is the point), kwok runs the pods, and the tests play the kubelet by
 //! patching pod status (phase, exit codes).
 //!
-//! Each test runs its own operator scoped to its own namespace, so tests run in parallel.
+//! Each test runs its own operator scoped to its own namespace, so tests run in parallel. The
+//! operator runs as the `tf-job-operator` component's ServiceAccount (see `identity`), in
+//! namespace scope unless a test asks for the cluster-scoped RBAC.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,6 +25,7 @@ use mlkube::operator::frameworks::tensorflow::TFJob;
 use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
+use crate::identity::{Access, OperatorIdentity, Scope};
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
@@ -30,7 +33,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Install every framework's CRD (idempotent, shared by every test) and wait until each is
 /// served.
-async fn install_crd(client: &Client) {
+pub(crate) async fn install_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply("mlkube-operator-tests").force();
     for registered in &frameworks::ALL {
@@ -49,10 +52,12 @@ async fn install_crd(client: &Client) {
     }
 }
 
-/// An operator for one namespace, running in this process; stopped when dropped.
+/// An operator for one namespace, running in this process as the component's ServiceAccount;
+/// stopped when dropped.
 pub(crate) struct Operator {
     task: tokio::task::JoinHandle<()>,
     metrics: Arc<Metrics>,
+    _identity: OperatorIdentity,
 }
 
 impl Drop for Operator {
@@ -66,7 +71,18 @@ pub(crate) async fn start_operator(ns: &TestNamespace) -> Operator {
 }
 
 async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Operator {
+    start_operator_as(ns, Scope::Namespace, options).await
+}
+
+/// An operator whose ServiceAccount has the RBAC of `scope`, and PodGroup rules when `options`
+/// gang-schedule.
+async fn start_operator_as(ns: &TestNamespace, scope: Scope, options: build::Options) -> Operator {
     install_crd(&ns.client).await;
+    let mut access = Access::scoped(scope);
+    if options.gang_scheduler.is_some() {
+        access = access.with_gang_scheduling();
+    }
+    let identity = OperatorIdentity::new(ns, access).await;
     let metrics = Arc::new(Metrics::default());
     let settings = controller::Settings {
         namespace: Some(ns.name.clone()),
@@ -75,14 +91,18 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
         frameworks: frameworks::ALL.iter().collect(),
     };
     let task = tokio::spawn(controller::run(
-        ns.client.clone(),
+        identity.client.clone(),
         settings,
         metrics.clone(),
         || {},
         // Stopped by aborting the task when the test is done.
         std::future::pending(),
     ));
-    Operator { task, metrics }
+    Operator {
+        task,
+        metrics,
+        _identity: identity,
+    }
 }
 
 /// The annotation that asks the local cluster's kwok to leave a pod Running: these tests play
@@ -270,7 +290,7 @@ async fn event_reasons(ns: &TestNamespace, job: &str) -> Vec<String> {
 #[tokio::test]
 async fn dist_mnist_example_runs_to_success() {
     let ns = TestNamespace::new("op-mnist").await;
-    let _operator = start_operator(&ns).await;
+    let _operator = start_operator_as(&ns, Scope::Cluster, build::Options::default()).await;
     let jobs = submit(&ns, &example("dist-mnist.yaml")).await;
 
     let names = [
@@ -511,10 +531,12 @@ async fn regression_active_deadline_is_enforced_on_time() {
     );
 }
 
+/// The component granted no `delete` on TFJobs, so a deployed operator failed every TTL
+/// deletion with 403 while this test, run as admin, passed.
 #[tokio::test]
-async fn ttl_deletes_a_finished_job() {
+async fn regression_ttl_deletes_a_finished_job_as_the_operators_service_account() {
     let ns = TestNamespace::new("op-ttl").await;
-    let _operator = start_operator(&ns).await;
+    let _operator = start_operator_as(&ns, Scope::Cluster, build::Options::default()).await;
     let jobs = submit(
         &ns,
         &workers_job(
@@ -798,12 +820,13 @@ impl Drop for ChildOperator {
     }
 }
 
-fn spawn_operator_binary(ns: &str) -> ChildOperator {
+/// The operator binary for namespace `ns`, as `identity`.
+fn spawn_operator_binary(ns: &str, identity: &OperatorIdentity) -> ChildOperator {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--namespace", ns])
+        .arg("--kubeconfig")
+        .arg(identity.kubeconfig())
         .args([
-            "operator",
-            "--namespace",
-            ns,
             "--metrics-addr",
             "127.0.0.1:0",
             "--health-addr",
@@ -821,7 +844,8 @@ fn spawn_operator_binary(ns: &str) -> ChildOperator {
 async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod() {
     let ns = TestNamespace::new("op-restart").await;
     install_crd(&ns.client).await;
-    let mut first = spawn_operator_binary(&ns.name);
+    let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Cluster)).await;
+    let mut first = spawn_operator_binary(&ns.name, &identity);
     let names: Vec<String> = (0..5).map(|i| format!("job-{i}")).collect();
     let mut jobs = None;
     for name in &names {
@@ -836,8 +860,8 @@ async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod(
     first.kill();
 
     // Two replicas, no leader election, racing from the same start.
-    let mut second = spawn_operator_binary(&ns.name);
-    let mut third = spawn_operator_binary(&ns.name);
+    let mut second = spawn_operator_binary(&ns.name, &identity);
+    let mut third = spawn_operator_binary(&ns.name, &identity);
     for name in &names {
         let want = [
             format!("{name}-ps-0"),
@@ -895,7 +919,9 @@ async fn leader_election_lets_one_replica_act() {
     use k8s_openapi::api::coordination::v1::Lease;
     use mlkube::operator::leader::{LeaseConfig, try_acquire};
     let ns = TestNamespace::new("op-lease").await;
-    let api = Api::<Lease>::namespaced(ns.client.clone(), &ns.name);
+    let identity =
+        OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace).with_leader_election()).await;
+    let api = Api::<Lease>::namespaced(identity.client.clone(), &ns.name);
     let a = LeaseConfig {
         identity: "a".into(),
         ..LeaseConfig::new(ns.name.clone())
@@ -910,9 +936,10 @@ async fn leader_election_lets_one_replica_act() {
         "b must not take a lease a holds"
     );
     assert!(try_acquire(&api, &a).await.unwrap(), "a renews");
-    // An expired lease is taken over.
+    // An expired lease is taken over; the test, not the operator, makes it expire.
     let expired = json!({ "spec": { "renewTime": "2020-01-01T00:00:00.000000Z" } });
-    api.patch(&a.name, &PatchParams::default(), &Patch::Merge(expired))
+    Api::<Lease>::namespaced(ns.client.clone(), &ns.name)
+        .patch(&a.name, &PatchParams::default(), &Patch::Merge(expired))
         .await
         .unwrap();
     assert!(try_acquire(&api, &b).await.unwrap());
@@ -927,8 +954,12 @@ async fn sigterm_stops_the_leader_promptly_and_hands_over_the_lease() {
     use mlkube::operator::leader::LEASE_NAME;
     let ns = TestNamespace::new("op-sigterm").await;
     install_crd(&ns.client).await;
+    let identity =
+        OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace).with_leader_election()).await;
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .args(["operator", "--leader-elect", "--namespace", &ns.name])
+        .arg("--kubeconfig")
+        .arg(identity.kubeconfig())
         .args([
             "--metrics-addr",
             "127.0.0.1:0",
@@ -988,7 +1019,10 @@ async fn start_gang_operator(ns: &TestNamespace, scheduler: &str) -> (Operator, 
         gang_scheduler: Some(scheduler.to_owned()),
         ..build::Options::default()
     };
-    (start_operator_with(ns, options).await, resource)
+    (
+        start_operator_as(ns, Scope::Cluster, options).await,
+        resource,
+    )
 }
 
 /// A PodGroup CRD as small as the operator needs (any spec and status), for a gang scheduler
@@ -1500,6 +1534,32 @@ async fn a_pod_relabelled_away_from_its_job_is_released_not_deleted() {
     .await;
     assert_eq!(released.uid(), before["move-worker-0"].uid());
     assert!(released.metadata.deletion_timestamp.is_none());
+}
+
+/// Adopting a service needs `patch` on services, which no other test asks of the operator.
+#[tokio::test]
+async fn an_orphan_service_with_the_job_labels_is_adopted_not_recreated() {
+    let ns = TestNamespace::new("op-adopt-service").await;
+    let service_api = Api::<Service>::namespaced(ns.client.clone(), &ns.name);
+    let orphan: Service = serde_json::from_value(json!({
+        "metadata": { "name": "keep-worker-0", "labels": left_behind_worker("keep", 0).metadata.labels },
+        "spec": { "clusterIP": "None", "ports": [{ "name": "tfjob-port", "port": 2222 }] }
+    }))
+    .expect("a valid Service");
+    let orphan = service_api
+        .create(&PostParams::default(), &orphan)
+        .await
+        .expect("the orphan service is created");
+
+    let _operator = start_operator(&ns).await;
+    let job = submit(&ns, &workers_job("keep", 1, 0, "Never", json!({}))).await;
+    let job = job.get("keep").await.expect("the job reads back");
+    let adopted = eventually("the orphan service to be adopted", TIMEOUT, || async {
+        let service = service_api.get("keep-worker-0").await.ok()?;
+        is_controlled_by(&service, &job.uid()?).then_some(service)
+    })
+    .await;
+    assert_eq!(adopted.uid(), orphan.uid(), "adopted, not recreated");
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 //! start it.
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -29,8 +29,13 @@ pub fn kubeconfig_path() -> PathBuf {
 
 /// A client for the test cluster; panics with instructions when it is not reachable.
 pub async fn client() -> Client {
-    let path = kubeconfig_path();
-    let kubeconfig = Kubeconfig::read_from(&path).unwrap_or_else(|e| {
+    client_from(&kubeconfig_path()).await
+}
+
+/// A client from the kubeconfig at `path`; panics with instructions when the cluster it names
+/// is not reachable.
+pub async fn client_from(path: &Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path).unwrap_or_else(|e| {
         panic!(
             "cannot read kubeconfig {}: {e}; {HOW_TO_START}",
             path.display()
@@ -81,30 +86,40 @@ impl TestNamespace {
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        // Drop cannot await: delete from a thread with a runtime of its own. It needs a client
-        // of its own too, because the test's client sends its requests through a task on the
-        // test's runtime, which is blocked here until the thread is done.
         let name = self.name.clone();
-        let deleted = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let client = client().await;
+        clean_up(
+            &format!("test namespace {}", self.name),
+            |client| async move {
                 Api::<Namespace>::all(client)
                     .delete(&name, &DeleteParams::background())
                     .await
                     .map(|_| ())
-            })?;
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        })
-        .join();
-        if let Ok(Err(e)) = deleted {
-            eprintln!(
-                "warning: could not delete test namespace {}: {e}",
-                self.name
-            );
-        }
+            },
+        );
+    }
+}
+
+/// Run `delete` with an admin client from a `Drop`, also when the test panics; a failure is a
+/// warning naming `what`.
+///
+/// Drop cannot await: `delete` runs on a thread with a runtime of its own. It needs a client
+/// of its own too, because the test's client sends its requests through a task on the test's
+/// runtime, which is blocked here until the thread is done.
+pub fn clean_up<F, Fut>(what: &str, delete: F)
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), kube::Error>>,
+{
+    let deleted = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async { delete(client().await).await })?;
+        Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    })
+    .join();
+    if let Ok(Err(e)) = deleted {
+        eprintln!("warning: could not delete {what}: {e}");
     }
 }
 

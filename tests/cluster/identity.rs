@@ -1,0 +1,593 @@
+//! The operator's own identity for the cluster tests: the ServiceAccount and RBAC that the
+//! `tf-job-operator` component deploys, rendered by mlkube from its embedded library for the
+//! scope a test asks for, applied to the test's namespace, and a token for that ServiceAccount
+//! from the TokenRequest API, as a client for an operator in this process and as a kubeconfig
+//! file for a spawned `mlkube operator`.
+//!
+//! The operator's cluster tests run with this identity, never as admin, so a rule the component
+//! leaves out fails the test whose operator needs it. The tests at the end of this file prove
+//! the other direction: the token may do what the operator does, and nothing more.
+//!
+//! An operator watching every namespace would reconcile the other tests' jobs too, so the
+//! tests run operators with `--namespace` also under the cluster-scoped identity; what only a
+//! cluster-wide operator does, list and watch across namespaces, is proved here by doing it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::authorization::v1::SelfSubjectRulesReview;
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{
+    DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchParams,
+};
+use kube::config::Kubeconfig;
+use kube::discovery::{self, Scope as ApiScope};
+use kube::{Api, Client, Resource};
+use mlkube::app::App;
+use mlkube::cli::InitArgs;
+use mlkube::manifest::Object;
+use mlkube::operator::frameworks;
+use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::leader::LEASE_NAME;
+use serde_json::json;
+
+use crate::operator::install_crd;
+use crate::support::{TestNamespace, clean_up, client_from, eventually, kubeconfig_path};
+
+/// The component instance whose identity the operator gets; its ServiceAccount has this name.
+const COMPONENT: &str = "tf-job-operator";
+/// The environment of the throwaway app the identity is rendered from.
+const ENVIRONMENT: &str = "local";
+const MANAGER: &str = "mlkube-identity-tests";
+/// An upper bound only: new RBAC takes effect within moments.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The component's `deploymentScope`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A ClusterRole and ClusterRoleBinding: the operator may act in every namespace.
+    Cluster,
+    /// A Role and RoleBinding: only in the environment's namespace.
+    Namespace,
+}
+
+/// What the component is rendered with: its `deploymentScope`, `leaderElect` and
+/// `gangScheduling` params.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    scope: Scope,
+    leader_elect: bool,
+    gang_scheduling: bool,
+}
+
+impl Access {
+    pub fn scoped(scope: Scope) -> Self {
+        Access {
+            scope,
+            leader_elect: false,
+            gang_scheduling: false,
+        }
+    }
+
+    pub fn with_leader_election(self) -> Self {
+        Access {
+            leader_elect: true,
+            ..self
+        }
+    }
+
+    pub fn with_gang_scheduling(self) -> Self {
+        Access {
+            gang_scheduling: true,
+            ..self
+        }
+    }
+
+    fn params(self) -> serde_json::Value {
+        let scope = match self.scope {
+            Scope::Cluster => "cluster",
+            Scope::Namespace => "namespace",
+        };
+        json!({
+            "deploymentScope": scope,
+            "leaderElect": self.leader_elect,
+            "gangScheduling": self.gang_scheduling,
+        })
+    }
+}
+
+/// The component's ServiceAccount with its RBAC applied in one test's namespace, and a token
+/// for it. Cluster-scoped RBAC (named after the namespace, so unique per test) is deleted when
+/// this is dropped; the rest goes with the namespace.
+pub struct OperatorIdentity {
+    /// A client that authenticates with the ServiceAccount's token.
+    pub client: Client,
+    kubeconfig: tempfile::TempPath,
+    _cluster_objects: ClusterObjects,
+}
+
+impl OperatorIdentity {
+    /// Render the component's ServiceAccount and RBAC for `access` into `ns`, apply them as
+    /// admin, and mint a token; returns once every rendered rule is in effect for the token.
+    pub async fn new(ns: &TestNamespace, access: Access) -> Self {
+        let objects = render(&ns.name, access);
+        let mut cluster_objects = ClusterObjects::default();
+        for object in &objects {
+            let gvk = apply(&ns.client, object).await;
+            if object.namespace().is_none() {
+                cluster_objects.0.push((gvk, object.name().to_owned()));
+            }
+        }
+        let kubeconfig = token_kubeconfig(&ns.client, &ns.name, COMPONENT).await;
+        let client = client_from(&kubeconfig).await;
+        let granted: BTreeSet<Permission> = objects
+            .iter()
+            .filter(|o| o.value.get("rules").is_some())
+            .flat_map(|o| rules(&o.value["rules"]))
+            .collect();
+        eventually(
+            &format!("the RBAC of {COMPONENT} to take effect in {}", ns.name),
+            TIMEOUT,
+            || async {
+                let permitted = permissions(&client, &ns.name).await;
+                granted.is_subset(&permitted).then_some(())
+            },
+        )
+        .await;
+        OperatorIdentity {
+            client,
+            kubeconfig,
+            _cluster_objects: cluster_objects,
+        }
+    }
+
+    /// A kubeconfig file that authenticates with the ServiceAccount's token, for
+    /// `mlkube operator --kubeconfig`; it lives as long as this identity.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+}
+
+/// The cluster-scoped objects an identity applied, deleted when dropped (also on a panic).
+#[derive(Default)]
+struct ClusterObjects(Vec<(GroupVersionKind, String)>);
+
+impl Drop for ClusterObjects {
+    fn drop(&mut self) {
+        for (gvk, name) in std::mem::take(&mut self.0) {
+            clean_up(&format!("{} {name}", gvk.kind), |client| async move {
+                let (resource, _) = discovery::pinned_kind(&client, &gvk).await?;
+                Api::<DynamicObject>::all_with(client, &resource)
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .map(|_| ())
+            });
+        }
+    }
+}
+
+/// The component's ServiceAccount and RBAC as `mlkube` renders them for `access` in a fresh app
+/// whose `local` environment is `namespace`.
+fn render(namespace: &str, access: Access) -> Vec<Object> {
+    const IDENTITY_KINDS: [&str; 5] = [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ];
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let root = dir.path().join("app");
+    mlkube::app::verbs::init(&InitArgs {
+        dir: root.clone(),
+        namespace: Some(namespace.to_owned()),
+        server: None,
+        context: None,
+        empty: false,
+    })
+    .unwrap_or_else(|e| panic!("mlkube init {}: {e}", root.display()));
+    let params = json!({ "global": {}, "components": { COMPONENT: access.params() } });
+    std::fs::write(
+        root.join(mlkube::app::env_params_file(ENVIRONMENT)),
+        params.to_string(),
+    )
+    .expect("write the environment's params");
+    let app = App::load(&root).unwrap_or_else(|e| panic!("loading the app: {e}"));
+    let manifest = mlkube::render::render(&app, ENVIRONMENT, &[COMPONENT.to_owned()])
+        .unwrap_or_else(|e| panic!("rendering {COMPONENT} with {access:?}: {e:?}"));
+    let objects: Vec<Object> = manifest
+        .objects
+        .into_iter()
+        .filter(|o| IDENTITY_KINDS.contains(&o.kind()))
+        .collect();
+    assert!(
+        objects
+            .iter()
+            .any(|o| o.kind() == "ServiceAccount" && o.name() == COMPONENT),
+        "{COMPONENT} renders its ServiceAccount"
+    );
+    objects
+}
+
+/// Apply `object` as admin (server-side); returns its kind.
+async fn apply(admin: &Client, object: &Object) -> GroupVersionKind {
+    let version = object.api_version().rsplit('/').next().unwrap_or_default();
+    let gvk = GroupVersionKind::gvk(object.group(), version, object.kind());
+    let (resource, capabilities) = discovery::pinned_kind(admin, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("discovering {}: {e}", object.kind()));
+    let api: Api<DynamicObject> = match (capabilities.scope, object.namespace()) {
+        (ApiScope::Namespaced, Some(namespace)) => {
+            Api::namespaced_with(admin.clone(), namespace, &resource)
+        }
+        _ => Api::all_with(admin.clone(), &resource),
+    };
+    let mut value = object.value.clone();
+    // Marked as the test namespaces are, so a leftover is recognisable.
+    value["metadata"]["labels"]["mlkube.io/test"] = json!("true");
+    api.patch(
+        object.name(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {} {}: {e}", object.kind(), object.name()));
+    gvk
+}
+
+/// A kubeconfig for the test cluster that authenticates as `service_account` in `namespace`,
+/// with a token from the TokenRequest API.
+async fn token_kubeconfig(
+    admin: &Client,
+    namespace: &str,
+    service_account: &str,
+) -> tempfile::TempPath {
+    let request: TokenRequest =
+        serde_json::from_value(json!({ "spec": { "audiences": [], "expirationSeconds": 3600 } }))
+            .expect("a valid TokenRequest");
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create_token_request(service_account, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for {namespace}/{service_account}: {e}"))
+        .status
+        .expect("a TokenRequest is answered with a status")
+        .token;
+
+    let path = kubeconfig_path();
+    let admin_config = Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
+    let cluster_name = admin_config
+        .current_context
+        .as_ref()
+        .and_then(|current| admin_config.contexts.iter().find(|c| &c.name == current))
+        .and_then(|c| Some(c.context.as_ref()?.cluster.clone()))
+        .unwrap_or_else(|| panic!("{} has no current context", path.display()));
+    let cluster = admin_config
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.clone())
+        .unwrap_or_else(|| panic!("{} has no cluster {cluster_name}", path.display()));
+    let user = format!("{namespace}/{service_account}");
+    let kubeconfig = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": cluster_name, "cluster": cluster }],
+        "users": [{ "name": user, "user": { "token": token } }],
+        "contexts": [{ "name": user, "context": { "cluster": cluster_name, "user": user } }],
+        "current-context": user,
+    });
+    let file = tempfile::Builder::new()
+        .prefix(&format!("{service_account}-"))
+        .suffix(".kubeconfig")
+        .tempfile()
+        .expect("a temporary kubeconfig file");
+    serde_yaml::to_writer(file.as_file(), &kubeconfig).expect("write the kubeconfig");
+    file.into_temp_path()
+}
+
+/// One thing a token may do: a verb on a resource (or subresource) of an API group, on the
+/// objects of one name or, with none, on all.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Permission {
+    group: String,
+    resource: String,
+    verb: String,
+    name: Option<String>,
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        write!(f, "{} {group}/{}", self.verb, self.resource)?;
+        match &self.name {
+            Some(name) => write!(f, " named {name}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Every permission a list of RBAC rules (or of a rules review's resource rules) grants.
+fn rules(value: &serde_json::Value) -> Vec<Permission> {
+    let rules: Vec<PolicyRule> =
+        serde_json::from_value(value.clone()).expect("RBAC rules of a valid shape");
+    let mut permissions = Vec::new();
+    for rule in rules {
+        let names: Vec<Option<String>> = match rule.resource_names {
+            Some(names) if !names.is_empty() => names.into_iter().map(Some).collect(),
+            _ => vec![None],
+        };
+        for group in rule.api_groups.unwrap_or_default() {
+            for resource in rule.resources.as_deref().unwrap_or_default() {
+                for verb in &rule.verbs {
+                    for name in &names {
+                        permissions.push(Permission {
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb: verb.clone(),
+                            name: name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    permissions
+}
+
+/// What the client's credentials may do to resources in `namespace`, as a
+/// `SelfSubjectRulesReview` lists it.
+async fn permissions(client: &Client, namespace: &str) -> BTreeSet<Permission> {
+    let review: SelfSubjectRulesReview =
+        serde_json::from_value(json!({ "spec": { "namespace": namespace } }))
+            .expect("a valid SelfSubjectRulesReview");
+    let status = Api::<SelfSubjectRulesReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap_or_else(|e| panic!("a SelfSubjectRulesReview in {namespace}: {e}"))
+        .status
+        .expect("a SelfSubjectRulesReview is answered with a status");
+    assert!(
+        !status.incomplete,
+        "the rules review in {namespace} is incomplete: {:?}",
+        status.evaluation_error
+    );
+    let resource_rules =
+        serde_json::to_value(&status.resource_rules).expect("resource rules serialize");
+    rules(&resource_rules).into_iter().collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The identity is exactly what the operator needs.
+
+/// Rules of the expected tables: a resource, the verbs the operator uses on it, and the one
+/// object name they are limited to, if any.
+struct Uses {
+    group: &'static str,
+    resource: &'static str,
+    verbs: &'static [&'static str],
+    name: Option<&'static str>,
+}
+
+const fn uses(group: &'static str, resource: &'static str, verbs: &'static [&'static str]) -> Uses {
+    Uses {
+        group,
+        resource,
+        verbs,
+        name: None,
+    }
+}
+
+/// In a table, every framework's job resource (`tfjobs`, `pytorchjobs`, ...), with the same
+/// subresource suffix; the component runs all frameworks by default.
+const JOBS: &str = "<jobs>";
+
+/// The resources a table's entry stands for.
+fn resources(resource: &str) -> Vec<String> {
+    match resource.strip_prefix(JOBS) {
+        Some(subresource) => frameworks::ALL
+            .iter()
+            .map(|registered| format!("{}{subresource}", registered.framework.plural))
+            .collect(),
+        None => vec![resource.to_owned()],
+    }
+}
+
+/// What the operator does in a namespace whose jobs it runs; each verb is a call in
+/// `src/operator/`.
+const RUNS_JOBS: &[Uses] = &[
+    // The job cache (list, watch), the re-read before adopting orphans (get), TTL (delete).
+    uses(
+        "kubeflow.org",
+        JOBS,
+        &["delete", "get", "list", "watch"],
+    ),
+    // The status is written whole, with a replace.
+    uses("kubeflow.org", concat!("<jobs>", "/status"), &["update"]),
+    // Pods and services carry blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+    // admission plugin allows only to who may update the owner's finalizers.
+    uses("kubeflow.org", concat!("<jobs>", "/finalizers"), &["update"]),
+    // The caches (list, watch), creates and deletes, adoption and release (patch).
+    uses("", "pods", &["create", "delete", "list", "patch", "watch"]),
+    uses(
+        "",
+        "services",
+        &["create", "delete", "list", "patch", "watch"],
+    ),
+    // events.k8s.io/v1 only: one event per occurrence, a patch of its series on a repeat.
+    uses("events.k8s.io", "events", &["create", "patch"]),
+];
+
+/// With `leaderElect`, in the operator's own namespace: its one Lease.
+const ELECTS_A_LEADER: &[Uses] = &[
+    uses("coordination.k8s.io", "leases", &["create"]),
+    Uses {
+        name: Some(LEASE_NAME),
+        ..uses("coordination.k8s.io", "leases", &["get", "update"])
+    },
+];
+
+/// With `gangScheduling`: a job's PodGroup is read, written by server-side apply (which
+/// creates it the first time), and deleted when the job finishes; it is never watched.
+const GANG_SCHEDULES: &[Uses] = &[
+    uses(
+        "scheduling.volcano.sh",
+        "podgroups",
+        &["create", "delete", "get", "patch"],
+    ),
+    uses(
+        "scheduling.x-k8s.io",
+        "podgroups",
+        &["create", "delete", "get", "patch"],
+    ),
+];
+
+fn expected(tables: &[&[Uses]]) -> BTreeSet<Permission> {
+    let mut permissions = BTreeSet::new();
+    for uses in tables.iter().flat_map(|table| table.iter()) {
+        for resource in resources(uses.resource) {
+            for verb in uses.verbs {
+                permissions.insert(Permission {
+                    group: uses.group.to_owned(),
+                    resource: resource.clone(),
+                    verb: (*verb).to_owned(),
+                    name: uses.name.map(str::to_owned),
+                });
+            }
+        }
+    }
+    permissions
+}
+
+/// A client for a ServiceAccount without any binding of its own: what it may do, every
+/// authenticated user may (create access reviews, ...), and is not the component's doing.
+async fn nobody(ns: &TestNamespace) -> Client {
+    const NOBODY: &str = "nobody";
+    let account: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": NOBODY } }))
+        .expect("a valid ServiceAccount");
+    Api::<ServiceAccount>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("creating the ServiceAccount {NOBODY}: {e}"));
+    client_from(&token_kubeconfig(&ns.client, &ns.name, NOBODY).await).await
+}
+
+/// Fail naming what is granted but not used, and what is used but not granted.
+fn assert_exactly(granted: &BTreeSet<Permission>, used: &BTreeSet<Permission>, context: &str) {
+    let list = |set: Vec<&Permission>| set.iter().map(|p| format!("\n  {p}")).collect::<String>();
+    let unused: Vec<&Permission> = granted.difference(used).collect();
+    let missing: Vec<&Permission> = used.difference(granted).collect();
+    assert!(
+        unused.is_empty() && missing.is_empty(),
+        "{context}:\ngranted but not used by the operator:{}\nused by the operator but not granted:{}",
+        list(unused),
+        list(missing)
+    );
+}
+
+/// The component's token may do exactly `own` in its namespace and exactly `elsewhere` in
+/// another one.
+async fn assert_permissions(
+    access: Access,
+    own: &[&[Uses]],
+    elsewhere: &[&[Uses]],
+) -> (TestNamespace, OperatorIdentity) {
+    let ns = TestNamespace::new("identity").await;
+    // TFJobs exist to be listed.
+    install_crd(&ns.client).await;
+    let identity = OperatorIdentity::new(&ns, access).await;
+    let nobody = nobody(&ns).await;
+    for (namespace, tables) in [(ns.name.as_str(), own), ("default", elsewhere)] {
+        let everyone = permissions(&nobody, namespace).await;
+        let granted: BTreeSet<Permission> = permissions(&identity.client, namespace)
+            .await
+            .difference(&everyone)
+            .cloned()
+            .collect();
+        assert_exactly(
+            &granted,
+            &expected(tables),
+            &format!("{access:?}, in namespace {namespace}"),
+        );
+    }
+    (ns, identity)
+}
+
+/// List and watch `K` in every namespace, as a cluster-wide operator's caches do.
+async fn list_and_watch_everywhere<K>(client: &Client) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    let list = api.list_metadata(&ListParams::default().limit(1)).await?;
+    let version = list.metadata.resource_version.unwrap_or_default();
+    api.watch(&WatchParams::default().timeout(1), &version)
+        .await
+        .map(drop)
+}
+
+async fn list_and_watch_jobs_pods_and_services_everywhere(
+    client: &Client,
+) -> Result<(), kube::Error> {
+    list_and_watch_everywhere::<TFJob>(client).await?;
+    list_and_watch_everywhere::<Pod>(client).await?;
+    list_and_watch_everywhere::<Service>(client).await
+}
+
+/// What the token may do in its own namespace and in another one, for each way of rendering
+/// the component.
+type Expected = (
+    Access,
+    &'static [&'static [Uses]],
+    &'static [&'static [Uses]],
+);
+
+#[tokio::test]
+async fn namespace_scope_lets_the_operator_do_exactly_its_calls_in_its_namespace_and_nothing_elsewhere()
+ {
+    let namespaced = Access::scoped(Scope::Namespace);
+    let cases: [Expected; 2] = [
+        (namespaced, &[RUNS_JOBS], &[]),
+        (
+            namespaced.with_leader_election().with_gang_scheduling(),
+            &[RUNS_JOBS, ELECTS_A_LEADER, GANG_SCHEDULES],
+            &[],
+        ),
+    ];
+    for (access, own, elsewhere) in cases {
+        let (_ns, identity) = assert_permissions(access, own, elsewhere).await;
+        match list_and_watch_jobs_pods_and_services_everywhere(&identity.client).await {
+            Err(kube::Error::Api(e)) if e.code == 403 => {}
+            other => panic!("{access:?} must not list across namespaces: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn cluster_scope_lets_the_operator_do_exactly_its_calls_in_every_namespace() {
+    let cluster_wide = Access::scoped(Scope::Cluster);
+    let cases: [Expected; 2] = [
+        (cluster_wide, &[RUNS_JOBS], &[RUNS_JOBS]),
+        (
+            cluster_wide.with_leader_election().with_gang_scheduling(),
+            // The Lease Role is only in the operator's own namespace.
+            &[RUNS_JOBS, ELECTS_A_LEADER, GANG_SCHEDULES],
+            &[RUNS_JOBS, GANG_SCHEDULES],
+        ),
+    ];
+    for (access, own, elsewhere) in cases {
+        let (_ns, identity) = assert_permissions(access, own, elsewhere).await;
+        list_and_watch_jobs_pods_and_services_everywhere(&identity.client)
+            .await
+            .unwrap_or_else(|e| panic!("{access:?} lists and watches every namespace: {e}"));
+    }
+}
