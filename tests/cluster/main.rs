@@ -5,5 +5,6 @@
 mod components;
 mod deploy;
 mod operator;
+mod simulation;
 mod smoke;
 mod support;
