@@ -1,5 +1,7 @@
-# The mlkube binary as a small static image that runs as a non-root user; the tf-job-operator
-# component's Deployment runs it as `mlkube operator --metrics-addr :8080 --health-addr :8081`.
+# The operator image for machines with a container daemon; `image/build.sh` builds the same
+# image without one (and is what CI builds and tests): a static musl binary, run as a non-root
+# user, with `mlkube operator` as its entrypoint. The tf-job-operator component's Deployment
+# runs it as `mlkube operator --metrics-addr :8080 --health-addr :8081`.
 #
 #   docker build -t mlkube:dev .
 #
@@ -17,8 +19,8 @@ RUN cargo build --release --locked --bin mlkube \
 # bundle, so no system certificates are needed.
 FROM scratch
 COPY --from=build /src/target/release/mlkube /usr/local/bin/mlkube
+ENV PATH=/usr/local/bin:/usr/bin:/bin
 # 65532: the conventional "nonroot" user; no shell, no passwd file, nothing to escalate with.
 USER 65532:65532
 EXPOSE 8080 8081
-ENTRYPOINT ["/usr/local/bin/mlkube"]
-CMD ["operator", "--metrics-addr", ":8080", "--health-addr", ":8081"]
+ENTRYPOINT ["/usr/local/bin/mlkube", "operator"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (`.ci/run`) and as the README tells a newcomer:
-# formatting, lints, the tests that need no cluster, then a local control plane of its own and
-# the cluster tests against it. The control plane is stopped at the end, also on failure.
+# formatting, lints, the tests that need no cluster, the operator image (image/build.sh), then a
+# local control plane of its own, the cluster tests and the image's tests against it. The
+# control plane is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,20 @@ for component in rustfmt clippy; do
   fi
 done
 
+# The image's static binary needs musl's C compiler, and its test reads the archive with skopeo.
+missing=()
+command -v musl-gcc >/dev/null || missing+=(musl-tools)
+command -v skopeo >/dev/null || missing+=(skopeo)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    step "installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  else
+    echo "run-tests: error: ${missing[*]} missing; install with: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
 step "cargo fmt --check"
 cargo fmt --check
 
@@ -33,6 +48,9 @@ done
 cargo test --lib --bins "${offline_tests[@]}"
 cargo test --doc
 
+step "the operator image (image/build.sh)"
+image/build.sh
+
 step "the local control plane"
 trap 'cluster/local-cluster.sh down' EXIT
 cluster/local-cluster.sh up
@@ -40,3 +58,6 @@ eval "$(cluster/local-cluster.sh env)"
 
 step "tests against the cluster"
 cargo test --test cluster
+
+step "the operator image against the cluster"
+cargo test --test image

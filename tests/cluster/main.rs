@@ -7,5 +7,6 @@ mod deploy;
 mod frameworks;
 mod identity;
 mod operator;
+mod simulation;
 mod smoke;
 mod support;
