@@ -30,7 +30,7 @@ use kube::discovery::{self, Scope as ApiScope};
 use kube::{Api, Client, Resource};
 use mlkube::app::App;
 use mlkube::cli::InitArgs;
-use mlkube::manifest::Object;
+use mlkube::render::manifest::Object;
 use mlkube::operator::frameworks;
 use mlkube::operator::frameworks::tensorflow::TFJob;
 use mlkube::operator::leader::LEASE_NAME;
@@ -183,7 +183,7 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
     ];
     let dir = tempfile::tempdir().expect("a temporary directory");
     let root = dir.path().join("app");
-    mlkube::app::verbs::init(&InitArgs {
+    mlkube::cli::app::init(&InitArgs {
         dir: root.clone(),
         namespace: Some(namespace.to_owned()),
         server: None,
@@ -198,7 +198,7 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
     )
     .expect("write the environment's params");
     let app = App::load(&root).unwrap_or_else(|e| panic!("loading the app: {e}"));
-    let manifest = mlkube::render::render(&app, ENVIRONMENT, &[COMPONENT.to_owned()])
+    let manifest = app.render(ENVIRONMENT, &[COMPONENT.to_owned()])
         .unwrap_or_else(|e| panic!("rendering {COMPONENT} with {access:?}: {e:?}"));
     let objects: Vec<Object> = manifest
         .objects
