@@ -1,8 +1,8 @@
 //! The CustomResourceDefinitions, generated from the types in `api` and `frameworks`.
 //!
-//! `crds/tfjobs.kubeflow.org.yaml` is this function's output, checked in so the
-//! `tf-job-operator` component can embed it. The test `crd_file_matches_the_rust_types` fails
-//! when the file drifts from the types; regenerate it with
+//! `crds/<plural>.kubeflow.org.yaml` (one per framework, see [`files`]) are this module's
+//! output, checked in so the `tf-job-operator` component can embed them. The test
+//! `crd_files_match_the_rust_types` fails when a file drifts from the types; regenerate them with
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -11,7 +11,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 
 use super::framework::TrainingJob;
+use super::frameworks::jax::JAXJob;
+use super::frameworks::mxnet::MXJob;
+use super::frameworks::paddle::PaddleJob;
 use super::frameworks::tensorflow::TFJob;
+use super::frameworks::xgboost::XGBoostJob;
 
 /// Where the generated CRD lives in the repository.
 pub const CRD_PATH: &str = "crds/tfjobs.kubeflow.org.yaml";
@@ -86,9 +90,29 @@ fn pod_spec_schema<'a>(
         .get_mut("spec")
 }
 
-/// The CRD as the YAML document checked in at [`CRD_PATH`].
+/// The TFJob CRD as the YAML document checked in at [`CRD_PATH`].
 pub fn yaml() -> String {
-    let body = serde_yaml::to_string(&definition()).expect("a CRD serialises to YAML");
+    yaml_of::<TFJob>()
+}
+
+/// Every framework's CRD file: its path in the repository and its YAML.
+pub fn files() -> Vec<(String, String)> {
+    fn file<J: TrainingJob + CustomResourceExt>() -> (String, String) {
+        let path = format!("crds/{}.kubeflow.org.yaml", J::FRAMEWORK.plural);
+        (path, yaml_of::<J>())
+    }
+    vec![
+        file::<TFJob>(),
+        file::<MXJob>(),
+        file::<XGBoostJob>(),
+        file::<JAXJob>(),
+        file::<PaddleJob>(),
+    ]
+}
+
+/// A framework's CRD as a YAML document.
+pub fn yaml_of<J: TrainingJob + CustomResourceExt>() -> String {
+    let body = serde_yaml::to_string(&definition_of::<J>()).expect("a CRD serialises to YAML");
     format!(
         "# Generated from src/operator/api.rs and frameworks/; do not edit. Regenerate with\n\
          # `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.\n{body}"
@@ -100,19 +124,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn crd_file_matches_the_rust_types() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CRD_PATH);
-        let generated = yaml();
-        if std::env::var_os("MLKUBE_UPDATE_CRDS").is_some() {
-            std::fs::write(&path, &generated).expect("write the CRD file");
-            return;
+    fn crd_files_match_the_rust_types() {
+        for (file, generated) in files() {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
+            if std::env::var_os("MLKUBE_UPDATE_CRDS").is_some() {
+                std::fs::write(&path, &generated).expect("write the CRD file");
+                continue;
+            }
+            let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                on_disk == generated,
+                "{file} differs from the Rust types in src/operator/api.rs and frameworks/;\n\
+                 hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
+            );
         }
-        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            on_disk == generated,
-            "{CRD_PATH} differs from the Rust types in src/operator/api.rs and frameworks/;\n\
-             hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
-        );
+    }
+
+    #[test]
+    fn every_framework_crd_shows_state_and_age() {
+        let crds = [
+            definition_of::<MXJob>(),
+            definition_of::<XGBoostJob>(),
+            definition_of::<JAXJob>(),
+            definition_of::<PaddleJob>(),
+        ];
+        for crd in crds {
+            let version = &crd.spec.versions[0];
+            let columns: Vec<_> = version
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| c.name.as_str())
+                .collect();
+            assert_eq!(columns, ["State", "Age"], "{:?}", crd.metadata.name);
+            assert!(
+                version
+                    .subresources
+                    .as_ref()
+                    .and_then(|s| s.status.as_ref())
+                    .is_some()
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Defaulting, as upstream does it: in memory at the start of every reconcile, never persisted.
 //!
 //! Replica-type keys are case-normalised (`WORKER` becomes `Worker`), `replicas` defaults to 1,
-//! `restartPolicy` to Never, `cleanPodPolicy` to None, and the framework's port (`tfjob-port`
+//! `restartPolicy` to the framework's (Never, PaddleJob's OnFailure), `cleanPodPolicy` to None, and the framework's port (`tfjob-port`
 //! 2222) is appended to the framework's container (`tensorflow`, else container 0) unless a
 //! port of that name exists. The framework then adds its own (TFJob: `successPolicy` `""`).
 
@@ -18,7 +18,7 @@ pub fn apply<J: TrainingJob>(job: &mut J) {
     let mut normalised = BTreeMap::new();
     for (key, mut replica) in specs {
         let key = J::replica_type(&key).map_or(key, |t| t.key().to_owned());
-        default_replica(J::FRAMEWORK, &mut replica);
+        default_replica(J::FRAMEWORK, J::DEFAULT_RESTART_POLICY, &mut replica);
         normalised.insert(key, replica);
     }
     *job.replica_specs_mut() = normalised;
@@ -30,9 +30,9 @@ pub fn apply<J: TrainingJob>(job: &mut J) {
     job.apply_defaults();
 }
 
-fn default_replica(framework: &Framework, replica: &mut ReplicaSpec) {
+fn default_replica(framework: &Framework, restart: RestartPolicy, replica: &mut ReplicaSpec) {
     replica.replicas.get_or_insert(1);
-    replica.restart_policy.get_or_insert(RestartPolicy::Never);
+    replica.restart_policy.get_or_insert(restart);
     let Some(pod) = replica.template.spec.as_mut() else {
         return;
     };
