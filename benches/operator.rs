@@ -145,7 +145,11 @@ fn usage(pid: u32) -> Option<(f64, f64)> {
 }
 
 fn job(name: &str) -> Result<TFJob, Error> {
-    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] } });
+    // The bench plays the kubelet: kwok is asked to leave these pods Running.
+    let template = json!({
+        "metadata": { "annotations": { "mlkube.io/simulate": "manual" } },
+        "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
+    });
     Ok(serde_json::from_value(json!({
         "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
         "spec": { "tfReplicaSpecs": {

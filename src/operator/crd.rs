@@ -26,7 +26,8 @@ pub fn definition() -> CustomResourceDefinition {
 }
 
 /// A framework's CRD: kube's derive output plus the rules that need what the types alone do
-/// not know: the object's name (only a rule at the root of the schema sees it) and the
+/// not know: the object's name (only a rule at the root of the schema sees it), which must also
+/// leave room in the pods' and services' names for the replica type and index, and the
 /// framework's container, which every replica's pod template must have.
 pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefinition {
     let mut crd = J::crd();
@@ -43,7 +44,15 @@ pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefi
             "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
             "the name must be a DNS-1035 label: lower-case letters, digits and '-', starting with a letter, at most 63 characters",
         );
-        if let Some(template) = pod_spec_schema(schema, J::FRAMEWORK.replica_specs_field) {
+        let specs = J::FRAMEWORK.replica_specs_field;
+        add_rule(
+            schema,
+            &format!(
+                "self.spec.{specs}.all(k, size(self.metadata.name) + size(k) + size(string((has(self.spec.{specs}[k].replicas) ? self.spec.{specs}[k].replicas : 1) - 1)) + 2 <= 63)"
+            ),
+            "the name is too long for its pods and services, named <name>-<replica type>-<index>: at most 63 characters",
+        );
+        if let Some(template) = pod_spec_schema(schema, specs) {
             let container = J::FRAMEWORK.container;
             add_rule(
                 template,

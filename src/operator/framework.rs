@@ -136,6 +136,10 @@ pub trait TrainingJob:
         false
     }
 
+    /// Upstream's condition message for this outcome, word for word (they differ between
+    /// frameworks, and tools match them).
+    fn message(&self, outcome: Outcome) -> String;
+
     /// Whether this replica carries the `training.kubeflow.org/job-role=master` label.
     fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool;
 
@@ -165,6 +169,18 @@ pub trait TrainingJob:
     fn replicas_of(&self, rtype: ReplicaType) -> Option<i32> {
         self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
     }
+}
+
+/// A job state whose condition message each framework words its own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Running,
+    Succeeded,
+    /// `replicas` pods of `rtype` failed and will not run again.
+    Failed {
+        replicas: usize,
+        rtype: ReplicaType,
+    },
 }
 
 /// Where a job's pods run, for addressing each other.

@@ -86,18 +86,48 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
     Operator { task, metrics }
 }
 
-/// A TFJob from `examples/`, placed in the test namespace.
-fn example(file: &str) -> TFJob {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(file);
+/// The annotation that asks the local cluster's kwok to leave a pod Running: these tests play
+/// the kubelet themselves by patching pod statuses.
+pub(crate) const SIMULATE: &str = "mlkube.io/simulate";
+
+/// Mark every pod template of a job of any kind as driven by hand (see [`SIMULATE`]).
+pub(crate) fn driven_by_hand(mut job: serde_json::Value) -> serde_json::Value {
+    let specs = job
+        .get_mut("spec")
+        .and_then(serde_json::Value::as_object_mut)
+        .into_iter()
+        .flat_map(|spec| spec.iter_mut())
+        .filter(|(field, _)| field.ends_with("ReplicaSpecs"))
+        .filter_map(|(_, specs)| specs.as_object_mut());
+    for replicas in specs {
+        for replica in replicas.values_mut() {
+            replica["template"]["metadata"]["annotations"][SIMULATE] = json!("manual");
+        }
+    }
+    job
+}
+
+/// A job from `examples/` (in the repository, or `dir` elsewhere), driven by hand.
+pub(crate) fn example_in<K: serde::de::DeserializeOwned>(dir: &Path, file: &str) -> K {
+    let path = dir.join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{} is not a TFJob: {e}", path.display()))
+    let value: serde_json::Value = serde_yaml::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+    serde_json::from_value(driven_by_hand(value))
+        .unwrap_or_else(|e| panic!("{} is not a job: {e}", path.display()))
+}
+
+/// A TFJob from `examples/`, driven by hand.
+fn example(file: &str) -> TFJob {
+    example_in(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
+        file,
+    )
 }
 
 fn tfjob(value: serde_json::Value) -> TFJob {
-    serde_json::from_value(value).expect("a valid TFJob")
+    serde_json::from_value(driven_by_hand(value)).expect("a valid TFJob")
 }
 
 /// A job of `workers` workers (and `ps` parameter servers) with extra run policy fields.
@@ -392,7 +422,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let _operator = start_operator(&ns).await;
     let jobs = submit(
         &ns,
-        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 1 })),
+        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 2 })),
     )
     .await;
     let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
@@ -409,7 +439,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let job = jobs.get("flaky").await.unwrap();
     assert_eq!(job.status.unwrap().replica_statuses["Worker"].restarts, 1);
 
-    // The second restart would pass backoffLimit 1: the job fails, and says why.
+    // The second restart would reach backoffLimit 2: the job fails, and says why.
     exit(&ns, "flaky-worker-1", 137).await;
     let job = await_condition_type(&jobs, "flaky", "Failed", TIMEOUT).await;
     let message = job
@@ -681,6 +711,34 @@ async fn the_api_server_rejects_invalid_tfjobs() {
             .expect_err(name);
         assert!(err.to_string().contains(expected), "{name}: {err}");
     }
+}
+
+#[tokio::test]
+async fn regression_a_name_too_long_for_its_pods_and_services_is_rejected() {
+    let ns = TestNamespace::new("op-long-name").await;
+    install_crd(&ns.client).await;
+    let jobs = Api::<TFJob>::namespaced(ns.client.clone(), &ns.name);
+    let template = json!({ "spec": { "containers": [{ "name": "tensorflow", "image": "tf:1" }] } });
+    // 54 characters: `-worker-9` still fits in 63, `-worker-10` does not.
+    let name = "a".repeat(54);
+    let job = |workers: i32| {
+        tfjob(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
+            "spec": { "tfReplicaSpecs": { "Worker": { "replicas": workers, "template": template } } }
+        }))
+    };
+    let err = jobs
+        .create(&PostParams::default(), &job(11))
+        .await
+        .expect_err("eleven workers do not fit");
+    assert!(
+        err.to_string()
+            .contains("too long for its pods and services"),
+        "{err}"
+    );
+    jobs.create(&PostParams::default(), &job(10))
+        .await
+        .expect("ten workers fit");
 }
 
 #[tokio::test]
@@ -1289,6 +1347,7 @@ fn left_behind_worker(job: &str, index: i32) -> Pod {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": format!("{job}-worker-{index}"),
+            "annotations": { SIMULATE: "manual" },
             "labels": {
                 "training.kubeflow.org/operator-name": "tfjob-controller",
                 "training.kubeflow.org/job-name": job,

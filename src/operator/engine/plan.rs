@@ -6,16 +6,17 @@
 //! A finished job only gets its cleanPodPolicy applied and its TTL checked. A suspended job
 //! loses its pods and services. Otherwise every replica index gets a pod and a service; failed
 //! pods are restarted or fail the job by their replica's restartPolicy; then the job is
-//! Succeeded (the framework decides: for TFJob the Chief/Master, else workers), Failed (a replica failed for good, the
-//! backoff limit or the active deadline was passed), Restarting or Running.
+//! Succeeded (the framework decides: for TFJob the Chief/Master, else workers), Failed (a
+//! replica failed for good, the backoff limit or the active deadline was passed), Restarting
+//! or Running.
 //!
 //! # Where this differs from upstream, on purpose
 //! - A succeeded index is remembered in `replicaStatuses[t].succeededIndexes` and never run
 //!   again, even when its pod has been garbage-collected.
 //! - Restarts by recreation (ExitCode, OnFailure, Always) are counted in
 //!   `replicaStatuses[t].restarts` and count toward `backoffLimit` with the kubelet's container
-//!   restarts. The job fails when the total would pass the limit: `backoffLimit: N` allows N
-//!   restarts (upstream fails at N for kubelet restarts and never for recreations).
+//!   restarts. The job fails when the total reaches the limit, as upstream does for kubelet
+//!   restarts and a Kubernetes Job for its pods (upstream never counts recreations).
 //! - Success is decided before failures: a job whose Chief succeeded is Succeeded, whatever
 //!   the workers do after.
 //! - `replicas: 0` means no pods and no services.
@@ -23,7 +24,10 @@
 //!   failed, which failed ExitCode jobs on exit code 137); its index waits until it is gone.
 //! - The active deadline returns a requeue at the deadline, and passing it (or the backoff
 //!   limit) stops the running pods, as a Kubernetes Job does, whatever the cleanPodPolicy.
-//! - Failure messages say why: `Evicted`, `OOMKilled`, `exit code N of container C`.
+//! - Condition messages are upstream's, word for word, then say why: `Evicted`,
+//!   `OOMKilled`, `exit code N of container C`.
+//! - A job whose pod and service names would be longer than 63 characters fails at once
+//!   (upstream's service create fails every time, and the job stays Created).
 //!
 //! # Assumptions
 //! The caller passes only the job's own pods and services (controller owner reference), and
@@ -43,7 +47,7 @@ use super::observe::{
     self, Deletion, Observation, Observed, ReplicaPods, Slot, failure_reason, phase, terminating,
 };
 use crate::operator::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy};
-use crate::operator::framework::{ReplicaType, TrainingJob};
+use crate::operator::framework::{Outcome, ReplicaType, TrainingJob};
 
 /// An event to record on the job.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,8 +95,8 @@ impl Plan {
 /// What the replicas add up to, for the decision.
 #[derive(Default)]
 struct Tally<'a> {
-    /// Per replica type, the indexes that failed for good, with why.
-    permanent_failures: Vec<(ReplicaType, Vec<String>)>,
+    /// Per replica type, its restart policy and the indexes that failed for good, with why.
+    permanent_failures: Vec<(ReplicaType, RestartPolicy, Vec<String>)>,
     /// Failed pods to delete and run again, with why.
     restarts_wanted: Vec<(ReplicaType, &'a Pod, String)>,
     /// Restarts so far, by the operator and by the kubelet.
@@ -105,8 +109,6 @@ struct Tally<'a> {
 struct Job<'a, J> {
     job: &'a J,
     name: String,
-    /// `namespace/name`.
-    full_name: String,
     kind: &'static str,
     clean_pod_policy: CleanPodPolicy,
 }
@@ -131,7 +133,6 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
     let run_policy = job.run_policy().cloned().unwrap_or_default();
     let job = Job {
         job,
-        full_name: format!("{}/{name}", job.namespace().unwrap_or_default()),
         name,
         kind: J::FRAMEWORK.kind,
         clean_pod_policy: run_policy.clean_pod_policy.unwrap_or(CleanPodPolicy::None),
@@ -157,8 +158,18 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
         suspend(&job, observed, now, &mut plan);
         return plan;
     }
+    if let Some(longest) = name_too_long(job.job) {
+        let message = format!(
+            "{} {} has failed because its name is too long: pod and service {longest} would have {} characters, more than {MAX_NAME}",
+            job.kind,
+            job.name,
+            longest.len()
+        );
+        fail(&job, observed, now, &mut plan, message, true);
+        return plan;
+    }
     if cond::is_true(&plan.status, cond::SUSPENDED) {
-        let message = format!("{} {} is resumed.", job.kind, job.full_name);
+        let message = format!("{} {} is resumed.", job.kind, job.name);
         let reason = job.reason("Resumed");
         cond::set(
             &mut plan.status,
@@ -299,7 +310,7 @@ fn tally_replica<'a, J: TrainingJob>(
     .unwrap_or(i32::MAX);
     status.succeeded_indexes = succeeded_indexes.into_iter().collect();
     if !failures.is_empty() {
-        tally.permanent_failures.push((rtype, failures));
+        tally.permanent_failures.push((rtype, policy, failures));
     }
     status
 }
@@ -348,7 +359,7 @@ fn decide<J: TrainingJob>(
 ) {
     // Success first: a job whose Chief (or workers) succeeded is done, whatever else failed.
     if job.job.succeeded(&plan.status) {
-        let message = format!("{} {} successfully completed.", job.kind, job.full_name);
+        let message = job.job.message(Outcome::Succeeded);
         let reason = job.reason("Succeeded");
         cond::set(
             &mut plan.status,
@@ -370,29 +381,36 @@ fn decide<J: TrainingJob>(
     let permanent = tally
         .permanent_failures
         .iter()
-        .find(|(rtype, _)| !job.job.tolerates_failures_of(*rtype));
-    if let Some((rtype, failures)) = permanent {
-        let message = format!(
-            "{} {} has failed because {} {} replica(s) failed: {}",
-            job.kind,
-            job.full_name,
-            failures.len(),
-            rtype.key(),
-            failures.join("; ")
-        );
+        .find(|(rtype, _, _)| !job.job.tolerates_failures_of(*rtype));
+    if let Some(&(rtype, policy, ref failures)) = permanent {
+        // Upstream words a failure by exit code in its shared pod handling, and that message
+        // stays: a condition is not rewritten with the same reason.
+        let upstream = if policy == RestartPolicy::ExitCode {
+            format!(
+                "job \"{}\" is failing because \"{rtype}\" replica(s) failed.",
+                job.name
+            )
+        } else {
+            job.job.message(Outcome::Failed {
+                replicas: failures.len(),
+                rtype,
+            })
+        };
+        let message = format!("{upstream} {}", failures.join("; "));
         fail(job, observed, now, plan, message, false);
         return;
     }
 
     let run_policy = job.run_policy();
     let wanted = i32::try_from(tally.restarts_wanted.len()).unwrap_or(i32::MAX);
+    let restarts = tally.restart_total.saturating_add(wanted);
     if let Some(limit) = run_policy.backoff_limit
-        && tally.restart_total + wanted > limit
+        && restarts > 0
+        && restarts >= limit
     {
         let message = format!(
-            "Job {} has failed because it has reached the specified backoff limit: {} restarts, limit {limit}",
+            "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}",
             job.name,
-            tally.restart_total + wanted
         );
         fail(job, observed, now, plan, message, true);
         return;
@@ -424,7 +442,7 @@ fn decide<J: TrainingJob>(
     }
 
     if job.job.running(&plan.status) {
-        let message = format!("{} {} is running.", job.kind, job.full_name);
+        let message = job.job.message(Outcome::Running);
         cond::set(
             &mut plan.status,
             cond::RUNNING,
@@ -461,10 +479,8 @@ fn restart<J: TrainingJob>(
         .map(|(t, p, why)| format!("{} {}: {why}", t.lower(), p.name_any()))
         .collect();
     let message = format!(
-        "{} {} is restarting because {count} {} replica(s) failed: {}",
-        job.kind,
-        job.full_name,
-        rtype.key(),
+        "job {} is restarting because {rtype} replica(s) failed. {count} restarted: {}",
+        job.name,
         reasons.join("; ")
     );
     let reason = job.reason("Restarting");
@@ -477,6 +493,18 @@ fn restart<J: TrainingJob>(
         now,
     );
     plan.record(true, reason, message);
+}
+
+/// The most characters a pod's or service's name may have (a DNS-1035 label, for the service).
+pub const MAX_NAME: usize = 63;
+
+/// The longest of the job's pod and service names, if it is too long for a service.
+fn name_too_long<J: TrainingJob>(job: &J) -> Option<String> {
+    let name = job.name_any();
+    job.replicas()
+        .map(|(rtype, spec)| build::name(&name, rtype, spec.replicas.unwrap_or(1).max(1) - 1))
+        .max_by_key(String::len)
+        .filter(|longest| longest.len() > MAX_NAME)
 }
 
 fn seconds_between(from: &Time, to: &Time) -> i64 {
@@ -576,7 +604,7 @@ fn suspend<J: TrainingJob>(job: &Job<'_, J>, observed: Observed<'_>, now: &Time,
     for status in plan.status.replica_statuses.values_mut() {
         status.active = 0;
     }
-    let message = format!("{} {} is suspended.", job.kind, job.full_name);
+    let message = format!("{} {} is suspended.", job.kind, job.name);
     let reason = job.reason("Suspended");
     cond::set_false_if_present(&mut plan.status, cond::RUNNING, &reason, &message, now);
     cond::set_false_if_present(&mut plan.status, cond::RESTARTING, &reason, &message, now);
@@ -755,12 +783,9 @@ mod tests {
             plan.status.conditions.last().unwrap().reason.as_deref(),
             Some("TFJobFailed")
         );
-        assert!(
-            message(&plan).contains(
-                "1 Worker replica(s) failed: worker 1: exit code 3 of container tensorflow"
-            ),
-            "{}",
-            message(&plan)
+        assert_eq!(
+            message(&plan),
+            "TFJob ns/j has failed because 1 Worker replica(s) failed. worker 1: exit code 3 of container tensorflow"
         );
         assert!(plan.events.iter().any(|e| e.reason == "ExitedWithCode"));
     }
@@ -861,8 +886,8 @@ mod tests {
             .run_policy(|r| r.backoff_limit = Some(2))
             .build();
         let mut job = job;
-        // Two restarts are allowed; the pod is recreated each time (the count survives that).
-        for round in 1..=2 {
+        // The first restart is allowed; the pod is recreated (the count survives that).
+        for round in 1..=1 {
             let pods = [
                 pod(&job, W, 0).failed(137).build(),
                 pod(&job, PS, 0).running().build(),
@@ -881,7 +906,7 @@ mod tests {
             pod(&job, W, 0).failed(137).build(),
             pod(&job, PS, 0).running().build(),
         ];
-        let plan = run(&job, &pods, 3);
+        let plan = run(&job, &pods, 2);
         assert_eq!(last(&plan), ("Failed", "True"));
         assert!(
             message(&plan).contains("backoff limit"),
@@ -900,12 +925,12 @@ mod tests {
             .run_policy(|r| r.backoff_limit = Some(2))
             .build();
         let pods = [
-            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 0).running().restarts(1).build(),
             pod(&job, W, 1).running().build(),
         ];
         assert_eq!(last(&run(&job, &pods, 1)), ("Running", "True"));
         let pods = [
-            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 0).running().restarts(1).build(),
             pod(&job, W, 1).running().restarts(1).build(),
         ];
         assert_eq!(last(&run(&job, &pods, 1)), ("Failed", "True"));
@@ -1126,5 +1151,123 @@ mod tests {
         let second = run(&job, &pods, 2);
         assert_eq!(second.status, first.status);
         assert!(second.events.is_empty() && second.transitions.is_empty());
+    }
+
+    #[test]
+    fn regression_backoff_limit_fails_the_job_when_the_restarts_reach_it() {
+        let job = job("j")
+            .replica("Worker", 2)
+            .restart("Worker", RestartPolicy::OnFailure)
+            .run_policy(|r| r.backoff_limit = Some(3))
+            .build();
+        let restarted = |count| {
+            [
+                pod(&job, W, 0).running().restarts(count).build(),
+                pod(&job, W, 1).running().build(),
+            ]
+        };
+        assert_eq!(last(&run(&job, &restarted(2), 1)), ("Running", "True"));
+        let plan = run(&job, &restarted(3), 1);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert_eq!(
+            message(&plan),
+            "Job j has failed because it has reached the specified backoff limit: 3 restarts, limit 3"
+        );
+
+        // A recreation that makes the count reach the limit is not made.
+        let first = run(&job, &restarted(2), 1);
+        let job = after(job.clone(), &first);
+        let pods = [
+            pod(&job, W, 0).running().restarts(2).build(),
+            pod(&job, W, 1).failed_by("Evicted").build(),
+        ];
+        let plan = run(&job, &pods, 2);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(plan.create_pods.is_empty());
+    }
+
+    #[test]
+    fn regression_condition_messages_are_upstreams_word_for_word_then_ours() {
+        let job = job("j").replica("Worker", 2).build();
+        let running = [
+            pod(&job, W, 0).running().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(message(&run(&job, &running, 1)), "TFJob ns/j is running.");
+        let created = plan(
+            &job,
+            Observed {
+                pods: &[],
+                services: &[],
+            },
+            &at(0),
+        );
+        assert_eq!(message(&created), "TFJob j is created.");
+
+        let mut suspended = job.clone();
+        suspended.spec.run_policy.as_mut().unwrap().suspend = Some(true);
+        let plan = run(&suspended, &running, 2);
+        assert_eq!(message(&plan), "TFJob j is suspended.");
+        let resumed = run(&after(job.clone(), &plan), &[], 3);
+        let condition = resumed
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Suspended")
+            .unwrap();
+        assert_eq!(condition.message.as_deref(), Some("TFJob j is resumed."));
+
+        let restarting = job_with_restarts(RestartPolicy::OnFailure);
+        let pods = [
+            pod(&restarting, W, 0).running().build(),
+            pod(&restarting, W, 1).failed(137).build(),
+        ];
+        assert_eq!(
+            message(&run(&restarting, &pods, 1)),
+            "job j is restarting because Worker replica(s) failed. 1 restarted: worker j-worker-1: OOMKilled: exit code 137 of container tensorflow"
+        );
+        let exit_code = job_with_restarts(RestartPolicy::ExitCode);
+        let pods = [
+            pod(&exit_code, W, 0).running().build(),
+            pod(&exit_code, W, 1).failed(2).build(),
+        ];
+        assert_eq!(
+            message(&run(&exit_code, &pods, 1)),
+            "job \"j\" is failing because \"Worker\" replica(s) failed. worker 1: exit code 2 of container tensorflow"
+        );
+        let pods = [
+            pod(&job, W, 0).succeeded().build(),
+            pod(&job, W, 1).running().build(),
+        ];
+        assert_eq!(
+            message(&run(&job, &pods, 1)),
+            "TFJob ns/j successfully completed."
+        );
+    }
+
+    fn job_with_restarts(policy: RestartPolicy) -> TFJob {
+        job("j")
+            .replica("Worker", 2)
+            .restart("Worker", policy)
+            .build()
+    }
+
+    #[test]
+    fn regression_a_name_too_long_for_its_services_fails_the_job_at_once() {
+        // 54 characters: `-worker-9` still fits in 63, `-worker-10` does not.
+        let name = "a".repeat(54);
+        let fits = job(&name).replica("Worker", 10).build();
+        assert_eq!(run(&fits, &[], 0).create_pods.len(), 10);
+
+        let too_long = job(&name).replica("Worker", 11).build();
+        let plan = run(&too_long, &[], 0);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert!(plan.create_pods.is_empty() && plan.create_services.is_empty());
+        assert_eq!(
+            message(&plan),
+            format!(
+                "TFJob {name} has failed because its name is too long: pod and service {name}-worker-10 would have 64 characters, more than 63"
+            )
+        );
     }
 }

@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
-use crate::operator::framework::{Framework, Placement, ReplicaType, TrainingJob};
+use crate::operator::framework::{Framework, Outcome, Placement, ReplicaType, TrainingJob};
 
 pub use tf_config::ENV_NAME;
 
@@ -190,6 +190,21 @@ impl TrainingJob for TFJob {
 
     fn tolerates_failures_of(&self, rtype: ReplicaType) -> bool {
         self.spec.enable_dynamic_worker == Some(true) && rtype == WORKER
+    }
+
+    fn message(&self, outcome: Outcome) -> String {
+        let job = format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default()
+        );
+        match outcome {
+            Outcome::Running => format!("TFJob {job} is running."),
+            Outcome::Succeeded => format!("TFJob {job} successfully completed."),
+            Outcome::Failed { replicas, rtype } => {
+                format!("TFJob {job} has failed because {replicas} {rtype} replica(s) failed.")
+            }
+        }
     }
 
     /// Chief/Master, else worker 0 when the job has neither.
