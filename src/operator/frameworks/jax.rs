@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
 use crate::operator::engine::build;
 use crate::operator::framework::{
-    Framework, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var, job_accessors,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
+    job_accessors,
 };
 
 pub const WORKER: ReplicaType = ReplicaType::new("Worker", "worker");
@@ -85,6 +86,19 @@ impl TrainingJob for JAXJob {
 
     fn running(&self, status: &JobStatus) -> bool {
         active(status, WORKER) > 0
+    }
+
+    /// Upstream's words.
+    fn message(&self, outcome: Outcome) -> String {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
+        match outcome {
+            Outcome::Running => format!("JAXJob {namespace}/{name} is running."),
+            Outcome::Succeeded => format!("JAXJob {namespace}/{name} successfully completed."),
+            Outcome::Failed { replicas, rtype } => {
+                format!("JAXJob {name} is failed because {replicas} {rtype} replica(s) failed.")
+            }
+        }
     }
 
     /// Upstream labels index 0 of every type master; JAXJob has Workers only.
@@ -165,5 +179,26 @@ mod tests {
         assert!(job.running(&status_with(&[("Worker", active(1))])));
         assert!(job.is_master_role(WORKER, 0));
         assert!(!job.is_master_role(WORKER, 1));
+    }
+
+    #[test]
+    fn messages_are_upstreams() {
+        let job: JAXJob = defaulted(EXAMPLE);
+        assert_eq!(
+            job.message(Outcome::Running),
+            "JAXJob kubeflow/jaxjob-simple is running."
+        );
+        assert_eq!(
+            job.message(Outcome::Succeeded),
+            "JAXJob kubeflow/jaxjob-simple successfully completed."
+        );
+        let failed = Outcome::Failed {
+            replicas: 1,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(failed),
+            "JAXJob jaxjob-simple is failed because 1 Worker replica(s) failed."
+        );
     }
 }

@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
 use crate::operator::framework::{
-    Framework, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var, job_accessors,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
+    job_accessors,
 };
 
 pub const SCHEDULER: ReplicaType = ReplicaType::new("Scheduler", "scheduler");
@@ -122,6 +123,18 @@ impl TrainingJob for MXJob {
     fn running(&self, status: &JobStatus) -> bool {
         self.leader()
             .is_some_and(|leader| active(status, leader) > 0)
+    }
+
+    /// Upstream's words.
+    fn message(&self, outcome: Outcome) -> String {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        match outcome {
+            Outcome::Running => format!("MXJob {name} is running."),
+            Outcome::Succeeded => format!("MXJob {name} is successfully completed."),
+            Outcome::Failed { replicas, rtype } => {
+                format!("mxjob {name} is failed because {replicas} {rtype} replica(s) failed.")
+            }
+        }
     }
 
     /// Upstream labels the Servers master.
@@ -263,5 +276,23 @@ mod tests {
         let tune: MXJob = defaulted(TUNE);
         assert!(!tune.succeeded(&status_with(&[("TunerTracker", succeeded(&[0]))])));
         assert!(tune.succeeded(&status_with(&[("Tuner", succeeded(&[0]))])));
+    }
+
+    #[test]
+    fn messages_are_upstreams() {
+        let job: MXJob = defaulted(TRAIN);
+        assert_eq!(job.message(Outcome::Running), "MXJob mxnet-job is running.");
+        assert_eq!(
+            job.message(Outcome::Succeeded),
+            "MXJob mxnet-job is successfully completed."
+        );
+        let failed = Outcome::Failed {
+            replicas: 1,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(failed),
+            "mxjob mxnet-job is failed because 1 Worker replica(s) failed."
+        );
     }
 }

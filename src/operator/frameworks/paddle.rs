@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::engine::build;
 use crate::operator::framework::{
-    Framework, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var, job_accessors,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
+    job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -135,6 +136,25 @@ impl TrainingJob for PaddleJob {
 
     fn running(&self, status: &JobStatus) -> bool {
         active(status, self.leader()) > 0
+    }
+
+    /// Upstream's words.
+    fn message(&self, outcome: Outcome) -> String {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
+        // Upstream words a job with a Master one way and one without another.
+        let with_master = self.leader() == MASTER;
+        match outcome {
+            Outcome::Running if with_master => format!("PaddleJob {name} is running."),
+            Outcome::Running => format!("PaddleJob {namespace}/{name} is running."),
+            Outcome::Succeeded if with_master => {
+                format!("PaddleJob {name} is successfully completed.")
+            }
+            Outcome::Succeeded => format!("PaddleJob {namespace}/{name} successfully completed."),
+            Outcome::Failed { replicas, rtype } => {
+                format!("PaddleJob {name} is failed because {replicas} {rtype} replica(s) failed.")
+            }
+        }
     }
 
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
@@ -308,5 +328,35 @@ mod tests {
         assert!(!job.succeeded(&status_with(&[("Worker", succeeded(&[0, 1]))])));
         assert!(job.succeeded(&status_with(&[("Master", succeeded(&[0, 1]))])));
         assert!(job.is_master_role(MASTER, 0));
+    }
+
+    #[test]
+    fn messages_are_upstreams_worded_by_whether_there_is_a_master() {
+        let job: PaddleJob = defaulted(EXAMPLE);
+        assert_eq!(
+            job.message(Outcome::Running),
+            "PaddleJob kubeflow/paddle-simple-cpu is running."
+        );
+        assert_eq!(
+            job.message(Outcome::Succeeded),
+            "PaddleJob kubeflow/paddle-simple-cpu successfully completed."
+        );
+        let job = with_master();
+        assert_eq!(
+            job.message(Outcome::Running),
+            "PaddleJob paddle-simple-cpu is running."
+        );
+        assert_eq!(
+            job.message(Outcome::Succeeded),
+            "PaddleJob paddle-simple-cpu is successfully completed."
+        );
+        let failed = Outcome::Failed {
+            replicas: 1,
+            rtype: MASTER,
+        };
+        assert_eq!(
+            job.message(failed),
+            "PaddleJob paddle-simple-cpu is failed because 1 Master replica(s) failed."
+        );
     }
 }

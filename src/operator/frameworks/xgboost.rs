@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
 use crate::operator::engine::build;
 use crate::operator::framework::{
-    Framework, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var, job_accessors,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
+    job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -95,6 +96,18 @@ impl TrainingJob for XGBoostJob {
 
     fn running(&self, status: &JobStatus) -> bool {
         active(status, MASTER) > 0
+    }
+
+    /// Upstream's words.
+    fn message(&self, outcome: Outcome) -> String {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        match outcome {
+            Outcome::Running => format!("XGBoostJob {name} is running."),
+            Outcome::Succeeded => format!("XGBoostJob {name} is successfully completed."),
+            Outcome::Failed { replicas, rtype } => {
+                format!("XGBoostJob {name} is failed because {replicas} {rtype} replica(s) failed.")
+            }
+        }
     }
 
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
@@ -220,5 +233,27 @@ mod tests {
         assert!(!job.running(&status_with(&[("Worker", active(2))])));
         assert!(job.is_master_role(MASTER, 0));
         assert!(!job.is_master_role(WORKER, 0));
+    }
+
+    #[test]
+    fn messages_are_upstreams() {
+        let job = example();
+        let name = "xgboost-dist-iris-test-train";
+        assert_eq!(
+            job.message(Outcome::Running),
+            format!("XGBoostJob {name} is running.")
+        );
+        assert_eq!(
+            job.message(Outcome::Succeeded),
+            format!("XGBoostJob {name} is successfully completed.")
+        );
+        let failed = Outcome::Failed {
+            replicas: 2,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(failed),
+            format!("XGBoostJob {name} is failed because 2 Worker replica(s) failed.")
+        );
     }
 }
