@@ -1,12 +1,15 @@
 //! The operator at scale: 1,000 TFJobs of 1 PS + 3 workers (4,000 pods, 4,000 services) on the
-//! local control plane. A benchmark, not a timed test.
+//! local control plane, or with `FRAMEWORK=pytorch` 1,000 PyTorchJobs of 1 Master + 3 workers.
+//! A benchmark, not a timed test.
 //!
 //!     cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
 //!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=32 by default
+//!     FRAMEWORK=pytorch cargo bench --bench operator
 //!
 //! It starts the release `mlkube operator` as a child process scoped to a fresh namespace,
 //! submits the jobs, and measures: the time until every pod exists, until every job is Running,
-//! then (after playing the kubelet and completing every worker) until every job is Succeeded;
+//! then (after playing the kubelet and completing every worker, and the Master) until every job
+//! is Succeeded;
 //! and the operator's peak RSS and CPU seconds from /proc. Prints a Markdown table on stdout,
 //! progress on stderr.
 //!
@@ -26,8 +29,10 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use mlkube::operator::crd;
+use mlkube::operator::framework::TrainingJob;
+use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::frameworks::{self, Registered};
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -119,12 +124,8 @@ async fn until(
     }
 }
 
-fn last_condition(job: &TFJob) -> Option<&str> {
-    job.status
-        .as_ref()?
-        .conditions
-        .last()
-        .map(|c| c.type_.as_str())
+fn last_condition<J: TrainingJob>(job: &J) -> Option<&str> {
+    job.status()?.conditions.last().map(|c| c.type_.as_str())
 }
 
 /// (peak RSS in MB, CPU seconds) of a process, from /proc.
@@ -144,19 +145,36 @@ fn usage(pid: u32) -> Option<(f64, f64)> {
     Some((peak_kb / 1024.0, ticks / 100.0))
 }
 
-fn job(name: &str) -> Result<TFJob, Error> {
+/// A job of 4 pods, 3 of them workers: TFJob 1 PS + 3 workers, PyTorchJob 1 Master + 3 workers.
+fn job<J: TrainingJob>(name: &str) -> Result<J, Error> {
+    let framework = J::FRAMEWORK;
+    let container = framework.container;
     // The bench plays the kubelet: kwok is asked to leave these pods Running.
     let template = json!({
         "metadata": { "annotations": { "mlkube.io/simulate": "manual" } },
-        "spec": { "containers": [{ "name": "tensorflow", "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
+        "spec": { "containers": [{ "name": container, "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
     });
+    let first = if framework.kind == "PyTorchJob" {
+        "Master"
+    } else {
+        "PS"
+    };
     Ok(serde_json::from_value(json!({
-        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
-        "spec": { "tfReplicaSpecs": {
-            "PS": { "replicas": 1, "template": template },
+        "apiVersion": "kubeflow.org/v1", "kind": framework.kind, "metadata": { "name": name },
+        "spec": { (framework.replica_specs_field): {
+            first: { "replicas": 1, "template": template },
             "Worker": { "replicas": 3, "template": template }
         } }
     }))?)
+}
+
+/// The pods whose completion completes a job: its workers, and its Master if it has one.
+fn finishers(framework: &Registered, job: usize) -> Vec<String> {
+    let mut pods: Vec<String> = (0..3).map(|w| format!("bench-{job}-worker-{w}")).collect();
+    if framework.framework.kind == "PyTorchJob" {
+        pods.push(format!("bench-{job}-master-0"));
+    }
+    pods
 }
 
 #[tokio::main]
@@ -164,24 +182,24 @@ async fn main() -> Result<(), Error> {
     // `cargo bench` passes `--bench`; nothing else is understood.
     let jobs_wanted = setting("JOBS", 1000);
     let concurrency = setting("CONCURRENCY", 32);
+    let name = std::env::var("FRAMEWORK").unwrap_or_else(|_| "tensorflow".to_owned());
+    let framework = frameworks::by_name(&name).ok_or_else(|| format!("no framework {name}"))?;
+    let crd = (framework.crd)();
+    let crd_name = crd.metadata.name.clone().unwrap_or_default();
     let client = Client::try_default()
         .await
         .map_err(|e| format!("no cluster: {e}; run `eval \"$(cluster/local-cluster.sh env)\"`"))?;
 
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     crds.patch(
-        "tfjobs.kubeflow.org",
+        &crd_name,
         &PatchParams::apply("mlkube-operator-bench").force(),
-        &Patch::Apply(crd::definition()),
+        &Patch::Apply(crd),
     )
     .await?;
     tokio::time::timeout(
         Duration::from_secs(60),
-        await_condition(
-            crds,
-            "tfjobs.kubeflow.org",
-            conditions::is_crd_established(),
-        ),
+        await_condition(crds, &crd_name, conditions::is_crd_established()),
     )
     .await??;
 
@@ -209,12 +227,16 @@ async fn main() -> Result<(), Error> {
             "127.0.0.1:0",
         ])
         .args(["--concurrency", &concurrency.to_string()])
+        .args(["--frameworks", &name])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
     let pid = operator.id();
 
-    let result = measure(&client, &ns, jobs_wanted).await;
+    let result = match framework.framework.kind {
+        "PyTorchJob" => measure::<PyTorchJob>(&client, &ns, jobs_wanted, framework).await,
+        _ => measure::<TFJob>(&client, &ns, jobs_wanted, framework).await,
+    };
 
     let (rss, cpu) = usage(pid).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
@@ -223,7 +245,15 @@ async fn main() -> Result<(), Error> {
     let times = result?;
     until_no_bench_namespace(&namespaces).await?;
 
-    println!("| {jobs_wanted} TFJobs (1 PS + 3 workers), concurrency {concurrency} | |");
+    let shape = if framework.framework.kind == "PyTorchJob" {
+        "1 Master + 3 workers"
+    } else {
+        "1 PS + 3 workers"
+    };
+    println!(
+        "| {jobs_wanted} {}s ({shape}), concurrency {concurrency} | |",
+        framework.framework.kind
+    );
     println!("|---|---|");
     for (what, took) in &times {
         println!("| {what} | {:.1} s |", took.as_secs_f64());
@@ -233,12 +263,13 @@ async fn main() -> Result<(), Error> {
     Ok(())
 }
 
-async fn measure(
+async fn measure<J: TrainingJob>(
     client: &Client,
     ns: &str,
     jobs_wanted: usize,
+    framework: &Registered,
 ) -> Result<BTreeMap<&'static str, Duration>, Error> {
-    let jobs_api = Api::<TFJob>::namespaced(client.clone(), ns);
+    let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
     let pods = follow(Api::<PartialObjectMeta<Pod>>::namespaced(
@@ -258,7 +289,7 @@ async fn measure(
         .map(|i| {
             let api = jobs_api.clone();
             async move {
-                api.create(&PostParams::default(), &job(&format!("bench-{i}"))?)
+                api.create(&PostParams::default(), &job::<J>(&format!("bench-{i}"))?)
                     .await
                     .map_err(Error::from)
             }
@@ -286,8 +317,8 @@ async fn measure(
             let state = jobs.state();
             state.len() == jobs_wanted
                 && state.iter().all(|j| {
-                    last_condition(j) == Some("Running")
-                        && j.status.as_ref().is_some_and(|s| {
+                    last_condition(j.as_ref()) == Some("Running")
+                        && j.status().is_some_and(|s| {
                             s.replica_statuses
                                 .get("Worker")
                                 .is_some_and(|w| w.active == 3)
@@ -297,18 +328,19 @@ async fn measure(
         .await?,
     );
 
-    // Play the kubelet: every worker's tensorflow container exits 0.
+    // Play the kubelet: every worker's (and Master's) framework container exits 0.
     let finish = Instant::now();
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let container = framework.framework.container;
     let workers: Vec<String> = (0..jobs_wanted)
-        .flat_map(|i| (0..3).map(move |w| format!("bench-{i}-worker-{w}")))
+        .flat_map(|i| finishers(framework, i))
         .collect();
     let pods_api = Arc::new(pods_api);
     stream::iter(workers)
         .map(|name| {
             let api = pods_api.clone();
             let status = json!({ "status": { "phase": "Succeeded", "containerStatuses": [{
-                "name": "tensorflow", "ready": false, "restartCount": 0, "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
+                "name": container, "ready": false, "restartCount": 0, "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
                 "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now } }
             }] } });
             async move { api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.map_err(Error::from) }
@@ -325,7 +357,7 @@ async fn measure(
         until("every job is Succeeded", finish, limit, || {
             jobs.state()
                 .iter()
-                .filter(|j| last_condition(j) == Some("Succeeded"))
+                .filter(|j| last_condition(j.as_ref()) == Some("Succeeded"))
                 .count()
                 == jobs_wanted
         })

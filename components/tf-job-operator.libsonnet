@@ -1,4 +1,5 @@
-// The TFJob operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 TFJob CRD.
+// The training-job operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 CRDs of the
+// frameworks it runs (TFJob, PyTorchJob).
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'tf-job-operator';
@@ -9,8 +10,9 @@ local healthPort = 8081;
 {
   name: component,
   description: |||
-    The TFJob operator: runs `mlkube operator`, which drives TFJobs (kubeflow.org/v1) to pods and services.
-    Renders the TFJob CRD (crds/tfjobs.kubeflow.org.yaml, generated from the operator's Rust types),
+    The training-job operator: runs `mlkube operator`, which drives TFJobs and PyTorchJobs (kubeflow.org/v1)
+    to pods and services. Renders the CRDs of the `frameworks` it runs (crds/<plural>.kubeflow.org.yaml,
+    generated from the operator's Rust types),
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
     `*`; a ClusterRole/Binding, or a Role/RoleBinding and `--namespace` with deploymentScope
     `namespace`; a Role for leader-election Leases only when leaderElect is on; PodGroup rules only
@@ -30,7 +32,8 @@ local healthPort = 8081;
     replicas: { type: 'integer', default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
     leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
     deploymentScope: { type: 'string', default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
-    installCrd: { type: 'boolean', default: true, description: 'Render the tfjobs.kubeflow.org CRD (off when another owner installs it).' },
+    frameworks: { type: 'array', default: ['tensorflow', 'pytorch'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch. Their CRDs and RBAC rules are rendered.' },
+    installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
   } + u.resourceParams('100m', '128Mi'),
@@ -46,12 +49,24 @@ local healthPort = 8081;
     local name = params.name;
     local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
     local clusterWide = scope == 'cluster';
-    local crd = std.parseYaml(importstr 'mlkube/crds/tfjobs.kubeflow.org.yaml');
+    // Each framework's resource and CRD; importstr needs a literal path.
+    local known = {
+      tensorflow: { resource: 'tfjobs', crd: std.parseYaml(importstr 'mlkube/crds/tfjobs.kubeflow.org.yaml') },
+      pytorch: { resource: 'pytorchjobs', crd: std.parseYaml(importstr 'mlkube/crds/pytorchjobs.kubeflow.org.yaml') },
+    };
+    local frameworks =
+      if std.length(params.frameworks) == 0 then u.fail(component, 'frameworks', 'must name at least one of %s' % std.join(', ', std.objectFields(known)))
+      else [
+        if std.objectHas(known, f) then known[f]
+        else u.fail(component, 'frameworks', 'no framework %s; the frameworks are %s' % [f, std.join(', ', std.objectFields(known))])
+        for f in std.set(params.frameworks)
+      ];
+    local jobs = [f.resource for f in frameworks];
 
     local rules = [
-      { apiGroups: ['kubeflow.org'], resources: ['tfjobs'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-      { apiGroups: ['kubeflow.org'], resources: ['tfjobs/status'], verbs: ['get', 'update', 'patch'] },
-      { apiGroups: ['kubeflow.org'], resources: ['tfjobs/finalizers'], verbs: ['update'] },
+      { apiGroups: ['kubeflow.org'], resources: jobs, verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+      { apiGroups: ['kubeflow.org'], resources: [r + '/status' for r in jobs], verbs: ['get', 'update', 'patch'] },
+      { apiGroups: ['kubeflow.org'], resources: [r + '/finalizers' for r in jobs], verbs: ['update'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
       { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'delete', 'patch'] },
       { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
@@ -86,6 +101,8 @@ local healthPort = 8081;
       ':%d' % metricsPort,
       '--health-addr',
       ':%d' % healthPort,
+      '--frameworks',
+      std.join(',', std.set(params.frameworks)),
     ] + (if clusterWide then [] else ['--namespace', env.namespace])
     + (if params.leaderElect then ['--leader-elect'] else []);
 
@@ -95,7 +112,7 @@ local healthPort = 8081;
       failureThreshold: failures,
     };
 
-    (if params.installCrd then [crd] else [])
+    (if params.installCrd then [f.crd for f in frameworks] else [])
     + [
       {
         apiVersion: 'v1',

@@ -69,7 +69,7 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Validate an environment with a server-side dry run, listing every rejection.
     Validate(ValidateArgs),
-    /// Run the TFJob operator (kubeflow.org/v1) against the cluster.
+    /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob) against the cluster.
     Operator(OperatorArgs),
 }
 
@@ -317,12 +317,15 @@ pub struct OperatorArgs {
     pub metrics_addr: String,
     #[arg(long, value_name = "ADDR", default_value = ":8081")]
     pub health_addr: String,
-    /// How many TFJobs to reconcile at once.
+    /// How many jobs of each framework to reconcile at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub concurrency: u16,
     /// Create a PodGroup per job for this gang scheduler (e.g. volcano, scheduler-plugins).
     #[arg(long, value_name = "NAME")]
     pub gang_scheduler: Option<String>,
+    /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all).
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
+    pub frameworks: Vec<&'static crate::operator::frameworks::Registered>,
     /// After SIGTERM, how long reconciles in flight may take before the process exits
     /// anyway, e.g. 20s, 500ms.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = duration)]
@@ -344,8 +347,28 @@ impl OperatorArgs {
             concurrency: self.concurrency,
             gang_scheduler: self.gang_scheduler,
             shutdown_timeout: self.shutdown_timeout,
+            frameworks: if self.frameworks.is_empty() {
+                crate::operator::frameworks::ALL.iter().collect()
+            } else {
+                let mut chosen = self.frameworks;
+                chosen.sort_by_key(|r| r.framework.name);
+                chosen.dedup_by_key(|r| r.framework.name);
+                chosen
+            },
         }
     }
+}
+
+/// A `--frameworks` name: `tensorflow`, `pytorch`, ...
+fn framework(name: &str) -> Result<&'static crate::operator::frameworks::Registered, String> {
+    use crate::operator::frameworks;
+    frameworks::by_name(name).ok_or_else(|| {
+        let names: Vec<_> = frameworks::names().collect();
+        format!(
+            "no framework {name}; the frameworks are {}",
+            names.join(", ")
+        )
+    })
 }
 
 /// A duration flag: `90s`, `5m`, `1h`, `500ms`, or plain seconds.

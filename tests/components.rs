@@ -187,6 +187,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
     assert_eq!(
         kinds_and_names(&objects),
         [
+            "CustomResourceDefinition pytorchjobs.kubeflow.org",
             "CustomResourceDefinition tfjobs.kubeflow.org",
             "ServiceAccount tf-job-operator",
             "Role tf-job-operator",
@@ -198,7 +199,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "PodDisruptionBudget tf-job-operator",
         ]
     );
-    let args = &objects[7]["spec"]["template"]["spec"]["containers"][0]["args"];
+    let args = &objects[8]["spec"]["template"]["spec"]["containers"][0]["args"];
     assert_eq!(
         args,
         &json!([
@@ -207,6 +208,8 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             ":8080",
             "--health-addr",
             ":8081",
+            "--frameworks",
+            "pytorch,tensorflow",
             "--namespace",
             "kubeflow",
             "--leader-elect"
@@ -242,9 +245,9 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
         })
         .collect();
     insta::assert_yaml_snapshot!(rules, @r#"
-    - "[\"kubeflow.org\"] [\"tfjobs\"] [\"get\",\"list\",\"watch\",\"update\",\"patch\"]"
-    - "[\"kubeflow.org\"] [\"tfjobs/status\"] [\"get\",\"update\",\"patch\"]"
-    - "[\"kubeflow.org\"] [\"tfjobs/finalizers\"] [\"update\"]"
+    - "[\"kubeflow.org\"] [\"pytorchjobs\",\"tfjobs\"] [\"get\",\"list\",\"watch\",\"update\",\"patch\"]"
+    - "[\"kubeflow.org\"] [\"pytorchjobs/status\",\"tfjobs/status\"] [\"get\",\"update\",\"patch\"]"
+    - "[\"kubeflow.org\"] [\"pytorchjobs/finalizers\",\"tfjobs/finalizers\"] [\"update\"]"
     - "[\"\"] [\"pods\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\"] [\"services\"] [\"get\",\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\",\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"

@@ -29,6 +29,16 @@ fn a_listen_address_without_a_colon_is_rejected_with_a_hint() {
 }
 
 #[test]
+fn an_unknown_framework_is_rejected_naming_the_frameworks() {
+    let (code, stderr) = operator(&["--frameworks", "tensorflow,mxnet"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("no framework mxnet; the frameworks are tensorflow, pytorch"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn no_usable_kubeconfig_says_how_to_give_one() {
     let (code, stderr) = operator(&[
         "--metrics-addr",

@@ -1,8 +1,8 @@
 //! The CustomResourceDefinitions, generated from the types in `api` and `frameworks`.
 //!
-//! `crds/<plural>.kubeflow.org.yaml` (one per framework, see [`files`]) are this module's
-//! output, checked in so the `tf-job-operator` component can embed them. The test
-//! `crd_files_match_the_rust_types` fails when a file drifts from the types; regenerate them with
+//! `crds/<plural>.kubeflow.org.yaml` is each framework's, checked in so the `tf-job-operator`
+//! component can embed them. The test `crd_files_match_the_rust_types` fails when a file
+//! drifts from the types; regenerate them with
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -10,12 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use super::framework::TrainingJob;
-use super::frameworks::jax::JAXJob;
-use super::frameworks::mxnet::MXJob;
-use super::frameworks::paddle::PaddleJob;
+use super::framework::{Framework, TrainingJob};
 use super::frameworks::tensorflow::TFJob;
-use super::frameworks::xgboost::XGBoostJob;
 
 /// Where the generated CRD lives in the repository.
 pub const CRD_PATH: &str = "crds/tfjobs.kubeflow.org.yaml";
@@ -99,29 +95,19 @@ fn pod_spec_schema<'a>(
         .get_mut("spec")
 }
 
+/// Where a framework's generated CRD lives in the repository.
+pub fn path_of(framework: &Framework) -> String {
+    format!("crds/{}.kubeflow.org.yaml", framework.plural)
+}
+
 /// The TFJob CRD as the YAML document checked in at [`CRD_PATH`].
 pub fn yaml() -> String {
-    yaml_of::<TFJob>()
+    yaml_of(&definition())
 }
 
-/// Every framework's CRD file: its path in the repository and its YAML.
-pub fn files() -> Vec<(String, String)> {
-    fn file<J: TrainingJob + CustomResourceExt>() -> (String, String) {
-        let path = format!("crds/{}.kubeflow.org.yaml", J::FRAMEWORK.plural);
-        (path, yaml_of::<J>())
-    }
-    vec![
-        file::<TFJob>(),
-        file::<MXJob>(),
-        file::<XGBoostJob>(),
-        file::<JAXJob>(),
-        file::<PaddleJob>(),
-    ]
-}
-
-/// A framework's CRD as a YAML document.
-pub fn yaml_of<J: TrainingJob + CustomResourceExt>() -> String {
-    let body = serde_yaml::to_string(&definition_of::<J>()).expect("a CRD serialises to YAML");
+/// A CRD as the YAML document checked in under `crds/`.
+pub fn yaml_of(crd: &CustomResourceDefinition) -> String {
+    let body = serde_yaml::to_string(crd).expect("a CRD serialises to YAML");
     format!(
         "# Generated from src/operator/api.rs and frameworks/; do not edit. Regenerate with\n\
          # `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.\n{body}"
@@ -132,10 +118,14 @@ pub fn yaml_of<J: TrainingJob + CustomResourceExt>() -> String {
 mod tests {
     use super::*;
 
+    use crate::operator::frameworks;
+
     #[test]
     fn crd_files_match_the_rust_types() {
-        for (file, generated) in files() {
+        for registered in &frameworks::ALL {
+            let file = path_of(registered.framework);
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
+            let generated = yaml_of(&(registered.crd)());
             if std::env::var_os("MLKUBE_UPDATE_CRDS").is_some() {
                 std::fs::write(&path, &generated).expect("write the CRD file");
                 continue;
@@ -147,33 +137,33 @@ mod tests {
                  hint: regenerate it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd` and review the diff"
             );
         }
+        assert_eq!(CRD_PATH, path_of(&frameworks::tensorflow::TENSORFLOW));
     }
 
     #[test]
-    fn every_framework_crd_shows_state_and_age() {
-        let crds = [
-            definition_of::<MXJob>(),
-            definition_of::<XGBoostJob>(),
-            definition_of::<JAXJob>(),
-            definition_of::<PaddleJob>(),
-        ];
-        for crd in crds {
-            let version = &crd.spec.versions[0];
-            let columns: Vec<_> = version
-                .additional_printer_columns
-                .iter()
-                .flatten()
-                .map(|c| c.name.as_str())
-                .collect();
-            assert_eq!(columns, ["State", "Age"], "{:?}", crd.metadata.name);
-            assert!(
-                version
-                    .subresources
-                    .as_ref()
-                    .and_then(|s| s.status.as_ref())
-                    .is_some()
-            );
-        }
+    fn pytorch_crd_has_state_and_age_columns_and_scales_workers() {
+        let crd = definition_of::<frameworks::pytorch::PyTorchJob>();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("pytorchjobs.kubeflow.org")
+        );
+        let version = &crd.spec.versions[0];
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["State", "Age"]);
+        let scale = version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.scale.as_ref())
+            .expect("a scale subresource");
+        assert_eq!(
+            scale.spec_replicas_path,
+            ".spec.pytorchReplicaSpecs.Worker.replicas"
+        );
     }
 
     #[test]

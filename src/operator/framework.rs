@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{Container, EnvVar};
 use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -58,8 +58,9 @@ pub struct Framework {
     pub replica_specs_field: &'static str,
     /// The value of the `training.kubeflow.org/operator-name` label, e.g. `tfjob-controller`.
     pub controller_name: &'static str,
-    /// The `framework` label of the metrics, e.g. `tensorflow`.
-    pub metrics_name: &'static str,
+    /// The framework's name: what `--frameworks` and the metrics' `framework` label call it,
+    /// e.g. `tensorflow`.
+    pub name: &'static str,
     /// The replica types a job may have. Gang scheduling counts their resources in this order.
     pub replica_types: &'static [ReplicaType],
     /// The container the framework's environment goes into and whose ports the services expose.
@@ -67,6 +68,10 @@ pub struct Framework {
     /// The name of the port the replicas talk to each other on, and its default number.
     pub port_name: &'static str,
     pub default_port: i32,
+    /// A replica's restart policy when its spec has none.
+    pub default_restart_policy: RestartPolicy,
+    /// Whether the environment goes into every container of a pod, not only `container`.
+    pub environment_in_every_container: bool,
 }
 
 impl Framework {
@@ -78,8 +83,8 @@ impl Framework {
             .find(|t| t.key().eq_ignore_ascii_case(key))
     }
 
-    /// The number of the replica type's port ([`Framework::port_name`] of
-    /// [`Framework::container`]), else the default.
+    /// The port the replicas of `replica` talk on: the one named `port_name` of the framework's
+    /// container, else `default_port`.
     pub fn port_of(&self, replica: &ReplicaSpec) -> i32 {
         replica
             .template
@@ -119,9 +124,6 @@ pub trait TrainingJob:
     fn status(&self) -> Option<&JobStatus>;
     fn status_mut(&mut self) -> &mut Option<JobStatus>;
 
-    /// A replica type's `restartPolicy` when the job does not set one.
-    const DEFAULT_RESTART_POLICY: RestartPolicy = RestartPolicy::Never;
-
     /// The framework's own defaults, after the engine's (replicas, restart policy, port).
     fn apply_defaults(&mut self) {}
 
@@ -148,6 +150,11 @@ pub trait TrainingJob:
     fn environment(&self, rtype: ReplicaType, index: i32, placement: &Placement<'_>)
     -> Vec<EnvVar>;
 
+    /// Init containers added before the template's own (PyTorch workers wait for the Master).
+    fn init_containers(&self, _rtype: ReplicaType, _index: i32) -> Vec<Container> {
+        Vec::new()
+    }
+
     /// The replica type of a map key in any letter case.
     fn replica_type(key: &str) -> Option<ReplicaType> {
         Self::FRAMEWORK.replica_type(key)
@@ -170,6 +177,41 @@ pub trait TrainingJob:
         self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
     }
 }
+
+/// The accessors every framework's job type implements alike, for a spec with `run_policy`
+/// and the replica specs in the field named, and a `status`.
+macro_rules! job_fields {
+    ($replica_specs:ident) => {
+        fn replica_specs(
+            &self,
+        ) -> &std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &self.spec.$replica_specs
+        }
+
+        fn replica_specs_mut(
+            &mut self,
+        ) -> &mut std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &mut self.spec.$replica_specs
+        }
+
+        fn run_policy(&self) -> Option<&$crate::operator::api::RunPolicy> {
+            self.spec.run_policy.as_ref()
+        }
+
+        fn run_policy_mut(&mut self) -> &mut Option<$crate::operator::api::RunPolicy> {
+            &mut self.spec.run_policy
+        }
+
+        fn status(&self) -> Option<&$crate::operator::api::JobStatus> {
+            self.status.as_ref()
+        }
+
+        fn status_mut(&mut self) -> &mut Option<$crate::operator::api::JobStatus> {
+            &mut self.status
+        }
+    };
+}
+pub(crate) use job_fields;
 
 /// A job state whose condition message each framework words its own way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,8 +28,8 @@ struct Histogram {
 /// Every metric the operator exports.
 #[derive(Default)]
 pub struct Metrics {
-    /// (transition name, namespace) → count.
-    jobs: Mutex<BTreeMap<(&'static str, String), u64>>,
+    /// (transition name, framework, namespace) → count.
+    jobs: Mutex<BTreeMap<(&'static str, &'static str, String), u64>>,
     /// operation → count (pods created, services deleted, ...).
     objects: Mutex<BTreeMap<&'static str, u64>>,
     /// reconcile failures by the operation that failed.
@@ -45,7 +45,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn job(&self, transition: Transition, namespace: &str) {
+    /// A job of `framework` (`tensorflow`, ...) changed state.
+    pub fn job(&self, transition: Transition, framework: &'static str, namespace: &str) {
         let name = match transition {
             Transition::Created => "created",
             Transition::Succeeded => "successful",
@@ -53,13 +54,13 @@ impl Metrics {
             Transition::Restarted => "restarted",
         };
         *lock(&self.jobs)
-            .entry((name, namespace.to_owned()))
+            .entry((name, framework, namespace.to_owned()))
             .or_default() += 1;
     }
 
-    pub fn job_deleted(&self, namespace: &str) {
+    pub fn job_deleted(&self, framework: &'static str, namespace: &str) {
         *lock(&self.jobs)
-            .entry(("deleted", namespace.to_owned()))
+            .entry(("deleted", framework, namespace.to_owned()))
             .or_default() += 1;
     }
 
@@ -90,9 +91,9 @@ impl Metrics {
         self.in_flight.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub fn set_queue_depth(&self, jobs: usize) {
-        self.queue_depth
-            .store(i64::try_from(jobs).unwrap_or(i64::MAX), Ordering::Relaxed);
+    /// Jobs entered (`1`) or left (`-1`) one of the frameworks' work queues.
+    pub fn queue_depth_add(&self, jobs: i64) {
+        self.queue_depth.fetch_add(jobs, Ordering::Relaxed);
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -105,12 +106,17 @@ impl Metrics {
         let jobs = lock(&self.jobs);
         for name in ["created", "deleted", "successful", "failed", "restarted"] {
             let metric = format!("training_operator_jobs_{name}_total");
-            let _ = writeln!(out, "# HELP {metric} TFJobs {name}, by namespace.");
+            let _ = writeln!(
+                out,
+                "# HELP {metric} Jobs {name}, by namespace and framework."
+            );
             let _ = writeln!(out, "# TYPE {metric} counter");
-            for ((_, namespace), value) in jobs.iter().filter(|((n, _), _)| *n == name) {
+            for ((_, framework, namespace), value) in
+                jobs.iter().filter(|((n, _, _), _)| *n == name)
+            {
                 let _ = writeln!(
                     out,
-                    "{metric}{{job_namespace=\"{}\",framework=\"tensorflow\"}} {value}",
+                    "{metric}{{job_namespace=\"{}\",framework=\"{framework}\"}} {value}",
                     escape(namespace)
                 );
             }
@@ -136,7 +142,7 @@ impl Metrics {
         }
         let h = lock(&self.reconcile);
         let metric = "mlkube_operator_reconcile_duration_seconds";
-        let _ = writeln!(out, "# HELP {metric} Time one reconcile of one TFJob took.");
+        let _ = writeln!(out, "# HELP {metric} Time one reconcile of one job took.");
         let _ = writeln!(out, "# TYPE {metric} histogram");
         for (count, bound) in h.counts.iter().zip(BUCKETS) {
             let _ = writeln!(out, "{metric}_bucket{{le=\"{bound}\"}} {count}");
@@ -148,7 +154,7 @@ impl Metrics {
         for (metric, help, value) in [
             (
                 "mlkube_operator_workqueue_depth",
-                "TFJobs with a change waiting for a reconcile.",
+                "Jobs with a change waiting for a reconcile.",
                 &self.queue_depth,
             ),
             (
@@ -189,16 +195,18 @@ mod tests {
     #[test]
     fn renders_job_counters_by_namespace_and_the_histogram() {
         let metrics = Metrics::default();
-        metrics.job(Transition::Created, "team-a");
-        metrics.job(Transition::Created, "team-a");
-        metrics.job(Transition::Failed, "team-b");
+        metrics.job(Transition::Created, "tensorflow", "team-a");
+        metrics.job(Transition::Created, "tensorflow", "team-a");
+        metrics.job(Transition::Failed, "tensorflow", "team-b");
+        metrics.job(Transition::Created, "pytorch", "team-a");
         metrics.object("created_pods");
         metrics.reconciled(Duration::from_millis(20));
-        metrics.set_queue_depth(7);
+        metrics.queue_depth_add(7);
         metrics.in_flight_add(1);
         let text = metrics.render();
         assert!(text.contains("training_operator_jobs_created_total{job_namespace=\"team-a\",framework=\"tensorflow\"} 2"), "{text}");
         assert!(text.contains("training_operator_jobs_failed_total{job_namespace=\"team-b\",framework=\"tensorflow\"} 1"));
+        assert!(text.contains("training_operator_jobs_created_total{job_namespace=\"team-a\",framework=\"pytorch\"} 1"), "{text}");
         assert!(text.contains("created_pods_total 1"));
         assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.025\"} 1"));
         assert!(text.contains("mlkube_operator_reconcile_duration_seconds_bucket{le=\"0.01\"} 0"));

@@ -54,6 +54,8 @@ pub struct Settings {
     pub gang_scheduler: Option<String>,
     /// After SIGTERM, how long reconciles in flight may take.
     pub shutdown_timeout: Duration,
+    /// The frameworks whose jobs to run (`frameworks::ALL` for all).
+    pub frameworks: Vec<&'static frameworks::Registered>,
 }
 
 /// Why the operator stopped.
@@ -272,12 +274,19 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
                 .filter(|d| !d.is_empty()),
             gang_scheduler: settings.gang_scheduler.clone(),
         },
+        frameworks: settings.frameworks.clone(),
     };
     tracing::info!(
         namespace = settings.namespace.as_deref().unwrap_or("(all)"),
         concurrency = settings.concurrency,
         leader_elect = settings.leader_elect,
-        "starting the TFJob operator"
+        frameworks = %settings
+            .frameworks
+            .iter()
+            .map(|r| r.framework.name)
+            .collect::<Vec<_>>()
+            .join(","),
+        "starting the training-job operator"
     );
 
     let ready = {

@@ -68,7 +68,11 @@ async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
     let crd_names: BTreeSet<&str> = crds.iter().map(|crd| crd.name()).collect();
     assert_eq!(
         crd_names,
-        BTreeSet::from(["tfjobs.kubeflow.org", "volumemanagers.kvc.kubeflow.org"]),
+        BTreeSet::from([
+            "pytorchjobs.kubeflow.org",
+            "tfjobs.kubeflow.org",
+            "volumemanagers.kvc.kubeflow.org"
+        ]),
         "the components should ship exactly these CRDs"
     );
     for crd in crds {

@@ -4,6 +4,7 @@
 
 mod components;
 mod deploy;
+mod frameworks;
 mod operator;
 mod smoke;
 mod support;

@@ -18,41 +18,39 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use mlkube::operator::engine::build;
+use mlkube::operator::framework::TrainingJob;
 use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::{controller, crd, metrics::Metrics};
+use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
-const TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Install the TFJob CRD (idempotent, shared by every test) and wait until it is served.
+/// Install every framework's CRD (idempotent, shared by every test) and wait until each is
+/// served.
 async fn install_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply("mlkube-operator-tests").force();
-    crds.patch(
-        "tfjobs.kubeflow.org",
-        &params,
-        &Patch::Apply(crd::definition()),
-    )
-    .await
-    .expect("the TFJob CRD applies");
-    tokio::time::timeout(
-        TIMEOUT,
-        await_condition(
-            crds,
-            "tfjobs.kubeflow.org",
-            conditions::is_crd_established(),
-        ),
-    )
-    .await
-    .expect("the TFJob CRD became Established in time")
-    .expect("watching the CRD");
+    for registered in &frameworks::ALL {
+        let crd = (registered.crd)();
+        let name = crd.name_any();
+        crds.patch(&name, &params, &Patch::Apply(crd))
+            .await
+            .unwrap_or_else(|e| panic!("the {name} CRD applies: {e}"));
+        tokio::time::timeout(
+            TIMEOUT,
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the {name} CRD became Established in time"))
+        .expect("watching the CRD");
+    }
 }
 
 /// An operator for one namespace, running in this process; stopped when dropped.
-struct Operator {
+pub(crate) struct Operator {
     task: tokio::task::JoinHandle<()>,
     metrics: Arc<Metrics>,
 }
@@ -63,7 +61,7 @@ impl Drop for Operator {
     }
 }
 
-async fn start_operator(ns: &TestNamespace) -> Operator {
+pub(crate) async fn start_operator(ns: &TestNamespace) -> Operator {
     start_operator_with(ns, build::Options::default()).await
 }
 
@@ -74,6 +72,7 @@ async fn start_operator_with(ns: &TestNamespace, options: build::Options) -> Ope
         namespace: Some(ns.name.clone()),
         concurrency: 4,
         options,
+        frameworks: frameworks::ALL.iter().collect(),
     };
     let task = tokio::spawn(controller::run(
         ns.client.clone(),
@@ -159,7 +158,7 @@ async fn submit(ns: &TestNamespace, job: &TFJob) -> Api<TFJob> {
 }
 
 /// The job's pods by name, as the API server has them now.
-async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
+pub(crate) async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
     let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
     let list = api
         .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
@@ -168,7 +167,7 @@ async fn pods(ns: &TestNamespace, job: &str) -> BTreeMap<String, Pod> {
     list.items.into_iter().map(|p| (p.name_any(), p)).collect()
 }
 
-async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
+pub(crate) async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
     let api = Api::<Service>::namespaced(ns.client.clone(), &ns.name);
     let list = api
         .list(&ListParams::default().labels(&format!("training.kubeflow.org/job-name={job}")))
@@ -178,7 +177,11 @@ async fn services(ns: &TestNamespace, job: &str) -> BTreeMap<String, Service> {
 }
 
 /// Wait until these pods exist and kwok runs them; returns them.
-async fn await_running(ns: &TestNamespace, job: &str, names: &[&str]) -> BTreeMap<String, Pod> {
+pub(crate) async fn await_running(
+    ns: &TestNamespace,
+    job: &str,
+    names: &[&str],
+) -> BTreeMap<String, Pod> {
     let want: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
     eventually(
         &format!("pods {want:?} of {job} to be Running"),
@@ -199,6 +202,11 @@ async fn await_running(ns: &TestNamespace, job: &str, names: &[&str]) -> BTreeMa
 
 /// Play the kubelet: the `tensorflow` container of `pod` exits with `code`.
 async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
+    exit_container(ns, pod, "tensorflow", code).await;
+}
+
+/// Play the kubelet: `container` of `pod` exits with `code`, and the pod with it.
+pub(crate) async fn exit_container(ns: &TestNamespace, pod: &str, container: &str, code: i32) {
     let api = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
     let (phase, reason) = match code {
         0 => ("Succeeded", "Completed"),
@@ -209,7 +217,7 @@ async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
     let status = json!({ "status": {
         "phase": phase,
         "containerStatuses": [{
-            "name": "tensorflow", "ready": false, "restartCount": 0,
+            "name": container, "ready": false, "restartCount": 0,
             "image": "kubeflow/tf-dist-mnist-test:1.0", "imageID": "",
             "state": { "terminated": { "exitCode": code, "reason": reason, "startedAt": now, "finishedAt": now } }
         }]
@@ -220,15 +228,16 @@ async fn exit(ns: &TestNamespace, pod: &str, code: i32) {
 }
 
 /// Wait until the job's last condition has this type, and return the job.
-async fn await_condition_type(
-    jobs: &Api<TFJob>,
+pub(crate) async fn await_condition_type<J: TrainingJob>(
+    jobs: &Api<J>,
     name: &str,
     type_: &str,
     timeout: Duration,
-) -> TFJob {
-    eventually(&format!("TFJob {name} to be {type_}"), timeout, || async {
+) -> J {
+    let kind = J::FRAMEWORK.kind;
+    eventually(&format!("{kind} {name} to be {type_}"), timeout, || async {
         let job = jobs.get(name).await.ok()?;
-        let last = job.status.as_ref()?.conditions.last()?;
+        let last = job.status()?.conditions.last()?;
         (last.type_ == type_ && last.status == "True").then_some(job)
     })
     .await

@@ -175,7 +175,7 @@ pub(super) async fn carry_out<J: TrainingJob>(
         };
         match api.delete(&job.name_any(), &dp).await {
             Ok(_) => {
-                ctx.metrics.job_deleted(namespace);
+                ctx.metrics.job_deleted(J::FRAMEWORK.name, namespace);
                 tracing::info!("deleted: ttlSecondsAfterFinished passed");
                 ctx.events.publish(
                     job,

@@ -40,10 +40,12 @@ mod pod_group;
 mod reconcile;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::future::{BoxFuture, Shared, join_all};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
 use kube::runtime::reflector::{self, Store};
@@ -54,7 +56,7 @@ use super::engine::build::{self, LABEL_OPERATOR};
 use super::events::Events;
 use super::expectations::{Expectations, Kind};
 use super::framework::TrainingJob;
-use super::frameworks::tensorflow::TFJob;
+use super::frameworks::Registered;
 use super::lock;
 use super::metrics::Metrics;
 
@@ -95,9 +97,9 @@ struct WorkQueue {
 
 impl WorkQueue {
     fn add(&self, namespace: Option<String>, name: String) {
-        let mut jobs = lock(&self.jobs);
-        jobs.insert((namespace.unwrap_or_default(), name));
-        self.metrics.set_queue_depth(jobs.len());
+        if lock(&self.jobs).insert((namespace.unwrap_or_default(), name)) {
+            self.metrics.queue_depth_add(1);
+        }
     }
 
     /// A child changed: queue the job that controls it, if one does.
@@ -112,9 +114,9 @@ impl WorkQueue {
     }
 
     fn remove(&self, namespace: &str, name: &str) {
-        let mut jobs = lock(&self.jobs);
-        jobs.remove(&(namespace.to_owned(), name.to_owned()));
-        self.metrics.set_queue_depth(jobs.len());
+        if lock(&self.jobs).remove(&(namespace.to_owned(), name.to_owned())) {
+            self.metrics.queue_depth_add(-1);
+        }
     }
 }
 
@@ -122,9 +124,21 @@ impl WorkQueue {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub namespace: Option<String>,
+    /// How many jobs of each framework are reconciled at once.
     pub concurrency: u16,
     pub options: build::Options,
+    /// The frameworks whose jobs to run (`frameworks::ALL` for all).
+    pub frameworks: Vec<&'static Registered>,
 }
+
+/// One framework's controller, as [`run`] starts it: `run_framework::<J>`.
+pub type RunFramework = fn(Client, Settings, Arc<Metrics>, Ready, Stop) -> BoxFuture<'static, ()>;
+
+/// Called once a framework's caches have synced.
+pub type Ready = Box<dyn FnOnce() + Send>;
+
+/// The stop signal every framework's controller waits on.
+pub type Stop = Shared<BoxFuture<'static, ()>>;
 
 /// Run the controller until `stop` resolves and the reconciles in flight have finished.
 ///
@@ -136,11 +150,43 @@ pub async fn run(
     ready: impl FnOnce() + Send + 'static,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    run_framework::<TFJob>(client, settings, metrics, ready, stop).await;
+    let stop = stop.boxed().shared();
+    let frameworks = settings.frameworks.clone();
+    let waiting = Arc::new(AtomicUsize::new(frameworks.len()));
+    let ready: Arc<Mutex<Option<Ready>>> = Arc::new(Mutex::new(Some(Box::new(ready))));
+    let runs = frameworks.iter().map(|registered| {
+        let (waiting, ready) = (waiting.clone(), ready.clone());
+        // Ready once every framework's caches have synced.
+        let one_ready = Box::new(move || {
+            if waiting.fetch_sub(1, Ordering::SeqCst) == 1
+                && let Some(ready) = lock(&ready).take()
+            {
+                ready();
+            }
+        });
+        (registered.run)(
+            client.clone(),
+            settings.clone(),
+            metrics.clone(),
+            one_ready,
+            stop.clone(),
+        )
+    });
+    join_all(runs).await;
 }
 
 /// Run the controller of one framework's jobs, as [`run`] does.
-async fn run_framework<J: TrainingJob>(
+pub fn run_framework<J: TrainingJob>(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    ready: Ready,
+    stop: Stop,
+) -> BoxFuture<'static, ()> {
+    run_one::<J>(client, settings, metrics, ready, stop).boxed()
+}
+
+async fn run_one<J: TrainingJob>(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,

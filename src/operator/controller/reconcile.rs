@@ -259,7 +259,7 @@ async fn reconcile_job<J: TrainingJob>(
         }
     }
     for transition in &plan.transitions {
-        ctx.metrics.job(*transition, namespace);
+        ctx.metrics.job(*transition, J::FRAMEWORK.name, namespace);
     }
 
     let result = carry_out::carry_out(job, &defaulted, ctx, namespace, &uid, &plan).await;

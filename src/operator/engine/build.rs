@@ -133,13 +133,20 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
     };
     let environment = job.environment(rtype, index, &placement);
     if !environment.is_empty() {
+        let every = J::FRAMEWORK.environment_in_every_container;
         for container in spec
             .containers
             .iter_mut()
-            .filter(|c| c.name == J::FRAMEWORK.container)
+            .filter(|c| every || c.name == J::FRAMEWORK.container)
         {
             inject(container.env.get_or_insert_with(Vec::new), &environment);
         }
+    }
+    let init = job.init_containers(rtype, index);
+    if !init.is_empty() {
+        spec.init_containers
+            .get_or_insert_with(Vec::new)
+            .extend(init);
     }
 
     if let Some(scheduler) = options.gang_scheduler.as_deref() {

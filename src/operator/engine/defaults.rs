@@ -1,15 +1,16 @@
 //! Defaulting, as upstream does it: in memory at the start of every reconcile, never persisted.
 //!
 //! Replica-type keys are case-normalised (`WORKER` becomes `Worker`), `replicas` defaults to 1,
-//! `restartPolicy` to the framework's (Never, PaddleJob's OnFailure), `cleanPodPolicy` to None, and the framework's port (`tfjob-port`
-//! 2222) is appended to the framework's container (`tensorflow`, else container 0) unless a
-//! port of that name exists. The framework then adds its own (TFJob: `successPolicy` `""`).
+//! `restartPolicy` to the framework's (Never for TFJob, OnFailure for PyTorchJob),
+//! `cleanPodPolicy` to None, and the framework's port (`tfjob-port` 2222) is appended to the
+//! framework's container (`tensorflow`, else container 0) unless a port of that name exists.
+//! The framework then adds its own (TFJob: `successPolicy` `""`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ContainerPort;
 
-use crate::operator::api::{CleanPodPolicy, ReplicaSpec, RestartPolicy, RunPolicy};
+use crate::operator::api::{CleanPodPolicy, ReplicaSpec, RunPolicy};
 use crate::operator::framework::{Framework, TrainingJob};
 
 /// Apply upstream's defaults to a job: the engine's, then the framework's.
@@ -18,7 +19,7 @@ pub fn apply<J: TrainingJob>(job: &mut J) {
     let mut normalised = BTreeMap::new();
     for (key, mut replica) in specs {
         let key = J::replica_type(&key).map_or(key, |t| t.key().to_owned());
-        default_replica(J::FRAMEWORK, J::DEFAULT_RESTART_POLICY, &mut replica);
+        default_replica(J::FRAMEWORK, &mut replica);
         normalised.insert(key, replica);
     }
     *job.replica_specs_mut() = normalised;
@@ -30,9 +31,11 @@ pub fn apply<J: TrainingJob>(job: &mut J) {
     job.apply_defaults();
 }
 
-fn default_replica(framework: &Framework, restart: RestartPolicy, replica: &mut ReplicaSpec) {
+fn default_replica(framework: &Framework, replica: &mut ReplicaSpec) {
     replica.replicas.get_or_insert(1);
-    replica.restart_policy.get_or_insert(restart);
+    replica
+        .restart_policy
+        .get_or_insert(framework.default_restart_policy);
     let Some(pod) = replica.template.spec.as_mut() else {
         return;
     };
@@ -60,6 +63,7 @@ fn default_replica(framework: &Framework, restart: RestartPolicy, replica: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::api::RestartPolicy;
     use crate::operator::fixtures::{job, worker_template};
     use crate::operator::frameworks::tensorflow::{PORT_NAME, SuccessPolicy};
 

@@ -12,7 +12,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
+use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::engine::build;
 use crate::operator::framework::{
     Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
@@ -26,11 +26,13 @@ pub static JAX: Framework = Framework {
     plural: "jaxjobs",
     replica_specs_field: "jaxReplicaSpecs",
     controller_name: "jaxjob-controller",
-    metrics_name: "jax",
+    name: "jax",
     replica_types: &[WORKER],
     container: "jax",
     port_name: "jaxjob-port",
     default_port: 6666,
+    default_restart_policy: RestartPolicy::Never,
+    environment_in_every_container: true,
 };
 
 /// A distributed JAX job: `replicas` Worker processes, worker 0 coordinating.

@@ -19,7 +19,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
+use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::framework::{
     Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
     job_accessors,
@@ -37,7 +37,7 @@ pub static MXNET: Framework = Framework {
     plural: "mxjobs",
     replica_specs_field: "mxReplicaSpecs",
     controller_name: "mxjob-controller",
-    metrics_name: "mxnet",
+    name: "mxnet",
     replica_types: &[
         SCHEDULER,
         SERVER,
@@ -49,6 +49,8 @@ pub static MXNET: Framework = Framework {
     container: "mxnet",
     port_name: "mxjob-port",
     default_port: 9091,
+    default_restart_policy: RestartPolicy::Never,
+    environment_in_every_container: true,
 };
 
 /// An MXNet job: parameter-server training or auto-tuning, by `jobMode`.

@@ -34,11 +34,13 @@ pub static PADDLE: Framework = Framework {
     plural: "paddlejobs",
     replica_specs_field: "paddleReplicaSpecs",
     controller_name: "paddlejob-controller",
-    metrics_name: "paddle",
+    name: "paddle",
     replica_types: &[MASTER, WORKER],
     container: "paddle",
     port_name: "master",
     default_port: 36543,
+    default_restart_policy: RestartPolicy::OnFailure,
+    environment_in_every_container: true,
 };
 
 /// A distributed PaddlePaddle job: Workers, optionally with a Master.
@@ -108,7 +110,6 @@ pub struct ElasticPolicy {
 
 impl TrainingJob for PaddleJob {
     const FRAMEWORK: &'static Framework = &PADDLE;
-    const DEFAULT_RESTART_POLICY: RestartPolicy = RestartPolicy::OnFailure;
 
     job_accessors!(paddle_replica_specs);
 

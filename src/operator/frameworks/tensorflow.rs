@@ -14,8 +14,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
-use crate::operator::framework::{Framework, Outcome, Placement, ReplicaType, TrainingJob};
+use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
+use crate::operator::framework::{
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_fields,
+};
 
 pub use tf_config::ENV_NAME;
 
@@ -37,12 +39,14 @@ pub static TENSORFLOW: Framework = Framework {
     plural: "tfjobs",
     replica_specs_field: "tfReplicaSpecs",
     controller_name: "tfjob-controller",
-    metrics_name: "tensorflow",
+    name: "tensorflow",
     // Those training cannot start without first: gang scheduling counts resources in this order.
     replica_types: &[CHIEF, MASTER, PS, WORKER, EVALUATOR],
     container: CONTAINER_NAME,
     port_name: PORT_NAME,
     default_port: DEFAULT_PORT,
+    default_restart_policy: RestartPolicy::Never,
+    environment_in_every_container: false,
 };
 
 /// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as
@@ -133,29 +137,7 @@ pub enum SuccessPolicy {
 impl TrainingJob for TFJob {
     const FRAMEWORK: &'static Framework = &TENSORFLOW;
 
-    fn replica_specs(&self) -> &BTreeMap<String, ReplicaSpec> {
-        &self.spec.tf_replica_specs
-    }
-
-    fn replica_specs_mut(&mut self) -> &mut BTreeMap<String, ReplicaSpec> {
-        &mut self.spec.tf_replica_specs
-    }
-
-    fn run_policy(&self) -> Option<&RunPolicy> {
-        self.spec.run_policy.as_ref()
-    }
-
-    fn run_policy_mut(&mut self) -> &mut Option<RunPolicy> {
-        &mut self.spec.run_policy
-    }
-
-    fn status(&self) -> Option<&JobStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_mut(&mut self) -> &mut Option<JobStatus> {
-        &mut self.status
-    }
+    job_fields!(tf_replica_specs);
 
     fn apply_defaults(&mut self) {
         self.spec

@@ -13,7 +13,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::operator::api::{JobStatus, ReplicaSpec, RunPolicy};
+use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::engine::build;
 use crate::operator::framework::{
     Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
@@ -28,11 +28,13 @@ pub static XGBOOST: Framework = Framework {
     plural: "xgboostjobs",
     replica_specs_field: "xgbReplicaSpecs",
     controller_name: "xgboostjob-controller",
-    metrics_name: "xgboost",
+    name: "xgboost",
     replica_types: &[MASTER, WORKER],
     container: "xgboost",
     port_name: "xgboostjob-port",
     default_port: 9999,
+    default_restart_policy: RestartPolicy::Never,
+    environment_in_every_container: true,
 };
 
 /// A distributed XGBoost training job: one Master (the tracker, rank 0) and Workers.

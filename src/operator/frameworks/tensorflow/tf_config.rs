@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{CONTAINER_NAME, DEFAULT_PORT, PORT_NAME, TFJob, TFJobSpec};
-use crate::operator::api::ReplicaSpec;
+use super::{TENSORFLOW, TFJob, TFJobSpec};
 use crate::operator::framework::{Placement, TrainingJob};
 
 /// The environment variable the TensorFlow runtime reads.
@@ -88,7 +87,7 @@ fn cluster(spec: &TFJobSpec, placement: &Placement<'_>) -> BTreeMap<String, Vec<
         .map(|(key, replica)| {
             let lower = TFJob::replica_type(key)
                 .map_or_else(|| key.to_ascii_lowercase(), |t| t.lower().to_owned());
-            let port = port_of(replica);
+            let port = TENSORFLOW.port_of(replica);
             let addresses = (0..replica.replicas.unwrap_or(1).max(0))
                 .map(|i| {
                     let mut host =
@@ -128,23 +127,11 @@ fn sparse(cluster: &BTreeMap<String, Vec<String>>, rtype: &str, index: i32) -> S
     sparse
 }
 
-/// The `tfjob-port` of a replica type's `tensorflow` container, else 2222.
-pub fn port_of(replica: &ReplicaSpec) -> i32 {
-    replica
-        .template
-        .spec
-        .iter()
-        .flat_map(|pod| &pod.containers)
-        .filter(|c| c.name == CONTAINER_NAME)
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some(PORT_NAME))
-        .map_or(DEFAULT_PORT, |p| p.container_port)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::operator::fixtures::job;
+    use crate::operator::frameworks::tensorflow::PORT_NAME;
 
     fn placement() -> Placement<'static> {
         Placement {

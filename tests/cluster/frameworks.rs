@@ -1,0 +1,197 @@
+//! The frameworks beyond TensorFlow on the real control plane, with the operator of
+//! `operator.rs`: upstream's example of each runs to Succeeded with its exact environment, a
+//! failed pod is restarted, and a finished job is deleted after its TTL.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, ResourceExt};
+use mlkube::operator::frameworks::pytorch::PyTorchJob;
+use serde_json::json;
+
+use crate::operator::{
+    TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
+    services, start_operator,
+};
+use crate::support::{TestNamespace, eventually};
+
+fn pytorchjob(value: serde_json::Value) -> PyTorchJob {
+    serde_json::from_value(driven_by_hand(value)).expect("a valid PyTorchJob")
+}
+
+async fn submit(ns: &TestNamespace, job: &PyTorchJob) -> Api<PyTorchJob> {
+    let jobs = Api::<PyTorchJob>::namespaced(ns.client.clone(), &ns.name);
+    jobs.create(&PostParams::default(), job)
+        .await
+        .expect("the PyTorchJob is accepted");
+    jobs
+}
+
+/// The environment of a pod's container, as (name, value), in order.
+fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter(|c| c.name == container)
+        .flat_map(|c| c.env.iter().flatten())
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// A PyTorchJob of `workers` workers and no Master, with this run policy.
+fn workers(name: &str, workers: i32, run_policy: serde_json::Value) -> PyTorchJob {
+    pytorchjob(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": { "name": name },
+        "spec": {
+            "runPolicy": run_policy,
+            "pytorchReplicaSpecs": { "Worker": { "replicas": workers, "template": { "spec": {
+                "containers": [{ "name": "pytorch", "image": "pytorch:1" }]
+            } } } }
+        }
+    }))
+}
+
+#[tokio::test]
+async fn pytorch_simple_example_runs_to_success_with_upstreams_environment() {
+    let ns = TestNamespace::new("fw-pytorch").await;
+    let _operator = start_operator(&ns).await;
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let jobs = submit(&ns, &example_in(&examples, "pytorch-simple.yaml")).await;
+
+    let names = ["pytorch-simple-master-0", "pytorch-simple-worker-0"];
+    let pods = await_running(&ns, "pytorch-simple", &names).await;
+    assert_eq!(pods.len(), 2, "one pod per replica: {:?}", pods.keys());
+    let services = services(&ns, "pytorch-simple").await;
+    assert_eq!(
+        services.keys().map(String::as_str).collect::<Vec<_>>(),
+        names
+    );
+    let port = &services["pytorch-simple-master-0"]
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .as_ref()
+        .unwrap()[0];
+    assert_eq!(
+        (port.name.as_deref(), port.port),
+        (Some("pytorchjob-port"), 23456)
+    );
+
+    let expected = |rank: &str| {
+        pairs(&[
+            ("PYTHONUNBUFFERED", "1"),
+            ("MASTER_PORT", "23456"),
+            ("PET_MASTER_PORT", "23456"),
+            ("MASTER_ADDR", "pytorch-simple-master-0"),
+            ("PET_MASTER_ADDR", "pytorch-simple-master-0"),
+            ("WORLD_SIZE", "2"),
+            ("RANK", rank),
+            ("PET_NODE_RANK", rank),
+            ("PET_NPROC_PER_NODE", "auto"),
+            ("PET_NNODES", "2"),
+        ])
+    };
+    let master = &pods["pytorch-simple-master-0"];
+    let worker = &pods["pytorch-simple-worker-0"];
+    assert_eq!(env(master, "pytorch"), expected("0"));
+    assert_eq!(env(worker, "pytorch"), expected("1"));
+    assert_eq!(master.labels()["training.kubeflow.org/job-role"], "master");
+    assert_eq!(
+        master.labels()["training.kubeflow.org/operator-name"],
+        "pytorchjob-controller"
+    );
+    let init = worker
+        .spec
+        .as_ref()
+        .unwrap()
+        .init_containers
+        .as_ref()
+        .unwrap();
+    assert_eq!(init[0].name, "init-pytorch");
+
+    let job = await_condition_type(&jobs, "pytorch-simple", "Running", TIMEOUT).await;
+    let running = job.status.unwrap().conditions.pop().unwrap();
+    assert_eq!(running.reason.as_deref(), Some("PyTorchJobRunning"));
+    assert_eq!(
+        running.message.as_deref(),
+        Some("PyTorchJob pytorch-simple is running.")
+    );
+
+    exit_container(&ns, "pytorch-simple-master-0", "pytorch", 0).await;
+    let job = await_condition_type(&jobs, "pytorch-simple", "Succeeded", TIMEOUT).await;
+    let succeeded = job.status.unwrap().conditions.pop().unwrap();
+    assert_eq!(succeeded.reason.as_deref(), Some("PyTorchJobSucceeded"));
+    assert_eq!(
+        succeeded.message.as_deref(),
+        Some("PyTorchJob pytorch-simple is successfully completed.")
+    );
+}
+
+#[tokio::test]
+async fn a_failed_pytorch_worker_is_restarted_by_its_default_on_failure_policy() {
+    let ns = TestNamespace::new("fw-pytorch-restart").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &workers("flaky", 2, json!({}))).await;
+    let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
+    let first_uid = before["flaky-worker-1"].uid();
+
+    exit_container(&ns, "flaky-worker-1", "pytorch", 1).await;
+    eventually("worker 1 to be recreated", TIMEOUT, || async {
+        let pods = await_running(&ns, "flaky", &["flaky-worker-1"]).await;
+        (pods["flaky-worker-1"].uid() != first_uid).then_some(())
+    })
+    .await;
+    let job = jobs.get("flaky").await.unwrap();
+    assert_eq!(job.status.unwrap().replica_statuses["Worker"].restarts, 1);
+    // Running replaces Restarting once the new pod runs; the event stays.
+    let restarting = eventually("a PyTorchJobRestarting event", TIMEOUT, || async {
+        let events = Api::<Event>::namespaced(ns.client.clone(), &ns.name)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        events
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("PyTorchJobRestarting"))?
+            .message
+    })
+    .await;
+    assert!(
+        restarting.starts_with("job flaky is restarting because Worker replica(s) failed."),
+        "{restarting}"
+    );
+    assert_eq!(pods(&ns, "flaky").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_finished_pytorchjob_is_deleted_after_its_ttl() {
+    let ns = TestNamespace::new("fw-pytorch-ttl").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(
+        &ns,
+        &workers("short", 1, json!({ "ttlSecondsAfterFinished": 1 })),
+    )
+    .await;
+    await_running(&ns, "short", &["short-worker-0"]).await;
+    exit_container(&ns, "short-worker-0", "pytorch", 0).await;
+    let job = await_condition_type(&jobs, "short", "Succeeded", TIMEOUT).await;
+    let message = job.status.unwrap().conditions.pop().unwrap().message;
+    assert_eq!(
+        message.as_deref(),
+        Some(format!("PyTorchJob {}/short successfully completed.", ns.name).as_str())
+    );
+    eventually("the job to be deleted after its TTL", TIMEOUT, || async {
+        jobs.get_opt("short").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
