@@ -5,6 +5,7 @@
 mod components;
 mod deploy;
 mod frameworks;
+mod frameworks_more;
 mod operator;
 mod smoke;
 mod support;

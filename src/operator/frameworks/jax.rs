@@ -67,6 +67,7 @@ pub struct JAXJobSpec {
 
     /// The replica types: only `Worker`.
     #[schemars(extend(
+        "maxProperties" = 1,
         "x-kubernetes-validations" = [
             {
                 "rule": "self.all(k, k == 'Worker')",

@@ -91,6 +91,7 @@ pub struct MXJobSpec {
     /// The replica types: `Scheduler` (at most one replica), `Server`, `Worker`, and for tuning
     /// `TunerTracker`, `TunerServer`, `Tuner`.
     #[schemars(extend(
+        "maxProperties" = 6,
         "x-kubernetes-validations" = [
             {
                 "rule": "self.all(k, k in ['Scheduler', 'Server', 'Worker', 'TunerTracker', 'TunerServer', 'Tuner'])",

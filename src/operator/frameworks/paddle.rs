@@ -80,6 +80,7 @@ pub struct PaddleJobSpec {
 
     /// The replica types: `Master` (optional) and `Worker`.
     #[schemars(extend(
+        "maxProperties" = 2,
         "x-kubernetes-validations" = [
             {
                 "rule": "self.all(k, k in ['Master', 'Worker'])",

@@ -69,6 +69,7 @@ pub struct XGBoostJobSpec {
 
     /// The replica types: `Master` (exactly one replica) and `Worker`.
     #[schemars(extend(
+        "maxProperties" = 2,
         "x-kubernetes-validations" = [
             {
                 "rule": "self.all(k, k in ['Master', 'Worker'])",
