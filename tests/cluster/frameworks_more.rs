@@ -462,3 +462,79 @@ async fn a_finished_jaxjob_is_deleted_after_its_ttl() {
 async fn a_finished_paddlejob_is_deleted_after_its_ttl() {
     a_finished_job_is_deleted_after_its_ttl::<PaddleJob>("fw-paddle-ttl", "Worker", "paddle").await;
 }
+
+/// What upstream's webhooks reject, the API server rejects by the CRDs' rules.
+#[tokio::test]
+async fn the_api_server_rejects_what_upstreams_webhooks_reject() {
+    let ns = TestNamespace::new("fw-invalid").await;
+    let _operator = start_operator(&ns).await;
+    let replica = |replicas: i32, container: &str| {
+        json!({ "replicas": replicas, "template": { "spec": {
+            "containers": [{ "name": container, "image": "busybox:1" }]
+        } } })
+    };
+    let cases = [
+        (
+            "XGBoostJob",
+            "xgbReplicaSpecs",
+            json!({ "Worker": replica(1, "xgboost") }),
+            "a Master replica type is required",
+        ),
+        (
+            "XGBoostJob",
+            "xgbReplicaSpecs",
+            json!({ "Master": replica(2, "xgboost") }),
+            "Master replicas must be 1",
+        ),
+        (
+            "JAXJob",
+            "jaxReplicaSpecs",
+            json!({ "Chief": replica(1, "jax") }),
+            "the only replica type is Worker",
+        ),
+        (
+            "PaddleJob",
+            "paddleReplicaSpecs",
+            json!({ "PS": replica(1, "paddle") }),
+            "replica types are Master and Worker",
+        ),
+        (
+            "MXJob",
+            "mxReplicaSpecs",
+            json!({ "Scheduler": replica(2, "mxnet") }),
+            "there can be only one Scheduler replica",
+        ),
+        (
+            "PaddleJob",
+            "paddleReplicaSpecs",
+            json!({ "Worker": replica(1, "main") }),
+            "one container must be named `paddle`",
+        ),
+    ];
+    for (kind, field, specs, expected) in cases {
+        let plural = format!("{}s", kind.to_lowercase());
+        let resource = kube::api::ApiResource {
+            group: "kubeflow.org".into(),
+            version: "v1".into(),
+            api_version: "kubeflow.org/v1".into(),
+            kind: kind.into(),
+            plural,
+        };
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+        let job: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": kind,
+            "metadata": { "name": "invalid" },
+            "spec": { (field): specs }
+        }))
+        .unwrap();
+        let error = api
+            .create(&PostParams::default(), &job)
+            .await
+            .expect_err(&format!("a {kind} the webhook rejects: {expected}"));
+        assert!(
+            error.to_string().contains(expected),
+            "{kind}: expected `{expected}` in: {error}"
+        );
+    }
+}
