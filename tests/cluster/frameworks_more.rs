@@ -145,6 +145,47 @@ async fn mxnet_dist_example_runs_to_success_with_upstreams_environment() {
 }
 
 #[tokio::test]
+async fn mxnet_tune_example_runs_to_success_with_its_tuner() {
+    let ns = TestNamespace::new("fw-mxnet-tune").await;
+    let _operator = start_operator(&ns).await;
+    let jobs = submit(&ns, &example::<MXJob>("mxnet-tune-gpu.yaml")).await;
+
+    let job = "auto-tuning-job";
+    let names = [
+        format!("{job}-tuner-0"),
+        format!("{job}-tunerserver-0"),
+        format!("{job}-tunertracker-0"),
+    ];
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let pods = await_running(&ns, job, &names).await;
+    assert_eq!(pods.len(), 3, "one pod per replica: {:?}", pods.keys());
+    let config = r#"{"cluster":{"tuner":[{"url":"auto-tuning-job-tuner-0","port":9991}],"tunerserver":[{"url":"auto-tuning-job-tunerserver-0","port":9991}],"tunertracker":[{"url":"auto-tuning-job-tunertracker-0","port":9991}]},"labels":{"tuner":"","tunerserver":"","tunertracker":""},"task":{"type":"tuner","index":0}}"#;
+    assert_eq!(
+        env(&pods[names[0]], "mxnet"),
+        pairs(&[
+            ("MX_CONFIG", config),
+            ("DMLC_PS_ROOT_PORT", "0"),
+            ("DMLC_PS_ROOT_URI", ""),
+            ("DMLC_NUM_SERVER", "0"),
+            ("DMLC_NUM_WORKER", "0"),
+            ("DMLC_ROLE", "tuner"),
+            ("DMLC_USE_KUBERNETES", "1"),
+        ])
+    );
+
+    // Upstream never marks a tuning job Succeeded; here the Tuner decides.
+    exit_container(&ns, names[0], "mxnet", 0).await;
+    let done = await_condition_type(&jobs, job, "Succeeded", TIMEOUT).await;
+    assert_eq!(
+        last_condition(&done),
+        condition(
+            "MXJobSucceeded",
+            &format!("MXJob {job} is successfully completed.")
+        )
+    );
+}
+
+#[tokio::test]
 async fn xgboost_iris_example_runs_to_success_with_upstreams_environment() {
     let ns = TestNamespace::new("fw-xgboost").await;
     let _operator = start_operator(&ns).await;
