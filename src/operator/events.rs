@@ -15,6 +15,8 @@
 //!   key also holds the job's `resourceVersion`, which every status write changes, so its
 //!   series rarely formed.
 //! - A reconcile never waits for an event and never fails because of one.
+//! - Occurrences of one series are written one after the other, so a burst of the same event
+//!   makes one Event with a count, never two Events.
 //!
 //! # Caveats
 //! Events are best-effort, as everywhere in Kubernetes: when the queue is full (the API server
@@ -37,8 +39,6 @@ use kube::{Api, Client, ResourceExt};
 use super::lock;
 use super::metrics::Metrics;
 
-/// The controller name events are reported under, as upstream's.
-pub const REPORTING_CONTROLLER: &str = "tfjob-controller";
 /// Events waiting to be written, at most; more are dropped, as client-go's event broadcaster
 /// drops them when its queue of 1,000 is full.
 pub const QUEUE: usize = 1000;
@@ -98,14 +98,22 @@ pub struct Events {
 }
 
 impl Events {
-    /// Start the writer task (it ends once the last handle is dropped). `instance` names this
-    /// replica in `reportingInstance`, e.g. the pod name.
-    pub fn start(client: Client, instance: Option<String>, metrics: Arc<Metrics>) -> Events {
+    /// Start the writer task (it ends once the last handle is dropped). Events are reported by
+    /// `controller`, upstream's name for the framework's controller (`tfjob-controller`);
+    /// `instance` names this replica in `reportingInstance`, e.g. the pod name.
+    pub fn start(
+        client: Client,
+        controller: &'static str,
+        instance: Option<String>,
+        metrics: Arc<Metrics>,
+    ) -> Events {
         let (queue, pending) = tokio::sync::mpsc::channel(QUEUE);
         let writer = Writer {
             client,
-            instance: instance.unwrap_or_else(|| REPORTING_CONTROLLER.to_owned()),
+            controller,
+            instance: instance.unwrap_or_else(|| controller.to_owned()),
             series: Mutex::new(SeriesCache::default()),
+            turns: Mutex::new(HashMap::new()),
         };
         tokio::spawn(writer.run(pending));
         Events { queue, metrics }
@@ -143,8 +151,12 @@ impl Events {
 
 struct Writer {
     client: Client,
+    controller: &'static str,
     instance: String,
     series: Mutex<SeriesCache>,
+    /// One turn per series key being written: a repeat waits until the first occurrence's
+    /// Event exists, then counts into it. Holds only the keys being written.
+    turns: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Writer {
@@ -162,10 +174,26 @@ impl Writer {
             .await;
     }
 
+    /// Write one event, after any other occurrence of its series being written: two writers
+    /// creating the same event at once would make two Events instead of one with a count.
     async fn write(&self, event: &Pending) -> Result<(), kube::Error> {
+        let key = event.series_key();
+        let turn = lock(&self.turns).entry(key).or_default().clone();
+        let result = {
+            let _mine = turn.lock().await;
+            self.write_in_turn(event, key).await
+        };
+        let mut turns = lock(&self.turns);
+        // Only this writer and the map hold it: nobody waits, so the key goes.
+        if Arc::strong_count(&turn) == 2 {
+            turns.remove(&key);
+        }
+        result
+    }
+
+    async fn write_in_turn(&self, event: &Pending, key: u64) -> Result<(), kube::Error> {
         let namespace = event.regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let key = event.series_key();
         let repeat = lock(&self.series).repeat(key, Instant::now());
         if let Some(Repeat { name, count }) = repeat {
             let series = EventSeries {
@@ -206,7 +234,7 @@ impl Writer {
             note: Some(event.note.clone()),
             action: Some(event.action.clone()),
             regarding: Some(event.regarding.clone()),
-            reporting_controller: Some(REPORTING_CONTROLLER.to_owned()),
+            reporting_controller: Some(self.controller.to_owned()),
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
         }

@@ -159,17 +159,19 @@ async fn a_failed_pytorch_worker_is_restarted_by_its_default_on_failure_policy()
             .list(&ListParams::default())
             .await
             .ok()?;
-        events
+        let event = events
             .items
             .into_iter()
-            .find(|e| e.reason.as_deref() == Some("PyTorchJobRestarting"))?
-            .message
+            .find(|e| e.reason.as_deref() == Some("PyTorchJobRestarting"))?;
+        Some((event.message?, event.reporting_component))
     })
     .await;
+    let (message, reporter) = restarting;
     assert!(
-        restarting.starts_with("job flaky is restarting because Worker replica(s) failed."),
-        "{restarting}"
+        message.starts_with("job flaky is restarting because Worker replica(s) failed."),
+        "{message}"
     );
+    assert_eq!(reporter.as_deref(), Some("pytorchjob-controller"));
     assert_eq!(pods(&ns, "flaky").await.len(), 2);
 }
 

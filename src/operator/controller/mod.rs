@@ -260,6 +260,7 @@ async fn run_one<J: TrainingJob>(
 
     let events = Events::start(
         client.clone(),
+        J::FRAMEWORK.controller_name,
         std::env::var("HOSTNAME").ok(),
         metrics.clone(),
     );
