@@ -10,7 +10,7 @@ local healthPort = 8081;
 {
   name: component,
   description: |||
-    The training-job operator: runs `mlkube operator`, which drives TFJobs and PyTorchJobs (kubeflow.org/v1)
+    The training-job operator: runs `mlkube operator`, which drives TFJobs, PyTorchJobs, MXJobs, XGBoostJobs, JAXJobs and PaddleJobs (kubeflow.org/v1)
     to pods and services. Renders the CRDs of the `frameworks` it runs (crds/<plural>.kubeflow.org.yaml,
     generated from the operator's Rust types),
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
@@ -32,7 +32,7 @@ local healthPort = 8081;
     replicas: { type: 'integer', default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
     leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
     deploymentScope: { type: 'string', default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
-    frameworks: { type: 'array', default: ['tensorflow', 'pytorch'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch. Their CRDs and RBAC rules are rendered.' },
+    frameworks: { type: 'array', default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle. Their CRDs and RBAC rules are rendered.' },
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
@@ -53,6 +53,10 @@ local healthPort = 8081;
     local known = {
       tensorflow: { resource: 'tfjobs', crd: std.parseYaml(importstr 'mlkube/crds/tfjobs.kubeflow.org.yaml') },
       pytorch: { resource: 'pytorchjobs', crd: std.parseYaml(importstr 'mlkube/crds/pytorchjobs.kubeflow.org.yaml') },
+      mxnet: { resource: 'mxjobs', crd: std.parseYaml(importstr 'mlkube/crds/mxjobs.kubeflow.org.yaml') },
+      xgboost: { resource: 'xgboostjobs', crd: std.parseYaml(importstr 'mlkube/crds/xgboostjobs.kubeflow.org.yaml') },
+      jax: { resource: 'jaxjobs', crd: std.parseYaml(importstr 'mlkube/crds/jaxjobs.kubeflow.org.yaml') },
+      paddle: { resource: 'paddlejobs', crd: std.parseYaml(importstr 'mlkube/crds/paddlejobs.kubeflow.org.yaml') },
     };
     local frameworks =
       if std.length(params.frameworks) == 0 then u.fail(component, 'frameworks', 'must name at least one of %s' % std.join(', ', std.objectFields(known)))

@@ -232,3 +232,64 @@ pub struct Placement<'a> {
     /// Appended after `.svc` when set (upstream's `CUSTOM_CLUSTER_DOMAIN`).
     pub cluster_domain: Option<&'a str>,
 }
+
+/// A variable with a plain value, as the frameworks inject them.
+pub fn env_var(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+/// Whether every one of the `replicas` pods of `rtype` has succeeded (none wanted: false).
+pub fn all_succeeded(status: &JobStatus, rtype: ReplicaType, replicas: Option<i32>) -> bool {
+    let (Some(replicas), Some(replica)) = (replicas, status.replica_statuses.get(rtype.key()))
+    else {
+        return false;
+    };
+    replicas > 0 && (0..replicas).all(|i| replica.succeeded_indexes.contains(&i))
+}
+
+/// How many pods of `rtype` are active.
+pub fn active(status: &JobStatus, rtype: ReplicaType) -> i32 {
+    status
+        .replica_statuses
+        .get(rtype.key())
+        .map_or(0, |r| r.active)
+}
+
+/// The [`TrainingJob`] accessors every job type writes alike, for a spec with the replica map
+/// field `$specs` and an optional `run_policy`, and a status of [`JobStatus`].
+macro_rules! job_accessors {
+    ($specs:ident) => {
+        fn replica_specs(
+            &self,
+        ) -> &::std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &self.spec.$specs
+        }
+
+        fn replica_specs_mut(
+            &mut self,
+        ) -> &mut ::std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
+            &mut self.spec.$specs
+        }
+
+        fn run_policy(&self) -> Option<&$crate::operator::api::RunPolicy> {
+            self.spec.run_policy.as_ref()
+        }
+
+        fn run_policy_mut(&mut self) -> &mut Option<$crate::operator::api::RunPolicy> {
+            &mut self.spec.run_policy
+        }
+
+        fn status(&self) -> Option<&$crate::operator::api::JobStatus> {
+            self.status.as_ref()
+        }
+
+        fn status_mut(&mut self) -> &mut Option<$crate::operator::api::JobStatus> {
+            &mut self.status
+        }
+    };
+}
+pub(crate) use job_accessors;

@@ -39,7 +39,7 @@ fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+pub(crate) fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
     expected
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

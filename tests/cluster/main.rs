@@ -5,6 +5,7 @@
 mod components;
 mod deploy;
 mod frameworks;
+mod frameworks_more;
 mod identity;
 mod operator;
 mod simulation;

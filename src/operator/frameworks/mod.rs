@@ -4,8 +4,14 @@
 //! Adding a framework: a module here implementing `TrainingJob`, a line in [`ALL`], its CRD
 //! file (`MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`), and a test.
 
+pub mod jax;
+pub mod mxnet;
+pub mod paddle;
 pub mod pytorch;
 pub mod tensorflow;
+#[cfg(test)]
+mod test_support;
+pub mod xgboost;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -15,9 +21,13 @@ use super::crd;
 use super::framework::{Framework, TrainingJob};
 
 /// The frameworks the operator runs, in `--frameworks` order.
-pub static ALL: [Registered; 2] = [
+pub static ALL: [Registered; 6] = [
     Registered::of::<tensorflow::TFJob>(),
     Registered::of::<pytorch::PyTorchJob>(),
+    Registered::of::<mxnet::MXJob>(),
+    Registered::of::<xgboost::XGBoostJob>(),
+    Registered::of::<jax::JAXJob>(),
+    Registered::of::<paddle::PaddleJob>(),
 ];
 
 /// A framework the operator can run: its facts, its CRD and its controller.
