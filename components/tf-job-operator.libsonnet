@@ -1,5 +1,5 @@
 // The training-job operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 CRDs of the
-// frameworks it runs (TFJob, PyTorchJob).
+// frameworks it runs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob).
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'tf-job-operator';

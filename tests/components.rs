@@ -201,8 +201,12 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
     assert_eq!(
         kinds_and_names(&objects),
         [
+            "CustomResourceDefinition jaxjobs.kubeflow.org",
+            "CustomResourceDefinition mxjobs.kubeflow.org",
+            "CustomResourceDefinition paddlejobs.kubeflow.org",
             "CustomResourceDefinition pytorchjobs.kubeflow.org",
             "CustomResourceDefinition tfjobs.kubeflow.org",
+            "CustomResourceDefinition xgboostjobs.kubeflow.org",
             "ServiceAccount tf-job-operator",
             "Role tf-job-operator",
             "RoleBinding tf-job-operator",
@@ -213,7 +217,11 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "PodDisruptionBudget tf-job-operator",
         ]
     );
-    let args = &objects[8]["spec"]["template"]["spec"]["containers"][0]["args"];
+    let deployment = objects
+        .as_array()
+        .and_then(|objects| objects.iter().find(|o| o["kind"] == "Deployment"))
+        .expect("the operator's Deployment");
+    let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
     assert_eq!(
         args,
         &json!([
@@ -223,7 +231,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "--health-addr",
             ":8081",
             "--frameworks",
-            "pytorch,tensorflow",
+            "jax,mxnet,paddle,pytorch,tensorflow,xgboost",
             "--namespace",
             "kubeflow",
             "--leader-elect"
@@ -259,9 +267,9 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
         })
         .collect();
     insta::assert_yaml_snapshot!(rules, @r#"
-    - "[\"kubeflow.org\"] [\"pytorchjobs\",\"tfjobs\"] [\"get\",\"list\",\"watch\",\"delete\"]"
-    - "[\"kubeflow.org\"] [\"pytorchjobs/status\",\"tfjobs/status\"] [\"update\"]"
-    - "[\"kubeflow.org\"] [\"pytorchjobs/finalizers\",\"tfjobs/finalizers\"] [\"update\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs\",\"mxjobs\",\"paddlejobs\",\"pytorchjobs\",\"tfjobs\",\"xgboostjobs\"] [\"get\",\"list\",\"watch\",\"delete\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs/status\",\"mxjobs/status\",\"paddlejobs/status\",\"pytorchjobs/status\",\"tfjobs/status\",\"xgboostjobs/status\"] [\"update\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs/finalizers\",\"mxjobs/finalizers\",\"paddlejobs/finalizers\",\"pytorchjobs/finalizers\",\"tfjobs/finalizers\",\"xgboostjobs/finalizers\"] [\"update\"]"
     - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\"] [\"services\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"

@@ -20,7 +20,6 @@ use tokio::sync::watch;
 /// command line's error status (`cli::exit::Exit::Error`, which a test there keeps equal).
 pub const FORCED_EXIT_CODE: i32 = 2;
 
-
 /// A stop asked for by a signal; cheap to clone.
 #[derive(Clone)]
 pub struct Shutdown {

@@ -30,10 +30,10 @@ use kube::discovery::{self, Scope as ApiScope};
 use kube::{Api, Client, Resource};
 use mlkube::app::App;
 use mlkube::cli::InitArgs;
-use mlkube::render::manifest::Object;
 use mlkube::operator::frameworks;
 use mlkube::operator::frameworks::tensorflow::TFJob;
 use mlkube::operator::leader::LEASE_NAME;
+use mlkube::render::manifest::Object;
 use serde_json::json;
 
 use crate::operator::install_crd;
@@ -198,7 +198,8 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
     )
     .expect("write the environment's params");
     let app = App::load(&root).unwrap_or_else(|e| panic!("loading the app: {e}"));
-    let manifest = app.render(ENVIRONMENT, &[COMPONENT.to_owned()])
+    let manifest = app
+        .render(ENVIRONMENT, &[COMPONENT.to_owned()])
         .unwrap_or_else(|e| panic!("rendering {COMPONENT} with {access:?}: {e:?}"));
     let objects: Vec<Object> = manifest
         .objects
@@ -406,16 +407,16 @@ fn resources(resource: &str) -> Vec<String> {
 /// `src/operator/`.
 const RUNS_JOBS: &[Uses] = &[
     // The job cache (list, watch), the re-read before adopting orphans (get), TTL (delete).
-    uses(
-        "kubeflow.org",
-        JOBS,
-        &["delete", "get", "list", "watch"],
-    ),
+    uses("kubeflow.org", JOBS, &["delete", "get", "list", "watch"]),
     // The status is written whole, with a replace.
     uses("kubeflow.org", concat!("<jobs>", "/status"), &["update"]),
     // Pods and services carry blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
     // admission plugin allows only to who may update the owner's finalizers.
-    uses("kubeflow.org", concat!("<jobs>", "/finalizers"), &["update"]),
+    uses(
+        "kubeflow.org",
+        concat!("<jobs>", "/finalizers"),
+        &["update"],
+    ),
     // The caches (list, watch), creates and deletes, adoption and release (patch).
     uses("", "pods", &["create", "delete", "list", "patch", "watch"]),
     uses(
