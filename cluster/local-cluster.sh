@@ -1,33 +1,41 @@
 #!/usr/bin/env bash
 # The local Kubernetes control plane that mlkube's tests and quickstart run against.
 #
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler (and kubectl, for
-# benchmarks) from upstream Go modules, plus kwok to simulate nodes and kubelets, caches the
-# binaries outside the repository keyed by version, and runs them on 127.0.0.1 with TLS.
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from upstream
+# Go modules, with their version stamped as upstream's release build does, plus kwok to simulate
+# nodes and kubelets (its pod lifecycles are cluster/kwok-stages.yaml), caches the binaries
+# outside the repository keyed by version, and runs them on 127.0.0.1 with TLS.
 #
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
-#   cluster/local-cluster.sh down     stop everything, remove the state dir
-#   cluster/local-cluster.sh env      print `export KUBECONFIG=...`
+#   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
+#   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH
 #   cluster/local-cluster.sh status   say what runs and whether the API server is ready
+#   cluster/local-cluster.sh operator NAMESPACE SERVICEACCOUNT [ARGS...]
+#                                     (re)start `mlkube operator ARGS` (mlkube from PATH, or
+#                                     $MLKUBE_BIN) beside the cluster as that ServiceAccount
 #
 # The API server advertises no endpoints for the `kubernetes` Service: its only address is on the
 # loopback range, which Endpoints reject, and nothing in this cluster dials it.
 #
 # Settings (environment): MLKUBE_CACHE (default ~/.cache/mlkube), MLKUBE_CLUSTER_DIR (default
-# $TMPDIR/mlkube-cluster), MLKUBE_CLUSTER_PORT (API server port, default 16443; etcd and the
-# other components take the ports just above it).
+# $TMPDIR/mlkube-cluster), MLKUBE_CLUSTER_PORT (API server port, default 16443; etcd, the
+# other components and the operator's metrics and health endpoints take the 7 ports above it).
 set -euo pipefail
 
 K8S_VERSION=v1.35.4
 K8S_STAGING_VERSION=v0.35.4
 ETCD_VERSION=v3.6.5
 KWOK_VERSION=v0.7.0
+# Part of the cache key: bump it when the build itself changes, so no stale binaries are reused.
+# 2: versions stamped (before, `kubectl version` said v0.0.0-master and exited 1).
+BUILD_REVISION=2
 
 CACHE_ROOT=${MLKUBE_CACHE:-$HOME/.cache/mlkube}
-BIN_DIR=$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin
+BIN_DIR=$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-build$BUILD_REVISION/bin
 STATE_DIR=${MLKUBE_CLUSTER_DIR:-${TMPDIR:-/tmp}/mlkube-cluster}
 KUBECONFIG_FILE=$STATE_DIR/admin.kubeconfig
+KWOK_STAGES=$(cd "$(dirname "$0")" && pwd)/kwok-stages.yaml
 
 API_PORT=${MLKUBE_CLUSTER_PORT:-16443}
 ETCD_CLIENT_PORT=$((API_PORT + 1))
@@ -35,7 +43,10 @@ ETCD_PEER_PORT=$((API_PORT + 2))
 CONTROLLER_MANAGER_PORT=$((API_PORT + 3))
 SCHEDULER_PORT=$((API_PORT + 4))
 KWOK_PORT=$((API_PORT + 5))
-ALL_PORTS=("$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$CONTROLLER_MANAGER_PORT" "$SCHEDULER_PORT" "$KWOK_PORT")
+OPERATOR_METRICS_PORT=$((API_PORT + 6))
+OPERATOR_HEALTH_PORT=$((API_PORT + 7))
+ALL_PORTS=("$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$CONTROLLER_MANAGER_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"
+  "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 say() { printf 'local-cluster: %s\n' "$*" >&2; }
@@ -96,6 +107,27 @@ write_controlplane_module() {
   } >"$dir/go.mod"
 }
 
+# The linker flags that stamp the Kubernetes version into its binaries, as upstream's release
+# build does (hack/lib/version.sh): k8s.io/component-base/version serves `/version` and
+# `kubectl version --client`, client-go's copy names the client to the server. Without them
+# both say v0.0.0-master+$Format:%H$, `kubectl version` exits 1, and tools that compare
+# versions (Tanka's "obtaining versions") refuse the cluster. The module proxy serves the source
+# without its git history, so the commit is left empty and the tree state is `archive`,
+# upstream's word for a tree that did not come from a git checkout.
+version_ldflags() {
+  local major minor package flags="-s"
+  major=${K8S_VERSION#v}
+  minor=${major#*.}
+  major=${major%%.*}
+  minor=${minor%%.*}
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $package.gitVersion=$K8S_VERSION -X $package.gitMajor=$major -X $package.gitMinor=$minor"
+    flags+=" -X $package.gitCommit= -X $package.gitTreeState=archive"
+    flags+=" -X $package.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  done
+  echo "$flags"
+}
+
 build() {
   if have_binaries; then
     say "binaries are cached in $BIN_DIR"
@@ -114,7 +146,7 @@ build() {
     go mod download "k8s.io/kubernetes@$K8S_VERSION"
     write_controlplane_module "$work"
     GOFLAGS=-mod=mod go mod download all
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$BIN_DIR/" \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
       go.etcd.io/etcd/server/v3 \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -154,27 +186,38 @@ generate_pki() {
     openssl genrsa -out sa.key 2048
     openssl rsa -in sa.key -pubout -out sa.pub
   ) >"$STATE_DIR/pki.log" 2>&1 || die "generating certificates with openssl failed; see $STATE_DIR/pki.log"
-  cat >"$KUBECONFIG_FILE" <<KUBECONFIG
+  write_kubeconfig "$KUBECONFIG_FILE" mlkube-admin "" \
+    "    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
+    client-key-data: $(base64 -w0 "$pki/admin.key")"
+}
+
+# A kubeconfig for this cluster, readable by its owner only: FILE USER NAMESPACE CREDENTIALS,
+# where CREDENTIALS are the lines of the user's entry (a client certificate, or a token).
+write_kubeconfig() {
+  local file=$1 user=$2 namespace=$3 credentials=$4 namespace_line=""
+  [ -z "$namespace" ] || namespace_line=$'\n'"    namespace: $namespace"
+  (
+    umask 077
+    cat >"$file" <<KUBECONFIG
 apiVersion: v1
 kind: Config
 clusters:
 - name: mlkube-local
   cluster:
     server: https://127.0.0.1:$API_PORT
-    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+    certificate-authority-data: $(base64 -w0 "$STATE_DIR/pki/ca.crt")
 users:
-- name: mlkube-admin
+- name: $user
   user:
-    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
-    client-key-data: $(base64 -w0 "$pki/admin.key")
+$credentials
 contexts:
 - name: mlkube-local
   context:
     cluster: mlkube-local
-    user: mlkube-admin
+    user: $user$namespace_line
 current-context: mlkube-local
 KUBECONFIG
-  chmod 600 "$KUBECONFIG_FILE"
+  )
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +246,7 @@ check_ports_free() {
     owner=$(port_owner "$port")
     if [ -n "$owner" ]; then
       die "port $port on 127.0.0.1 is already taken: $owner" \
-        "stop whatever listens there, or choose other ports with MLKUBE_CLUSTER_PORT=<base> (the base and the 5 ports above it)"
+        "stop whatever listens there, or choose other ports with MLKUBE_CLUSTER_PORT=<base> (the base and the 7 ports above it)"
     fi
   done
 }
@@ -289,7 +332,9 @@ up() {
   check_ports_free
   build
   local started=$SECONDS pki=$STATE_DIR/pki
-  mkdir -p "$STATE_DIR"
+  mkdir -p "$STATE_DIR/bin"
+  # Only kubectl goes on the PATH that `env` prints, not the servers beside it.
+  ln -sf "$BIN_DIR/kubectl" "$STATE_DIR/bin/kubectl"
   generate_pki
 
   start etcd --name mlkube-local --data-dir "$STATE_DIR/etcd" \
@@ -339,7 +384,7 @@ SCHEDULER
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --profiling=false
 
-  start kwok --kubeconfig "$KUBECONFIG_FILE" \
+  start kwok --kubeconfig "$KUBECONFIG_FILE" --config "$KWOK_STAGES" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
@@ -359,6 +404,7 @@ SCHEDULER
 
 down() {
   local c pid deadline
+  stop_operator
   for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pid=$(pid_of "$c")
     if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
@@ -373,7 +419,60 @@ down() {
   say "down"
 }
 
-env_line() { echo "export KUBECONFIG=$KUBECONFIG_FILE"; }
+env_line() {
+  echo "export KUBECONFIG=$KUBECONFIG_FILE"
+  echo "case \":\$PATH:\" in *\":$STATE_DIR/bin:\"*) ;; *) export PATH=\"$STATE_DIR/bin:\$PATH\" ;; esac"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the operator beside the cluster
+
+OPERATOR_KUBECONFIG=$STATE_DIR/operator.kubeconfig
+
+operator_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" >/dev/null; }
+
+# A kubeconfig of the operator's own: the ServiceAccount's token from the TokenRequest API, so the
+# operator has exactly the rights its component grants the Deployment, nothing of the admin's.
+write_operator_kubeconfig() {
+  local namespace=$1 account=$2 token
+  token=$(kubectl_local create token "$account" --namespace "$namespace" --duration 720h) ||
+    die "could not get a token for the ServiceAccount $namespace/$account" \
+      "deploy the tf-job-operator component first (cluster/quickstart.sh does), then run this again"
+  write_kubeconfig "$OPERATOR_KUBECONFIG" "system:serviceaccount:$namespace:$account" "$namespace" \
+    "    token: $token"
+}
+
+# (Re)start `mlkube operator` as a ServiceAccount of the cluster. A second call replaces the
+# running operator (with a fresh token and whatever mlkube is on PATH now), so it is harmless.
+start_operator() {
+  [ $# -ge 2 ] || die "usage: $0 operator NAMESPACE SERVICEACCOUNT [OPERATOR ARGS...]"
+  local namespace=$1 account=$2 mlkube=${MLKUBE_BIN:-}
+  shift 2
+  [ -n "$mlkube" ] || mlkube=$(command -v mlkube) ||
+    die "mlkube is not on PATH" "install it with: cargo install --locked --path ." "or name the binary in MLKUBE_BIN"
+  all_running && api_ready || die "the local cluster is not up" "start it with: $0 up"
+  stop_operator
+  write_operator_kubeconfig "$namespace" "$account"
+  POD_NAMESPACE=$namespace setsid "$mlkube" operator "$@" --kubeconfig "$OPERATOR_KUBECONFIG" \
+    --metrics-addr "127.0.0.1:$OPERATOR_METRICS_PORT" --health-addr "127.0.0.1:$OPERATOR_HEALTH_PORT" \
+    >>"$STATE_DIR/operator.log" 2>&1 </dev/null &
+  echo $! >"$STATE_DIR/operator.pid"
+  wait_until "the operator's /readyz" 60 operator operator_ready
+  say "mlkube operator runs as $namespace/$account (pid $(pid_of operator)); log: $STATE_DIR/operator.log"
+}
+
+# SIGTERM first, so the operator finishes its reconciles in flight and hands back its lease.
+stop_operator() {
+  local pid deadline
+  pid=$(pid_of operator)
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + 30))
+  while is_running operator && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+  if is_running operator; then kill -KILL "$pid" 2>/dev/null || true; fi
+  while is_running operator; do sleep 0.1; done
+  rm -f "$STATE_DIR/operator.pid"
+}
 
 status() {
   local c healthy=0
@@ -385,6 +484,16 @@ status() {
       healthy=1
     fi
   done
+  if is_running operator; then
+    printf '%-24s running (pid %s), as %s, /readyz %s\n' "mlkube operator" "$(pid_of operator)" \
+      "$(sed -n 's/^- name: system:serviceaccount:/ServiceAccount /p' "$OPERATOR_KUBECONFIG")" \
+      "$(operator_ready && echo ready || echo "not ready")"
+  elif [ -f "$STATE_DIR/operator.pid" ]; then
+    printf '%-24s exited; see %s\n' "mlkube operator" "$STATE_DIR/operator.log"
+    healthy=1
+  else
+    printf '%-24s not started (cluster/quickstart.sh starts it)\n' "mlkube operator"
+  fi
   if [ -f "$KUBECONFIG_FILE" ] && api_ready; then
     echo "api server               ready at https://127.0.0.1:$API_PORT"
     kubectl_local get nodes
@@ -401,8 +510,12 @@ case "${1:-}" in
   down) down ;;
   env) env_line ;;
   status) status ;;
+  operator)
+    shift
+    start_operator "$@"
+    ;;
   *)
-    echo "usage: $0 build|up|down|env|status" >&2
+    echo "usage: $0 build|up|down|env|status|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

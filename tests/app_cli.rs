@@ -463,7 +463,9 @@ fn listings_print_json_for_scripts() {
         names,
         [
             "notebook-hub",
+            "tf-job",
             "tf-job-operator",
+            "tf-job-sweep",
             "tf-serving",
             "volume-controller"
         ]
@@ -555,8 +557,8 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     );
     assert_eq!(
         fails(&app, &["component", "add", "tf-servin", "resnet"]),
-        "mlkube: error: unknown prototype `tf-servin`; the library has: notebook-hub, \
-         tf-job-operator, tf-serving, volume-controller\n"
+        "mlkube: error: unknown prototype `tf-servin`; the library has: notebook-hub, tf-job, \
+         tf-job-operator, tf-job-sweep, tf-serving, volume-controller\n"
     );
     assert_eq!(
         fails(&app, &["param", "set", "mnist", "replicas", "two"]),
@@ -693,4 +695,190 @@ fn default_app_renders_the_same_manifests() {
         let yaml = ok(&app, &["show", env]);
         insta::assert_snapshot!(format!("default_app_{env}"), yaml);
     }
+}
+
+fn tf_jobs(objects: &[Value]) -> Vec<&Value> {
+    objects.iter().filter(|o| o["kind"] == "TFJob").collect()
+}
+
+/// ksonnet's `ks generate tf-job`, `ks param set --env`, `ks show`, with mlkube's verbs: one
+/// component, different in each environment.
+#[test]
+fn a_training_job_is_a_component_with_per_environment_params() {
+    let (_tmp, app) = new_app(&["--empty", "--namespace", "ml"]);
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "tf-job",
+            "mnist",
+            "--param",
+            "image=example/mnist:1.0",
+            "--param",
+            r#"args=["--train-steps=100"]"#,
+        ],
+    );
+    for (key, value) in [
+        ("workerReplicas", "4"),
+        ("psReplicas", "2"),
+        ("gpus", "1"),
+        ("activeDeadlineSeconds", "7200"),
+    ] {
+        ok(
+            &app,
+            &["param", "set", "mnist", key, value, "--env", "prod"],
+        );
+    }
+
+    let local = show_json(&app, "local");
+    let prod = show_json(&app, "prod");
+    let (local_job, prod_job) = (
+        find(&local, "TFJob", "mnist"),
+        find(&prod, "TFJob", "mnist"),
+    );
+    assert_eq!(local.len(), 1);
+    assert_eq!(local_job["metadata"]["namespace"], "ml");
+    assert_eq!(prod_job["metadata"]["namespace"], "ml-prod");
+    let types = |job: &Value| -> Vec<(String, Value)> {
+        job["spec"]["tfReplicaSpecs"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(t, spec)| (t.clone(), spec["replicas"].clone()))
+            .collect()
+    };
+    assert_eq!(types(local_job), [("Worker".to_owned(), 1.into())]);
+    assert_eq!(
+        types(prod_job),
+        [("PS".to_owned(), 2.into()), ("Worker".to_owned(), 4.into())]
+    );
+    let worker = |job: &Value| {
+        job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].clone()
+    };
+    assert_eq!(worker(local_job)["image"], "example/mnist:1.0");
+    assert_eq!(
+        worker(prod_job)["args"],
+        serde_json::json!(["--train-steps=100"])
+    );
+    assert!(worker(local_job)["resources"]["limits"].is_null());
+    assert_eq!(worker(prod_job)["resources"]["limits"]["nvidia.com/gpu"], 1);
+    assert!(
+        local_job["spec"]["runPolicy"]
+            .get("activeDeadlineSeconds")
+            .is_none()
+    );
+    assert_eq!(prod_job["spec"]["runPolicy"]["activeDeadlineSeconds"], 7200);
+    assert_eq!(
+        local_job["metadata"]["labels"]["mlkube.io/component"],
+        "mnist"
+    );
+
+    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    assert!(
+        diff.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["mnist", "workerReplicas", "1", "4"]),
+        "{diff}"
+    );
+}
+
+/// The talk's hyperparameter sweep: a small grid in `local`, the full one in `prod`, set with
+/// `param set` as JSON objects; the combination both grids share is one job name in both.
+#[test]
+fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "tf-job-sweep",
+            "sweep",
+            "--param",
+            "image=example/mnist:1.0",
+        ],
+    );
+    for (env, grid) in [
+        ("local", r#"{"learningRate": [0.01], "hiddenLayers": [2]}"#),
+        (
+            "prod",
+            r#"{"learningRate": [0.01, 0.001], "hiddenLayers": [2, 3, 4]}"#,
+        ),
+    ] {
+        ok(&app, &["param", "set", "sweep", "grid", grid, "--env", env]);
+    }
+    let local = show_json(&app, "local");
+    let prod = show_json(&app, "prod");
+    assert_eq!(tf_jobs(&local).len(), 1);
+    assert_eq!(tf_jobs(&prod).len(), 6);
+    let local_job = tf_jobs(&local)[0];
+    let shared = find(
+        &prod,
+        "TFJob",
+        local_job["metadata"]["name"].as_str().unwrap(),
+    );
+    assert_eq!(
+        shared["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"],
+        serde_json::json!(["--hidden-layers=2", "--learning-rate=0.01"])
+    );
+    let rates: std::collections::BTreeSet<&str> = tf_jobs(&prod)
+        .iter()
+        .map(|job| {
+            job["metadata"]["labels"]["sweep.mlkube.io/learningRate"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(rates.into_iter().collect::<Vec<_>>(), ["0.001", "0.01"]);
+
+    let rows: Value = serde_json::from_str(&ok(
+        &app,
+        &["param", "list", "sweep", "--env", "prod", "-o", "json"],
+    ))
+    .unwrap();
+    let grid = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["param"] == "grid")
+        .unwrap();
+    assert_eq!(grid["source"], "env");
+
+    // A grid must be an object: refused before anything is written.
+    let before = snapshot_files(&app);
+    let stderr = fails(
+        &app,
+        &[
+            "param",
+            "set",
+            "sweep",
+            "grid",
+            "[0.1, 0.2]",
+            "--env",
+            "prod",
+        ],
+    );
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: component `sweep`: param `grid` must be an object, got [0.1,0.2]"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(snapshot_files(&app), before);
+    // An empty grid is an object, so it is stored, and rendering says what is wrong with it.
+    ok(
+        &app,
+        &["param", "set", "sweep", "grid", "{}", "--env", "prod"],
+    );
+    let stderr = fails(&app, &["show", "prod"]);
+    assert!(
+        stderr
+            .starts_with("mlkube: error: cannot render component `sweep` for environment `prod`\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("runtime error: component tf-job-sweep: param grid: is empty; give each hyperparameter a list of values"),
+        "{stderr}"
+    );
 }

@@ -11,11 +11,13 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 4] = [
+const PROTOTYPES: [&str; 6] = [
     "tf-job-operator",
     "notebook-hub",
     "tf-serving",
     "volume-controller",
+    "tf-job",
+    "tf-job-sweep",
 ];
 const ENVIRONMENTS: [&str; 3] = ["local", "dev", "prod"];
 const TYPES: [&str; 6] = ["string", "integer", "number", "boolean", "array", "object"];
@@ -127,6 +129,18 @@ fn tf_serving_with_default_params() {
 #[test]
 fn volume_controller_with_default_params() {
     let objects = render("volume-controller", "volume-controller", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn tf_job_with_default_params() {
+    let objects = render("tf-job", "mnist", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn tf_job_sweep_with_default_params() {
+    let objects = render("tf-job-sweep", "sweep", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
 }
 
@@ -500,6 +514,106 @@ fn bad_values_name_the_component_and_the_param() {
             json!({ "logLevel": -1 }),
             "component volume-controller: param logLevel",
         ),
+        (
+            "tf-job",
+            json!({ "restartPolicy": "Sometimes" }),
+            "component tf-job: param restartPolicy: \"Sometimes\" is not one of",
+        ),
+        (
+            "tf-job",
+            json!({ "cleanPodPolicy": "Some" }),
+            "component tf-job: param cleanPodPolicy: \"Some\" is not one of",
+        ),
+        (
+            "tf-job",
+            json!({ "chiefType": "Boss" }),
+            "component tf-job: param chiefType: \"Boss\" is not one of",
+        ),
+        (
+            "tf-job",
+            json!({ "chiefReplicas": 2 }),
+            "component tf-job: param chiefReplicas: must be 0 or 1, got 2",
+        ),
+        (
+            "tf-job",
+            json!({ "workerReplicas": 0, "psReplicas": 2 }),
+            "component tf-job: param workerReplicas: the job has neither a Chief nor a Worker",
+        ),
+        (
+            "tf-job",
+            json!({ "psReplicas": -1 }),
+            "component tf-job: param psReplicas: must not be negative",
+        ),
+        (
+            "tf-job",
+            json!({ "backoffLimit": -1 }),
+            "component tf-job: param backoffLimit: must not be negative",
+        ),
+        (
+            "tf-job",
+            json!({ "args": ["--steps", 100] }),
+            "component tf-job: param args: must be a list of strings, but holds 100",
+        ),
+        (
+            "tf-job",
+            json!({ "env": { "A": { "b": 1 } } }),
+            "component tf-job: param env: the value of A must be",
+        ),
+        (
+            "tf-job",
+            json!({ "runAsUser": 0 }),
+            "component tf-job: param runAsUser: must be a non-root user id",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "restartPolicy": "Sometimes" }),
+            "component tf-job-sweep: param restartPolicy",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": {} }),
+            "component tf-job-sweep: param grid: is empty",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "learningRate": 0.01 } }),
+            "component tf-job-sweep: param grid: the values of learningRate must be a list, e.g. [0.01]",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "learningRate": [] } }),
+            "component tf-job-sweep: param grid: learningRate has no values",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "learningRate": [0.01, 0.01] } }),
+            "component tf-job-sweep: param grid: learningRate lists a value twice",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "learningRate": [[0.01]] } }),
+            "component tf-job-sweep: param grid: a value of learningRate must be a string, number or boolean",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "optimizer": ["adam w"] } }),
+            "component tf-job-sweep: param grid: value \"adam w\" of optimizer cannot be a label value",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "learning-rate": [1] } }),
+            "component tf-job-sweep: param grid: hyperparameter \"learning-rate\" must be a letter followed by",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "grid": { "a": [1, 2, 3], "b": [1, 2] }, "maxJobs": 5 }),
+            "component tf-job-sweep: param grid: gives 6 jobs, more than maxJobs (5)",
+        ),
+        (
+            "tf-job-sweep",
+            json!({ "flagStyle": "camel" }),
+            "component tf-job-sweep: param flagStyle: \"camel\" is not one of",
+        ),
     ];
     for (prototype, overrides, expected) in cases {
         let error = render(prototype, "x", &overrides)
@@ -509,4 +623,305 @@ fn bad_values_name_the_component_and_the_param() {
             "{prototype} with {overrides}:\n{error}\nshould contain: {expected}"
         );
     }
+}
+
+/// The `tensorflow` container of one replica type of a rendered TFJob.
+fn tensorflow_container<'a>(job: &'a Value, replica_type: &str) -> &'a Value {
+    let containers = &job["spec"]["tfReplicaSpecs"][replica_type]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["name"], "tensorflow", "{replica_type}");
+    &containers[0]
+}
+
+fn job_names(jobs: &Value) -> Vec<String> {
+    jobs.as_array()
+        .expect("render gives an array")
+        .iter()
+        .map(|job| job["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn tf_job_distributed_with_gpus_on_the_chief_and_workers_only() {
+    let objects = render(
+        "tf-job",
+        "mnist",
+        &json!({
+            "chiefReplicas": 1, "psReplicas": 2, "workerReplicas": 4, "evaluatorReplicas": 1,
+            "gpus": 2, "gpuImage": "example/train:gpu", "image": "example/train:cpu",
+            "restartPolicy": "ExitCode", "backoffLimit": 3, "activeDeadlineSeconds": 3600,
+            "ttlSecondsAfterFinished": 600, "cleanPodPolicy": "All", "suspend": true,
+            "command": ["python", "train.py"], "args": ["--steps=10"], "env": { "LOG_LEVEL": "info", "SEED": 7 },
+        }),
+    )
+    .unwrap();
+    assert_eq!(kinds_and_names(&objects), ["TFJob mnist"]);
+    let job = &objects[0];
+    assert_eq!(job["apiVersion"], "kubeflow.org/v1");
+    assert_eq!(
+        job["spec"]["runPolicy"],
+        json!({ "activeDeadlineSeconds": 3600, "backoffLimit": 3, "cleanPodPolicy": "All", "suspend": true, "ttlSecondsAfterFinished": 600 })
+    );
+    let specs = job["spec"]["tfReplicaSpecs"].as_object().unwrap();
+    let counts: Vec<(&str, &Value)> = specs
+        .iter()
+        .map(|(t, s)| (t.as_str(), &s["replicas"]))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("Chief", &json!(1)),
+            ("Evaluator", &json!(1)),
+            ("PS", &json!(2)),
+            ("Worker", &json!(4))
+        ]
+    );
+    for (replica_type, gpu_image) in [
+        ("Chief", true),
+        ("Worker", true),
+        ("PS", false),
+        ("Evaluator", false),
+    ] {
+        assert_eq!(specs[replica_type]["restartPolicy"], "ExitCode");
+        let container = tensorflow_container(job, replica_type);
+        let gpus = &container["resources"]["limits"]["nvidia.com/gpu"];
+        if gpu_image {
+            assert_eq!(container["image"], "example/train:gpu", "{replica_type}");
+            assert_eq!(gpus, 2, "{replica_type}");
+        } else {
+            assert_eq!(container["image"], "example/train:cpu", "{replica_type}");
+            assert!(gpus.is_null(), "{replica_type} should get no GPUs");
+        }
+        assert_eq!(container["command"], json!(["python", "train.py"]));
+        assert_eq!(container["args"], json!(["--steps=10"]));
+        assert_eq!(
+            container["env"],
+            json!([{ "name": "LOG_LEVEL", "value": "info" }, { "name": "SEED", "value": "7" }])
+        );
+        assert_eq!(
+            container["ports"],
+            json!([{ "name": "tfjob-port", "containerPort": 2222, "protocol": "TCP" }])
+        );
+    }
+}
+
+#[test]
+fn tf_job_master_replaces_chief_and_zero_replicas_leave_a_type_out() {
+    let objects = render(
+        "tf-job",
+        "mnist",
+        &json!({ "chiefType": "Master", "chiefReplicas": 1, "workerReplicas": 0, "psReplicas": 1 }),
+    )
+    .unwrap();
+    let types: Vec<&String> = objects[0]["spec"]["tfReplicaSpecs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(types, ["Master", "PS"]);
+}
+
+/// Training pods get least privilege too: non-root, no escalation, no capabilities, and no API
+/// token unless the job names a service account.
+#[test]
+fn tf_job_pods_run_non_root_without_a_token_unless_given_a_service_account() {
+    for (overrides, token) in [
+        (json!({ "cpuLimit": "1", "memoryLimit": "1Gi" }), false),
+        (
+            json!({ "serviceAccount": "trainer", "imagePullSecrets": ["registry"] }),
+            true,
+        ),
+    ] {
+        let objects = render("tf-job", "mnist", &overrides).unwrap();
+        let pod = &objects[0]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["runAsUser"], 1000);
+        assert_eq!(pod["automountServiceAccountToken"], token, "{overrides}");
+        let container = &pod["containers"][0];
+        assert_eq!(container["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            container["securityContext"]["allowPrivilegeEscalation"],
+            false
+        );
+        assert_eq!(
+            container["securityContext"]["capabilities"]["drop"],
+            json!(["ALL"])
+        );
+        assert!(container["resources"]["requests"]["cpu"].is_string());
+        assert!(container["resources"]["requests"]["memory"].is_string());
+        if token {
+            assert_eq!(pod["serviceAccountName"], "trainer");
+            assert_eq!(pod["imagePullSecrets"], json!([{ "name": "registry" }]));
+        } else {
+            assert_eq!(
+                container["resources"]["limits"],
+                json!({ "cpu": "1", "memory": "1Gi" })
+            );
+        }
+    }
+}
+
+#[test]
+fn sweep_renders_one_job_per_combination_with_flags_labels_and_annotation() {
+    let jobs = render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({
+            "grid": { "learningRate": [0.01, 0.001], "hiddenLayers": [2, 3, 4] },
+            "args": ["--epochs=5"], "psReplicas": 1, "workerReplicas": 2,
+        }),
+    )
+    .unwrap();
+    let jobs_list = jobs.as_array().unwrap();
+    assert_eq!(jobs_list.len(), 6);
+    let mut combinations = Vec::new();
+    for job in jobs_list {
+        let name = job["metadata"]["name"].as_str().unwrap();
+        let hash = name
+            .strip_prefix("sweep-")
+            .expect("named after the component");
+        assert!(
+            hash.len() == 10
+                && hash
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{name}"
+        );
+        let labels = &job["metadata"]["labels"];
+        let (rate, layers) = (
+            labels["sweep.mlkube.io/learningRate"].as_str().unwrap(),
+            labels["sweep.mlkube.io/hiddenLayers"].as_str().unwrap(),
+        );
+        let chosen: Value = serde_json::from_str(
+            job["metadata"]["annotations"]["sweep.mlkube.io/hyperparameters"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(chosen["learningRate"].to_string(), rate);
+        assert_eq!(chosen["hiddenLayers"].to_string(), layers);
+        let flags = json!([
+            "--epochs=5",
+            format!("--hidden-layers={layers}"),
+            format!("--learning-rate={rate}")
+        ]);
+        for replica_type in ["PS", "Worker"] {
+            assert_eq!(
+                tensorflow_container(job, replica_type)["args"],
+                flags,
+                "{name} {replica_type}"
+            );
+            let pod_labels =
+                &job["spec"]["tfReplicaSpecs"][replica_type]["template"]["metadata"]["labels"];
+            assert_eq!(
+                pod_labels["sweep.mlkube.io/learningRate"], rate,
+                "pods are selectable too"
+            );
+            assert_eq!(pod_labels["app.kubernetes.io/instance"], "sweep");
+        }
+        assert_eq!(job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"], 2);
+        combinations.push((rate.to_owned(), layers.to_owned()));
+    }
+    combinations.sort();
+    assert_eq!(
+        combinations,
+        [
+            ("0.001", "2"),
+            ("0.001", "3"),
+            ("0.001", "4"),
+            ("0.01", "2"),
+            ("0.01", "3"),
+            ("0.01", "4")
+        ]
+        .map(|(r, l)| (r.to_owned(), l.to_owned()))
+    );
+}
+
+/// A combination's job keeps its name when the grid grows or is reordered, so growing a sweep
+/// in `prod` adds jobs and leaves the finished ones alone; and `local`'s small grid names its
+/// jobs as `prod` does.
+#[test]
+fn sweep_job_names_depend_only_on_the_combination() {
+    let names = |grid: Value| {
+        job_names(&render("tf-job-sweep", "sweep", &json!({ "grid": grid })).unwrap())
+    };
+    let small = names(json!({ "learningRate": [0.01], "hiddenLayers": [2] }));
+    let full = names(json!({ "learningRate": [0.1, 0.01, 0.001], "hiddenLayers": [2, 3] }));
+    let reordered = names(json!({ "hiddenLayers": [3, 2], "learningRate": [0.001, 0.01, 0.1] }));
+    assert_eq!(small.len(), 1);
+    assert_eq!(full.len(), 6);
+    assert!(full.contains(&small[0]), "{small:?} not in {full:?}");
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(full.clone()), sorted(reordered));
+    let mut unique = sorted(full.clone());
+    unique.dedup();
+    assert_eq!(unique.len(), 6);
+    // The same combination in another sweep component is another job.
+    let other = job_names(
+        &render(
+            "tf-job-sweep",
+            "other",
+            &json!({ "grid": { "learningRate": [0.01], "hiddenLayers": [2] } }),
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        other[0][6..],
+        small[0][6..],
+        "the hash is the combination's"
+    );
+    assert!(other[0].starts_with("other-"));
+}
+
+#[test]
+fn sweep_flags_in_snake_case_and_string_and_boolean_values() {
+    let jobs = render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({ "grid": { "optimizerName": ["adam"], "use_bias": [true] }, "flagStyle": "snake" }),
+    )
+    .unwrap();
+    let job = &jobs[0];
+    assert_eq!(
+        tensorflow_container(job, "Worker")["args"],
+        json!(["--optimizer_name=adam", "--use_bias=true"])
+    );
+    assert_eq!(
+        job["metadata"]["labels"]["sweep.mlkube.io/use_bias"],
+        "true"
+    );
+}
+
+#[test]
+fn training_job_names_fit_the_pod_names_the_operator_derives() {
+    // 63 characters is the limit of a pod's Service name, `<job>-<type>-<index>`.
+    let name = "a".repeat(63 - "-worker-9".len());
+    render("tf-job", &name, &json!({ "workerReplicas": 10 }))
+        .expect("`<name>-worker-9` is 63 characters");
+    let error = render("tf-job", &name, &json!({ "workerReplicas": 11 })).unwrap_err();
+    assert!(
+        error.contains(&format!("component tf-job: param name: the TFJob name \"{name}\" is too long: its pod and service {name}-worker-10 would be 64 characters")),
+        "{error}"
+    );
+    let error = render("tf-job", "1job", &json!({})).unwrap_err();
+    assert!(
+        error.contains(
+            "component tf-job: param name: the TFJob name \"1job\" is not a DNS-1035 label"
+        ),
+        "{error}"
+    );
+    // A sweep's jobs add `-` and 10 hex digits.
+    let room = 63 - "-worker-0".len() - 11;
+    render("tf-job-sweep", &"s".repeat(room), &json!({})).expect("fits exactly");
+    let error = render("tf-job-sweep", &"s".repeat(room + 1), &json!({})).unwrap_err();
+    assert!(
+        error.contains(&format!(
+            "component tf-job-sweep: param name: the component name \"{}\" is too long for a sweep",
+            "s".repeat(room + 1)
+        )),
+        "{error}"
+    );
+    assert!(error.contains(&format!("use at most {room}")), "{error}");
 }

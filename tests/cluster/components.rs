@@ -1,11 +1,13 @@
-//! The four platform components against the real control plane.
+//! The platform components and the training-job prototypes against the real control plane.
 //!
 //! Every component of a fresh `mlkube init` app, in every shipped environment, passes a
 //! server-side dry-run apply with strict field validation (so a misspelt field is a rejection,
 //! not a silently dropped value), after the CRDs it ships are applied for real. Istio's
 //! VirtualService and DestinationRule, which the test cluster does not run, are checked against
 //! a minimal typed CRD of each that the test installs. Then `local` is applied for real and its
-//! Deployments and StatefulSets must reach their desired replicas on the kwok nodes.
+//! Deployments and StatefulSets must reach their desired replicas on the kwok nodes. The
+//! training-job prototypes, which `init` does not add, are dry-run the same way as components
+//! added with the CLI.
 //!
 //! These tests use kube's dynamic API directly, not mlkube's own apply, so they check the
 //! components and nothing else.
@@ -16,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, TypeMeta};
@@ -197,6 +199,187 @@ async fn local_environment_comes_up_on_the_kwok_nodes() {
         assert_eq!(ready, desired);
         assert!(desired >= 1, "{kind} {name} wants no replicas");
     }
+}
+
+/// The training-job prototypes, which `init` does not add: a tf-job and a tf-job-sweep component
+/// made with the CLI, small in `local` and distributed (a sweep of 6) in `prod`, pass a
+/// server-side dry run with strict field validation against the real TFJob CRD. That CRD keeps
+/// pod templates as they are, so each replica's template is dry-run as the Pod the operator
+/// would create from it, too.
+#[tokio::test]
+async fn training_job_components_pass_a_server_side_dry_run_against_the_tfjob_crd() {
+    let _shared = lock_shared_cluster_objects().await;
+    let local = TestNamespace::new("components-train").await;
+    let client = local.client.clone();
+    let _prod = named_namespace(&client, &format!("{}-prod", local.name)).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app_dir = dir.path().join("app");
+    init_app(&app_dir, &local.name);
+    let prod_params: [(&str, &str); 10] = [
+        ("chiefReplicas", "1"),
+        ("psReplicas", "2"),
+        ("workerReplicas", "4"),
+        ("evaluatorReplicas", "1"),
+        ("gpus", "1"),
+        ("restartPolicy", "ExitCode"),
+        ("backoffLimit", "3"),
+        ("ttlSecondsAfterFinished", "600"),
+        ("env", r#"{"TF_CPP_MIN_LOG_LEVEL": 2}"#),
+        ("command", r#"["python", "/opt/train.py"]"#),
+    ];
+    mlkube_in(
+        &app_dir,
+        &[
+            "component",
+            "add",
+            "tf-job",
+            "train",
+            "--param",
+            "args=[\"--epochs=1\"]",
+        ],
+    );
+    for (key, value) in prod_params {
+        mlkube_in(
+            &app_dir,
+            &["param", "set", "train", key, value, "--env", "prod"],
+        );
+    }
+    mlkube_in(&app_dir, &["component", "add", "tf-job-sweep", "sweep"]);
+    mlkube_in(
+        &app_dir,
+        &[
+            "param",
+            "set",
+            "sweep",
+            "grid",
+            r#"{"learningRate": [0.01]}"#,
+            "--env",
+            "local",
+        ],
+    );
+    mlkube_in(
+        &app_dir,
+        &["param", "set", "sweep", "suspend", "true", "--env", "prod"],
+    );
+    let app = App::load(&app_dir).unwrap_or_else(|e| panic!("loading the app: {}", chain(&e)));
+
+    let crd_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/tfjobs.kubeflow.org.yaml");
+    let crd: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&crd_file).expect("the CRD file"))
+            .expect("the CRD file is YAML");
+    install_crd(&client, &crd).await;
+    for namespace in [local.name.clone(), format!("{}-prod", local.name)] {
+        // Pods are admitted only once the namespace's default ServiceAccount exists.
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
+        eventually(
+            &format!("the default ServiceAccount of {namespace}"),
+            TIMEOUT,
+            || async { accounts.get_opt("default").await.ok().flatten() },
+        )
+        .await;
+    }
+
+    let mut objects = Vec::new();
+    for env in ["local", "prod"] {
+        for component in ["train", "sweep"] {
+            let jobs = render(&app, env, component).objects;
+            let counted = (env, component, jobs.len());
+            assert!(
+                [
+                    ("local", "train", 1),
+                    ("local", "sweep", 1),
+                    ("prod", "train", 1),
+                    ("prod", "sweep", 6)
+                ]
+                .contains(&counted),
+                "{counted:?}"
+            );
+            for job in jobs {
+                assert_eq!(job.kind(), "TFJob");
+                objects.extend(pods_of(&job));
+                objects.push(job);
+            }
+        }
+    }
+    let kinds: Vec<TypeMeta> = objects.iter().map(type_meta).collect();
+    let discovery = discover(&client, &kinds).await;
+    let dry_run = PatchParams::apply(MANAGER)
+        .force()
+        .dry_run()
+        .validation_strict();
+    let mut rejections = Vec::new();
+    for object in &objects {
+        if let Err(message) = apply(&client, &discovery, object, &dry_run).await {
+            rejections.push(format!(
+                "{} {}/{}: {message}",
+                object.kind(),
+                object.namespace().unwrap_or_default(),
+                object.name()
+            ));
+        }
+    }
+    let pods = objects.iter().filter(|o| o.kind() == "Pod").count();
+    assert!(
+        rejections.is_empty(),
+        "{} of {} objects were rejected:\n{}",
+        rejections.len(),
+        objects.len(),
+        rejections.join("\n")
+    );
+    // local: 1 worker per job; prod: train has 4 types, the sweep's 6 jobs 1 worker each.
+    assert_eq!(pods, 2 + 4 + 6, "one Pod per replica type of each job");
+    eprintln!(
+        "{} TFJobs and {pods} pod templates passed",
+        objects.len() - pods
+    );
+}
+
+/// Each replica type's first pod as the operator creates it from the TFJob: the template with
+/// the replica's restart policy (ExitCode runs as Never), named `<job>-<type>-0`.
+fn pods_of(job: &Object) -> Vec<Object> {
+    let specs = job.value["spec"]["tfReplicaSpecs"]
+        .as_object()
+        .expect("tfReplicaSpecs");
+    specs
+        .iter()
+        .map(|(replica_type, spec)| {
+            let template = &spec["template"];
+            let restart = match spec["restartPolicy"].as_str() {
+                Some("ExitCode") | None => "Never",
+                Some(policy) => policy,
+            };
+            let mut pod_spec = template["spec"].clone();
+            pod_spec["restartPolicy"] = json!(restart);
+            Object {
+                component: job.component.clone(),
+                value: json!({
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": format!("{}-{}-0", job.name(), replica_type.to_lowercase()),
+                        "namespace": job.namespace(),
+                        "labels": template["metadata"]["labels"],
+                        "annotations": template["metadata"].get("annotations").cloned().unwrap_or(json!({})),
+                    },
+                    "spec": pod_spec,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Run `mlkube` in the app's directory, as a user types it; it must succeed.
+fn mlkube_in(dir: &Path, args: &[&str]) {
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the mlkube binary runs");
+    assert!(
+        output.status.success(),
+        "mlkube {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// `(ready, desired)` replicas once a Deployment or StatefulSet has rolled out its current spec.
