@@ -24,6 +24,7 @@ use crate::deploy::applyset::ApplySet;
 use crate::deploy::cluster::{Cluster, ClusterError, Target};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, PlanError};
+use crate::deploy::status::{self, LastApply, StatusError};
 use crate::deploy::wait::Progress;
 use crate::render::manifest::{Manifest, Object};
 
@@ -43,6 +44,8 @@ pub enum DeployError {
     Diff(#[from] DiffError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Status(#[from] StatusError),
     #[error("`{value}` is not a duration\n  hint: write it like 90s, 5m or 1h")]
     Duration { value: String },
     #[error("cannot start the async runtime")]
@@ -53,8 +56,17 @@ pub enum DeployError {
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub app: String,
+    /// The app's directory; `None` for objects read from `--manifest`.
+    pub dir: Option<std::path::PathBuf>,
     pub target: Target,
     pub manifest: Manifest,
+}
+
+impl Rendered {
+    /// The ApplySet of this app and environment.
+    pub fn applyset(&self) -> ApplySet {
+        ApplySet::new(&self.app, &self.target.env, &self.target.namespace)
+    }
 }
 
 /// Render `env` of the app the command line names, or read pre-rendered objects from
@@ -82,6 +94,7 @@ pub fn render(
         }
         return Ok(Rendered {
             app: "manifest".into(),
+            dir: None,
             target,
             manifest,
         });
@@ -99,6 +112,7 @@ pub fn render(
     let manifest = crate::render::render(&app, env, components)?;
     Ok(Rendered {
         app: app.name().to_string(),
+        dir: Some(app.root().to_path_buf()),
         target,
         manifest,
     })
@@ -126,14 +140,14 @@ pub fn read_manifest(path: &Path) -> Result<Manifest, DeployError> {
     Ok(Manifest { objects })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(DeployError::Runtime)
 }
 
-fn finish(result: Result<Exit, DeployError>) -> Exit {
+pub fn finish(result: Result<Exit, DeployError>) -> Exit {
     match result {
         Ok(exit) => exit,
         Err(error) => cli::report(&error),
@@ -251,6 +265,10 @@ pub fn apply_rendered(rendered: &Rendered, args: &ApplyArgs) -> Result<Exit, Dep
         );
         let plan = plan::plan(&rendered.manifest, &set, &args.components)?;
         let report = apply::apply(&cluster, &plan, &options).await?;
+        if !options.dry_run {
+            let last = LastApply::now(rendered.dir.as_deref());
+            status::record_last_apply(&cluster, &set, &last).await?;
+        }
         apply::print_report(&report, options.dry_run);
         Ok(if report.not_ready.is_empty() {
             Exit::Done

@@ -111,7 +111,7 @@ impl ApplySet {
     }
 }
 
-fn tooling() -> String {
+pub fn tooling() -> String {
     format!("mlkube/v{}", env!("CARGO_PKG_VERSION"))
 }
 

@@ -9,4 +9,5 @@ pub mod applyset;
 pub mod cluster;
 pub mod diff;
 pub mod plan;
+pub mod status;
 pub mod wait;
