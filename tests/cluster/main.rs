@@ -6,4 +6,5 @@ mod components;
 mod deploy;
 mod operator;
 mod smoke;
+mod status;
 mod support;
