@@ -131,9 +131,11 @@ fn last_apply_line(status: &Status) -> String {
     let Some(last) = &status.last_apply else {
         return "not recorded (applied by an mlkube without `status`)".into();
     };
+    // As `git log --oneline` abbreviates; `-o json` has the whole hash.
+    let short = |sha: &str| sha.chars().take(12).collect::<String>();
     let commit = match &last.commit {
-        Some(c) if c.dirty => format!(", commit {} with uncommitted changes", c.sha),
-        Some(c) => format!(", commit {}", c.sha),
+        Some(c) if c.dirty => format!(", commit {} with uncommitted changes", short(&c.sha)),
+        Some(c) => format!(", commit {}", short(&c.sha)),
         None => String::new(),
     };
     format!("{} by {}{commit}", last.time, last.tooling)
@@ -143,7 +145,7 @@ fn last_apply_line(status: &Status) -> String {
 mod tests {
     use super::*;
     use crate::deploy::plan::Key;
-    use crate::deploy::status::{LastApply, MemberStatus, Summary};
+    use crate::deploy::status::{Commit, LastApply, MemberStatus, Summary};
 
     fn member(name: &str, state: State, drift: Drift) -> MemberStatus {
         MemberStatus {
@@ -172,7 +174,10 @@ mod tests {
             last_apply: Some(LastApply {
                 time: "2026-11-23T13:00:00Z".into(),
                 tooling: "mlkube/v0.1.0".into(),
-                commit: None,
+                commit: Some(Commit {
+                    sha: "786527a7dc4906442b685278620819501cebe4ca".into(),
+                    dirty: true,
+                }),
             }),
             members,
             summary,
@@ -210,7 +215,8 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "last apply: 2026-11-23T13:00:00Z by mlkube/v0.1.0"
+            "last apply: 2026-11-23T13:00:00Z by mlkube/v0.1.0, commit 786527a7dc49 with \
+             uncommitted changes"
         );
         assert!(lines[2].starts_with("OBJECT"), "{text}");
         let health_column = lines[2].find("HEALTH").unwrap();
