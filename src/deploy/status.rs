@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
 use crate::deploy::cluster::{Cluster, FIELD_MANAGER};
-use crate::deploy::diff::{self, Action, DiffError, DiffOptions};
+use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Key, Plan};
 use crate::deploy::wait::{self, Health};
 
@@ -265,6 +265,20 @@ pub async fn status(cluster: &Cluster, plan: &Plan) -> Result<Status, StatusErro
     )
     .await?;
 
+    let statuses = members_status(plan, &members, &changes);
+    Ok(Status {
+        app: set.app.clone(),
+        env: set.env.clone(),
+        namespace: set.namespace.clone(),
+        last_apply: LastApply::of_parent(&parent),
+        summary: Summary::of(&statuses),
+        members: statuses,
+    })
+}
+
+/// Each object's status from what the diff decided about it and the live members, sorted by
+/// key. Pure: the cluster was read before.
+pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> Vec<MemberStatus> {
     let live: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
     let desired: BTreeMap<&Key, &Desired> = plan.objects.iter().map(|d| (&d.key, d)).collect();
     let mut statuses: Vec<MemberStatus> = Vec::new();
@@ -310,14 +324,7 @@ pub async fn status(cluster: &Cluster, plan: &Plan) -> Result<Status, StatusErro
         ));
     }
     statuses.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(Status {
-        app: set.app.clone(),
-        env: set.env.clone(),
-        namespace: set.namespace.clone(),
-        last_apply: LastApply::of_parent(&parent),
-        summary: Summary::of(&statuses),
-        members: statuses,
-    })
+    statuses
 }
 
 fn member_status(
@@ -450,20 +457,18 @@ fn last_condition(job: &Value) -> Option<(String, String)> {
     Some((kind, message))
 }
 
-fn secrets(cluster: &Cluster, set: &ApplySet) -> kube::Api<Secret> {
-    kube::Api::namespaced(cluster.client.clone(), &set.namespace)
-}
-
 /// The ApplySet parent as it is, for the record of the last apply.
 async fn read_parent(cluster: &Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
-    let parent = secrets(cluster, set)
-        .get_metadata_opt(&set.name)
+    let Some(secrets) = cluster.resolve("v1", "Secret") else {
+        return Ok(None);
+    };
+    cluster
+        .get(&secrets, Some(&set.namespace), &set.name)
         .await
         .map_err(|source| StatusError::ReadParent {
             env: set.env.clone(),
             source,
-        })?;
-    Ok(parent.map(|p| json!({"metadata": p.metadata})))
+        })
 }
 
 /// Record `last` on the environment's ApplySet parent, as a merge patch of its annotations.
@@ -473,7 +478,7 @@ pub async fn record_last_apply(
     last: &LastApply,
 ) -> Result<(), StatusError> {
     let patch = json!({"metadata": {"annotations": last.annotations()}});
-    secrets(cluster, set)
+    kube::Api::<Secret>::namespaced(cluster.client.clone(), &set.namespace)
         .patch(
             &set.name,
             &PatchParams {
@@ -493,6 +498,7 @@ pub async fn record_last_apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deploy::applyset::ApplySet;
     use crate::render::kinds::Tier;
 
     fn tfjob(conditions: Value) -> Value {
@@ -680,6 +686,115 @@ mod tests {
                 sha: clean.sha,
                 dirty: true
             })
+        );
+    }
+
+    fn plan_of(objects: Vec<Desired>) -> Plan {
+        Plan {
+            applyset: ApplySet::new("a", "local", "ns"),
+            objects,
+            components: Vec::new(),
+        }
+    }
+
+    fn member_of(value: &Value) -> Member {
+        Member {
+            key: Key::of(value).unwrap(),
+            api_version: "v1".into(),
+            component: Some("c".into()),
+            resource_version: "1".into(),
+            value: value.clone(),
+        }
+    }
+
+    fn change(value: &Value, action: Action) -> diff::Change {
+        diff::Change {
+            key: Key::of(value).unwrap(),
+            component: Some("c".into()),
+            action,
+            before: None,
+            after: None,
+            note: None,
+            conflicts: Vec::new(),
+        }
+    }
+
+    fn config_map(name: &str, hash: &str, data: Value) -> Value {
+        let mut value = with_hash(hash, data);
+        value["metadata"]["name"] = json!(name);
+        value["metadata"]["namespace"] = json!("ns");
+        value
+    }
+
+    #[test]
+    fn each_object_joins_its_diff_verdict_with_its_live_health() {
+        let kept_live = config_map("kept", "h0", json!({}));
+        let same = config_map("same", "h1", json!({"k": "v"}));
+        let edited = config_map("edited", "h2", json!({"k": "v"}));
+        let edited_live = config_map("edited", "h2", json!({"k": "by hand"}));
+        let gone = config_map("gone", "h3", json!({}));
+        let refused = config_map("refused", "h4", json!({}));
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        let plan = plan_of(vec![
+            desired(same.clone()),
+            desired(edited.clone()),
+            desired(gone.clone()),
+            desired(refused.clone()),
+        ]);
+        let members = [&same, &edited_live, &refused, &kept_live].map(member_of);
+        let changes = ChangeSet {
+            changes: vec![
+                change(&namespace, Action::Create),
+                change(&same, Action::Unchanged),
+                change(&edited, Action::Update),
+                change(&gone, Action::Create),
+            ],
+            failures: vec![diff::Failure {
+                key: Key::of(&refused).unwrap(),
+                component: Some("c".into()),
+                message: "denied by a webhook".into(),
+            }],
+            kept: vec![diff::Kept {
+                key: Key::of(&kept_live).unwrap(),
+                reason: "mlkube never applied it".into(),
+            }],
+        };
+        let statuses = members_status(&plan, &members, &changes);
+        let by_name: BTreeMap<&str, &MemberStatus> =
+            statuses.iter().map(|m| (m.key.name.as_str(), m)).collect();
+        // The environment's namespace is not a member, even when the diff would create it.
+        assert_eq!(
+            by_name.keys().copied().collect::<Vec<_>>(),
+            ["edited", "gone", "kept", "refused", "same"]
+        );
+        assert_eq!(
+            (by_name["same"].state, by_name["same"].drift),
+            (State::Healthy, Drift::None)
+        );
+        assert_eq!(by_name["edited"].drift, Drift::Changed);
+        assert_eq!(
+            (by_name["gone"].state, by_name["gone"].drift),
+            (State::Missing, Drift::Missing)
+        );
+        assert_eq!(by_name["refused"].drift, Drift::Unknown);
+        assert_eq!(
+            by_name["refused"].drift_reason.as_deref(),
+            Some("denied by a webhook")
+        );
+        assert_eq!(
+            (by_name["kept"].state, by_name["kept"].drift),
+            (State::Healthy, Drift::NotRendered)
+        );
+        let summary = Summary::of(&statuses);
+        assert_eq!(
+            (
+                summary.members,
+                summary.healthy,
+                summary.missing,
+                summary.drifted
+            ),
+            (5, 4, 1, 4)
         );
     }
 }
