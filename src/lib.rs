@@ -21,4 +21,5 @@ pub mod app;
 pub mod cli;
 pub mod deploy;
 pub mod operator;
+pub mod random;
 pub mod render;

@@ -240,13 +240,20 @@ fn init_env_component_param_show_for_all_environments() {
             let metadata = &object["metadata"];
             let labels = &metadata["labels"];
             assert_eq!(labels["app.kubernetes.io/managed-by"], "mlkube");
-            assert_eq!(labels["app.kubernetes.io/part-of"], "platform");
-            assert_eq!(labels["mlkube.io/environment"], env);
             assert!(labels["mlkube.io/component"].is_string());
             let cluster_scoped = matches!(
                 object["kind"].as_str().unwrap(),
                 "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding" | "StorageClass"
             );
+            // Cluster-scoped objects are shared by every environment and app that renders
+            // them, so they name neither.
+            if cluster_scoped {
+                assert!(labels.get("app.kubernetes.io/part-of").is_none());
+                assert!(labels.get("mlkube.io/environment").is_none());
+            } else {
+                assert_eq!(labels["app.kubernetes.io/part-of"], "platform");
+                assert_eq!(labels["mlkube.io/environment"], env);
+            }
             if cluster_scoped {
                 assert!(metadata.get("namespace").is_none(), "{object}");
             } else {
@@ -530,6 +537,7 @@ fn env_rename_and_remove() {
     assert!(
         objects
             .iter()
+            .filter(|o| !o["metadata"]["namespace"].is_null())
             .all(|o| o["metadata"]["labels"]["mlkube.io/environment"] == "qa")
     );
     ok(&app, &["env", "rm", "qa"]);

@@ -8,13 +8,14 @@
 //! environments/<env>/params.libsonnet   the same shape: that environment's overrides
 //! ```
 //!
-//! This module loads and saves that layout and resolves parameters; it evaluates Jsonnet (params
-//! files, prototypes) but renders nothing. The verbs that change the app live in [`verbs`].
+//! This module loads and saves that layout, resolves parameters and renders an environment
+//! ([`render`]) through the Jsonnet evaluator of [`crate::render`]. The verbs that change the
+//! app (`init`, `env`, `component`, `param`) are the command line's, in `cli::app`.
 
 pub mod edit;
 pub mod params;
 pub mod prototype;
-pub mod verbs;
+pub mod render;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,9 @@ pub fn component_file(name: &str) -> String {
 #[serde(deny_unknown_fields)]
 struct AppFile {
     name: String,
+    /// Tells this app from another of the same name on one cluster; `init` makes one up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     #[serde(default)]
     environments: IndexMap<String, EnvironmentSpec>,
     #[serde(default)]
@@ -158,11 +162,23 @@ fn list_or_none(names: &[String]) -> String {
 pub struct App {
     root: PathBuf,
     name: String,
+    id: Option<String>,
     environments: Vec<Environment>,
     components: IndexMap<String, ComponentSpec>,
 }
 
 impl App {
+    /// A new app in `dir` with no environments or components yet (nothing is written).
+    pub fn new(dir: &Path, name: &str) -> App {
+        App {
+            root: dir.to_owned(),
+            name: name.to_owned(),
+            id: Some(new_id()),
+            environments: Vec::new(),
+            components: IndexMap::new(),
+        }
+    }
+
     /// Load the app whose `app.yaml` is in `dir`.
     pub fn load(dir: &Path) -> Result<App, AppError> {
         let path = dir.join(APP_FILE);
@@ -185,6 +201,7 @@ impl App {
         Ok(App {
             root: dir.to_owned(),
             name: file.name,
+            id: file.id,
             environments,
             components: file.components,
         })
@@ -214,6 +231,11 @@ impl App {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The app's id, when `app.yaml` has one (apps made before ids have none).
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 
     pub fn root(&self) -> &Path {
@@ -306,6 +328,7 @@ impl App {
     pub(crate) fn app_file_text(&self) -> Result<String, AppError> {
         let file = AppFile {
             name: self.name.clone(),
+            id: self.id.clone(),
             environments: self
                 .environments
                 .iter()
@@ -350,6 +373,14 @@ impl App {
     pub fn write(&self, file: &str, text: &str) -> Result<(), AppError> {
         write_file(&self.root.join(file), text)
     }
+}
+
+/// 128 random bits in hex: unique, not secret.
+fn new_id() -> String {
+    crate::random::bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Write a file through a temporary sibling and a rename, so a failure leaves the old file.

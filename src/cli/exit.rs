@@ -6,6 +6,8 @@
 
 use std::process::ExitCode;
 
+use crate::deploy::diff::ChangeSet;
+
 /// How a verb ended, as the process exit code a script sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -21,6 +23,19 @@ pub enum Exit {
     NotReady = 3,
     /// `status`: the environment has no inventory on the cluster, it was never applied.
     NeverApplied = 4,
+}
+
+impl Exit {
+    /// The exit code `kubectl diff` would give for a change set.
+    pub fn of_diff(changes: &ChangeSet) -> Exit {
+        if changes.summary().failed > 0 {
+            Exit::Error
+        } else if changes.has_differences() {
+            Exit::Differences
+        } else {
+            Exit::Done
+        }
+    }
 }
 
 impl From<Exit> for ExitCode {

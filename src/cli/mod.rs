@@ -1,10 +1,16 @@
-//! The command line: argument parsing and dispatch, nothing else.
+//! The command line: argument parsing, settings, output and exit codes, and the only layer
+//! that knows about any of them.
 //!
-//! Each verb parses into a value of the types below and is handed to the stage that does the
-//! work. stdout carries data (manifests, diffs, JSON); messages and progress go to stderr.
+//! Each verb parses into a value of the types below; [`settings`] resolves the arguments and
+//! the environment's pins into typed settings once, and the verb hands them to the stage that
+//! does the work ([`crate::app`], [`crate::deploy`], [`crate::operator`]). stdout carries data
+//! (manifests, diffs, JSON); messages and progress go to stderr ([`output`]).
 
+pub mod app;
 pub mod deploy;
 pub mod exit;
+pub mod output;
+pub mod settings;
 pub mod status;
 
 use std::path::PathBuf;
@@ -256,6 +262,10 @@ pub struct ApplyArgs {
     /// Take over fields that another field manager owns.
     #[arg(long)]
     pub force_conflicts: bool,
+    /// Take over rendered objects that exist but belong to another environment, app or tool
+    /// (each is named); prune and delete may then remove them.
+    #[arg(long)]
+    pub adopt: bool,
     /// Wait until what was applied is healthy (the default).
     #[arg(long, overrides_with = "no_wait")]
     pub wait: bool,
@@ -263,8 +273,8 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// How long to wait for health, e.g. 90s, 5m.
-    #[arg(long, value_name = "D", default_value = "5m")]
-    pub timeout: String,
+    #[arg(long, value_name = "D", default_value = "5m", value_parser = settings::duration)]
+    pub timeout: std::time::Duration,
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
@@ -344,15 +354,10 @@ pub struct OperatorArgs {
     pub gang_scheduler: Option<String>,
     /// After SIGTERM, how long reconciles in flight may take before the process exits
     /// anyway, e.g. 20s, 500ms.
-    #[arg(long, value_name = "D", default_value = "20s", value_parser = duration)]
+    #[arg(long, value_name = "D", default_value = "20s", value_parser = settings::duration)]
     pub shutdown_timeout: std::time::Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
-}
-
-/// A duration flag: `90s`, `5m`, `1h`, `500ms`, or plain seconds.
-fn duration(value: &str) -> Result<std::time::Duration, String> {
-    crate::cli::deploy::parse_duration(value).map_err(|e| e.to_string())
 }
 
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.
@@ -363,32 +368,52 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Exit {
     match cli.command {
-        Command::Init(args) => outcome(crate::app::verbs::init(&args)),
-        Command::Env(command) => {
-            outcome(crate::app::verbs::env(cli.global.app.as_deref(), &command))
-        }
-        Command::Prototype(command) => outcome(crate::app::verbs::prototype(&command)),
-        Command::Component(command) => outcome(crate::app::verbs::component(
-            cli.global.app.as_deref(),
-            &command,
-        )),
-        Command::Param(command) => outcome(crate::app::verbs::param(
-            cli.global.app.as_deref(),
-            &command,
-        )),
-        Command::Show(args) => outcome(crate::render::show(
-            cli.global.app.as_deref(),
-            &args.env,
-            &args.components,
-            args.output,
-        )),
-        Command::Diff(args) => crate::cli::deploy::diff(&cli.global, &args),
-        Command::Apply(args) => crate::cli::deploy::apply(&cli.global, &args),
-        Command::Prune(args) => crate::cli::deploy::prune(&cli.global, &args),
-        Command::Delete(args) => crate::cli::deploy::delete(&cli.global, &args),
-        Command::Validate(args) => crate::cli::deploy::validate(&cli.global, &args),
-        Command::Status(args) => crate::cli::status::status(&cli.global, &args),
+        Command::Init(args) => outcome(app::init(&args)),
+        Command::Env(command) => outcome(app::env(cli.global.app.as_deref(), &command)),
+        Command::Prototype(command) => outcome(app::prototype(&command)),
+        Command::Component(command) => outcome(app::component(cli.global.app.as_deref(), &command)),
+        Command::Param(command) => outcome(app::param(cli.global.app.as_deref(), &command)),
+        Command::Show(args) => outcome(show(cli.global.app.as_deref(), &args)),
+        Command::Diff(args) => deploy::diff(&cli.global, &args),
+        Command::Apply(args) => deploy::apply(&cli.global, &args),
+        Command::Prune(args) => deploy::prune(&cli.global, &args),
+        Command::Delete(args) => deploy::delete(&cli.global, &args),
+        Command::Validate(args) => deploy::validate(&cli.global, &args),
+        Command::Status(args) => status::status(&cli.global, &args),
         Command::Operator(args) => crate::operator::run(args),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ShowError {
+    #[error(transparent)]
+    App(#[from] crate::app::AppError),
+    #[error(transparent)]
+    Render(#[from] crate::app::render::RenderError),
+    #[error("cannot write the manifest to stdout")]
+    Output(#[source] std::io::Error),
+}
+
+/// `mlkube show`: render and print; on any error nothing reaches stdout.
+fn show(app_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<(), ShowError> {
+    use std::io::Write as _;
+    let app = crate::app::App::discover(app_flag)?;
+    let manifest = app.render(&args.env, &args.components)?;
+    let text = match args.output {
+        ManifestFormat::Yaml => manifest.to_yaml(),
+        ManifestFormat::Json => manifest.to_json(),
+    };
+    // Freeing thousands of objects just before exit is wasted time.
+    std::mem::forget(manifest);
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(ShowError::Output(error))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `mlkube status <env>` as the command line runs it: render the environment, read its status
-//! from the cluster, print it as a table or JSON, and choose the exit code.
+//! `mlkube status <env>` as the command line runs it: resolve the settings (the environment
+//! rendered, its cluster) as the other cluster verbs do, read its status from the cluster, print
+//! it as a table or JSON, and choose the exit code.
 //!
 //! Exit codes: 0 every member healthy and none drifted; 1 all healthy but some drifted (as
 //! `diff` gives 1 for differences); 3 some member failed, missing or not ready yet, drifted or
@@ -11,25 +12,32 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 
-use crate::cli::deploy::{self, DeployError, Rendered};
-use crate::cli::exit::Exit;
-use crate::cli::{GlobalArgs, ListFormat, StatusArgs};
-use crate::deploy::cluster::Cluster;
-use crate::deploy::plan;
+use crate::deploy::cluster::KubeCluster;
 use crate::deploy::status::{self, Drift, State, Status, StatusError};
 
+use super::deploy::{self, DeployError};
+use super::exit::Exit;
+use super::settings::{self, Deployment, Selection};
+use super::{GlobalArgs, ListFormat, StatusArgs};
+
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> Exit {
+    let selection = Selection {
+        env: &args.env,
+        components: &[],
+        manifest: None,
+    };
     deploy::finish(
-        deploy::render(global, &args.env, &[], None, &args.cluster)
-            .and_then(|r| status_rendered(&r, args)),
+        settings::deployment(global, selection, &args.cluster)
+            .map_err(DeployError::from)
+            .and_then(|d| status_deployment(&d, args)),
     )
 }
 
 /// `mlkube status` on an environment already rendered.
-pub fn status_rendered(rendered: &Rendered, args: &StatusArgs) -> Result<Exit, DeployError> {
+pub fn status_deployment(deployment: &Deployment, args: &StatusArgs) -> Result<Exit, DeployError> {
     deploy::runtime()?.block_on(async {
-        let cluster = Cluster::connect(&rendered.target).await?;
-        let plan = plan::plan(&rendered.manifest, &rendered.applyset(), &[])?;
+        let cluster = KubeCluster::connect(&deployment.target).await?;
+        let plan = deployment.plan(&[])?;
         let status = match status::status(&cluster, &plan).await {
             Ok(status) => status,
             Err(never @ StatusError::NeverApplied { .. }) => {
@@ -144,7 +152,7 @@ fn last_apply_line(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::plan::Key;
+    use crate::deploy::key::Key;
     use crate::deploy::status::{Commit, LastApply, MemberStatus, Summary};
 
     fn member(name: &str, state: State, drift: Drift) -> MemberStatus {

@@ -23,52 +23,43 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
-use crate::deploy::cluster::{self, ApplyMode, Cluster, ClusterError, Resolved};
-use crate::deploy::diff::{CONCURRENCY, namespace_resource, plan_defines, prunable};
-use crate::deploy::plan::{Desired, Key, Plan};
+use crate::deploy::cluster::{
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
+    namespace_resource,
+};
+use crate::deploy::diff::{self, prunable};
+use crate::deploy::key::Key;
+use crate::deploy::ownership::{self, Verdict};
+use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
 use crate::render::kinds::{Tier, tier};
 
-/// Whether destructive steps may go ahead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Consent {
-    /// `--yes`.
-    Given,
-    /// Ask on the terminal.
-    Ask,
-    /// No terminal and no `--yes`: refuse.
-    Absent,
+/// Whether destructive steps may go ahead. The caller decides: the command line lists what
+/// will be deleted and asks on a terminal, or takes `--yes`.
+pub trait Consent: Sync {
+    /// Asked once, before anything is written, with every object the verb would delete (an
+    /// empty list too); an error stops the verb with nothing written.
+    fn confirm(&self, verb: &'static str, doomed: &[Key]) -> Result<(), ApplyError>;
 }
 
-impl Consent {
-    pub fn from_flag(yes: bool) -> Consent {
-        if yes {
-            Consent::Given
-        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-            Consent::Ask
-        } else {
-            Consent::Absent
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ApplyOptions {
+#[derive(Clone, Copy)]
+pub struct ApplyOptions<'a> {
     pub dry_run: bool,
     pub prune: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
     pub force_conflicts: bool,
     pub wait: bool,
     pub timeout: Duration,
     pub allow_empty: bool,
     pub progress: Progress,
+    /// Take over rendered objects that exist but are not this environment's.
+    pub adopt: bool,
 }
 
 /// What happened to one applied object.
@@ -84,6 +75,10 @@ pub enum Outcome {
 pub struct ApplyReport {
     pub applied: Vec<(Key, Outcome)>,
     pub pruned: Vec<Key>,
+    /// Shared objects no longer rendered that other sets still use: only the claim went.
+    pub released: Vec<Key>,
+    /// Objects taken over with `--adopt`, and whose they were.
+    pub adopted: Vec<(Key, String)>,
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
@@ -95,6 +90,16 @@ pub enum ApplyError {
         "the cluster does not serve these kinds: {kinds}\n  hint: install their CustomResourceDefinitions first, or check the apiVersions"
     )]
     UnknownKinds { kinds: String },
+    #[error(
+        "{count} rendered object(s) exist but are not this environment's; nothing was written:\n{details}\n  hint: pass --adopt to take them over (a later prune may then delete them), or rename them in the app"
+    )]
+    NotOurs { count: usize, details: String },
+    #[error("cannot read {key}")]
+    Read {
+        key: Key,
+        #[source]
+        source: kube::Error,
+    },
     #[error(transparent)]
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
@@ -139,9 +144,9 @@ pub enum ApplyError {
 
 /// Apply `plan`.
 pub async fn apply(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
-    options: &ApplyOptions,
+    options: &ApplyOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut resolved = resolve_all(cluster, plan)?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
@@ -150,6 +155,21 @@ pub async fn apply(
         None => Vec::new(),
     };
     let mut report = ApplyReport::default();
+    let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+
+    let foreign = foreign(cluster, plan, &listed, &resolved).await?;
+    if !foreign.is_empty() && !options.adopt {
+        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+        return Err(ApplyError::NotOurs {
+            count: foreign.len(),
+            details: details.join("\n"),
+        });
+    }
+    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
+    report.adopted = foreign
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
 
     let mut doomed: Vec<&Member> = Vec::new();
     if options.prune {
@@ -164,19 +184,17 @@ pub async fn apply(
             });
         }
         if !options.dry_run {
-            confirm(
-                options.consent,
-                "prune",
-                &prune.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
-            )?;
+            let keys = deletions(&plan.applyset, &prune);
+            options.consent.confirm("prune", &keys)?;
         }
         doomed = prune;
     }
 
-    let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
-    let mode = ApplyMode {
+    let sending = Sending {
+        plan,
         dry_run: options.dry_run,
         force: options.force_conflicts,
+        adopted: &adopted,
     };
 
     // Namespaces first: the inventory lives in the environment's.
@@ -185,7 +203,15 @@ pub async fn apply(
         .iter()
         .filter(|d| d.tier == Tier::Namespaces)
         .collect();
-    apply_tier(cluster, &namespaces, &resolved, &listed, mode, &mut report).await?;
+    apply_tier(
+        cluster,
+        &namespaces,
+        &resolved,
+        &listed,
+        sending,
+        &mut report,
+    )
+    .await?;
     ensure_namespace(cluster, plan, options.dry_run, &mut report).await?;
 
     let planned = Inventory {
@@ -220,7 +246,7 @@ pub async fn apply(
                 !deferred || !options.dry_run
             })
             .collect();
-        apply_tier(cluster, &objects, &resolved, &listed, mode, &mut report).await?;
+        apply_tier(cluster, &objects, &resolved, &listed, sending, &mut report).await?;
         if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
             established(cluster, &objects, &resolved, options.timeout).await?;
             resolved = rediscover(cluster, plan).await?;
@@ -228,8 +254,8 @@ pub async fn apply(
     }
 
     if !doomed.is_empty() {
-        let deleted = delete_members(cluster, &doomed, options.dry_run).await?;
-        report.pruned = deleted;
+        let removed = delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
+        (report.pruned, report.released) = removed;
     }
     // Narrow the inventory only when the whole environment was applied and pruned: under `-c`
     // the plan is part of the environment, and without a prune old members still exist.
@@ -257,8 +283,56 @@ pub async fn apply(
     Ok(report)
 }
 
+/// The rendered objects that exist on the cluster but are not this set's to write (see
+/// [`ownership::judge`]), with the verdict on each. Members are this set's by definition; the
+/// others are read once each.
+async fn foreign(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    resolved: &BTreeMap<Key, Resolved>,
+) -> Result<Vec<(Key, Verdict)>, ApplyError> {
+    let mut unknown: Vec<(&Desired, &Resolved)> = Vec::new();
+    for desired in &plan.objects {
+        if desired.tier != Tier::Namespaces
+            && !listed.contains_key(&desired.key)
+            && let Some(resolved) = resolved.get(&desired.key)
+        {
+            unknown.push((desired, resolved));
+        }
+    }
+    let reads: Vec<_> = unknown
+        .into_iter()
+        .map(|(desired, resolved)| async move {
+            let key = &desired.key;
+            let live = cluster
+                .get(resolved, key.namespace.as_deref(), &key.name)
+                .await
+                .map_err(|source| ApplyError::Read {
+                    key: key.clone(),
+                    source,
+                })?;
+            let verdict = live.map(|live| ownership::judge(&plan.applyset, desired.shared, &live));
+            Ok::<_, ApplyError>(
+                verdict
+                    .filter(|v| *v != Verdict::Ours)
+                    .map(|v| (key.clone(), v)),
+            )
+        })
+        .collect();
+    let judged: Vec<Result<Option<(Key, Verdict)>, ApplyError>> = futures::stream::iter(reads)
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut foreign = Vec::new();
+    for verdict in judged {
+        foreign.extend(verdict?);
+    }
+    Ok(foreign)
+}
+
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
-fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+fn resolve_all(cluster: &impl Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
     let mut resolved = BTreeMap::new();
     let mut unknown = BTreeSet::new();
     for desired in &plan.objects {
@@ -266,7 +340,7 @@ fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>
             Some(r) => {
                 resolved.insert(desired.key.clone(), r);
             }
-            None if plan_defines(plan, &desired.key.group, &desired.key.kind) => {}
+            None if plan.defines(&desired.key.group, &desired.key.kind) => {}
             None => {
                 unknown.insert(format!("{} {}", desired.api_version, desired.key.kind));
             }
@@ -283,7 +357,10 @@ fn resolve_all(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>
 
 /// Refresh discovery after CRDs were established until every planned kind resolves; the
 /// aggregated discovery document can trail the `Established` condition by a moment.
-async fn rediscover(cluster: &Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
+async fn rediscover(
+    cluster: &impl Cluster,
+    plan: &Plan,
+) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         cluster.refresh().await?;
@@ -320,7 +397,7 @@ fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, V
 }
 
 async fn ensure_namespace(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     dry_run: bool,
     report: &mut ApplyReport,
@@ -357,6 +434,7 @@ async fn ensure_namespace(
             ApplyMode {
                 dry_run,
                 force: false,
+                manager: FIELD_MANAGER,
             },
         )
         .await
@@ -365,12 +443,35 @@ async fn ensure_namespace(
     Ok(())
 }
 
+/// How the objects of one apply are sent.
+#[derive(Clone, Copy)]
+struct Sending<'a> {
+    plan: &'a Plan,
+    dry_run: bool,
+    force: bool,
+    /// Objects taken over with `--adopt`: their conflicting fields are forced.
+    adopted: &'a BTreeSet<Key>,
+}
+
+impl Sending<'_> {
+    fn mode<'d>(&self, desired: &'d Desired) -> ApplyMode<'d>
+    where
+        Self: 'd,
+    {
+        ApplyMode {
+            dry_run: self.dry_run,
+            force: self.force || self.adopted.contains(&desired.key),
+            manager: self.plan.manager(desired),
+        }
+    }
+}
+
 async fn apply_tier(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     objects: &[&Desired],
     resolved: &BTreeMap<Key, Resolved>,
     listed: &BTreeMap<&Key, &Member>,
-    mode: ApplyMode,
+    sending: Sending<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
     let results: Vec<(Key, Result<Outcome, String>)> = futures::stream::iter(
@@ -395,11 +496,13 @@ async fn apply_tier(
                     return (key, Ok(Outcome::Unchanged));
                 }
                 let namespace = desired.key.namespace.as_deref();
+                let mode = sending.mode(desired);
                 let result = cluster
                     .apply(r, namespace, &desired.key.name, &desired.value, mode)
                     .await;
+                let before = listed.get(&desired.key).copied();
                 let outcome = match result {
-                    Ok(applied) => Ok(outcome(&applied, listed.get(&desired.key).copied())),
+                    Ok(applied) => Ok(outcome(&applied, before, mode)),
                     // A dry run cannot create the namespace first; the object would be created.
                     Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
                         Ok(Outcome::Created)
@@ -443,9 +546,18 @@ async fn apply_tier(
     })
 }
 
-/// What an apply did, judged from the inventory listing taken before it.
-fn outcome(applied: &Value, before: Option<&Member>) -> Outcome {
+/// What an apply did, judged from the inventory listing taken before it. A real apply moves the
+/// resource version exactly when it changed something; a dry run never moves it, so there the
+/// object is compared as `diff` compares it.
+fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Outcome {
     match before {
+        Some(member) if mode.dry_run => {
+            if diff::normalize(&member.value) == diff::normalize(applied) {
+                Outcome::Unchanged
+            } else {
+                Outcome::Configured
+            }
+        }
         Some(member)
             if applied["metadata"]["resourceVersion"] == member.resource_version.as_str() =>
         {
@@ -458,7 +570,7 @@ fn outcome(applied: &Value, before: Option<&Member>) -> Outcome {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .any(|m| m["manager"] != cluster::FIELD_MANAGER);
+                .any(|m| m["manager"] != mode.manager);
             if others {
                 Outcome::Configured
             } else {
@@ -486,7 +598,7 @@ fn apply_failure(error: &kube::Error) -> String {
 }
 
 async fn established(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     crds: &[&Desired],
     resolved: &BTreeMap<Key, Resolved>,
     timeout: Duration,
@@ -516,45 +628,15 @@ async fn established(
     })
 }
 
-/// List what will be deleted on stderr and get consent for it.
-pub fn confirm(consent: Consent, verb: &'static str, keys: &[Key]) -> Result<(), ApplyError> {
-    if keys.is_empty() {
-        return Ok(());
-    }
-    let mut stderr = std::io::stderr();
-    let _ = writeln!(stderr, "{verb} will delete {} object(s):", keys.len());
-    for key in keys {
-        let _ = writeln!(stderr, "  - {key}");
-    }
-    match consent {
-        Consent::Given => Ok(()),
-        Consent::Absent => Err(ApplyError::NoConsent {
-            verb,
-            count: keys.len(),
-        }),
-        Consent::Ask => {
-            let _ = write!(stderr, "Delete these {} object(s)? [y/N] ", keys.len());
-            let _ = stderr.flush();
-            let mut answer = String::new();
-            std::io::stdin()
-                .lock()
-                .read_line(&mut answer)
-                .map_err(ApplyError::Prompt)?;
-            if matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
-                Ok(())
-            } else {
-                Err(ApplyError::Declined { verb })
-            }
-        }
-    }
-}
-
-/// Delete members in reverse tier order, concurrently within a tier. Returns what was deleted.
+/// Remove members in reverse tier order, concurrently within a tier: delete each, except a
+/// shared object another set still uses, which is released (see [`ownership`]). Returns what
+/// was deleted and what was released.
 async fn delete_members(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
+    set: &ApplySet,
     members: &[&Member],
     dry_run: bool,
-) -> Result<Vec<Key>, ApplyError> {
+) -> Result<(Vec<Key>, Vec<Key>), ApplyError> {
     let mut by_tier: BTreeMap<Tier, Vec<&Member>> = BTreeMap::new();
     for member in members {
         by_tier
@@ -562,27 +644,16 @@ async fn delete_members(
             .or_default()
             .push(member);
     }
-    let mut deleted = Vec::new();
-    let mut failures = Vec::new();
+    let (mut deleted, mut released, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (_, members) in by_tier.into_iter().rev() {
-        let results: Vec<(Key, Result<(), String>)> = futures::stream::iter(
+        let results: Vec<(Key, Result<Removal, String>)> = futures::stream::iter(
             members
                 .into_iter()
                 .map(|member| async move {
-                    let key = member.key.clone();
-                    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind)
-                    else {
-                        // Its kind is gone (CRD deleted), and with it the object.
-                        return (key, Ok(()));
-                    };
-                    if dry_run {
-                        return (key, Ok(()));
-                    }
-                    let result = cluster
-                        .delete(&resolved, member.key.namespace.as_deref(), &member.key.name)
-                        .await
-                        .map_err(|e| cluster::api_message(&e));
-                    (key, result)
+                    (
+                        member.key.clone(),
+                        remove(cluster, set, member, dry_run).await,
+                    )
                 })
                 .collect::<Vec<_>>(),
         )
@@ -591,14 +662,16 @@ async fn delete_members(
         .await;
         for (key, result) in results {
             match result {
-                Ok(()) => deleted.push(key),
+                Ok(Removal::Deleted) => deleted.push(key),
+                Ok(Removal::Released) => released.push(key),
                 Err(message) => failures.push(format!("  {key}: {message}")),
             }
         }
     }
     if failures.is_empty() {
         deleted.sort();
-        Ok(deleted)
+        released.sort();
+        Ok((deleted, released))
     } else {
         failures.sort();
         Err(ApplyError::Delete {
@@ -608,18 +681,76 @@ async fn delete_members(
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct PruneOptions {
+/// What removing `members` deletes: the consent is asked for these. A shared object another set
+/// still claims is only released, which deletes nothing.
+fn deletions(set: &ApplySet, members: &[&Member]) -> Vec<Key> {
+    members
+        .iter()
+        .filter(|m| !released(set, m))
+        .map(|m| m.key.clone())
+        .collect()
+}
+
+fn released(set: &ApplySet, member: &Member) -> bool {
+    member.shared && !ownership::other_users(set, &member.value).is_empty()
+}
+
+enum Removal {
+    Deleted,
+    Released,
+}
+
+/// Delete one member, or release it when it is shared and another set still uses it: applying
+/// an empty configuration under this set's manager removes its claim and the fields only it set.
+async fn remove(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    member: &Member,
+    dry_run: bool,
+) -> Result<Removal, String> {
+    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind) else {
+        // Its kind is gone (CRD deleted), and with it the object.
+        return Ok(Removal::Deleted);
+    };
+    let namespace = member.key.namespace.as_deref();
+    let name = &member.key.name;
+    if released(set, member) {
+        if !dry_run {
+            let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
+                               "metadata": {"name": name}});
+            let mode = ApplyMode {
+                dry_run,
+                force: false,
+                manager: &set.shared_manager,
+            };
+            cluster
+                .apply(&resolved, namespace, name, &empty, mode)
+                .await
+                .map_err(|e| cluster::api_message(&e))?;
+        }
+        return Ok(Removal::Released);
+    }
+    if !dry_run {
+        cluster
+            .delete(&resolved, namespace, name)
+            .await
+            .map_err(|e| cluster::api_message(&e))?;
+    }
+    Ok(Removal::Deleted)
+}
+
+#[derive(Clone, Copy)]
+pub struct PruneOptions<'a> {
     pub dry_run: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
     pub allow_empty: bool,
 }
 
 /// `mlkube prune`: delete the members no longer rendered, and narrow the inventory.
 pub async fn prune(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
-    options: &PruneOptions,
+    options: &PruneOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut report = ApplyReport::default();
     let Some(inventory) = applyset::read(cluster, &plan.applyset).await? else {
@@ -637,13 +768,11 @@ pub async fn prune(
         });
     }
     if !options.dry_run {
-        confirm(
-            options.consent,
-            "prune",
-            &doomed.iter().map(|m| m.key.clone()).collect::<Vec<_>>(),
-        )?;
+        let keys = deletions(&plan.applyset, &doomed);
+        options.consent.confirm("prune", &keys)?;
     }
-    report.pruned = delete_members(cluster, &doomed, options.dry_run).await?;
+    (report.pruned, report.released) =
+        delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
     if plan.components.is_empty() {
         // Keep the group-kinds of members that are still there (rendered, or kept as not ours).
         let remaining: BTreeSet<String> = members
@@ -667,20 +796,20 @@ pub async fn prune(
     Ok(report)
 }
 
-#[derive(Debug, Clone)]
-pub struct DeleteOptions {
+#[derive(Clone)]
+pub struct DeleteOptions<'a> {
     /// Only members of these components (all when empty).
     pub components: Vec<String>,
     pub delete_namespace: bool,
-    pub consent: Consent,
+    pub consent: &'a dyn Consent,
 }
 
 /// `mlkube delete`: delete the environment's members in reverse order, then its inventory;
 /// the namespace only when asked.
 pub async fn delete(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
-    options: &DeleteOptions,
+    options: &DeleteOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let mut report = ApplyReport::default();
     let inventory = applyset::read(cluster, set).await?;
@@ -703,7 +832,7 @@ pub async fn delete(
             Err(reason) => report.kept.push((member.key.clone(), reason.to_string())),
         }
     }
-    let mut listed: Vec<Key> = doomed.iter().map(|m| m.key.clone()).collect();
+    let mut listed = deletions(set, &doomed);
     let namespace_key = Key {
         group: String::new(),
         kind: "Namespace".into(),
@@ -713,8 +842,8 @@ pub async fn delete(
     if options.delete_namespace {
         listed.push(namespace_key.clone());
     }
-    confirm(options.consent, "delete", &listed)?;
-    report.pruned = delete_members(cluster, &doomed, false).await?;
+    options.consent.confirm("delete", &listed)?;
+    (report.pruned, report.released) = delete_members(cluster, set, &doomed, false).await?;
     if options.components.is_empty() && inventory.is_some() {
         applyset::delete_parent(cluster, set).await?;
     }
@@ -752,14 +881,14 @@ pub struct Validation {
 type Checked = Result<(), (bool, String)>;
 
 /// `mlkube validate`: a server-side dry run of every object, every rejection listed.
-pub async fn validate(cluster: &Cluster, plan: &Plan) -> Validation {
+pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Validation {
     let results: Vec<(&Desired, Checked)> = futures::stream::iter(
         plan.objects
             .iter()
             .map(|desired| async move {
                 let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind)
                 else {
-                    if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+                    if plan.defines(&desired.key.group, &desired.key.kind) {
                         return (
                             desired,
                             Err((
@@ -783,6 +912,7 @@ pub async fn validate(cluster: &Cluster, plan: &Plan) -> Validation {
                 let mode = ApplyMode {
                     dry_run: true,
                     force: true,
+                    manager: plan.manager(desired),
                 };
                 let result = match cluster
                     .apply(
@@ -852,50 +982,13 @@ fn rejection_message(error: &kube::Error) -> String {
     message
 }
 
-/// Print an apply report: one line per object on stdout, kept members and unready ones on stderr.
-pub fn print_report(report: &ApplyReport, dry_run: bool) {
-    let suffix = if dry_run { " (dry run)" } else { "" };
-    let mut stdout = std::io::stdout().lock();
-    for (key, outcome) in &report.applied {
-        let word = match outcome {
-            Outcome::Created => "created",
-            Outcome::Configured => "configured",
-            Outcome::Unchanged => "unchanged",
-        };
-        let _ = writeln!(stdout, "{key} {word}{suffix}");
-    }
-    for key in &report.pruned {
-        let _ = writeln!(stdout, "{key} deleted{suffix}");
-    }
-    drop(stdout);
-    for (key, reason) in &report.kept {
-        eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
-    }
-    if !report.not_ready.is_empty() {
-        eprintln!(
-            "mlkube: {} object(s) not ready before the timeout:",
-            report.not_ready.len()
-        );
-        for not_ready in &report.not_ready {
-            eprintln!("  {}: {}", not_ready.key, not_ready.reason);
-            for pod in &not_ready.pods {
-                eprintln!("    {pod}");
-            }
-        }
-    }
-}
-
-/// `wait::message` re-exported for callers formatting kube errors the same way.
-pub fn error_message(error: &kube::Error) -> String {
-    wait::message(error)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn member(rv: &str) -> Member {
         Member {
+            shared: false,
             key: Key {
                 group: String::new(),
                 kind: "ConfigMap".into(),
@@ -909,26 +1002,45 @@ mod tests {
         }
     }
 
+    fn real() -> ApplyMode<'static> {
+        ApplyMode {
+            dry_run: false,
+            force: false,
+            manager: FIELD_MANAGER,
+        }
+    }
+
+    #[test]
+    fn a_dry_run_outcome_compares_the_object_as_diff_does() {
+        let dry = ApplyMode {
+            dry_run: true,
+            ..real()
+        };
+        let mut before = member("5");
+        before.value = json!({"metadata": {"resourceVersion": "5"}, "spec": {"replicas": 1}});
+        let changed = json!({"metadata": {"resourceVersion": "5"}, "spec": {"replicas": 2}});
+        assert_eq!(outcome(&changed, Some(&before), dry), Outcome::Configured);
+        assert_eq!(
+            outcome(&before.value, Some(&before), dry),
+            Outcome::Unchanged
+        );
+    }
+
     #[test]
     fn the_outcome_compares_resource_versions_with_the_listing() {
         let applied =
             json!({"metadata": {"resourceVersion": "5", "managedFields": [{"manager": "mlkube"}]}});
-        assert_eq!(outcome(&applied, Some(&member("5"))), Outcome::Unchanged);
-        assert_eq!(outcome(&applied, Some(&member("4"))), Outcome::Configured);
-        assert_eq!(outcome(&applied, None), Outcome::Created);
+        assert_eq!(
+            outcome(&applied, Some(&member("5")), real()),
+            Outcome::Unchanged
+        );
+        assert_eq!(
+            outcome(&applied, Some(&member("4")), real()),
+            Outcome::Configured
+        );
+        assert_eq!(outcome(&applied, None, real()), Outcome::Created);
         let adopted =
             json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
-        assert_eq!(outcome(&adopted, None), Outcome::Configured);
-    }
-
-    #[test]
-    fn without_a_terminal_or_yes_deletion_is_refused_and_an_empty_list_needs_nothing() {
-        let key = member("1").key;
-        assert!(matches!(
-            confirm(Consent::Absent, "prune", std::slice::from_ref(&key)),
-            Err(ApplyError::NoConsent { .. })
-        ));
-        assert!(confirm(Consent::Given, "prune", &[key]).is_ok());
-        assert!(confirm(Consent::Absent, "prune", &[]).is_ok());
+        assert_eq!(outcome(&adopted, None, real()), Outcome::Configured);
     }
 }

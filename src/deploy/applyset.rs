@@ -6,6 +6,9 @@
 //! tooling, the group-kinds of its members and the namespaces they live in. Members carry the
 //! label `applyset.kubernetes.io/part-of: <id>`.
 //!
+//! Shared cluster-scoped objects are not members in that sense: each set that uses one holds a
+//! claim on it instead (see [`super::ownership`]), and [`members`] lists them by their claim.
+//!
 //! Guarantees: the parent's group-kinds are widened *before* members are applied and narrowed
 //! only after a prune removed the rest, so an apply interrupted at any point leaves an
 //! inventory that still finds every member. A member is deleted only when it carries this
@@ -22,7 +25,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::deploy::cluster::{ApplyMode, Cluster, FIELD_MANAGER, Resolved};
-use crate::deploy::plan::Key;
+use crate::deploy::key::Key;
 
 pub const ID_LABEL: &str = "applyset.kubernetes.io/id";
 pub const PART_OF_LABEL: &str = "applyset.kubernetes.io/part-of";
@@ -30,6 +33,10 @@ pub const TOOLING_ANNOTATION: &str = "applyset.kubernetes.io/tooling";
 pub const GROUP_KINDS_ANNOTATION: &str = "applyset.kubernetes.io/contains-group-kinds";
 pub const NAMESPACES_ANNOTATION: &str = "applyset.kubernetes.io/additional-namespaces";
 pub const COMPONENT_LABEL: &str = "mlkube.io/component";
+/// The prefix of the label by which a set claims a shared object: `used-by.mlkube.io/<id>`.
+pub const CLAIM_PREFIX: &str = "used-by.mlkube.io/";
+/// The parent's record of the app's id, so two apps of one name never share a set.
+pub const APP_ID_ANNOTATION: &str = "mlkube.io/app-id";
 
 /// The ApplySet of one app and environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +49,10 @@ pub struct ApplySet {
     pub name: String,
     /// `applyset-<base64url(sha256("<name>.<namespace>.Secret."))>-v1`
     pub id: String,
+    /// The field manager of this set's writes to shared objects: `mlkube@<id>`.
+    pub shared_manager: String,
+    /// The app's id from `app.yaml`, recorded on the parent and checked on every read.
+    pub app_id: Option<String>,
 }
 
 impl ApplySet {
@@ -57,8 +68,21 @@ impl ApplySet {
             env: env.into(),
             namespace: namespace.into(),
             name,
+            shared_manager: format!("{FIELD_MANAGER}@{id}"),
             id,
+            app_id: None,
         }
+    }
+
+    /// The same set, for the app with this id.
+    pub fn with_app_id(mut self, app_id: Option<&str>) -> ApplySet {
+        self.app_id = app_id.map(str::to_string);
+        self
+    }
+
+    /// The label by which this set claims a shared object.
+    pub fn claim_label(&self) -> String {
+        format!("{CLAIM_PREFIX}{}", self.id)
     }
 
     /// The label selector of the members.
@@ -75,6 +99,14 @@ impl ApplySet {
             .filter(|ns| **ns != self.namespace)
             .cloned()
             .collect();
+        let mut annotations = json!({
+            TOOLING_ANNOTATION: tooling(),
+            GROUP_KINDS_ANNOTATION: join(&inventory.group_kinds),
+            NAMESPACES_ANNOTATION: join(&other_namespaces),
+        });
+        if let Some(app_id) = &self.app_id {
+            annotations[APP_ID_ANNOTATION] = json!(app_id);
+        }
         json!({
             "apiVersion": "v1",
             "kind": "Secret",
@@ -87,11 +119,7 @@ impl ApplySet {
                     "app.kubernetes.io/part-of": self.app,
                     "mlkube.io/environment": self.env,
                 },
-                "annotations": {
-                    TOOLING_ANNOTATION: tooling(),
-                    GROUP_KINDS_ANNOTATION: join(&inventory.group_kinds),
-                    NAMESPACES_ANNOTATION: join(&other_namespaces),
-                },
+                "annotations": annotations,
             },
             "type": "Opaque",
         })
@@ -164,6 +192,20 @@ pub enum ApplySetError {
         tooling: String,
         id: String,
     },
+    #[error(
+        "environment `{env}` of app `{app}` would use the inventory Secret {namespace}/{name}, but \
+         it belongs to another app named `{app}` (id {theirs}; this app's id is {ours})\n  hint: two \
+         apps of one name cannot share a namespace: rename one (`name` in its app.yaml), or move \
+         this environment to another namespace"
+    )]
+    OtherApp {
+        app: String,
+        env: String,
+        namespace: String,
+        name: String,
+        theirs: String,
+        ours: String,
+    },
     #[error("cannot list the {group_kind} members of environment `{env}`")]
     ListMembers {
         env: String,
@@ -174,7 +216,10 @@ pub enum ApplySetError {
 }
 
 /// The inventory recorded on the cluster, or `None` when the environment was never applied.
-pub async fn read(cluster: &Cluster, set: &ApplySet) -> Result<Option<Inventory>, ApplySetError> {
+pub async fn read(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+) -> Result<Option<Inventory>, ApplySetError> {
     let parent = cluster
         .get(
             &ApplySet::parent_resource(),
@@ -204,6 +249,19 @@ pub async fn read(cluster: &Cluster, set: &ApplySet) -> Result<Option<Inventory>
             id: id.to_string(),
         });
     }
+    let theirs = metadata["annotations"][APP_ID_ANNOTATION].as_str();
+    if let (Some(theirs), Some(ours)) = (theirs, set.app_id.as_deref())
+        && theirs != ours
+    {
+        return Err(ApplySetError::OtherApp {
+            app: set.app.clone(),
+            env: set.env.clone(),
+            namespace: set.namespace.clone(),
+            name: set.name.clone(),
+            theirs: theirs.to_string(),
+            ours: ours.to_string(),
+        });
+    }
     let split = |annotation: &str| -> BTreeSet<String> {
         metadata["annotations"][annotation]
             .as_str()
@@ -224,7 +282,7 @@ pub async fn read(cluster: &Cluster, set: &ApplySet) -> Result<Option<Inventory>
 
 /// Record `inventory` on the parent (created when missing).
 pub async fn write(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
     inventory: &Inventory,
     dry_run: bool,
@@ -232,6 +290,7 @@ pub async fn write(
     let mode = ApplyMode {
         dry_run,
         force: true,
+        manager: FIELD_MANAGER,
     };
     cluster
         .apply(
@@ -252,7 +311,7 @@ pub async fn write(
 }
 
 /// Delete the parent (after its members).
-pub async fn delete_parent(cluster: &Cluster, set: &ApplySet) -> Result<(), ApplySetError> {
+pub async fn delete_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<(), ApplySetError> {
     cluster
         .delete(
             &ApplySet::parent_resource(),
@@ -272,6 +331,8 @@ pub async fn delete_parent(cluster: &Cluster, set: &ApplySet) -> Result<(), Appl
 #[derive(Debug, Clone)]
 pub struct Member {
     pub key: Key,
+    /// Cluster-scoped: claimed, not owned (see [`super::ownership`]).
+    pub shared: bool,
     pub api_version: String,
     pub component: Option<String>,
     pub resource_version: String,
@@ -281,24 +342,33 @@ pub struct Member {
 /// Every live member of the set, listed once per group-kind of the inventory. Group-kinds the
 /// server no longer serves (their CRD is gone, and with it their objects) are skipped.
 pub async fn members(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
     inventory: &Inventory,
 ) -> Result<Vec<Member>, ApplySetError> {
-    let selector = set.selector();
-    let lists = inventory.group_kinds.iter().filter_map(|group_kind| {
+    let claim = set.claim_label();
+    let lists = inventory.group_kinds.iter().flat_map(|group_kind| {
         let (kind, group) = group_kind.split_once('.').unwrap_or((group_kind, ""));
-        let resolved = cluster.resolve_group_kind(group, kind)?;
-        let selector = selector.clone();
-        Some(async move {
-            cluster
-                .list(&resolved, None, &selector)
-                .await
-                .map_err(|source| ApplySetError::ListMembers {
-                    env: set.env.clone(),
-                    group_kind: group_kind.clone(),
-                    source,
-                })
+        let resolved = cluster.resolve_group_kind(group, kind);
+        // Shared objects are found by their claim, and by the membership label mlkube wrote on
+        // them before claims.
+        let selectors = match &resolved {
+            Some(r) if !r.namespaced => vec![claim.clone(), set.selector()],
+            Some(_) => vec![set.selector()],
+            None => Vec::new(),
+        };
+        selectors.into_iter().filter_map(move |selector| {
+            let resolved = resolved.clone()?;
+            Some(async move {
+                cluster
+                    .list(&resolved, None, &selector)
+                    .await
+                    .map_err(|source| ApplySetError::ListMembers {
+                        env: set.env.clone(),
+                        group_kind: group_kind.clone(),
+                        source,
+                    })
+            })
         })
     });
     let lists = try_join_all(lists).await?;
@@ -308,6 +378,7 @@ pub async fn members(
         .filter_map(|value| {
             let key = Key::of(&value)?;
             Some(Member {
+                shared: key.namespace.is_none(),
                 key,
                 api_version: value["apiVersion"].as_str().unwrap_or_default().to_string(),
                 component: value["metadata"]["labels"][COMPONENT_LABEL]
@@ -322,6 +393,7 @@ pub async fn members(
         })
         .collect();
     members.sort_by(|a, b| a.key.cmp(&b.key));
+    members.dedup_by(|a, b| a.key == b.key);
     Ok(members)
 }
 
@@ -386,7 +458,12 @@ pub fn ownership(member: &Value) -> Result<(), NotOurs> {
         .flatten()
         .filter_map(|m| m["manager"].as_str().map(str::to_string))
         .collect();
-    if managers.iter().any(|m| m == FIELD_MANAGER) {
+    let applied_by_mlkube = |m: &String| {
+        m == FIELD_MANAGER
+            || m.strip_prefix(FIELD_MANAGER)
+                .is_some_and(|s| s.starts_with('@'))
+    };
+    if managers.iter().any(applied_by_mlkube) {
         Ok(())
     } else {
         Err(NotOurs::NotApplied { managers })

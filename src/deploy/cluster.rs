@@ -2,11 +2,12 @@
 //! to API resources.
 //!
 //! Choosing the context is pure ([`choose_context`]) so that the wrong-cluster refusal is unit
-//! tested; [`Cluster::connect`] then builds the client and runs API discovery once per run
+//! tested; [`KubeCluster::connect`] then builds the client and runs API discovery once per run
 //! (aggregated discovery: two requests). Discovery is refreshed only when this run applied
 //! CustomResourceDefinitions, so kinds defined by a CRD applied in the same run resolve.
-//! Everything that reads or writes objects goes through [`Cluster`], the seam between the
-//! deploy stages and the API server.
+//! Everything that reads or writes objects goes through the [`Cluster`] trait, the seam
+//! between the deploy stages and the API server: [`KubeCluster`] talks to a real one, and the
+//! tests of the deploy decisions use an in-memory one.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -19,6 +20,9 @@ use serde_json::Value;
 
 /// The field manager every mlkube write uses.
 pub const FIELD_MANAGER: &str = "mlkube";
+
+/// How many requests a stage keeps in flight.
+pub const CONCURRENCY: usize = 32;
 
 /// What the environment pins about its cluster, and what the command line overrides.
 #[derive(Debug, Clone, Default)]
@@ -310,17 +314,65 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+/// The calls the deploy stages make on a cluster: resolve a kind, get, list, apply (also as a
+/// dry run) and delete objects. Errors are the API server's, as kube reports them.
+pub trait Cluster: Sync {
+    /// How the server serves `apiVersion`/`kind`, or `None` when it does not (yet).
+    fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved>;
+
+    /// The resource of a group and kind at the version the server prefers, for listing members
+    /// of an inventory that only records group and kind.
+    fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<Resolved>;
+
+    /// Run discovery again, after CRDs were applied.
+    fn refresh(&self) -> impl Future<Output = Result<(), ClusterError>> + Send;
+
+    /// The live object, or `None` when it does not exist.
+    fn get(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, kube::Error>> + Send;
+
+    /// Server-side apply with the field manager `mode` names.
+    fn apply(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+        object: &Value,
+        mode: ApplyMode<'_>,
+    ) -> impl Future<Output = Result<Value, kube::Error>> + Send;
+
+    /// Delete an object; an object that is already gone is not an error.
+    fn delete(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Every object of a kind carrying `label_selector`, in one namespace or in all of them.
+    fn list(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        label_selector: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, kube::Error>> + Send;
+}
+
 /// The cluster of one run: a client, the context it came from, and the discovery cache.
-pub struct Cluster {
+pub struct KubeCluster {
     pub client: Client,
     pub context: String,
     pub server: String,
     discovery: RwLock<Arc<Discovery>>,
 }
 
-impl Cluster {
+impl KubeCluster {
     /// Load the kubeconfig, choose the context for `target`, connect and discover the API.
-    pub async fn connect(target: &Target) -> Result<Cluster, ClusterError> {
+    pub async fn connect(target: &Target) -> Result<KubeCluster, ClusterError> {
         let (kubeconfig, source_name) = load_kubeconfig(target.kubeconfig.as_deref())?;
         let chosen = choose_context(&kubeconfig, &source_name, target)?;
         let options = KubeConfigOptions {
@@ -338,7 +390,7 @@ impl Cluster {
             context: chosen.context.clone(),
             source,
         })?;
-        Cluster::with_client(client, chosen.context, chosen.server).await
+        KubeCluster::with_client(client, chosen.context, chosen.server).await
     }
 
     /// Wrap a client that is already connected (tests build theirs from the harness).
@@ -346,9 +398,9 @@ impl Cluster {
         client: Client,
         context: String,
         server: String,
-    ) -> Result<Cluster, ClusterError> {
+    ) -> Result<KubeCluster, ClusterError> {
         let discovery = discover(&client, &context, &server).await?;
-        Ok(Cluster {
+        Ok(KubeCluster {
             client,
             context,
             server,
@@ -356,15 +408,22 @@ impl Cluster {
         })
     }
 
-    /// Run discovery again, after CRDs were applied.
-    pub async fn refresh(&self) -> Result<(), ClusterError> {
+    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (resolved.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        }
+    }
+}
+
+impl Cluster for KubeCluster {
+    async fn refresh(&self) -> Result<(), ClusterError> {
         let discovery = discover(&self.client, &self.context, &self.server).await?;
         *self.discovery.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(discovery);
         Ok(())
     }
 
-    /// How the server serves `apiVersion`/`kind`, or `None` when it does not (yet).
-    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved> {
+    fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved> {
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),
             None => ("", api_version),
@@ -382,9 +441,7 @@ impl Cluster {
         })
     }
 
-    /// The resource of a group and kind at the version the server prefers, for listing members
-    /// of an inventory that only records group and kind.
-    pub fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<Resolved> {
+    fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<Resolved> {
         let discovery = self
             .discovery
             .read()
@@ -397,15 +454,7 @@ impl Cluster {
         })
     }
 
-    fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-        match (resolved.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &resolved.resource),
-            _ => Api::all_with(self.client.clone(), &resolved.resource),
-        }
-    }
-
-    /// The live object, or `None` when it does not exist.
-    pub async fn get(
+    async fn get(
         &self,
         resolved: &Resolved,
         namespace: Option<&str>,
@@ -415,16 +464,15 @@ impl Cluster {
         object.map(to_value).transpose()
     }
 
-    /// Server-side apply with the mlkube field manager.
-    pub async fn apply(
+    async fn apply(
         &self,
         resolved: &Resolved,
         namespace: Option<&str>,
         name: &str,
         object: &Value,
-        mode: ApplyMode,
+        mode: ApplyMode<'_>,
     ) -> Result<Value, kube::Error> {
-        let mut params = PatchParams::apply(FIELD_MANAGER);
+        let mut params = PatchParams::apply(mode.manager);
         if mode.force {
             params = params.force();
         }
@@ -438,8 +486,7 @@ impl Cluster {
         to_value(applied)
     }
 
-    /// Delete an object; an object that is already gone is not an error.
-    pub async fn delete(
+    async fn delete(
         &self,
         resolved: &Resolved,
         namespace: Option<&str>,
@@ -456,8 +503,7 @@ impl Cluster {
         }
     }
 
-    /// Every object of a kind carrying `label_selector`, in one namespace or in all of them.
-    pub async fn list(
+    async fn list(
         &self,
         resolved: &Resolved,
         namespace: Option<&str>,
@@ -486,11 +532,27 @@ impl Cluster {
     }
 }
 
+/// The Namespace resource, which every cluster serves.
+pub fn namespace_resource() -> Resolved {
+    Resolved {
+        resource: kube::discovery::ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+        },
+        namespaced: false,
+    }
+}
+
 /// How an apply is sent.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ApplyMode {
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyMode<'m> {
     pub dry_run: bool,
     pub force: bool,
+    /// The field manager.
+    pub manager: &'m str,
 }
 
 fn to_value(object: DynamicObject) -> Result<Value, kube::Error> {

@@ -14,20 +14,20 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::hash::{BuildHasher, Hasher};
 
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cli::exit::Exit;
 use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
-use crate::deploy::cluster::{self, ApplyMode, Cluster, Conflict, FIELD_MANAGER, Resolved};
-use crate::deploy::plan::{Desired, Key, Plan};
-
-/// How many requests a stage keeps in flight.
-pub const CONCURRENCY: usize = 32;
+use crate::deploy::cluster::{
+    self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, namespace_resource,
+};
+use crate::deploy::key::Key;
+use crate::deploy::ownership::{self, Verdict};
+use crate::deploy::plan::{Desired, Plan};
+use crate::render::kinds::Tier;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -57,6 +57,10 @@ pub struct Change {
     /// Fields another manager owns: the apply will refuse them without `--force-conflicts`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<Conflict>,
+    /// The object exists but is not this environment's: `owned by app/env ...` or `exists,
+    /// not ours`. The apply refuses it without `--adopt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// An object the server would not dry-run.
@@ -90,6 +94,8 @@ pub struct Summary {
     pub prune: usize,
     pub unchanged: usize,
     pub failed: usize,
+    /// Rendered objects that exist but are not this environment's.
+    pub not_ours: usize,
 }
 
 impl ChangeSet {
@@ -101,19 +107,15 @@ impl ChangeSet {
             prune: count(Action::Prune),
             unchanged: count(Action::Unchanged),
             failed: self.failures.len(),
+            not_ours: self.changes.iter().filter(|c| c.owner.is_some()).count(),
         }
     }
 
-    /// The exit code `kubectl diff` would give.
-    pub fn exit(&self) -> Exit {
+    /// Whether the cluster differs from the plan (failures aside); an object that is not this
+    /// environment's is a difference even when its content matches.
+    pub fn has_differences(&self) -> bool {
         let s = self.summary();
-        if s.failed > 0 {
-            Exit::Error
-        } else if s.create + s.update + s.prune > 0 {
-            Exit::Differences
-        } else {
-            Exit::Done
-        }
+        s.create + s.update + s.prune + s.not_ours > 0
     }
 }
 
@@ -124,6 +126,9 @@ impl std::fmt::Display for Summary {
             "{} to create, {} to update, {} to prune, {} unchanged",
             self.create, self.update, self.prune, self.unchanged
         )?;
+        if self.not_ours > 0 {
+            write!(f, ", {} not ours", self.not_ours)?;
+        }
         if self.failed > 0 {
             write!(f, ", {} failed", self.failed)?;
         }
@@ -150,7 +155,7 @@ pub struct DiffOptions {
 
 /// Compare the plan with the cluster.
 pub async fn diff(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     options: DiffOptions,
 ) -> Result<ChangeSet, DiffError> {
@@ -196,8 +201,20 @@ pub async fn diff(
                 action: Action::Prune,
                 before: Some(normalize(&project_managed(&member.value))),
                 after: None,
-                note: None,
+                note: member
+                    .shared
+                    .then(|| {
+                        let others = ownership::other_users(&plan.applyset, &member.value).len();
+                        (others > 0).then(|| {
+                            format!(
+                                "shared with {others} other environment(s): only this \
+                                 environment's claim is removed"
+                            )
+                        })
+                    })
+                    .flatten(),
                 conflicts: Vec::new(),
+                owner: None,
             }),
             Err(reason) => set.kept.push(Kept {
                 key: member.key.clone(),
@@ -222,7 +239,10 @@ pub fn prunable<'m>(plan: &Plan, members: &'m [Member]) -> Vec<(&'m Member, Resu
 }
 
 /// The environment's namespace, when neither the cluster nor the plan has it: apply creates it.
-async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Change>, DiffError> {
+async fn missing_namespace(
+    cluster: &impl Cluster,
+    plan: &Plan,
+) -> Result<Option<Change>, DiffError> {
     let namespace = &plan.applyset.namespace;
     let key = plan.namespace_key();
     if plan.contains(&key) {
@@ -246,33 +266,12 @@ async fn missing_namespace(cluster: &Cluster, plan: &Plan) -> Result<Option<Chan
         ),
         note: Some("the environment's namespace; apply creates it".into()),
         conflicts: Vec::new(),
+        owner: None,
     }))
 }
 
-pub(crate) fn namespace_resource() -> Resolved {
-    Resolved {
-        resource: kube::discovery::ApiResource {
-            group: String::new(),
-            version: "v1".into(),
-            api_version: "v1".into(),
-            kind: "Namespace".into(),
-            plural: "namespaces".into(),
-        },
-        namespaced: false,
-    }
-}
-
-/// Whether a CRD in the plan defines this group and kind.
-pub fn plan_defines(plan: &Plan, group: &str, kind: &str) -> bool {
-    plan.objects.iter().any(|d| {
-        d.key.kind == "CustomResourceDefinition"
-            && d.value["spec"]["group"] == group
-            && d.value["spec"]["names"]["kind"] == kind
-    })
-}
-
 async fn diff_one(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     plan: &Plan,
     desired: &Desired,
     listed: Option<&Value>,
@@ -290,9 +289,10 @@ async fn diff_one(
         after: Some(normalize(&desired.value)),
         note: Some(note),
         conflicts: Vec::new(),
+        owner: None,
     };
     let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind) else {
-        if plan_defines(plan, &desired.key.group, &desired.key.kind) {
+        if plan.defines(&desired.key.group, &desired.key.kind) {
             return Ok(static_create(
                 "its CustomResourceDefinition is created by this apply".into(),
             ));
@@ -315,6 +315,7 @@ async fn diff_one(
             after: Some(live),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         });
     }
     let namespace = desired.key.namespace.as_deref();
@@ -326,10 +327,20 @@ async fn diff_one(
             .await
             .map_err(|e| failure(cluster::api_message(&e)))?,
     };
+    let owner = match (listed, &live) {
+        (None, Some(live)) if desired.tier != Tier::Namespaces => {
+            match ownership::judge(&plan.applyset, desired.shared, live) {
+                Verdict::Ours => None,
+                verdict => Some(verdict.to_string()),
+            }
+        }
+        _ => None,
+    };
     let mut conflicts = Vec::new();
     let mode = ApplyMode {
         dry_run: true,
         force: false,
+        manager: plan.manager(desired),
     };
     let after = match cluster
         .apply(&resolved, namespace, name, &desired.value, mode)
@@ -341,6 +352,7 @@ async fn diff_one(
             let forced = ApplyMode {
                 dry_run: true,
                 force: true,
+                manager: plan.manager(desired),
             };
             cluster
                 .apply(&resolved, namespace, name, &desired.value, forced)
@@ -367,6 +379,7 @@ async fn diff_one(
             after: Some(normalize(&project_managed(&after))),
             note,
             conflicts,
+            owner: owner.clone(),
         },
         Some(live) => {
             let (before, after) = (normalize(&live), normalize(&after));
@@ -383,6 +396,7 @@ async fn diff_one(
                 after: Some(after),
                 note,
                 conflicts,
+                owner: owner.clone(),
             }
         }
     };
@@ -539,19 +553,9 @@ impl Masker {
         if show_secrets {
             return Masker { salt: None };
         }
-        let mut salt = [0u8; 16];
-        for chunk in salt.chunks_mut(8) {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u128(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0),
-            );
-            hasher.write_u32(std::process::id());
-            chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+        Masker {
+            salt: Some(crate::random::bytes()),
         }
-        Masker { salt: Some(salt) }
     }
 
     fn mask_value(&self, salt: &[u8], value: &Value) -> Value {
@@ -594,12 +598,6 @@ impl Masker {
             self.mask_object(salt, side);
         }
     }
-}
-
-/// Whether diffs are coloured: stdout is a terminal and `NO_COLOR` is unset or empty.
-pub fn use_color() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn to_yaml(value: &Option<Value>) -> String {
@@ -646,7 +644,11 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
         }
     };
     let mut out = String::new();
-    for change in set.changes.iter().filter(|c| c.action != Action::Unchanged) {
+    for change in set
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::Unchanged || c.owner.is_some())
+    {
         let verb = match change.action {
             Action::Create => "create",
             Action::Update => "update",
@@ -663,6 +665,9 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
             "{}",
             paint("1", &format!("# {verb} {}{component}", change.key))
         );
+        if let Some(owner) = &change.owner {
+            let _ = writeln!(out, "# {owner}: apply refuses it unless --adopt");
+        }
         if let Some(note) = &change.note {
             let _ = writeln!(out, "# note: {note}");
         }
@@ -748,6 +753,7 @@ mod tests {
             after: Some(json!({"data": {"a": "c2FtZQ==", "b": after}})),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         }
     }
 
@@ -816,6 +822,7 @@ mod tests {
             after: Some(json!({"spec": {"replicas": 2, "paused": false}})),
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         };
         let text = unified(&change);
         let changed: Vec<&str> = text
@@ -841,6 +848,6 @@ mod tests {
             set.summary().to_string(),
             "0 to create, 1 to update, 0 to prune, 0 unchanged"
         );
-        assert_eq!(set.exit(), Exit::Differences);
+        assert!(set.has_differences());
     }
 }

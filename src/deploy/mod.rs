@@ -8,6 +8,12 @@ pub mod apply;
 pub mod applyset;
 pub mod cluster;
 pub mod diff;
+pub mod key;
+#[cfg(test)]
+pub mod memory;
+pub mod ownership;
 pub mod plan;
 pub mod status;
+#[cfg(test)]
+mod tests;
 pub mod wait;

@@ -8,64 +8,20 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use serde_json::Value;
 
 use sha2::{Digest, Sha256};
 
-use crate::deploy::applyset::{ApplySet, PART_OF_LABEL};
+use super::applyset::{ApplySet, PART_OF_LABEL};
+use super::cluster::FIELD_MANAGER;
+use super::key::Key;
 use crate::render::kinds::{Tier, tier};
 
 /// The hash of the configuration mlkube last applied to an object. With the live values, it lets
 /// a re-apply or diff skip objects whose configuration did not change ([`unchanged`]).
 pub const CONFIG_HASH_ANNOTATION: &str = "mlkube.io/config-hash";
 use crate::render::manifest::Manifest;
-
-/// The identity of an object: group, kind, namespace and name (the version is not identity).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct Key {
-    pub group: String,
-    pub kind: String,
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl Key {
-    /// The key of an object as the API returns it or as it was rendered.
-    pub fn of(value: &Value) -> Option<Key> {
-        let group = crate::render::manifest::api_group(value["apiVersion"].as_str()?);
-        Some(Key {
-            group: group.to_string(),
-            kind: value["kind"].as_str()?.to_string(),
-            namespace: value["metadata"]["namespace"].as_str().map(str::to_string),
-            name: value["metadata"]["name"].as_str()?.to_string(),
-        })
-    }
-
-    /// `Kind.group` (or `Kind` for the core group): the ApplySet spelling of a group-kind.
-    pub fn group_kind(&self) -> String {
-        group_kind(&self.group, &self.kind)
-    }
-}
-
-/// `Kind.group`, or `Kind` for the core group.
-pub fn group_kind(group: &str, kind: &str) -> String {
-    if group.is_empty() {
-        kind.to_string()
-    } else {
-        format!("{kind}.{group}")
-    }
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.group_kind(), self.name),
-            None => write!(f, "{} {}", self.group_kind(), self.name),
-        }
-    }
-}
 
 /// One object as it will be sent.
 #[derive(Debug, Clone)]
@@ -74,7 +30,10 @@ pub struct Desired {
     pub api_version: String,
     pub component: String,
     pub tier: Tier,
-    /// The rendered object plus the ApplySet membership label.
+    /// Cluster-scoped and so shared with other environments and apps: claimed rather than
+    /// owned, and written with the set's own field manager (see [`super::ownership`]).
+    pub shared: bool,
+    /// The rendered object plus the ApplySet membership label, or the set's claim when shared.
     pub value: Value,
 }
 
@@ -127,6 +86,24 @@ impl Plan {
 
     pub fn contains(&self, key: &Key) -> bool {
         self.objects.iter().any(|d| &d.key == key)
+    }
+
+    /// The field manager that writes `desired`: `mlkube`, or the set's own for shared objects.
+    pub fn manager(&self, desired: &Desired) -> &str {
+        if desired.shared {
+            &self.applyset.shared_manager
+        } else {
+            FIELD_MANAGER
+        }
+    }
+
+    /// Whether a CRD in the plan defines this group and kind.
+    pub fn defines(&self, group: &str, kind: &str) -> bool {
+        self.objects.iter().any(|d| {
+            d.key.kind == "CustomResourceDefinition"
+                && d.value["spec"]["group"] == group
+                && d.value["spec"]["names"]["kind"] == kind
+        })
     }
 
     /// Whether a member of the inventory is in scope for prune/delete under `-c`.
@@ -217,35 +194,14 @@ pub fn plan(
             });
         }
         let tier = tier(&key.group, &key.kind);
-        let mut value = object.value.clone();
-        if tier != Tier::Namespaces
-            && let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            let labels = metadata
-                .entry("labels")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(labels) = labels.as_object_mut() {
-                labels.insert(
-                    PART_OF_LABEL.to_string(),
-                    Value::String(applyset.id.clone()),
-                );
-            }
-        }
-        let hash = Sha256::digest(value.to_string().as_bytes());
-        let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-            let annotations = metadata
-                .entry("annotations")
-                .or_insert_with(|| Value::Object(Default::default()));
-            if let Some(annotations) = annotations.as_object_mut() {
-                annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
-            }
-        }
+        let shared = tier != Tier::Namespaces && key.namespace.is_none();
+        let value = labelled(&object.value, tier, shared, applyset, &object.component);
         objects.push(Desired {
             key,
             api_version: object.api_version().to_string(),
             component: object.component.clone(),
             tier,
+            shared,
             value,
         });
     }
@@ -255,6 +211,42 @@ pub fn plan(
         objects,
         components: components.to_vec(),
     })
+}
+
+/// The object as it is sent: a member carries the set's label and the hash of its
+/// configuration; a shared object carries the set's claim and no hash (each set would write
+/// its own value); a namespace carries neither label.
+fn labelled(rendered: &Value, tier: Tier, shared: bool, set: &ApplySet, component: &str) -> Value {
+    let mut value = rendered.clone();
+    let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return value;
+    };
+    if tier != Tier::Namespaces {
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(labels) = labels.as_object_mut() {
+            if shared {
+                labels.insert(set.claim_label(), Value::String(component.to_string()));
+            } else {
+                labels.insert(PART_OF_LABEL.to_string(), Value::String(set.id.clone()));
+            }
+        }
+    }
+    if shared {
+        return value;
+    }
+    let hash = Sha256::digest(value.to_string().as_bytes());
+    let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
+        }
+    }
+    value
 }
 
 #[cfg(test)]

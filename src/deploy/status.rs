@@ -24,9 +24,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::cluster::{Cluster, FIELD_MANAGER};
+use crate::deploy::cluster::{Cluster, FIELD_MANAGER, KubeCluster};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
-use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Key, Plan};
+use crate::deploy::key::Key;
+use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
 use crate::deploy::wait::{self, Health};
 
 pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
@@ -246,7 +247,7 @@ pub enum StatusError {
 }
 
 /// The status of the environment whose current render is `plan`.
-pub async fn status(cluster: &Cluster, plan: &Plan) -> Result<Status, StatusError> {
+pub async fn status(cluster: &KubeCluster, plan: &Plan) -> Result<Status, StatusError> {
     let set = &plan.applyset;
     let never = || StatusError::NeverApplied {
         env: set.env.clone(),
@@ -458,7 +459,7 @@ fn last_condition(job: &Value) -> Option<(String, String)> {
 }
 
 /// The ApplySet parent as it is, for the record of the last apply.
-async fn read_parent(cluster: &Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
+async fn read_parent(cluster: &KubeCluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
     let Some(secrets) = cluster.resolve("v1", "Secret") else {
         return Ok(None);
     };
@@ -473,7 +474,7 @@ async fn read_parent(cluster: &Cluster, set: &ApplySet) -> Result<Option<Value>,
 
 /// Record `last` on the environment's ApplySet parent, as a merge patch of its annotations.
 pub async fn record_last_apply(
-    cluster: &Cluster,
+    cluster: &KubeCluster,
     set: &ApplySet,
     last: &LastApply,
 ) -> Result<(), StatusError> {
@@ -532,6 +533,7 @@ mod tests {
             api_version: "v1".into(),
             component: "c".into(),
             tier: Tier::Workloads,
+            shared: false,
             value,
         }
     }
@@ -700,6 +702,7 @@ mod tests {
     fn member_of(value: &Value) -> Member {
         Member {
             key: Key::of(value).unwrap(),
+            shared: false,
             api_version: "v1".into(),
             component: Some("c".into()),
             resource_version: "1".into(),
@@ -716,6 +719,7 @@ mod tests {
             after: None,
             note: None,
             conflicts: Vec::new(),
+            owner: None,
         }
     }
 

@@ -9,16 +9,15 @@
 //! caller can list them and exit 3.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::deploy::cluster::{self, Cluster, Resolved};
-use crate::deploy::diff::CONCURRENCY;
-use crate::deploy::plan::Key;
+use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
+use crate::deploy::key::Key;
 
 /// An object's health as far as waiting is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,19 +189,9 @@ pub enum Progress {
     Quiet,
 }
 
-impl Progress {
-    pub fn for_stderr() -> Progress {
-        if std::io::stderr().is_terminal() {
-            Progress::Line
-        } else {
-            Progress::Plain
-        }
-    }
-}
-
 /// Wait until every object is ready or `timeout` passes; return those that are not.
 pub async fn wait(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     pending: Vec<Pending>,
     timeout: Duration,
     progress: Progress,
@@ -298,7 +287,7 @@ pub async fn wait(
 
 /// Why the pods of a workload are not ready: container waiting reasons, unschedulable pods.
 /// Best effort: a failure to list pods gives no reasons rather than an error.
-async fn pod_problems(cluster: &Cluster, key: &Key, object: &Value) -> Vec<String> {
+async fn pod_problems(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<String> {
     let Some(labels) = object["spec"]["selector"]["matchLabels"].as_object() else {
         return Vec::new();
     };
@@ -376,7 +365,7 @@ pub fn pod_reasons(pod: &Value) -> Vec<String> {
 
 /// Wait for CRDs to be established, then refresh discovery so their kinds resolve.
 pub async fn crds_established(
-    cluster: &Cluster,
+    cluster: &impl Cluster,
     crds: &[Pending],
     timeout: Duration,
 ) -> Result<Vec<NotReady>, WaitError> {

@@ -63,6 +63,14 @@ pub enum ManifestError {
     },
 }
 
+/// Why a file of pre-rendered objects cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the manifest {path}: {message}")]
+pub struct ManifestFileError {
+    path: String,
+    message: String,
+}
+
 /// The labels mlkube sets on every object it renders.
 pub mod labels {
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -237,51 +245,6 @@ const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("storage.k8s.io", "VolumeAttributesClass"),
 ];
 
-/// Apply order by kind: what others depend on goes first. Kinds not listed go between the
-/// workloads and the webhooks, so a custom resource comes after its CRD and the controllers.
-const APPLY_ORDER: &[&str] = &[
-    "Namespace",
-    "CustomResourceDefinition",
-    "PriorityClass",
-    "StorageClass",
-    "RuntimeClass",
-    "IngressClass",
-    "PersistentVolume",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ServiceAccount",
-    "Role",
-    "RoleBinding",
-    "ResourceQuota",
-    "LimitRange",
-    "NetworkPolicy",
-    "Secret",
-    "ConfigMap",
-    "PersistentVolumeClaim",
-    "Service",
-    "DaemonSet",
-    "Deployment",
-    "StatefulSet",
-    "ReplicaSet",
-    "ReplicationController",
-    "Job",
-    "CronJob",
-    "Pod",
-    // Kinds not listed rank here.
-    "MutatingWebhookConfiguration",
-    "ValidatingWebhookConfiguration",
-    "APIService",
-];
-const UNLISTED_RANK: usize = 27;
-
-fn apply_rank(kind: &str) -> usize {
-    match APPLY_ORDER.iter().position(|k| *k == kind) {
-        Some(position) if position >= UNLISTED_RANK => position + 1,
-        Some(position) => position,
-        None => UNLISTED_RANK,
-    }
-}
-
 /// The API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`).
 pub fn api_group(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
@@ -294,8 +257,33 @@ impl Object {
 }
 
 impl Manifest {
+    /// Read YAML documents (as `mlkube show` prints them) as objects; each object's component is
+    /// its `mlkube.io/component` label.
+    pub fn read(path: &std::path::Path) -> Result<Manifest, ManifestFileError> {
+        use serde::Deserialize as _;
+        let error = |message: String| ManifestFileError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let mut objects = Vec::new();
+        for document in serde_yaml::Deserializer::from_str(&text) {
+            let value = Value::deserialize(document).map_err(|e| error(e.to_string()))?;
+            if value.is_null() {
+                continue;
+            }
+            let component = value["metadata"]["labels"][labels::COMPONENT]
+                .as_str()
+                .unwrap_or("manifest")
+                .to_string();
+            objects.push(Object { component, value });
+        }
+        Ok(Manifest { objects })
+    }
+
     /// Complete and order rendered objects: set the environment's namespace on namespaced
-    /// objects that have none, add the mlkube labels, refuse two objects with the same
+    /// objects that have none, add the mlkube labels (the app and environment only on
+    /// namespaced objects), refuse two objects with the same
     /// kind/namespace/name, and sort into apply order (ties broken by kind, namespace, name,
     /// so the result does not depend on the order of components).
     pub fn process(objects: Vec<Object>, target: Target<'_>) -> Result<Manifest, ManifestError> {
@@ -346,7 +334,7 @@ impl Manifest {
         }
         objects.sort_by_cached_key(|o| {
             let key = (
-                apply_rank(o.kind()),
+                super::kinds::rank(o.group(), o.kind()),
                 o.kind(),
                 o.namespace(),
                 o.name(),
@@ -411,13 +399,25 @@ fn complete(object: &mut Object, target: Target<'_>, cluster_scoped: bool) {
         *labels = Value::Object(serde_json::Map::new());
     }
     if let Some(labels) = labels.as_object_mut() {
-        for (key, value) in [
-            (labels::MANAGED_BY, labels::MANAGER),
+        // A cluster-scoped object is shared by every environment and app that renders it, so
+        // it carries neither the app's nor the environment's name.
+        let identity = [
             (labels::PART_OF, target.app),
             (labels::ENVIRONMENT, target.environment),
+        ];
+        let identity = if cluster_scoped {
+            &[][..]
+        } else {
+            &identity[..]
+        };
+        for (key, value) in [
+            (labels::MANAGED_BY, labels::MANAGER),
             (labels::COMPONENT, component.as_str()),
-        ] {
-            labels.insert(key.to_owned(), Value::String(value.to_owned()));
+        ]
+        .iter()
+        .chain(identity)
+        {
+            labels.insert((*key).to_owned(), Value::String((*value).to_owned()));
         }
         labels.sort_keys();
     }

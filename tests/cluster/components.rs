@@ -439,7 +439,7 @@ fn init_app(dir: &Path, namespace: &str) -> App {
 }
 
 fn render(app: &App, env: &str, component: &str) -> Manifest {
-    mlkube::render::render(app, env, &[component.to_owned()])
+    app.render(env, &[component.to_owned()])
         .unwrap_or_else(|e| panic!("rendering {component} for {env}: {}", chain(&e)))
 }
 

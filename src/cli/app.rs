@@ -1,7 +1,7 @@
 //! The verbs that create and change an app: `init`, `env`, `prototype`, `component`, `param`.
 //!
 //! Each verb checks everything it can before it writes anything, and edits the params files in
-//! place ([`super::edit`]) so hand edits and comments survive. Listings print a table, or JSON
+//! place ([`crate::app::edit`]) so hand edits and comments survive. Listings print a table, or JSON
 //! with `-o json`; data goes to stdout and notes to stderr.
 
 use std::io::Write as _;
@@ -9,12 +9,12 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::edit;
-use super::params::{self, ComponentParams};
-use super::prototype::{self, ParamType, Prototype};
-use super::{App, AppError, Environment, PARAMS_FILE, check_name, component_file, env_params_file};
-use crate::cli::{
-    ComponentCommand, EnvCommand, InitArgs, ListFormat, ParamCommand, PrototypeCommand,
+use super::{ComponentCommand, EnvCommand, InitArgs, ListFormat, ParamCommand, PrototypeCommand};
+use crate::app::edit;
+use crate::app::params::{self, ComponentParams};
+use crate::app::prototype::{self, ParamType, Prototype};
+use crate::app::{
+    App, AppError, Environment, PARAMS_FILE, check_name, component_file, env_params_file,
 };
 use crate::render::jsonnet::Evaluator;
 use crate::render::library;
@@ -132,14 +132,9 @@ pub fn init(args: &InitArgs) -> Result<(), AppError> {
             "pass --server or --context, not both".into(),
         ));
     }
-    let mut app = App {
-        root: dir.clone(),
-        name,
-        environments: Vec::new(),
-        components: indexmap::IndexMap::new(),
-    };
+    let mut app = App::new(dir, &name);
     for (env, suffix) in [("local", ""), ("dev", "-dev"), ("prod", "-prod")] {
-        app.environments.push(Environment {
+        app.environments_mut().push(Environment {
             name: env.to_owned(),
             namespace: format!("{namespace}{suffix}"),
             server: args.server.clone(),

@@ -1,0 +1,150 @@
+//! Who owns an object on the cluster, and what an environment may do with it.
+//!
+//! Every object an environment renders is one of two sorts:
+//!
+//! - **Exclusive**: namespaced objects. An exclusive object belongs to exactly one ApplySet, as
+//!   kubectl's ApplySet defines it: its `applyset.kubernetes.io/part-of` label names the set.
+//!   mlkube applies them with the field manager `mlkube`.
+//! - **Shared**: cluster-scoped objects (CRDs, StorageClasses, ClusterRoles, ...). Two
+//!   environments of one app, or two apps, on one cluster render the same ones, so no set
+//!   owns them alone. Each set that uses one holds a claim on it: a label of its own,
+//!   `used-by.mlkube.io/<ApplySet id>` (its value is the component that renders it), applied
+//!   with a field manager of its own, `mlkube@<ApplySet id>`. Server-side apply keeps each
+//!   manager's fields apart, so one set's apply never removes another's claim (no flip-flop),
+//!   and fields every set sets to the same value are co-owned, not conflicts. A shared object
+//!   carries neither the app's nor the environment's name (the renderer leaves those labels
+//!   off cluster-scoped objects), so the sets' configurations agree.
+//!
+//! Before anything is written, every rendered object that exists on the cluster is judged
+//! ([`judge`]):
+//!
+//! | live object | verdict |
+//! |---|---|
+//! | absent | create it |
+//! | exclusive, labelled with this set | ours |
+//! | shared, claimed by any mlkube set (or labelled by one, as before claims) | share it |
+//! | labelled with another ApplySet | **owned by** that set: refused |
+//! | no ApplySet label (and, if shared, no claim) | **exists, not ours**: refused |
+//!
+//! `diff` marks refused objects and exits 1; `apply` refuses them all, naming each object and its
+//! owner, before writing anything (exit 2), unless `--adopt`: then it takes them over (the
+//! fields other managers own with different values are forced) and says so. An adopted object is
+//! a member like any other, so a later prune may delete it.
+//!
+//! Prune and delete only ever remove members: exclusive objects labelled with this set and
+//! applied by `mlkube` (so created or adopted by it), never owned by a controller. A shared
+//! object is released instead: this set applies an empty configuration under its manager,
+//! which removes its claim and the fields only it set. It is deleted only when no other claim
+//! remains (the last user), and CustomResourceDefinitions never are (deleting one deletes every
+//! object of its kind, in every namespace): they keep their claims.
+//!
+//! Identity: the inventory (the ApplySet parent) records the app's id from `app.yaml`. An apply
+//! whose parent exists but records another app's id refuses, naming both apps: two apps that
+//! share a name never share an ApplySet.
+//!
+//! Caveats: two sets releasing the same shared object at the same moment may both see the other's
+//! claim and both keep it; the object then stays until one of them is applied and deleted again.
+//! An app without an id (written before ids) is not checked against another app of its name.
+
+use serde_json::Value;
+
+use super::applyset::{ApplySet, CLAIM_PREFIX, PART_OF_LABEL};
+use super::cluster::FIELD_MANAGER;
+
+/// What this ApplySet may do with a rendered object that exists on the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A member of this set, or a shared object other mlkube sets use too.
+    Ours,
+    /// A member of another ApplySet, named `app/env` when its labels say so.
+    OwnedBy { owner: String },
+    /// Exists, and no ApplySet owns it.
+    NotOurs { managers: Vec<String> },
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Ours => write!(f, "ours"),
+            Verdict::OwnedBy { owner } => write!(f, "owned by {owner}"),
+            Verdict::NotOurs { managers } if managers.is_empty() => write!(f, "exists, not ours"),
+            Verdict::NotOurs { managers } => {
+                write!(f, "exists, not ours (written by {})", managers.join(", "))
+            }
+        }
+    }
+}
+
+/// Judge the live object of a rendered one (see the table above).
+pub fn judge(set: &ApplySet, shared: bool, live: &Value) -> Verdict {
+    let labels = &live["metadata"]["labels"];
+    let part_of = labels[PART_OF_LABEL].as_str();
+    if part_of == Some(set.id.as_str()) {
+        return Verdict::Ours;
+    }
+    if shared && !claims(live).is_empty() {
+        return Verdict::Ours;
+    }
+    if shared && part_of.is_some() && managers(live).iter().any(|m| m == FIELD_MANAGER) {
+        // Applied by mlkube before claims: another environment's, shared the same way.
+        return Verdict::Ours;
+    }
+    match part_of {
+        Some(id) => Verdict::OwnedBy {
+            owner: owner_name(live, id),
+        },
+        None => Verdict::NotOurs {
+            managers: managers(live),
+        },
+    }
+}
+
+/// `app/env (ApplySet <id>)` from the mlkube labels of a member, or the bare id.
+fn owner_name(live: &Value, id: &str) -> String {
+    let labels = &live["metadata"]["labels"];
+    match (
+        labels["app.kubernetes.io/part-of"].as_str(),
+        labels["mlkube.io/environment"].as_str(),
+    ) {
+        (Some(app), Some(env)) => format!("{app}/{env} (ApplySet {id})"),
+        _ => format!("ApplySet {id}"),
+    }
+}
+
+/// The field managers of an object.
+pub fn managers(live: &Value) -> Vec<String> {
+    let mut managers: Vec<String> = live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect();
+    managers.dedup();
+    managers
+}
+
+/// The ApplySet ids holding a claim on a shared object.
+pub fn claims(live: &Value) -> Vec<String> {
+    live["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(key, _)| key.strip_prefix(CLAIM_PREFIX).map(str::to_string))
+        .collect()
+}
+
+/// The mlkube sets other than `set` that use a shared object: their claims, and the set of a
+/// membership label mlkube wrote before claims.
+pub fn other_users(set: &ApplySet, live: &Value) -> Vec<String> {
+    let mut users: Vec<String> = claims(live)
+        .into_iter()
+        .filter(|id| *id != set.id)
+        .collect();
+    if let Some(id) = live["metadata"]["labels"][PART_OF_LABEL].as_str()
+        && id != set.id
+        && !users.iter().any(|u| u == id)
+    {
+        users.push(id.to_string());
+    }
+    users
+}

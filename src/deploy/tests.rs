@@ -1,0 +1,589 @@
+//! The decisions of apply, prune and delete, against the in-memory cluster: which requests are
+//! sent, in which order, and what is refused with nothing written. The cluster tests prove the
+//! same flows against the real control plane.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::apply::{self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions};
+use super::applyset::{self, ApplySet};
+use super::key::Key;
+use super::memory::{MemoryCluster, Write};
+use super::plan::{self, Plan};
+use super::wait::Progress;
+use crate::render::manifest::{Manifest, Object};
+
+const NS: &str = "ml";
+
+/// `--yes`.
+struct Yes;
+
+impl Consent for Yes {
+    fn confirm(&self, _: &'static str, _: &[Key]) -> Result<(), ApplyError> {
+        Ok(())
+    }
+}
+
+/// No terminal and no `--yes`.
+struct No;
+
+impl Consent for No {
+    fn confirm(&self, verb: &'static str, doomed: &[Key]) -> Result<(), ApplyError> {
+        if doomed.is_empty() {
+            Ok(())
+        } else {
+            Err(ApplyError::NoConsent {
+                verb,
+                count: doomed.len(),
+            })
+        }
+    }
+}
+
+fn object(component: &str, api_version: &str, kind: &str, name: &str, rest: Value) -> Object {
+    let mut value = json!({"apiVersion": api_version, "kind": kind,
+        "metadata": {"name": name, "namespace": NS,
+                     "labels": {"mlkube.io/component": component}}});
+    if let (Some(value), Some(rest)) = (value.as_object_mut(), rest.as_object()) {
+        value.extend(rest.clone());
+    }
+    Object {
+        component: component.into(),
+        value,
+    }
+}
+
+fn config_map(component: &str, name: &str) -> Object {
+    object(
+        component,
+        "v1",
+        "ConfigMap",
+        name,
+        json!({"data": {"k": name}}),
+    )
+}
+
+fn deployment(component: &str, name: &str) -> Object {
+    object(
+        component,
+        "apps/v1",
+        "Deployment",
+        name,
+        json!({"spec": {"replicas": 1}}),
+    )
+}
+
+fn service_account(component: &str, name: &str) -> Object {
+    object(component, "v1", "ServiceAccount", name, json!({}))
+}
+
+fn crd() -> Object {
+    Object {
+        component: "widgets".into(),
+        value: json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+    }
+}
+
+fn widget(name: &str) -> Object {
+    object(
+        "widgets",
+        "example.com/v1",
+        "Widget",
+        name,
+        json!({"spec": {"size": 3}}),
+    )
+}
+
+fn set() -> ApplySet {
+    ApplySet::new("app", "local", NS)
+}
+
+fn plan_of(objects: Vec<Object>, components: &[&str]) -> Plan {
+    let components: Vec<String> = components.iter().map(|c| c.to_string()).collect();
+    plan::plan(&Manifest { objects }, &set(), &components).expect("a valid plan")
+}
+
+fn options(consent: &dyn Consent) -> ApplyOptions<'_> {
+    ApplyOptions {
+        dry_run: false,
+        prune: false,
+        consent,
+        force_conflicts: false,
+        wait: false,
+        timeout: Duration::from_secs(5),
+        allow_empty: false,
+        progress: Progress::Quiet,
+        adopt: false,
+    }
+}
+
+fn pruning(consent: &dyn Consent) -> ApplyOptions<'_> {
+    ApplyOptions {
+        prune: true,
+        ..options(consent)
+    }
+}
+
+fn applied(object: &str) -> Write {
+    Write::Apply {
+        object: object.into(),
+        manager: "mlkube".into(),
+    }
+}
+
+fn deleted(object: &str) -> Write {
+    Write::Delete {
+        object: object.into(),
+    }
+}
+
+fn inventory() -> &'static str {
+    "Secret ml/mlkube-applyset-app-local"
+}
+
+/// A cluster where `objects` were applied once, its writes forgotten.
+async fn deployed(objects: Vec<Object>) -> MemoryCluster {
+    let cluster = MemoryCluster::new();
+    apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+        .await
+        .expect("the first apply");
+    cluster.clear_writes();
+    cluster
+}
+
+async fn group_kinds(cluster: &MemoryCluster) -> Vec<String> {
+    let recorded = applyset::read(cluster, &set())
+        .await
+        .expect("the inventory reads")
+        .expect("an inventory");
+    recorded.group_kinds.into_iter().collect()
+}
+
+#[tokio::test]
+async fn the_inventory_is_widened_before_members_are_written_and_narrowed_after_the_prune() {
+    let cluster = MemoryCluster::new();
+    let first = vec![
+        deployment("serving", "serving"),
+        config_map("serving", "config"),
+        service_account("serving", "serving"),
+    ];
+    apply::apply(&cluster, &plan_of(first, &[]), &options(&Yes))
+        .await
+        .expect("the first apply");
+    assert_eq!(
+        cluster.writes(),
+        [
+            applied("Namespace ml"),
+            applied(inventory()),
+            applied("ServiceAccount ml/serving"),
+            applied("ConfigMap ml/config"),
+            applied("Deployment ml/serving"),
+        ],
+        "namespace, inventory, then members tier by tier"
+    );
+
+    cluster.clear_writes();
+    let second = vec![
+        config_map("serving", "config"),
+        config_map("serving", "new"),
+    ];
+    let report = apply::apply(&cluster, &plan_of(second, &[]), &pruning(&Yes))
+        .await
+        .expect("the apply with prune");
+    assert_eq!(
+        cluster.writes(),
+        [
+            applied("ConfigMap ml/new"),
+            deleted("Deployment ml/serving"),
+            deleted("ServiceAccount ml/serving"),
+            applied(inventory()),
+        ],
+        "unchanged members are not sent; prune in reverse tier order, then narrow"
+    );
+    assert_eq!(report.pruned.len(), 2);
+    assert_eq!(group_kinds(&cluster).await, ["ConfigMap"]);
+}
+
+#[tokio::test]
+async fn a_new_kind_is_recorded_before_its_first_object_is_written() {
+    let cluster = deployed(vec![config_map("a", "c")]).await;
+    cluster.fail_applies_of("d");
+    let failed = apply::apply(
+        &cluster,
+        &plan_of(vec![config_map("a", "c"), deployment("a", "d")], &[]),
+        &options(&Yes),
+    )
+    .await;
+    assert!(matches!(failed, Err(ApplyError::Objects { count: 1, .. })));
+    assert_eq!(cluster.writes(), [applied(inventory())]);
+    assert_eq!(
+        group_kinds(&cluster).await,
+        ["ConfigMap", "Deployment.apps"]
+    );
+}
+
+#[tokio::test]
+async fn rendering_nothing_refuses_to_prune_everything_and_writes_nothing() {
+    let cluster = deployed(vec![config_map("a", "c")]).await;
+
+    let empty = apply::apply(&cluster, &plan_of(vec![], &[]), &pruning(&Yes)).await;
+    assert!(matches!(
+        empty,
+        Err(ApplyError::EmptyPrune { count: 1, .. })
+    ));
+    let empty = apply::prune(
+        &cluster,
+        &plan_of(vec![], &[]),
+        &PruneOptions {
+            dry_run: false,
+            consent: &Yes,
+            allow_empty: false,
+        },
+    )
+    .await;
+    assert!(matches!(empty, Err(ApplyError::EmptyPrune { .. })));
+    assert_eq!(cluster.writes(), []);
+
+    let allowed = ApplyOptions {
+        allow_empty: true,
+        ..pruning(&Yes)
+    };
+    apply::apply(&cluster, &plan_of(vec![], &[]), &allowed)
+        .await
+        .expect("an empty environment, as asked");
+    assert_eq!(
+        cluster.writes(),
+        [deleted("ConfigMap ml/c"), applied(inventory())]
+    );
+}
+
+#[tokio::test]
+async fn without_consent_nothing_is_written() {
+    let cluster = deployed(vec![config_map("a", "kept"), config_map("b", "dropped")]).await;
+    let changed = vec![
+        object(
+            "a",
+            "v1",
+            "ConfigMap",
+            "kept",
+            json!({"data": {"k": "changed"}}),
+        ),
+        config_map("a", "added"),
+    ];
+    let refused = apply::apply(&cluster, &plan_of(changed, &[]), &pruning(&No)).await;
+    assert!(matches!(
+        refused,
+        Err(ApplyError::NoConsent { count: 1, .. })
+    ));
+    assert_eq!(cluster.writes(), []);
+}
+
+#[tokio::test]
+async fn with_components_named_only_their_members_are_pruned_and_the_inventory_stays_wide() {
+    let all = vec![
+        config_map("a", "a-kept"),
+        config_map("a", "a-dropped"),
+        deployment("b", "b-untouched"),
+    ];
+    let cluster = deployed(all).await;
+    let only_a = plan_of(vec![config_map("a", "a-kept")], &["a"]);
+    let report = apply::apply(&cluster, &only_a, &pruning(&Yes))
+        .await
+        .expect("apply -c a --prune");
+    assert_eq!(cluster.writes(), [deleted("ConfigMap ml/a-dropped")]);
+    assert_eq!(report.pruned.len(), 1);
+    assert_eq!(
+        group_kinds(&cluster).await,
+        ["ConfigMap", "Deployment.apps"]
+    );
+
+    cluster.clear_writes();
+    let delete_b = DeleteOptions {
+        components: vec!["b".into()],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    apply::delete(&cluster, &set(), &delete_b)
+        .await
+        .expect("delete -c b");
+    assert_eq!(
+        cluster.writes(),
+        [deleted("Deployment ml/b-untouched")],
+        "the inventory stays: component a is still applied"
+    );
+}
+
+#[tokio::test]
+async fn a_custom_object_waits_for_its_crd_and_a_dry_run_sends_neither() {
+    let cluster = MemoryCluster::new();
+    let objects = vec![widget("w"), crd()];
+    let dry = ApplyOptions {
+        dry_run: true,
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &plan_of(objects.clone(), &[]), &dry)
+        .await
+        .expect("the dry run");
+    assert_eq!(cluster.writes(), [], "a dry run writes nothing");
+    assert!(
+        report
+            .applied
+            .iter()
+            .any(|(key, outcome)| key.kind == "Widget" && *outcome == Outcome::Created),
+        "{:?}",
+        report.applied
+    );
+
+    apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+        .await
+        .expect("the apply");
+    assert_eq!(
+        cluster.writes(),
+        [
+            applied("Namespace ml"),
+            applied(inventory()),
+            Write::Apply {
+                object: "CustomResourceDefinition widgets.example.com".into(),
+                manager: set().shared_manager,
+            },
+            applied("Widget ml/w"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
+    let objects = vec![
+        service_account("a", "sa"),
+        config_map("a", "c"),
+        deployment("a", "d"),
+    ];
+    let cluster = deployed(objects).await;
+    let everything = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    let report = apply::delete(&cluster, &set(), &everything)
+        .await
+        .expect("delete");
+    assert_eq!(
+        cluster.writes(),
+        [
+            deleted("Deployment ml/d"),
+            deleted("ConfigMap ml/c"),
+            deleted("ServiceAccount ml/sa"),
+            deleted(inventory()),
+        ]
+    );
+    assert_eq!(report.pruned.len(), 3);
+    assert!(
+        cluster.object("v1", "Namespace", None, NS).is_some(),
+        "the namespace stays"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// ownership: never take over or delete what another environment, app or tool owns
+
+fn in_namespace(mut object: Object, namespace: &str) -> Object {
+    object.value["metadata"]["namespace"] = json!(namespace);
+    object
+}
+
+fn storage_class() -> Object {
+    Object {
+        component: "volumes".into(),
+        value: json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "kvc", "labels": {"mlkube.io/component": "volumes"}},
+            "provisioner": "kubernetes.io/no-provisioner"}),
+    }
+}
+
+fn plan_for(set: &ApplySet, objects: Vec<Object>) -> Plan {
+    plan::plan(&Manifest { objects }, set, &[]).expect("a valid plan")
+}
+
+/// Whether `diff` finds differences; they are printed, for the failure message.
+async fn diff_exit(cluster: &MemoryCluster, plan: &Plan) -> bool {
+    let changes = super::diff::diff(cluster, plan, super::diff::DiffOptions::default())
+        .await
+        .expect("diff");
+    println!("{}", super::diff::render_text(&changes, false));
+    changes.has_differences()
+}
+
+#[tokio::test]
+async fn an_environment_sharing_the_namespace_never_takes_over_the_other_ones_objects() {
+    let cluster = deployed(vec![config_map("a", "config")]).await;
+    let dup = ApplySet::new("app", "dup", NS);
+    let plan = plan_for(&dup, vec![config_map("a", "config")]);
+
+    let refused = apply::apply(&cluster, &plan, &options(&Yes)).await;
+    let Err(ApplyError::NotOurs { count: 1, details }) = refused else {
+        panic!("expected a refusal, got {refused:?}");
+    };
+    assert!(
+        details.contains("ConfigMap ml/config") && details.contains(&set().id),
+        "{details}"
+    );
+    assert_eq!(cluster.writes(), [], "nothing is written");
+    assert!(diff_exit(&cluster, &plan).await, "diff marks it");
+
+    let nothing = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    apply::delete(&cluster, &dup, &nothing)
+        .await
+        .expect("delete dup");
+    assert_eq!(
+        cluster.writes(),
+        [],
+        "delete of dup removes nothing of local's"
+    );
+}
+
+#[tokio::test]
+async fn an_object_someone_else_created_is_refused_then_adopted_and_then_prunable() {
+    let cluster = deployed(vec![config_map("a", "config")]).await;
+    cluster.create_as(
+        "kubectl-create",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "preexisting", "namespace": NS}, "data": {"k": "preexisting"}}),
+    );
+    let with_it = plan_of(
+        vec![config_map("a", "config"), config_map("a", "preexisting")],
+        &[],
+    );
+    let refused = apply::apply(&cluster, &with_it, &pruning(&Yes)).await;
+    let Err(ApplyError::NotOurs { details, .. }) = refused else {
+        panic!("expected a refusal, got {refused:?}");
+    };
+    assert!(details.contains("exists, not ours") && details.contains("kubectl-create"));
+    assert_eq!(cluster.writes(), []);
+
+    let adopting = ApplyOptions {
+        adopt: true,
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &with_it, &adopting)
+        .await
+        .expect("apply --adopt");
+    assert_eq!(report.adopted.len(), 1, "{:?}", report.adopted);
+    assert!(
+        !diff_exit(&cluster, &with_it).await,
+        "adopted: nothing to mark"
+    );
+
+    cluster.clear_writes();
+    apply::apply(
+        &cluster,
+        &plan_of(vec![config_map("a", "config")], &[]),
+        &pruning(&Yes),
+    )
+    .await
+    .expect("prune the adopted object");
+    assert_eq!(cluster.writes(), [deleted("ConfigMap ml/preexisting")]);
+}
+
+#[tokio::test]
+async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_them() {
+    let cluster = MemoryCluster::new();
+    let local = ApplySet::new("app", "local", "a");
+    let other = ApplySet::new("other-app", "b", "b");
+    let render = |ns: &str| vec![in_namespace(config_map("a", "config"), ns), storage_class()];
+    let (local_plan, other_plan) = (plan_for(&local, render("a")), plan_for(&other, render("b")));
+
+    // Applied in turns, each diffs clean after its own apply and after the other's.
+    let turns = [&local_plan, &other_plan, &local_plan, &other_plan];
+    for (turn, plan) in turns.into_iter().enumerate() {
+        apply::apply(&cluster, plan, &options(&Yes))
+            .await
+            .expect("each applies cleanly");
+        assert!(
+            !diff_exit(&cluster, plan).await,
+            "clean after its own apply"
+        );
+        if turn > 0 {
+            assert!(!diff_exit(&cluster, &local_plan).await, "local diffs clean");
+            assert!(!diff_exit(&cluster, &other_plan).await, "the other clean");
+        }
+    }
+
+    let everything = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+    };
+    let asking = DeleteOptions {
+        consent: &No,
+        ..everything.clone()
+    };
+    let refused = apply::delete(&cluster, &other, &asking).await;
+    assert!(
+        matches!(refused, Err(ApplyError::NoConsent { count: 1, .. })),
+        "only the ConfigMap is deleted, so only it is asked about: {refused:?}"
+    );
+    let report = apply::delete(&cluster, &other, &everything)
+        .await
+        .expect("delete the other");
+    assert_eq!(
+        report.released.len(),
+        1,
+        "the StorageClass is only released"
+    );
+    assert!(
+        cluster
+            .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
+            .is_some()
+    );
+    assert!(
+        !diff_exit(&cluster, &local_plan).await,
+        "local still diffs clean"
+    );
+
+    let report = apply::delete(&cluster, &local, &everything)
+        .await
+        .expect("delete local");
+    assert_eq!(report.pruned.len(), 2, "the last user deletes it");
+    assert!(
+        cluster
+            .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn two_apps_of_one_name_never_share_an_applyset() {
+    let cluster = MemoryCluster::new();
+    let x = set().with_app_id(Some("x-id"));
+    let y = set().with_app_id(Some("y-id"));
+    apply::apply(
+        &cluster,
+        &plan_for(&x, vec![config_map("a", "c")]),
+        &options(&Yes),
+    )
+    .await
+    .expect("app x");
+    cluster.clear_writes();
+    let refused = apply::apply(
+        &cluster,
+        &plan_for(&y, vec![config_map("a", "other")]),
+        &pruning(&Yes),
+    )
+    .await
+    .expect_err("app y is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("x-id") && message.contains("y-id"),
+        "{message}"
+    );
+    assert_eq!(cluster.writes(), []);
+}
