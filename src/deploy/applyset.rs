@@ -125,7 +125,7 @@ impl ApplySet {
         })
     }
 
-    fn parent_resource() -> Resolved {
+    pub(crate) fn parent_resource() -> Resolved {
         Resolved {
             resource: kube::discovery::ApiResource {
                 group: String::new(),

@@ -8,8 +8,10 @@
 //! config hash tells a change made on the cluster from a change made in the app ([`drift`]).
 //!
 //! The last apply (time, mlkube version, the app's git commit) is recorded on the ApplySet
-//! parent by [`record_last_apply`] once an apply finished. It is a merge patch, not part of the
-//! parent's server-side apply, so the inventory writes of `prune` and `delete` leave it alone.
+//! parent by [`record_last_apply`] once an apply finished. It is a server-side apply of its own
+//! field manager ([`LAST_APPLY_MANAGER`]), not part of the inventory's apply, so the inventory
+//! writes of `prune` and `delete` (manager `mlkube`) leave it alone. Everything goes through the
+//! [`Cluster`] trait, so the whole of `status` is tested against the in-memory cluster too.
 //!
 //! Caveats: an object rendered but absent from the cluster is reported `missing` whether it was
 //! deleted since the last apply or added to the app since: the inventory records kinds, not
@@ -18,13 +20,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::cluster::{Cluster, FIELD_MANAGER, KubeCluster};
+use crate::deploy::cluster::{ApplyMode, Cluster};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::key::Key;
 use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
@@ -33,6 +33,10 @@ use crate::deploy::wait::{self, Health};
 pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
 pub const APPLIED_COMMIT_ANNOTATION: &str = "mlkube.io/last-applied-commit";
 pub const APPLIED_DIRTY_ANNOTATION: &str = "mlkube.io/last-applied-dirty";
+
+/// The field manager of the last-apply record on the ApplySet parent: its own, so that the
+/// inventory's writes (manager `mlkube`) neither own nor drop these annotations.
+pub const LAST_APPLY_MANAGER: &str = "mlkube-last-apply";
 
 /// The kinds of kubeflow.org/v1 training jobs, whose health is their last condition.
 pub const TRAINING_JOB_KINDS: [&str; 6] = [
@@ -77,13 +81,20 @@ impl LastApply {
         }
     }
 
-    /// The annotations that record it on the ApplySet parent (`null` removes a stale commit).
+    /// The annotations that record it on the ApplySet parent. Without a commit there is no
+    /// commit annotation: applied by [`LAST_APPLY_MANAGER`], which alone sends them, a stale
+    /// commit goes away when the manager stops sending it.
     pub fn annotations(&self) -> Value {
-        json!({
-            APPLIED_AT_ANNOTATION: self.time,
-            APPLIED_COMMIT_ANNOTATION: self.commit.as_ref().map(|c| c.sha.clone()),
-            APPLIED_DIRTY_ANNOTATION: self.commit.as_ref().map(|c| c.dirty.to_string()),
-        })
+        let mut annotations = Map::new();
+        annotations.insert(APPLIED_AT_ANNOTATION.into(), json!(self.time));
+        if let Some(commit) = &self.commit {
+            annotations.insert(APPLIED_COMMIT_ANNOTATION.into(), json!(commit.sha));
+            annotations.insert(
+                APPLIED_DIRTY_ANNOTATION.into(),
+                json!(commit.dirty.to_string()),
+            );
+        }
+        Value::Object(annotations)
     }
 
     /// The record on a parent, `None` when no apply recorded one.
@@ -232,12 +243,6 @@ pub enum StatusError {
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
     Diff(#[from] DiffError),
-    #[error("cannot read the last apply of environment `{env}` from its inventory")]
-    ReadParent {
-        env: String,
-        #[source]
-        source: kube::Error,
-    },
     #[error("cannot record the last apply on the inventory of environment `{env}`")]
     Record {
         env: String,
@@ -247,7 +252,7 @@ pub enum StatusError {
 }
 
 /// The status of the environment whose current render is `plan`.
-pub async fn status(cluster: &KubeCluster, plan: &Plan) -> Result<Status, StatusError> {
+pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, StatusError> {
     let set = &plan.applyset;
     let never = || StatusError::NeverApplied {
         env: set.env.clone(),
@@ -291,6 +296,18 @@ pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> V
             continue;
         }
         let member = live.get(&change.key).copied();
+        // Rendered, on the cluster, but another environment's or another tool's: not a member
+        // of this one (apply refuses it without --adopt).
+        if let (None, Some(owner)) = (member, &change.owner) {
+            statuses.push(member_status(
+                &change.key,
+                change.component.clone(),
+                None,
+                Drift::Missing,
+                Some(format!("{owner}: `mlkube apply --adopt` takes it over")),
+            ));
+            continue;
+        }
         let drift = drift(
             change.action,
             desired.get(&change.key).copied(),
@@ -459,34 +476,53 @@ fn last_condition(job: &Value) -> Option<(String, String)> {
 }
 
 /// The ApplySet parent as it is, for the record of the last apply.
-async fn read_parent(cluster: &KubeCluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
-    let Some(secrets) = cluster.resolve("v1", "Secret") else {
-        return Ok(None);
-    };
+async fn read_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
     cluster
-        .get(&secrets, Some(&set.namespace), &set.name)
+        .get(
+            &ApplySet::parent_resource(),
+            Some(&set.namespace),
+            &set.name,
+        )
         .await
-        .map_err(|source| StatusError::ReadParent {
-            env: set.env.clone(),
-            source,
+        .map_err(|source| {
+            StatusError::Inventory(ApplySetError::ReadParent {
+                env: set.env.clone(),
+                namespace: set.namespace.clone(),
+                name: set.name.clone(),
+                source,
+            })
         })
 }
 
-/// Record `last` on the environment's ApplySet parent, as a merge patch of its annotations.
+/// Record `last` on the environment's ApplySet parent: a server-side apply of its annotations
+/// alone, as [`LAST_APPLY_MANAGER`].
 pub async fn record_last_apply(
-    cluster: &KubeCluster,
+    cluster: &impl Cluster,
     set: &ApplySet,
     last: &LastApply,
 ) -> Result<(), StatusError> {
-    let patch = json!({"metadata": {"annotations": last.annotations()}});
-    kube::Api::<Secret>::namespaced(cluster.client.clone(), &set.namespace)
-        .patch(
+    let record = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": set.name,
+            "namespace": set.namespace,
+            "annotations": last.annotations(),
+        },
+    });
+    let mode = ApplyMode {
+        dry_run: false,
+        // Only this manager writes these annotations; a hand edit of them is not worth a refusal.
+        force: true,
+        manager: LAST_APPLY_MANAGER,
+    };
+    cluster
+        .apply(
+            &ApplySet::parent_resource(),
+            Some(&set.namespace),
             &set.name,
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
+            &record,
+            mode,
         )
         .await
         .map_err(|source| StatusError::Record {
@@ -800,5 +836,170 @@ mod tests {
             ),
             (5, 4, 1, 4)
         );
+    }
+
+    mod against_memory {
+        //! The whole of `status`, and the record of the last apply, against the in-memory
+        //! cluster: no API server, the same trait calls.
+
+        use super::*;
+        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent};
+        use crate::deploy::memory::MemoryCluster;
+        use crate::deploy::plan;
+        use crate::render::manifest::{Manifest, Object};
+
+        struct Yes;
+
+        impl Consent for Yes {
+            fn confirm(&self, _: &'static str, _: &[Key]) -> Result<(), ApplyError> {
+                Ok(())
+            }
+        }
+
+        fn config(name: &str) -> Object {
+            Object {
+                component: "settings".into(),
+                value: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "ml",
+                                 "labels": {"mlkube.io/component": "settings"}},
+                    "data": {"k": name}}),
+            }
+        }
+
+        fn env_plan() -> Plan {
+            let manifest = Manifest {
+                objects: vec![config("healthy"), config("drifted"), config("missing")],
+            };
+            plan::plan(&manifest, &ApplySet::new("app", "local", "ml"), &[]).expect("a plan")
+        }
+
+        async fn applied(plan: &Plan) -> MemoryCluster {
+            let cluster = MemoryCluster::new();
+            let options = ApplyOptions {
+                dry_run: false,
+                prune: false,
+                consent: &Yes,
+                force_conflicts: false,
+                wait: false,
+                timeout: std::time::Duration::from_secs(5),
+                allow_empty: false,
+                progress: wait::Progress::Quiet,
+                adopt: false,
+            };
+            apply::apply(&cluster, plan, &options)
+                .await
+                .expect("the apply");
+            cluster
+        }
+
+        fn recorded(commit: Option<&str>) -> LastApply {
+            LastApply {
+                time: "2026-11-23T13:00:00Z".into(),
+                tooling: applyset::tooling(),
+                commit: commit.map(|sha| Commit {
+                    sha: sha.into(),
+                    dirty: false,
+                }),
+            }
+        }
+
+        #[tokio::test]
+        async fn a_healthy_member_a_drifted_one_and_a_missing_one() {
+            let plan = env_plan();
+            let cluster = applied(&plan).await;
+            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+                .await
+                .expect("the record");
+            // Someone edits one member by hand and deletes another.
+            cluster.create_as(
+                "kubectl-edit",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "drifted", "namespace": "ml"},
+                       "data": {"k": "by hand"}}),
+            );
+            let configmaps = cluster.resolve("v1", "ConfigMap").unwrap();
+            cluster
+                .delete(&configmaps, Some("ml"), "missing")
+                .await
+                .expect("the delete");
+
+            let status = status(&cluster, &plan).await.expect("the status");
+            let by_name: BTreeMap<&str, &MemberStatus> = status
+                .members
+                .iter()
+                .map(|m| (m.key.name.as_str(), m))
+                .collect();
+            assert_eq!(
+                by_name.keys().copied().collect::<Vec<_>>(),
+                ["drifted", "healthy", "missing"],
+                "the members, and not the namespace"
+            );
+            assert_eq!(
+                (by_name["healthy"].state, by_name["healthy"].drift),
+                (State::Healthy, Drift::None)
+            );
+            assert_eq!(
+                (by_name["drifted"].state, by_name["drifted"].drift),
+                (State::Healthy, Drift::Changed),
+                "the config hash is the app's: changed on the cluster"
+            );
+            assert_eq!(
+                (by_name["missing"].state, by_name["missing"].drift),
+                (State::Missing, Drift::Missing)
+            );
+            assert_eq!(status.last_apply, Some(recorded(Some("abc"))));
+            assert_eq!(
+                (
+                    status.summary.healthy,
+                    status.summary.missing,
+                    status.summary.drifted
+                ),
+                (2, 1, 2)
+            );
+            assert!(status.unhealthy());
+        }
+
+        #[tokio::test]
+        async fn the_record_survives_inventory_writes_and_drops_a_stale_commit() {
+            let plan = env_plan();
+            let cluster = applied(&plan).await;
+            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+                .await
+                .expect("the record");
+            // The inventory's own apply (manager `mlkube`) leaves the record alone.
+            applyset::write(
+                &cluster,
+                &plan.applyset,
+                &applyset::read(&cluster, &plan.applyset)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                false,
+            )
+            .await
+            .expect("the inventory write");
+            let parent = read_parent(&cluster, &plan.applyset)
+                .await
+                .unwrap()
+                .expect("the parent");
+            assert_eq!(LastApply::of_parent(&parent), Some(recorded(Some("abc"))));
+            // An apply of pre-rendered objects has no commit: the old one must not stay.
+            record_last_apply(&cluster, &plan.applyset, &recorded(None))
+                .await
+                .expect("the second record");
+            let parent = read_parent(&cluster, &plan.applyset)
+                .await
+                .unwrap()
+                .expect("the parent");
+            assert_eq!(LastApply::of_parent(&parent), Some(recorded(None)));
+            assert!(applyset::read(&cluster, &plan.applyset).await.is_ok());
+        }
+
+        #[tokio::test]
+        async fn an_environment_never_applied_says_so() {
+            let cluster = MemoryCluster::new();
+            let error = status(&cluster, &env_plan()).await.unwrap_err();
+            assert!(matches!(error, StatusError::NeverApplied { .. }), "{error}");
+        }
     }
 }
