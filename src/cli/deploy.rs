@@ -15,6 +15,7 @@ use crate::deploy::applyset::ApplySet;
 use crate::deploy::cluster::{ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, Plan, PlanError};
+use crate::deploy::status::{self, LastApply, StatusError};
 
 use super::exit::Exit;
 use super::output::{self, Confirmation};
@@ -35,18 +36,20 @@ pub enum DeployError {
     Diff(#[from] DiffError),
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Status(#[from] StatusError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(DeployError::Runtime)
 }
 
-fn finish(result: Result<Exit, DeployError>) -> Exit {
+pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
     match result {
         Ok(exit) => exit,
         Err(error) => report(&error),
@@ -54,12 +57,12 @@ fn finish(result: Result<Exit, DeployError>) -> Exit {
 }
 
 impl Deployment {
-    fn applyset(&self) -> ApplySet {
+    pub(super) fn applyset(&self) -> ApplySet {
         ApplySet::new(&self.app, &self.target.env, &self.target.namespace)
             .with_app_id(self.app_id.as_deref())
     }
 
-    fn plan(&self, components: &[String]) -> Result<Plan, PlanError> {
+    pub(super) fn plan(&self, components: &[String]) -> Result<Plan, PlanError> {
         plan::plan(&self.manifest, &self.applyset(), components)
     }
 }
@@ -144,6 +147,10 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         );
         let plan = deployment.plan(&args.components)?;
         let report = apply::apply(&cluster, &plan, &options).await?;
+        if !options.dry_run {
+            let last = LastApply::now(deployment.dir.as_deref());
+            status::record_last_apply(&cluster, &plan.applyset, &last).await?;
+        }
         output::print_report(&report, options.dry_run);
         Ok(if report.not_ready.is_empty() {
             Exit::Done

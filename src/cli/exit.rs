@@ -1,7 +1,8 @@
 //! Exit codes of the `mlkube` binary, the same for every verb.
 //!
 //! They follow `kubectl diff`: 0 means done (or no differences), 1 means differences were found,
-//! and 2 and up are errors.
+//! and 2 and up are errors. `status` uses the same codes for the same meanings: 1 for drift,
+//! 3 for objects not healthy, and 4 for an environment never applied.
 
 use std::process::ExitCode;
 
@@ -12,12 +13,16 @@ use crate::deploy::diff::ChangeSet;
 pub enum Exit {
     /// The verb did what it was asked; for `diff`, there are no differences.
     Done = 0,
-    /// `diff` found differences between the rendered environment and the cluster.
+    /// `diff` found differences between the rendered environment and the cluster; for
+    /// `status`, every object is healthy but some drifted since the last apply.
     Differences = 1,
     /// Bad input, a failed operation, or a verb that is not available yet.
     Error = 2,
-    /// `apply` applied everything but not all of it became healthy before the timeout.
+    /// `apply` applied everything but not all of it became healthy before the timeout; for
+    /// `status`, some object is failed, missing or not ready yet (with or without drift).
     NotReady = 3,
+    /// `status`: the environment has no inventory on the cluster, it was never applied.
+    NeverApplied = 4,
 }
 
 impl Exit {

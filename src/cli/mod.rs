@@ -11,6 +11,7 @@ pub mod deploy;
 pub mod exit;
 pub mod output;
 pub mod settings;
+pub mod status;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,7 +79,14 @@ pub enum Command {
     Delete(DeleteArgs),
     /// Validate an environment with a server-side dry run, listing every rejection.
     Validate(ValidateArgs),
-    /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob) against the cluster.
+    /// Show every object an environment applied: its health, its drift since the last apply,
+    /// and when, with which mlkube and from which git commit that apply ran.
+    ///
+    /// Exit codes: 0 all healthy and nothing drifted, 1 drift only, 3 some object failed, is
+    /// missing or is not ready yet (a training job still running), 4 never applied, 2 errors.
+    Status(StatusArgs),
+    /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob, MXJob, XGBoostJob,
+    /// JAXJob, PaddleJob) against the cluster.
     Operator(OperatorArgs),
 }
 
@@ -319,6 +327,15 @@ pub struct ValidateArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct StatusArgs {
+    pub env: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct OperatorArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, value_name = "NS")]
@@ -403,6 +420,7 @@ fn run(cli: Cli) -> Exit {
         Command::Prune(args) => deploy::prune(&cli.global, &args),
         Command::Delete(args) => deploy::delete(&cli.global, &args),
         Command::Validate(args) => deploy::validate(&cli.global, &args),
+        Command::Status(args) => status::status(&cli.global, &args),
         Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
     }
 }

@@ -7,7 +7,7 @@
 // Errors end the run: what matters is the fields they carry for the message, not their size.
 #![allow(clippy::result_large_err)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::app::render::RenderError;
@@ -33,6 +33,8 @@ pub struct Deployment {
     pub app: String,
     /// The app's id from `app.yaml`, when it has one.
     pub app_id: Option<String>,
+    /// The app's directory, for the git commit `status` records; `None` for `--manifest`.
+    pub dir: Option<PathBuf>,
     pub target: Target,
     pub manifest: Manifest,
 }
@@ -62,6 +64,7 @@ pub fn deployment(
         return Ok(Deployment {
             app: "manifest".into(),
             app_id: None,
+            dir: None,
             target: Target {
                 env: selection.env.to_string(),
                 namespace: selection.env.to_string(),
@@ -86,6 +89,7 @@ pub fn deployment(
     Ok(Deployment {
         app: app.name().to_string(),
         app_id: app.id().map(str::to_string),
+        dir: Some(app.root().to_path_buf()),
         target,
         manifest,
     })

@@ -125,7 +125,7 @@ impl ApplySet {
         })
     }
 
-    fn parent_resource() -> Resolved {
+    pub(crate) fn parent_resource() -> Resolved {
         Resolved {
             resource: kube::discovery::ApiResource {
                 group: String::new(),
@@ -139,7 +139,7 @@ impl ApplySet {
     }
 }
 
-fn tooling() -> String {
+pub fn tooling() -> String {
     format!("mlkube/v{}", env!("CARGO_PKG_VERSION"))
 }
 

@@ -10,4 +10,5 @@ mod identity;
 mod operator;
 mod simulation;
 mod smoke;
+mod status;
 mod support;

@@ -1,0 +1,1005 @@
+//! What an environment runs and whether it is well: every member of its ApplySet with its
+//! health, whether it drifted since the last apply, and the record of that apply.
+//!
+//! Expected flow: read the inventory (none: the environment was never applied), list the live
+//! members, ask [`diff::diff`] what an apply of the current render would change, and join the
+//! three per object. Health follows the apply wait's rules ([`wait::health`]) plus the training
+//! jobs' last condition ([`training_job_health`]); drift follows the diff's own decision, and the
+//! config hash tells a change made on the cluster from a change made in the app ([`drift`]).
+//!
+//! The last apply (time, mlkube version, the app's git commit) is recorded on the ApplySet
+//! parent by [`record_last_apply`] once an apply finished. It is a server-side apply of its own
+//! field manager ([`LAST_APPLY_MANAGER`]), not part of the inventory's apply, so the inventory
+//! writes of `prune` and `delete` (manager `mlkube`) leave it alone. Everything goes through the
+//! [`Cluster`] trait, so the whole of `status` is tested against the in-memory cluster too.
+//!
+//! Caveats: an object rendered but absent from the cluster is reported `missing` whether it was
+//! deleted since the last apply or added to the app since: the inventory records kinds, not
+//! names, so the two cannot be told apart.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
+use crate::deploy::cluster::{ApplyMode, Cluster};
+use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
+use crate::deploy::key::Key;
+use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
+use crate::deploy::wait::{self, Health};
+
+pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
+pub const APPLIED_COMMIT_ANNOTATION: &str = "mlkube.io/last-applied-commit";
+pub const APPLIED_DIRTY_ANNOTATION: &str = "mlkube.io/last-applied-dirty";
+
+/// The field manager of the last-apply record on the ApplySet parent: its own, so that the
+/// inventory's writes (manager `mlkube`) neither own nor drop these annotations.
+pub const LAST_APPLY_MANAGER: &str = "mlkube-last-apply";
+
+/// The kinds of kubeflow.org/v1 training jobs, whose health is their last condition.
+pub const TRAINING_JOB_KINDS: [&str; 6] = [
+    "TFJob",
+    "PyTorchJob",
+    "MXJob",
+    "XGBoostJob",
+    "PaddleJob",
+    "JAXJob",
+];
+
+/// The app's git commit at an apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Commit {
+    pub sha: String,
+    /// The work tree had changes not committed.
+    pub dirty: bool,
+}
+
+/// When and with what the environment was last applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastApply {
+    /// RFC 3339, UTC, to the second.
+    pub time: String,
+    /// The ApplySet tooling of the apply, `mlkube/v<version>`.
+    pub tooling: String,
+    /// `None` when the app is not in a git repository (or git is not installed).
+    pub commit: Option<Commit>,
+}
+
+impl LastApply {
+    /// The record of an apply finishing now, of the app in `dir` (`None`: pre-rendered objects,
+    /// no app and so no commit).
+    pub fn now(dir: Option<&Path>) -> LastApply {
+        let time = k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        LastApply {
+            time,
+            tooling: applyset::tooling(),
+            commit: dir.and_then(git_commit),
+        }
+    }
+
+    /// The annotations that record it on the ApplySet parent. Without a commit there is no
+    /// commit annotation: applied by [`LAST_APPLY_MANAGER`], which alone sends them, a stale
+    /// commit goes away when the manager stops sending it.
+    pub fn annotations(&self) -> Value {
+        let mut annotations = Map::new();
+        annotations.insert(APPLIED_AT_ANNOTATION.into(), json!(self.time));
+        if let Some(commit) = &self.commit {
+            annotations.insert(APPLIED_COMMIT_ANNOTATION.into(), json!(commit.sha));
+            annotations.insert(
+                APPLIED_DIRTY_ANNOTATION.into(),
+                json!(commit.dirty.to_string()),
+            );
+        }
+        Value::Object(annotations)
+    }
+
+    /// The record on a parent, `None` when no apply recorded one.
+    pub fn of_parent(parent: &Value) -> Option<LastApply> {
+        let annotations = &parent["metadata"]["annotations"];
+        let text = |name: &str| annotations[name].as_str().map(str::to_string);
+        Some(LastApply {
+            time: text(APPLIED_AT_ANNOTATION)?,
+            tooling: text(TOOLING_ANNOTATION).unwrap_or_default(),
+            commit: text(APPLIED_COMMIT_ANNOTATION).map(|sha| Commit {
+                sha,
+                dirty: text(APPLIED_DIRTY_ANNOTATION).as_deref() == Some("true"),
+            }),
+        })
+    }
+}
+
+/// `git rev-parse HEAD` and whether `git status` shows changes, in `dir`; `None` without git or
+/// outside a repository.
+pub fn git_commit(dir: &Path) -> Option<Commit> {
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    };
+    let sha = git(&["rev-parse", "HEAD"])?;
+    let changes = git(&["status", "--porcelain", "--", "."])?;
+    Some(Commit {
+        sha,
+        dirty: !changes.is_empty(),
+    })
+}
+
+/// How a member is doing, as `status` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Healthy,
+    /// Not there yet: rolling out, a training job still running.
+    Progressing,
+    /// Will not get well by waiting: a failed Job or training job.
+    Failed,
+    /// Rendered, but not on the cluster.
+    Missing,
+}
+
+/// Whether a member changed since the last apply, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Drift {
+    /// Live as last applied, and the app still renders it so.
+    None,
+    /// Someone changed it on the cluster: mlkube's config hash is the app's, its values are not.
+    Changed,
+    /// The app renders a different configuration than the last apply.
+    AppChanged,
+    /// Rendered but gone from the cluster (deleted since the last apply, or new in the app).
+    Missing,
+    /// On the cluster but no longer rendered: a prune would delete it.
+    NotRendered,
+    /// The comparison failed (the server refused the dry run); see the reason.
+    Unknown,
+}
+
+impl Drift {
+    pub fn drifted(self) -> bool {
+        self != Drift::None
+    }
+}
+
+/// One member of the environment.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberStatus {
+    #[serde(flatten)]
+    pub key: Key,
+    pub component: Option<String>,
+    pub state: State,
+    /// The last condition of a training job (`Created`, `Running`, `Restarting`, `Succeeded`,
+    /// `Failed`, `Suspended`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+    /// Why it is not healthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub drift: Drift,
+    pub drifted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_reason: Option<String>,
+}
+
+/// Counts over the members.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub members: usize,
+    pub healthy: usize,
+    pub progressing: usize,
+    pub failed: usize,
+    pub missing: usize,
+    pub drifted: usize,
+}
+
+/// An environment's status.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub app: String,
+    pub env: String,
+    pub namespace: String,
+    pub last_apply: Option<LastApply>,
+    pub members: Vec<MemberStatus>,
+    pub summary: Summary,
+}
+
+impl Status {
+    /// Every member healthy and none drifted.
+    pub fn all_well(&self) -> bool {
+        self.summary.healthy == self.summary.members && self.summary.drifted == 0
+    }
+
+    /// Some member is failed, progressing or missing.
+    pub fn unhealthy(&self) -> bool {
+        self.summary.healthy < self.summary.members
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error(
+        "environment `{env}` was never applied to this cluster: there is no inventory Secret \
+         {namespace}/{name}\n  hint: apply it with `mlkube apply {env}`, or check the \
+         kubeconfig context"
+    )]
+    NeverApplied {
+        env: String,
+        namespace: String,
+        name: String,
+    },
+    #[error(transparent)]
+    Inventory(#[from] ApplySetError),
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+    #[error("cannot record the last apply on the inventory of environment `{env}`")]
+    Record {
+        env: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The status of the environment whose current render is `plan`.
+pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, StatusError> {
+    let set = &plan.applyset;
+    let never = || StatusError::NeverApplied {
+        env: set.env.clone(),
+        namespace: set.namespace.clone(),
+        name: set.name.clone(),
+    };
+    let inventory = applyset::read(cluster, set).await?.ok_or_else(never)?;
+    let parent = read_parent(cluster, set).await?.ok_or_else(never)?;
+    let members = applyset::members(cluster, set, &inventory).await?;
+    let changes = diff::diff(
+        cluster,
+        plan,
+        DiffOptions {
+            show_secrets: false,
+        },
+    )
+    .await?;
+
+    let statuses = members_status(plan, &members, &changes);
+    Ok(Status {
+        app: set.app.clone(),
+        env: set.env.clone(),
+        namespace: set.namespace.clone(),
+        last_apply: LastApply::of_parent(&parent),
+        summary: Summary::of(&statuses),
+        members: statuses,
+    })
+}
+
+/// Each object's status from what the diff decided about it and the live members, sorted by
+/// key. Pure: the cluster was read before.
+pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> Vec<MemberStatus> {
+    let live: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+    let desired: BTreeMap<&Key, &Desired> = plan.objects.iter().map(|d| (&d.key, d)).collect();
+    let mut statuses: Vec<MemberStatus> = Vec::new();
+    for change in &changes.changes {
+        // The environment's namespace is never a member.
+        if desired.get(&change.key).is_some_and(|d| !d.is_member())
+            || (change.key.kind == "Namespace" && change.key.group.is_empty())
+        {
+            continue;
+        }
+        let member = live.get(&change.key).copied();
+        // Rendered, on the cluster, but another environment's or another tool's: not a member
+        // of this one (apply refuses it without --adopt).
+        if let (None, Some(owner)) = (member, &change.owner) {
+            statuses.push(member_status(
+                &change.key,
+                change.component.clone(),
+                None,
+                Drift::Missing,
+                Some(format!("{owner}: `mlkube apply --adopt` takes it over")),
+            ));
+            continue;
+        }
+        let drift = drift(
+            change.action,
+            desired.get(&change.key).copied(),
+            member.map(|m| &m.value),
+        );
+        statuses.push(member_status(
+            &change.key,
+            change.component.clone(),
+            member,
+            drift,
+            None,
+        ));
+    }
+    for failure in &changes.failures {
+        let member = live.get(&failure.key).copied();
+        statuses.push(member_status(
+            &failure.key,
+            failure.component.clone(),
+            member,
+            Drift::Unknown,
+            Some(failure.message.clone()),
+        ));
+    }
+    for kept in &changes.kept {
+        let member = live.get(&kept.key).copied();
+        statuses.push(member_status(
+            &kept.key,
+            member.and_then(|m| m.component.clone()),
+            member,
+            Drift::NotRendered,
+            Some(format!("no longer rendered, but {}", kept.reason)),
+        ));
+    }
+    statuses.sort_by(|a, b| a.key.cmp(&b.key));
+    statuses
+}
+
+fn member_status(
+    key: &Key,
+    component: Option<String>,
+    live: Option<&Member>,
+    drift: Drift,
+    drift_reason: Option<String>,
+) -> MemberStatus {
+    let (state, condition, reason) = match live {
+        Some(member) => {
+            let condition = is_training_job(&key.group, &key.kind)
+                .then(|| last_condition(&member.value).map(|c| c.0))
+                .flatten();
+            match member_health(key, &member.value) {
+                Health::Ready => (State::Healthy, condition, None),
+                Health::Progressing(why) => (State::Progressing, condition, Some(why)),
+                Health::Failed(why) => (State::Failed, condition, Some(why)),
+            }
+        }
+        None => (State::Missing, None, Some("not on the cluster".into())),
+    };
+    MemberStatus {
+        key: key.clone(),
+        component,
+        state,
+        condition,
+        reason,
+        drift,
+        drifted: drift.drifted(),
+        drift_reason: drift_reason.or_else(|| drift_explained(drift).map(str::to_string)),
+    }
+}
+
+impl Summary {
+    /// The counts over `members`.
+    pub fn of(members: &[MemberStatus]) -> Summary {
+        let count = |state| members.iter().filter(|m| m.state == state).count();
+        Summary {
+            members: members.len(),
+            healthy: count(State::Healthy),
+            progressing: count(State::Progressing),
+            failed: count(State::Failed),
+            missing: count(State::Missing),
+            drifted: members.iter().filter(|m| m.drifted).count(),
+        }
+    }
+}
+
+fn drift_explained(drift: Drift) -> Option<&'static str> {
+    match drift {
+        Drift::None | Drift::Unknown => None,
+        Drift::Changed => {
+            Some("changed on the cluster since the last apply; `mlkube diff` shows how")
+        }
+        Drift::AppChanged => Some(
+            "the app renders another configuration than the last apply; `mlkube diff` shows it",
+        ),
+        Drift::Missing => {
+            Some("rendered but not on the cluster: deleted since the last apply, or new in the app")
+        }
+        Drift::NotRendered => Some("no longer rendered: `mlkube prune` would delete it"),
+    }
+}
+
+/// Whether a member changed since the last apply, from what the diff decided about it and the
+/// config hashes: the same hash means mlkube last applied what the app renders now, so any
+/// difference was made on the cluster.
+pub fn drift(action: Action, desired: Option<&Desired>, live: Option<&Value>) -> Drift {
+    let hash = |v: &Value| {
+        v["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
+            .as_str()
+            .map(str::to_string)
+    };
+    match action {
+        Action::Unchanged => Drift::None,
+        Action::Create => Drift::Missing,
+        Action::Prune => Drift::NotRendered,
+        Action::Update => match (desired, live) {
+            (Some(desired), Some(live))
+                if hash(&desired.value).is_some() && hash(&desired.value) == hash(live) =>
+            {
+                Drift::Changed
+            }
+            _ => Drift::AppChanged,
+        },
+    }
+}
+
+/// Whether a group and kind is a kubeflow.org training job.
+pub fn is_training_job(group: &str, kind: &str) -> bool {
+    group == "kubeflow.org" && TRAINING_JOB_KINDS.contains(&kind)
+}
+
+/// The health of a live member: the apply wait's rules, and training jobs by their last
+/// condition.
+pub fn member_health(key: &Key, object: &Value) -> Health {
+    if is_training_job(&key.group, &key.kind) {
+        training_job_health(object)
+    } else {
+        wait::health(&key.group, &key.kind, object)
+    }
+}
+
+/// A training job by its last true condition: `Succeeded` is healthy, `Failed` failed with its
+/// message, anything else (`Created`, `Running`, `Restarting`, `Suspended`, none yet) still
+/// progressing, with the condition's message (the condition itself is reported beside it).
+pub fn training_job_health(job: &Value) -> Health {
+    match last_condition(job) {
+        Some((kind, _)) if kind == "Succeeded" => Health::Ready,
+        Some((kind, message)) if kind == "Failed" => Health::Failed(message),
+        Some((_, message)) => Health::Progressing(message),
+        None => Health::Progressing("no condition yet: is the operator running?".into()),
+    }
+}
+
+/// The type and message (or reason) of the last condition whose status is true.
+fn last_condition(job: &Value) -> Option<(String, String)> {
+    let condition = job["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|c| c["status"] == "True")?;
+    let kind = condition["type"].as_str()?.to_string();
+    let message = condition["message"]
+        .as_str()
+        .or(condition["reason"].as_str())
+        .unwrap_or("no message")
+        .to_string();
+    Some((kind, message))
+}
+
+/// The ApplySet parent as it is, for the record of the last apply.
+async fn read_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
+    cluster
+        .get(
+            &ApplySet::parent_resource(),
+            Some(&set.namespace),
+            &set.name,
+        )
+        .await
+        .map_err(|source| {
+            StatusError::Inventory(ApplySetError::ReadParent {
+                env: set.env.clone(),
+                namespace: set.namespace.clone(),
+                name: set.name.clone(),
+                source,
+            })
+        })
+}
+
+/// Record `last` on the environment's ApplySet parent: a server-side apply of its annotations
+/// alone, as [`LAST_APPLY_MANAGER`].
+pub async fn record_last_apply(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    last: &LastApply,
+) -> Result<(), StatusError> {
+    let record = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": set.name,
+            "namespace": set.namespace,
+            "annotations": last.annotations(),
+        },
+    });
+    let mode = ApplyMode {
+        dry_run: false,
+        // Only this manager writes these annotations; a hand edit of them is not worth a refusal.
+        force: true,
+        manager: LAST_APPLY_MANAGER,
+    };
+    cluster
+        .apply(
+            &ApplySet::parent_resource(),
+            Some(&set.namespace),
+            &set.name,
+            &record,
+            mode,
+        )
+        .await
+        .map_err(|source| StatusError::Record {
+            env: set.env.clone(),
+            source,
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deploy::applyset::ApplySet;
+    use crate::render::kinds::Tier;
+
+    fn tfjob(conditions: Value) -> Value {
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+               "metadata": {"name": "j", "namespace": "ns"},
+               "status": {"conditions": conditions}})
+    }
+
+    fn condition(kind: &str, status: &str, message: &str) -> Value {
+        json!({"type": kind, "status": status, "reason": format!("TFJob{kind}"), "message": message})
+    }
+
+    fn key(group: &str, kind: &str) -> Key {
+        Key {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: Some("ns".into()),
+            name: "j".into(),
+        }
+    }
+
+    fn with_hash(hash: &str, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "annotations": {CONFIG_HASH_ANNOTATION: hash}},
+               "data": data})
+    }
+
+    fn desired(value: Value) -> Desired {
+        Desired {
+            key: Key::of(&value).unwrap(),
+            api_version: "v1".into(),
+            component: "c".into(),
+            tier: Tier::Workloads,
+            shared: false,
+            value,
+        }
+    }
+
+    #[test]
+    fn a_training_job_is_healthy_only_once_its_last_condition_is_succeeded() {
+        let running = tfjob(json!([
+            condition("Created", "True", "created"),
+            condition("Running", "True", "running")
+        ]));
+        assert_eq!(
+            training_job_health(&running),
+            Health::Progressing("running".into())
+        );
+        let succeeded = tfjob(json!([
+            condition("Created", "True", "created"),
+            condition("Running", "False", "running"),
+            condition("Succeeded", "True", "done")
+        ]));
+        assert_eq!(training_job_health(&succeeded), Health::Ready);
+        for kind in ["Created", "Restarting", "Suspended"] {
+            let job = tfjob(json!([condition(kind, "True", "m")]));
+            assert!(
+                matches!(training_job_health(&job), Health::Progressing(_)),
+                "{kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failed_training_job_is_failed_with_its_message() {
+        let failed = tfjob(json!([
+            condition("Running", "False", "running"),
+            condition("Failed", "True", "worker 0 exited with code 1")
+        ]));
+        assert_eq!(
+            member_health(&key("kubeflow.org", "TFJob"), &failed),
+            Health::Failed("worker 0 exited with code 1".into())
+        );
+    }
+
+    #[test]
+    fn a_training_job_without_conditions_asks_whether_the_operator_runs() {
+        let fresh = json!({"kind": "TFJob", "metadata": {"name": "j"}});
+        let Health::Progressing(why) = training_job_health(&fresh) else {
+            panic!("a job without conditions is progressing")
+        };
+        assert!(why.contains("operator"), "{why}");
+    }
+
+    #[test]
+    fn other_kinds_follow_the_apply_wait() {
+        let deployment = json!({"metadata": {"generation": 1}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 1, "availableReplicas": 1, "updatedReplicas": 2,
+                       "replicas": 2}});
+        assert_eq!(
+            member_health(&key("apps", "Deployment"), &deployment),
+            wait::health("apps", "Deployment", &deployment)
+        );
+        assert!(matches!(
+            member_health(&key("apps", "Deployment"), &deployment),
+            Health::Progressing(_)
+        ));
+        // A kind mlkube does not wait for is healthy by being there, as in the apply wait.
+        assert_eq!(
+            member_health(&key("", "ConfigMap"), &json!({})),
+            Health::Ready
+        );
+        // kubeflow.org kinds that are not training jobs are not read as jobs.
+        assert!(!is_training_job("kubeflow.org", "Notebook"));
+        assert!(is_training_job("kubeflow.org", "PyTorchJob"));
+    }
+
+    #[test]
+    fn an_update_with_the_applied_hash_is_a_change_on_the_cluster() {
+        let applied = desired(with_hash("h1", json!({"k": "v"})));
+        let edited = with_hash("h1", json!({"k": "edited"}));
+        assert_eq!(
+            drift(Action::Update, Some(&applied), Some(&edited)),
+            Drift::Changed
+        );
+    }
+
+    #[test]
+    fn an_update_with_another_hash_is_a_change_in_the_app() {
+        let rendered = desired(with_hash("h2", json!({"k": "new"})));
+        let live = with_hash("h1", json!({"k": "v"}));
+        assert_eq!(
+            drift(Action::Update, Some(&rendered), Some(&live)),
+            Drift::AppChanged
+        );
+    }
+
+    #[test]
+    fn missing_and_unrendered_members_are_drift_and_unchanged_ones_are_not() {
+        assert_eq!(drift(Action::Unchanged, None, None), Drift::None);
+        assert_eq!(drift(Action::Create, None, None), Drift::Missing);
+        assert_eq!(drift(Action::Prune, None, None), Drift::NotRendered);
+        assert!(!Drift::None.drifted());
+        assert!(Drift::Missing.drifted() && Drift::Unknown.drifted());
+    }
+
+    #[test]
+    fn the_last_apply_reads_back_from_the_annotations_it_writes() {
+        let last = LastApply {
+            time: "2026-11-23T13:00:00Z".into(),
+            tooling: "mlkube/v0.1.0".into(),
+            commit: Some(Commit {
+                sha: "abc123".into(),
+                dirty: true,
+            }),
+        };
+        let mut annotations = last.annotations();
+        annotations[TOOLING_ANNOTATION] = json!("mlkube/v0.1.0");
+        let parent = json!({"metadata": {"annotations": annotations}});
+        assert_eq!(LastApply::of_parent(&parent), Some(last));
+        let without_git = LastApply {
+            commit: None,
+            ..LastApply::now(None)
+        };
+        assert_eq!(
+            without_git.annotations()[APPLIED_COMMIT_ANNOTATION],
+            Value::Null
+        );
+        assert_eq!(LastApply::of_parent(&json!({"metadata": {}})), None);
+    }
+
+    #[test]
+    fn the_commit_of_a_git_app_names_head_and_whether_it_is_dirty() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+                .args(args)
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.path().join("app.yaml"), "name: a\n").unwrap();
+        git(&["add", "app.yaml"]);
+        git(&["commit", "-q", "-m", "app"]);
+        let clean = git_commit(dir.path()).expect("a commit in a repository");
+        assert_eq!(clean.sha.len(), 40, "{}", clean.sha);
+        assert!(!clean.dirty);
+        std::fs::write(dir.path().join("app.yaml"), "name: b\n").unwrap();
+        assert_eq!(
+            git_commit(dir.path()),
+            Some(Commit {
+                sha: clean.sha,
+                dirty: true
+            })
+        );
+    }
+
+    fn plan_of(objects: Vec<Desired>) -> Plan {
+        Plan {
+            applyset: ApplySet::new("a", "local", "ns"),
+            objects,
+            components: Vec::new(),
+        }
+    }
+
+    fn member_of(value: &Value) -> Member {
+        Member {
+            key: Key::of(value).unwrap(),
+            shared: false,
+            api_version: "v1".into(),
+            component: Some("c".into()),
+            resource_version: "1".into(),
+            value: value.clone(),
+        }
+    }
+
+    fn change(value: &Value, action: Action) -> diff::Change {
+        diff::Change {
+            key: Key::of(value).unwrap(),
+            component: Some("c".into()),
+            action,
+            before: None,
+            after: None,
+            note: None,
+            conflicts: Vec::new(),
+            owner: None,
+        }
+    }
+
+    fn config_map(name: &str, hash: &str, data: Value) -> Value {
+        let mut value = with_hash(hash, data);
+        value["metadata"]["name"] = json!(name);
+        value["metadata"]["namespace"] = json!("ns");
+        value
+    }
+
+    #[test]
+    fn each_object_joins_its_diff_verdict_with_its_live_health() {
+        let kept_live = config_map("kept", "h0", json!({}));
+        let same = config_map("same", "h1", json!({"k": "v"}));
+        let edited = config_map("edited", "h2", json!({"k": "v"}));
+        let edited_live = config_map("edited", "h2", json!({"k": "by hand"}));
+        let gone = config_map("gone", "h3", json!({}));
+        let refused = config_map("refused", "h4", json!({}));
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}});
+        let plan = plan_of(vec![
+            desired(same.clone()),
+            desired(edited.clone()),
+            desired(gone.clone()),
+            desired(refused.clone()),
+        ]);
+        let members = [&same, &edited_live, &refused, &kept_live].map(member_of);
+        let changes = ChangeSet {
+            changes: vec![
+                change(&namespace, Action::Create),
+                change(&same, Action::Unchanged),
+                change(&edited, Action::Update),
+                change(&gone, Action::Create),
+            ],
+            failures: vec![diff::Failure {
+                key: Key::of(&refused).unwrap(),
+                component: Some("c".into()),
+                message: "denied by a webhook".into(),
+            }],
+            kept: vec![diff::Kept {
+                key: Key::of(&kept_live).unwrap(),
+                reason: "mlkube never applied it".into(),
+            }],
+        };
+        let statuses = members_status(&plan, &members, &changes);
+        let by_name: BTreeMap<&str, &MemberStatus> =
+            statuses.iter().map(|m| (m.key.name.as_str(), m)).collect();
+        // The environment's namespace is not a member, even when the diff would create it.
+        assert_eq!(
+            by_name.keys().copied().collect::<Vec<_>>(),
+            ["edited", "gone", "kept", "refused", "same"]
+        );
+        assert_eq!(
+            (by_name["same"].state, by_name["same"].drift),
+            (State::Healthy, Drift::None)
+        );
+        assert_eq!(by_name["edited"].drift, Drift::Changed);
+        assert_eq!(
+            (by_name["gone"].state, by_name["gone"].drift),
+            (State::Missing, Drift::Missing)
+        );
+        assert_eq!(by_name["refused"].drift, Drift::Unknown);
+        assert_eq!(
+            by_name["refused"].drift_reason.as_deref(),
+            Some("denied by a webhook")
+        );
+        assert_eq!(
+            (by_name["kept"].state, by_name["kept"].drift),
+            (State::Healthy, Drift::NotRendered)
+        );
+        let summary = Summary::of(&statuses);
+        assert_eq!(
+            (
+                summary.members,
+                summary.healthy,
+                summary.missing,
+                summary.drifted
+            ),
+            (5, 4, 1, 4)
+        );
+    }
+
+    mod against_memory {
+        //! The whole of `status`, and the record of the last apply, against the in-memory
+        //! cluster: no API server, the same trait calls.
+
+        use super::*;
+        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent};
+        use crate::deploy::memory::MemoryCluster;
+        use crate::deploy::plan;
+        use crate::render::manifest::{Manifest, Object};
+
+        struct Yes;
+
+        impl Consent for Yes {
+            fn confirm(&self, _: &'static str, _: &[Key]) -> Result<(), ApplyError> {
+                Ok(())
+            }
+        }
+
+        fn config(name: &str) -> Object {
+            Object {
+                component: "settings".into(),
+                value: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": "ml",
+                                 "labels": {"mlkube.io/component": "settings"}},
+                    "data": {"k": name}}),
+            }
+        }
+
+        fn env_plan() -> Plan {
+            let manifest = Manifest {
+                objects: vec![config("healthy"), config("drifted"), config("missing")],
+            };
+            plan::plan(&manifest, &ApplySet::new("app", "local", "ml"), &[]).expect("a plan")
+        }
+
+        async fn applied(plan: &Plan) -> MemoryCluster {
+            let cluster = MemoryCluster::new();
+            let options = ApplyOptions {
+                dry_run: false,
+                prune: false,
+                consent: &Yes,
+                force_conflicts: false,
+                wait: false,
+                timeout: std::time::Duration::from_secs(5),
+                allow_empty: false,
+                progress: wait::Progress::Quiet,
+                adopt: false,
+            };
+            apply::apply(&cluster, plan, &options)
+                .await
+                .expect("the apply");
+            cluster
+        }
+
+        fn recorded(commit: Option<&str>) -> LastApply {
+            LastApply {
+                time: "2026-11-23T13:00:00Z".into(),
+                tooling: applyset::tooling(),
+                commit: commit.map(|sha| Commit {
+                    sha: sha.into(),
+                    dirty: false,
+                }),
+            }
+        }
+
+        #[tokio::test]
+        async fn a_healthy_member_a_drifted_one_and_a_missing_one() {
+            let plan = env_plan();
+            let cluster = applied(&plan).await;
+            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+                .await
+                .expect("the record");
+            // Someone edits one member by hand and deletes another.
+            cluster.create_as(
+                "kubectl-edit",
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "drifted", "namespace": "ml"},
+                       "data": {"k": "by hand"}}),
+            );
+            let configmaps = cluster.resolve("v1", "ConfigMap").unwrap();
+            cluster
+                .delete(&configmaps, Some("ml"), "missing")
+                .await
+                .expect("the delete");
+
+            let status = status(&cluster, &plan).await.expect("the status");
+            let by_name: BTreeMap<&str, &MemberStatus> = status
+                .members
+                .iter()
+                .map(|m| (m.key.name.as_str(), m))
+                .collect();
+            assert_eq!(
+                by_name.keys().copied().collect::<Vec<_>>(),
+                ["drifted", "healthy", "missing"],
+                "the members, and not the namespace"
+            );
+            assert_eq!(
+                (by_name["healthy"].state, by_name["healthy"].drift),
+                (State::Healthy, Drift::None)
+            );
+            assert_eq!(
+                (by_name["drifted"].state, by_name["drifted"].drift),
+                (State::Healthy, Drift::Changed),
+                "the config hash is the app's: changed on the cluster"
+            );
+            assert_eq!(
+                (by_name["missing"].state, by_name["missing"].drift),
+                (State::Missing, Drift::Missing)
+            );
+            assert_eq!(status.last_apply, Some(recorded(Some("abc"))));
+            assert_eq!(
+                (
+                    status.summary.healthy,
+                    status.summary.missing,
+                    status.summary.drifted
+                ),
+                (2, 1, 2)
+            );
+            assert!(status.unhealthy());
+        }
+
+        #[tokio::test]
+        async fn the_record_survives_inventory_writes_and_drops_a_stale_commit() {
+            let plan = env_plan();
+            let cluster = applied(&plan).await;
+            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+                .await
+                .expect("the record");
+            // The inventory's own apply (manager `mlkube`) leaves the record alone.
+            applyset::write(
+                &cluster,
+                &plan.applyset,
+                &applyset::read(&cluster, &plan.applyset)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                false,
+            )
+            .await
+            .expect("the inventory write");
+            let parent = read_parent(&cluster, &plan.applyset)
+                .await
+                .unwrap()
+                .expect("the parent");
+            assert_eq!(LastApply::of_parent(&parent), Some(recorded(Some("abc"))));
+            // An apply of pre-rendered objects has no commit: the old one must not stay.
+            record_last_apply(&cluster, &plan.applyset, &recorded(None))
+                .await
+                .expect("the second record");
+            let parent = read_parent(&cluster, &plan.applyset)
+                .await
+                .unwrap()
+                .expect("the parent");
+            assert_eq!(LastApply::of_parent(&parent), Some(recorded(None)));
+            assert!(applyset::read(&cluster, &plan.applyset).await.is_ok());
+        }
+
+        #[tokio::test]
+        async fn an_environment_never_applied_says_so() {
+            let cluster = MemoryCluster::new();
+            let error = status(&cluster, &env_plan()).await.unwrap_err();
+            assert!(matches!(error, StatusError::NeverApplied { .. }), "{error}");
+        }
+    }
+}
