@@ -30,10 +30,12 @@ fn a_listen_address_without_a_colon_is_rejected_with_a_hint() {
 
 #[test]
 fn an_unknown_framework_is_rejected_naming_the_frameworks() {
-    let (code, stderr) = operator(&["--frameworks", "tensorflow,mxnet"]);
+    let (code, stderr) = operator(&["--frameworks", "tensorflow,caffe"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("no framework mxnet; the frameworks are tensorflow, pytorch"),
+        stderr.contains(
+            "no framework caffe; the frameworks are tensorflow, pytorch, mxnet, xgboost, jax, paddle"
+        ),
         "{stderr}"
     );
 }

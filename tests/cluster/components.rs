@@ -71,8 +71,12 @@ async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
     assert_eq!(
         crd_names,
         BTreeSet::from([
+            "jaxjobs.kubeflow.org",
+            "mxjobs.kubeflow.org",
+            "paddlejobs.kubeflow.org",
             "pytorchjobs.kubeflow.org",
             "tfjobs.kubeflow.org",
+            "xgboostjobs.kubeflow.org",
             "volumemanagers.kvc.kubeflow.org"
         ]),
         "the components should ship exactly these CRDs"
