@@ -153,6 +153,67 @@ impl OperatorIdentity {
     }
 }
 
+/// `mlkube operator` as a child process, killed when dropped.
+pub struct OperatorProcess(pub std::process::Child);
+
+impl OperatorProcess {
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The operator binary for namespace `ns` with `flags`, run as `identity` the way the
+/// quickstart runs it: with its own kubeconfig, never the admin's.
+pub fn spawn_operator_binary(
+    ns: &str,
+    identity: &OperatorIdentity,
+    flags: &[&str],
+) -> OperatorProcess {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--namespace", ns])
+        .args(flags)
+        .arg("--kubeconfig")
+        .arg(identity.kubeconfig())
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "warn")
+        .env_remove("KUBECONFIG")
+        .env_remove("POD_NAMESPACE")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("the mlkube binary starts");
+    OperatorProcess(child)
+}
+
+/// An operator binary for one namespace, running as the component's ServiceAccount with
+/// `access`; it stops (when dropped) before its identity goes.
+pub struct NamespaceOperator {
+    _process: OperatorProcess,
+    _identity: OperatorIdentity,
+}
+
+impl NamespaceOperator {
+    pub async fn start(ns: &TestNamespace, access: Access) -> Self {
+        let identity = OperatorIdentity::new(ns, access).await;
+        NamespaceOperator {
+            _process: spawn_operator_binary(&ns.name, &identity, &[]),
+            _identity: identity,
+        }
+    }
+}
+
 /// The cluster-scoped objects an identity applied, deleted when dropped (also on a panic).
 #[derive(Default)]
 struct ClusterObjects(Vec<(GroupVersionKind, String)>);

@@ -25,7 +25,7 @@ use mlkube::operator::frameworks::tensorflow::TFJob;
 use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
-use crate::identity::{Access, OperatorIdentity, Scope};
+use crate::identity::{Access, OperatorIdentity, Scope, spawn_operator_binary};
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
@@ -804,48 +804,12 @@ async fn a_job_managed_by_another_controller_is_left_alone() {
     assert!(pods(&ns, "elsewhere").await.is_empty());
 }
 
-/// The operator binary as a child process scoped to one namespace, killed when dropped.
-struct ChildOperator(std::process::Child);
-
-impl ChildOperator {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for ChildOperator {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// The operator binary for namespace `ns`, as `identity`.
-fn spawn_operator_binary(ns: &str, identity: &OperatorIdentity) -> ChildOperator {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(["operator", "--namespace", ns])
-        .arg("--kubeconfig")
-        .arg(identity.kubeconfig())
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-addr",
-            "127.0.0.1:0",
-        ])
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .expect("the mlkube binary starts");
-    ChildOperator(child)
-}
-
 #[tokio::test]
 async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod() {
     let ns = TestNamespace::new("op-restart").await;
     install_crd(&ns.client).await;
     let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Cluster)).await;
-    let mut first = spawn_operator_binary(&ns.name, &identity);
+    let mut first = spawn_operator_binary(&ns.name, &identity, &[]);
     let names: Vec<String> = (0..5).map(|i| format!("job-{i}")).collect();
     let mut jobs = None;
     for name in &names {
@@ -860,8 +824,8 @@ async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod(
     first.kill();
 
     // Two replicas, no leader election, racing from the same start.
-    let mut second = spawn_operator_binary(&ns.name, &identity);
-    let mut third = spawn_operator_binary(&ns.name, &identity);
+    let mut second = spawn_operator_binary(&ns.name, &identity, &[]);
+    let mut third = spawn_operator_binary(&ns.name, &identity, &[]);
     for name in &names {
         let want = [
             format!("{name}-ps-0"),
@@ -956,22 +920,7 @@ async fn sigterm_stops_the_leader_promptly_and_hands_over_the_lease() {
     install_crd(&ns.client).await;
     let identity =
         OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace).with_leader_election()).await;
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(["operator", "--leader-elect", "--namespace", &ns.name])
-        .arg("--kubeconfig")
-        .arg(identity.kubeconfig())
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-addr",
-            "127.0.0.1:0",
-        ])
-        .env("RUST_LOG", "warn")
-        .env_remove("POD_NAMESPACE")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("the mlkube binary starts");
-    let mut operator = ChildOperator(child);
+    let mut operator = spawn_operator_binary(&ns.name, &identity, &["--leader-elect"]);
     let leases = Api::<Lease>::namespaced(ns.client.clone(), &ns.name);
     let holder = |lease: Option<Lease>| {
         lease

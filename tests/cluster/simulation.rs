@@ -7,7 +7,6 @@
 //! tests hold whatever shape the operator's Rust types take.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
@@ -18,38 +17,11 @@ use kube::api::{
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
+use crate::identity::{Access, NamespaceOperator, Scope};
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: the jobs here finish in seconds; a loaded 2-core CI machine needs room.
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-/// `mlkube operator` for one namespace, as a child process; killed when dropped.
-struct OperatorProcess(Child);
-
-impl OperatorProcess {
-    fn start(namespace: &str) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
-            .args(["operator", "--namespace", namespace])
-            .args([
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--health-addr",
-                "127.0.0.1:0",
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the mlkube binary starts");
-        OperatorProcess(child)
-    }
-}
-
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The TFJob API of the test namespace, once the CRD from `crds/` is applied and served.
 async fn tfjobs(ns: &TestNamespace) -> Api<DynamicObject> {
@@ -82,11 +54,12 @@ async fn tfjobs(ns: &TestNamespace) -> Api<DynamicObject> {
     jobs
 }
 
-/// A namespace of the test's own, its TFJob API, and an operator watching it.
-async fn with_operator(prefix: &str) -> (TestNamespace, Api<DynamicObject>, OperatorProcess) {
+/// A namespace of the test's own, its TFJob API, and an operator watching it as the
+/// component's ServiceAccount.
+async fn with_operator(prefix: &str) -> (TestNamespace, Api<DynamicObject>, NamespaceOperator) {
     let ns = TestNamespace::new(prefix).await;
     let jobs = tfjobs(&ns).await;
-    let operator = OperatorProcess::start(&ns.name);
+    let operator = NamespaceOperator::start(&ns, Access::scoped(Scope::Namespace)).await;
     (ns, jobs, operator)
 }
 

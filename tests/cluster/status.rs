@@ -5,7 +5,7 @@
 //! Each test has its own namespace, app and operator, so they run in parallel.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,6 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+use crate::identity::{Access, NamespaceOperator, Scope};
 use crate::support::{self, TestNamespace, eventually};
 
 /// An upper bound only: the kwok stages end a training pod after 5 s; a loaded 2-core machine
@@ -44,34 +45,6 @@ async fn install_tfjob_crd(client: &Client) {
         .expect("watching the CRD");
 }
 
-/// `mlkube operator` for one namespace, as a child process killed when dropped.
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_operator(namespace: &str) -> Operator {
-    let child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(["operator", "--namespace", namespace])
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--health-addr",
-            "127.0.0.1:0",
-        ])
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the mlkube binary starts");
-    Operator(child)
-}
-
 /// Run the binary in `dir` against the test cluster.
 fn mlkube(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mlkube"))
@@ -99,7 +72,7 @@ fn mlkube_ok(dir: &Path, args: &[&str]) -> Output {
 /// `local` environment is that namespace.
 struct Scenario {
     // Fields drop in order: the operator stops before the namespace goes.
-    _operator: Operator,
+    _operator: NamespaceOperator,
     ns: TestNamespace,
     app: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -109,7 +82,7 @@ impl Scenario {
     async fn new(prefix: &str) -> Scenario {
         let ns = TestNamespace::new(prefix).await;
         install_tfjob_crd(&ns.client).await;
-        let operator = start_operator(&ns.name);
+        let operator = NamespaceOperator::start(&ns, Access::scoped(Scope::Namespace)).await;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let app = dir.path().join("app");
         let path = app.to_str().expect("a UTF-8 path");
