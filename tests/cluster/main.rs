@@ -8,6 +8,7 @@ mod frameworks;
 mod frameworks_more;
 mod identity;
 mod operator;
+mod operator_identity;
 mod simulation;
 mod smoke;
 mod status;

@@ -25,7 +25,7 @@ use mlkube::operator::frameworks::tensorflow::TFJob;
 use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
-use crate::identity::{Access, OperatorIdentity, Scope, spawn_operator_binary};
+use crate::operator_identity::{Access, OperatorIdentity, Scope, spawn_operator_binary};
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.

@@ -17,7 +17,7 @@ use kube::api::{
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::identity::{Access, NamespaceOperator, Scope};
+use crate::operator_identity::{Access, NamespaceOperator, Scope};
 use crate::support::{TestNamespace, eventually};
 
 /// An upper bound only: the jobs here finish in seconds; a loaded 2-core CI machine needs room.

@@ -14,7 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::identity::{Access, NamespaceOperator, Scope};
+use crate::operator_identity::{Access, NamespaceOperator, Scope};
 use crate::support::{self, TestNamespace, eventually};
 
 /// An upper bound only: the kwok stages end a training pod after 5 s; a loaded 2-core machine
