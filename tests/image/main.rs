@@ -1,13 +1,16 @@
 //! The operator image that `image/build.sh` writes: its OCI archive is well formed (every blob
 //! matches its digest, skopeo reads it), its config runs `mlkube operator` as a non-root user
 //! with the metrics and health ports exposed, and the binary taken out of its layer is static,
-//! prints its version, and runs as the operator against the local control plane: ready on
-//! /readyz, then a clean exit on SIGTERM.
+//! prints its version, and runs as the operator against the local control plane, as the
+//! component's ServiceAccount: ready on /readyz, then a clean exit on SIGTERM.
 //!
 //! Needs the archive (`image/build.sh`; `MLKUBE_IMAGE_ARCHIVE` names another path) and, for the
 //! last test, the local control plane; `cluster/run-tests.sh` provides both. Without them the
 //! tests fail, saying how to get them.
 
+#[path = "../cluster/operator_identity.rs"]
+#[allow(dead_code)]
+mod operator_identity;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -21,6 +24,7 @@ use std::time::Duration;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use operator_identity::{Access, OperatorIdentity, Scope};
 use support::eventually;
 
 const USER: &str = "65532:65532";
@@ -257,12 +261,13 @@ fn http_status(port: u16, path: &str) -> Option<String> {
 async fn the_binary_from_the_image_runs_the_operator_until_sigterm() {
     let image = Image::unpack();
     let ns = support::TestNamespace::new("image-operator").await;
-    let kubeconfig = support::kubeconfig_path();
+    let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace)).await;
     let health = free_port();
     let mut child = Command::new(image.binary())
         .args(["operator", "--namespace", &ns.name])
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(identity.kubeconfig())
+        .env_remove("KUBECONFIG")
         .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
         .args(["--health-addr", &format!("127.0.0.1:{health}")])
         .env("RUST_LOG", "warn")
