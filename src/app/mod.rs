@@ -9,13 +9,17 @@
 //! ```
 //!
 //! This module loads and saves that layout, resolves parameters and renders an environment
-//! ([`render`]) through the Jsonnet evaluator of [`crate::render`]. The verbs that change the
-//! app (`init`, `env`, `component`, `param`) are the command line's, in `cli::app`.
+//! ([`render`]) through the Jsonnet evaluator of [`crate::render`], creates a new app
+//! ([`init`]) and makes the edits of the `env`, `component` and `param` verbs ([`change`]); the
+//! command line only parses their arguments and prints what they did.
 
+pub mod change;
 pub mod edit;
+pub mod init;
 pub mod params;
 pub mod prototype;
 pub mod render;
+pub mod template;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
