@@ -890,3 +890,159 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_missing_import_names_the_importing_line_the_path_and_where_it_looked() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/web.jsonnet",
+        "// the web tier\nlocal lib = import 'web-lib.libsonnet';\nlib.service\n",
+    );
+    let stderr = fails(&app, &["show", "local"]);
+    assert_eq!(
+        stderr,
+        format!(
+            "mlkube: error: cannot render component `web` for environment `local`\n  caused by: \
+             components/web.jsonnet:2:20: cannot find the import `web-lib.libsonnet`; looked for \
+             components/web-lib.libsonnet, lib/web-lib.libsonnet, vendor/web-lib.libsonnet in the \
+             app {}\nhint: fix the path (relative to the importing file), or put the file in the \
+             app's lib/ or vendor/ folder\n",
+            app.display()
+        )
+    );
+    assert!(!stderr.contains("virtual:"));
+}
+
+#[test]
+fn endless_recursion_is_a_short_error_that_suggests_no_missing_flag() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/loop.jsonnet",
+        "local count(n) = count(n + 1) + 1;\n{ n: count(0) }\n",
+    );
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(stderr.lines().count() <= 6, "{stderr}");
+    assert!(!stderr.contains("max-stack"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "  caused by: components/loop.jsonnet:1:23: stack overflow: calls nested too deep"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains(" times)\n"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes() {
+    let (_tmp, app) = new_app(&[]);
+    let text = read(&app, "app.yaml").replace("prototype: tf-serving", "prototype: tf-servin");
+    write(&app, "app.yaml", &text);
+    let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
+                    `tf-servin`, which the library does not have; it has: notebook-hub, tf-job, \
+                    tf-job-operator, tf-job-sweep, tf-serving, volume-controller\nhint: fix \
+                    `prototype:` of `mnist` in app.yaml, or remove its entry to render \
+                    components/mnist.jsonnet as a hand-written component\n";
+    assert_eq!(fails(&app, &["show", "local"]), expected);
+    assert_eq!(fails(&app, &["param", "list"]), expected);
+    let before = snapshot_files(&app);
+    assert_eq!(
+        fails(&app, &["param", "set", "mnist", "replicas", "2"]),
+        expected
+    );
+    assert_eq!(snapshot_files(&app), before);
+}
+
+#[test]
+fn init_refuses_an_app_name_that_is_not_a_dns_label_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["Bad_App", "ml.platform", "-ml"] {
+        let stderr = fails(tmp.path(), &["init", "--", bad]);
+        assert!(
+            stderr.starts_with(&format!(
+                "mlkube: error: the directory name `{bad}` cannot name the app: the name is used \
+                 in object names and labels, so it must be a DNS-1123 label\nhint: "
+            )),
+            "{stderr}"
+        );
+        assert!(!tmp.path().join(bad).exists(), "{bad} was created");
+    }
+}
+
+#[test]
+fn an_app_yaml_edited_by_hand_is_checked_when_loaded() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    let good = read(&app, "app.yaml");
+    for (from, to, problem) in [
+        (
+            "name: platform",
+            "name: Bad_App!",
+            "`Bad_App!` is not a valid app name",
+        ),
+        (
+            "namespace: kubeflow-dev",
+            "namespace: Kubeflow_Dev",
+            "`Kubeflow_Dev` is not a valid namespace name",
+        ),
+        (
+            "namespace: kubeflow-dev",
+            "namespace: kubeflow-dev\n    server: not a url",
+            "`not a url` is not an API server URL",
+        ),
+    ] {
+        write(&app, "app.yaml", &good.replace(from, to));
+        let stderr = fails(&app, &["env", "list"]);
+        assert!(
+            stderr.starts_with(&format!(
+                "mlkube: error: {} has an invalid setting\n  caused by: {problem}",
+                app.join("app.yaml").display()
+            )),
+            "{stderr}"
+        );
+        assert!(stderr.contains("\nhint: "), "{stderr}");
+    }
+    write(&app, "app.yaml", &good);
+}
+
+#[test]
+fn namespaces_and_server_urls_are_checked_when_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stderr = fails(tmp.path(), &["init", "platform", "--namespace", "ML_Team"]);
+    assert!(
+        stderr.contains("`ML_Team` is not a valid namespace name"),
+        "{stderr}"
+    );
+    let stderr = fails(tmp.path(), &["init", "platform", "--server", "not a url"]);
+    assert!(
+        stderr.contains("`not a url` is not an API server URL\nhint: "),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("platform").exists());
+
+    let (_tmp, app) = new_app(&[]);
+    let before = snapshot_files(&app);
+    let refused: [&[&str]; 6] = [
+        &["env", "add", "qa", "--namespace", "QA"],
+        &["env", "add", "qa", "--server", "not a url"],
+        &["env", "add", "qa", "--server", "ftp://files.example.com"],
+        &["env", "set", "dev", "--namespace", "ml_dev"],
+        &["env", "set", "dev", "--server", "not a url"],
+        &["env", "set", "dev", "--server", "https://"],
+    ];
+    for args in refused {
+        let stderr = fails(&app, args);
+        assert!(stderr.contains("\nhint: "), "{args:?}: {stderr}");
+    }
+    assert_eq!(snapshot_files(&app), before, "refused edits wrote nothing");
+    ok(
+        &app,
+        &["env", "set", "dev", "--server", "https://10.0.0.1:6443"],
+    );
+    ok(&app, &["env", "set", "dev", "--server", ""]);
+    assert_eq!(
+        snapshot_files(&app),
+        before,
+        "an empty --server unpins again"
+    );
+}

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::params::{self, unknown_param};
 use super::prototype::{self, ParamType};
 use super::{
-    App, AppError, Environment, PARAMS_FILE, check_name, component_file, edit, env_params_file,
-    template,
+    App, AppError, Environment, PARAMS_FILE, check_name, check_server, component_file, edit,
+    env_params_file, template,
 };
 use crate::render::jsonnet::Evaluator;
 
@@ -35,6 +35,9 @@ pub fn add_environment(app: &mut App, new: &NewEnvironment) -> Result<String, Ap
     }
     let namespace = new.namespace.clone().unwrap_or_else(|| env.clone());
     check_name("namespace", &namespace)?;
+    if let Some(server) = &new.server {
+        check_server(server)?;
+    }
     let environment = Environment {
         name: env.clone(),
         namespace,
@@ -71,6 +74,9 @@ pub fn set_environment(
         check_name("namespace", namespace)?;
     }
     let non_empty = |value: &Option<String>| value.as_deref().is_some_and(|v| !v.is_empty());
+    if let Some(server) = change.server.as_ref().filter(|s| !s.is_empty()) {
+        check_server(server)?;
+    }
     if non_empty(&change.server) && non_empty(&change.context) {
         return Err(AppError::Invalid(
             "pass --server or --context, not both: an environment is pinned to one".into(),
@@ -386,7 +392,7 @@ fn component_value(
     let Some(prototype_name) = &entry.prototype else {
         return Ok(parse_value(raw, as_string, &[]));
     };
-    let prototype = prototype::find(evaluator, prototype_name)?;
+    let prototype = prototype::of_component(evaluator, component, prototype_name)?;
     let spec = prototype
         .param(key)
         .ok_or_else(|| unknown_param(component, &prototype, key, "the command line"))?;

@@ -6,7 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{App, AppError, Environment, PARAMS_FILE, check_name, component_file, edit, template};
+use super::{
+    App, AppError, Environment, PARAMS_FILE, check_name, check_server, component_file, edit,
+    template,
+};
 use crate::render::jsonnet::Evaluator;
 use crate::render::library;
 
@@ -47,6 +50,9 @@ pub fn init(options: &InitOptions) -> Result<App, AppError> {
     let name = app_name(dir)?;
     let namespace = options.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     check_name("namespace", namespace)?;
+    if let Some(server) = &options.server {
+        check_server(server)?;
+    }
     if options.server.is_some() && options.context.is_some() {
         return Err(AppError::Invalid(
             "pass --server or --context, not both".into(),
@@ -118,19 +124,13 @@ fn app_name(dir: &Path) -> Result<String, AppError> {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if valid {
-        Ok(name)
-    } else {
-        Err(AppError::Invalid(format!(
-            "the directory name `{name}` cannot name the app (it becomes a label value)\nhint: \
-             use letters, digits, `-`, `_` and `.`, at most 63, e.g. `ml-platform`"
-        )))
-    }
+    check_name("app", &name).map_err(|_| {
+        AppError::Invalid(format!(
+            "the directory name `{name}` cannot name the app: the name is used in object names \
+             and labels, so it must be a DNS-1123 label\nhint: use lowercase letters, digits \
+             and `-` (at most 63, starting and ending with a letter or digit), e.g. `mlkube \
+             init ml-platform`"
+        ))
+    })?;
+    Ok(name)
 }

@@ -177,7 +177,7 @@ pub fn resolve(
             Some(name) => Some(match prototypes.get(name) {
                 Some(p) => p.clone(),
                 None => {
-                    let p = prototype::find(evaluator, name)?;
+                    let p = prototype::of_component(evaluator, &component.name, name)?;
                     prototypes.insert(name.clone(), p.clone());
                     p
                 }
