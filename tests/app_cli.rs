@@ -12,16 +12,19 @@ struct Run {
     stderr: String,
 }
 
-/// Run `mlkube` in `dir` with an isolated environment (no kubeconfig, no colour).
-fn mlkube(dir: &Path, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+/// The `mlkube` binary in `dir` with an isolated environment (no kubeconfig, no log filter).
+fn binary(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mlkube"));
+    command
         .args(args)
         .current_dir(dir)
         .env("KUBECONFIG", dir.join("no-kubeconfig"))
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the mlkube binary runs");
+        .env_remove("RUST_LOG");
+    command
+}
+
+fn run(command: &mut Command) -> Run {
+    let output = command.output().expect("the mlkube binary runs");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -29,10 +32,26 @@ fn mlkube(dir: &Path, args: &[&str]) -> Run {
     }
 }
 
+/// Run `mlkube` in `dir` with an isolated environment and no colour.
+fn mlkube(dir: &Path, args: &[&str]) -> Run {
+    run(binary(dir, args).env("NO_COLOR", "1"))
+}
+
 /// Run and require success, giving stdout.
 fn ok(dir: &Path, args: &[&str]) -> String {
     let run = mlkube(dir, args);
     assert_eq!(run.code, 0, "mlkube {args:?} failed:\n{}", run.stderr);
+    run.stdout
+}
+
+/// Run and require exit 1 (differences found, as `diff`), giving stdout.
+fn differs(dir: &Path, args: &[&str]) -> String {
+    let run = mlkube(dir, args);
+    assert_eq!(
+        run.code, 1,
+        "mlkube {args:?} should find differences:\n{}",
+        run.stderr
+    );
     run.stdout
 }
 
@@ -294,7 +313,7 @@ fn init_env_component_param_show_for_all_environments() {
     assert_eq!(row("modelName")["source"], "component");
     assert_eq!(row("numGpus")["source"], "default");
 
-    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    let diff = differs(&app, &["param", "diff", "local", "prod"]);
     assert!(
         diff.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["resnet", "replicas", "2", "3"]),
@@ -501,8 +520,11 @@ fn listings_print_json_for_scripts() {
     let components: Value =
         serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
     assert_eq!(components.as_array().unwrap().len(), 4);
-    let diff: Value =
-        serde_json::from_str(&ok(&app, &["param", "diff", "dev", "prod", "-o", "json"])).unwrap();
+    let diff: Value = serde_json::from_str(&differs(
+        &app,
+        &["param", "diff", "dev", "prod", "-o", "json"],
+    ))
+    .unwrap();
     assert!(
         diff.as_array()
             .unwrap()
@@ -782,7 +804,7 @@ fn a_training_job_is_a_component_with_per_environment_params() {
         "mnist"
     );
 
-    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    let diff = differs(&app, &["param", "diff", "local", "prod"]);
     assert!(
         diff.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>()
@@ -888,6 +910,124 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
     assert!(
         stderr.contains("runtime error: component tf-job-sweep: param grid: is empty; give each hyperparameter a list of values"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn listings_print_text_json_yaml_and_names() {
+    let (_tmp, app) = new_app(&[]);
+    let listings: [&[&str]; 5] = [
+        &["env", "list"],
+        &["component", "list"],
+        &["prototype", "list"],
+        &["param", "list", "--env", "prod"],
+        &["prototype", "describe", "tf-serving"],
+    ];
+    for listing in listings {
+        let with = |format: &str| ok(&app, &[listing, &["-o", format]].concat());
+        let json: Value = serde_json::from_str(&with("json")).unwrap();
+        let yaml: Value = serde_yaml::from_str(&with("yaml")).unwrap();
+        assert_eq!(yaml, json, "{listing:?}: YAML holds what JSON holds");
+        assert_eq!(
+            with("text"),
+            ok(&app, listing),
+            "{listing:?}: text is the default"
+        );
+    }
+    assert_eq!(
+        ok(&app, &["env", "list", "-o", "name"]),
+        "local\ndev\nprod\n"
+    );
+    assert_eq!(
+        ok(&app, &["component", "list", "-o", "name"]),
+        "mnist\nnotebook-hub\ntf-job-operator\nvolume-controller\n"
+    );
+    let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
+    assert_eq!(prototypes.lines().next(), Some("notebook-hub"));
+    assert!(prototypes.lines().all(|l| !l.contains(' ')), "{prototypes}");
+    let params = ok(&app, &["param", "list", "mnist", "-o", "name"]);
+    assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
+    assert!(params.lines().all(|l| l.starts_with("mnist.")), "{params}");
+    assert_eq!(
+        ok(&app, &["prototype", "describe", "tf-serving", "-o", "name"]),
+        "tf-serving\n"
+    );
+    let stderr = mlkube(&app, &["env", "list", "-o", "xml"]).stderr;
+    assert!(
+        stderr.contains("[possible values: text, json, yaml, name]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn param_diff_exits_as_diff_does() {
+    let (_tmp, app) = new_app(&[]);
+    let same = mlkube(&app, &["param", "diff", "dev", "dev"]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(same.stdout, "COMPONENT  PARAM  DEV  DEV\n");
+    let names = differs(&app, &["param", "diff", "dev", "prod", "-o", "name"]);
+    assert!(names.lines().any(|l| l == "mnist.replicas"), "{names}");
+    let unknown = mlkube(&app, &["param", "diff", "dev", "qa"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("unknown environment `qa`"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+/// Run `mlkube` with `--color` and `NO_COLOR` as given; stdout and stderr are pipes.
+fn with_color(dir: &Path, color: Option<&str>, no_color: Option<&str>, args: &[&str]) -> Run {
+    let color_args = color.map(|c| vec!["--color", c]).unwrap_or_default();
+    let mut command = binary(dir, &[&color_args[..], args].concat());
+    command.env_remove("NO_COLOR");
+    if let Some(value) = no_color {
+        command.env("NO_COLOR", value);
+    }
+    run(&mut command)
+}
+
+#[test]
+fn color_always_colours_even_a_pipe_and_despite_no_color() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    for no_color in [None, Some("1")] {
+        let run = with_color(&app, Some("always"), no_color, &["show", "qa"]);
+        assert_eq!(run.code, 2);
+        assert!(
+            run.stderr
+                .starts_with("mlkube: \x1b[1;31merror\x1b[0m: unknown environment `qa`"),
+            "{:?}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn color_never_and_auto_into_a_pipe_print_plain_text() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    for (color, no_color) in [
+        (Some("never"), None),
+        (Some("auto"), None),
+        (None, None),
+        (None, Some("1")),
+    ] {
+        let run = with_color(&app, color, no_color, &["show", "qa"]);
+        assert_eq!(run.code, 2);
+        assert!(
+            run.stderr
+                .starts_with("mlkube: error: unknown environment `qa`"),
+            "{color:?} {no_color:?}: {:?}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
+    }
+    let bad = with_color(&app, Some("sometimes"), None, &["env", "list"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr
+            .contains("[possible values: auto, always, never]"),
+        "{}",
+        bad.stderr
     );
 }
 

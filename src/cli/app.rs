@@ -1,15 +1,18 @@
 //! The verbs that create and change an app: `init`, `env`, `prototype`, `component`, `param`.
 //!
 //! The work is [`crate::app`]'s ([`crate::app::init`], [`crate::app::change`]); this module
-//! turns the arguments into its calls and prints the outcome. Listings print a table, or JSON
-//! with `-o json`; data goes to stdout and notes to stderr.
+//! turns the arguments into its calls and prints the outcome. Listings print a table, JSON, YAML
+//! or one name per line (`-o text|json|yaml|name`); data goes to stdout and notes to stderr.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{ComponentCommand, EnvCommand, InitArgs, ListFormat, ParamCommand, PrototypeCommand};
+use super::exit::Exit;
+use super::{
+    ComponentCommand, EnvCommand, InitArgs, ListingFormat, ParamCommand, PrototypeCommand,
+};
 use crate::app::change::{self, EnvironmentChange, NewEnvironment, ParamAssignment};
 use crate::app::init::InitOptions;
 use crate::app::params::{self, ComponentParams};
@@ -60,6 +63,55 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 fn or_dash(value: Option<&String>) -> String {
     value.cloned().unwrap_or_else(|| "-".to_owned())
+}
+
+fn print_yaml(value: &Value) {
+    print(&serde_yaml::to_string(value).unwrap_or_default());
+}
+
+/// What a listing verb found, ready for every `-o` format: a table, a record per row for JSON
+/// and YAML, and the name each row is known by.
+struct Listing {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    records: Vec<Value>,
+    names: Vec<String>,
+}
+
+impl Listing {
+    fn new(header: &[&str]) -> Listing {
+        Listing {
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+            records: Vec::new(),
+            names: Vec::new(),
+        }
+    }
+
+    /// One row: its name, its table cells, and its record.
+    fn push(&mut self, name: String, row: Vec<String>, record: Value) {
+        self.names.push(name);
+        self.rows.push(row);
+        self.records.push(record);
+    }
+
+    fn print(self, format: ListingFormat) {
+        match format {
+            ListingFormat::Text => {
+                let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
+                print(&table(&header, &self.rows));
+            }
+            ListingFormat::Json => print_json(&Value::Array(self.records)),
+            ListingFormat::Yaml => print_yaml(&Value::Array(self.records)),
+            ListingFormat::Name => print(
+                &self
+                    .names
+                    .iter()
+                    .map(|n| format!("{n}\n"))
+                    .collect::<String>(),
+            ),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -140,23 +192,16 @@ pub fn env(app_flag: Option<&Path>, command: &EnvCommand) -> Result<(), AppError
     Ok(())
 }
 
-fn env_list(app: &App, format: ListFormat) {
-    match format {
-        ListFormat::Json => print_json(&Value::Array(
-            app.environments()
-                .iter()
-                .map(|e| json!({"name": e.name, "namespace": e.namespace, "server": e.server, "context": e.context}))
-                .collect(),
-        )),
-        ListFormat::Text => {
-            let rows: Vec<Vec<String>> = app
-                .environments()
-                .iter()
-                .map(|e| vec![e.name.clone(), e.namespace.clone(), or_dash(e.server.as_ref()), or_dash(e.context.as_ref())])
-                .collect();
-            print(&table(&["NAME", "NAMESPACE", "SERVER", "CONTEXT"], &rows));
-        }
+fn env_list(app: &App, format: ListingFormat) {
+    let mut listing = Listing::new(&["NAME", "NAMESPACE", "SERVER", "CONTEXT"]);
+    for e in app.environments() {
+        listing.push(
+            e.name.clone(),
+            vec![e.name.clone(), e.namespace.clone(), or_dash(e.server.as_ref()), or_dash(e.context.as_ref())],
+            json!({"name": e.name, "namespace": e.namespace, "server": e.server, "context": e.context}),
+        );
     }
+    listing.print(format);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -168,50 +213,48 @@ pub fn prototype(command: &PrototypeCommand) -> Result<(), AppError> {
     let evaluator = Evaluator::new(Path::new("."));
     match command {
         PrototypeCommand::List(list) => {
-            let prototypes = prototype::all(&evaluator)?;
-            match list.output {
-                ListFormat::Json => {
-                    print_json(&Value::Array(
-                        prototypes.iter().map(prototype_json).collect(),
-                    ));
-                }
-                ListFormat::Text => {
-                    let rows: Vec<Vec<String>> = prototypes
-                        .iter()
-                        .map(|p| vec![p.name.clone(), p.summary().to_owned()])
-                        .collect();
-                    print(&table(&["NAME", "DESCRIPTION"], &rows));
-                }
+            let mut listing = Listing::new(&["NAME", "DESCRIPTION"]);
+            for p in prototype::all(&evaluator)? {
+                listing.push(
+                    p.name.clone(),
+                    vec![p.name.clone(), p.summary().to_owned()],
+                    prototype_json(&p),
+                );
             }
+            listing.print(list.output);
         }
         PrototypeCommand::Describe { prototype, output } => {
             let prototype = prototype::find(&evaluator, prototype)?;
             match output {
-                ListFormat::Json => print_json(&prototype_json(&prototype)),
-                ListFormat::Text => {
-                    let rows: Vec<Vec<String>> = prototype
-                        .params
-                        .iter()
-                        .map(|p| {
-                            vec![
-                                p.name.clone(),
-                                p.kind.as_str().to_owned(),
-                                p.default.to_string(),
-                                p.description.clone(),
-                            ]
-                        })
-                        .collect();
-                    print(&format!(
-                        "{}\n\n{}\n\n{}",
-                        prototype.name,
-                        prototype.description,
-                        table(&["PARAM", "TYPE", "DEFAULT", "DESCRIPTION"], &rows)
-                    ));
-                }
+                ListingFormat::Json => print_json(&prototype_json(&prototype)),
+                ListingFormat::Yaml => print_yaml(&prototype_json(&prototype)),
+                ListingFormat::Name => print(&format!("{}\n", prototype.name)),
+                ListingFormat::Text => print_prototype(&prototype),
             }
         }
     }
     Ok(())
+}
+
+fn print_prototype(prototype: &Prototype) {
+    let rows: Vec<Vec<String>> = prototype
+        .params
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.kind.as_str().to_owned(),
+                p.default.to_string(),
+                p.description.clone(),
+            ]
+        })
+        .collect();
+    print(&format!(
+        "{}\n\n{}\n\n{}",
+        prototype.name,
+        prototype.description,
+        table(&["PARAM", "TYPE", "DEFAULT", "DESCRIPTION"], &rows)
+    ));
 }
 
 fn prototype_json(prototype: &Prototype) -> Value {
@@ -246,24 +289,15 @@ pub fn component(app_flag: Option<&Path>, command: &ComponentCommand) -> Result<
             );
         }
         ComponentCommand::List(list) => {
-            let components = app.components()?;
-            match list.output {
-                ListFormat::Json => print_json(&Value::Array(
-                    components
-                        .iter()
-                        .map(
-                            |c| json!({"name": c.name, "prototype": c.prototype, "file": c.file()}),
-                        )
-                        .collect(),
-                )),
-                ListFormat::Text => {
-                    let rows: Vec<Vec<String>> = components
-                        .iter()
-                        .map(|c| vec![c.name.clone(), or_dash(c.prototype.as_ref()), c.file()])
-                        .collect();
-                    print(&table(&["NAME", "PROTOTYPE", "FILE"], &rows));
-                }
+            let mut listing = Listing::new(&["NAME", "PROTOTYPE", "FILE"]);
+            for c in app.components()? {
+                listing.push(
+                    c.name.clone(),
+                    vec![c.name.clone(), or_dash(c.prototype.as_ref()), c.file()],
+                    json!({"name": c.name, "prototype": c.prototype, "file": c.file()}),
+                );
             }
+            listing.print(list.output);
         }
         ComponentCommand::Rm { name } => {
             change::remove_component(&mut app, name)?;
@@ -276,8 +310,8 @@ pub fn component(app_flag: Option<&Path>, command: &ComponentCommand) -> Result<
 // ---------------------------------------------------------------------------------------------
 // param
 
-/// `mlkube param set|list|diff`.
-pub fn param(app_flag: Option<&Path>, command: &ParamCommand) -> Result<(), AppError> {
+/// `mlkube param set|list|diff`; `diff` exits as `diff` does.
+pub fn param(app_flag: Option<&Path>, command: &ParamCommand) -> Result<Exit, AppError> {
     let app = App::discover(app_flag)?;
     match command {
         ParamCommand::Set {
@@ -301,13 +335,16 @@ pub fn param(app_flag: Option<&Path>, command: &ParamCommand) -> Result<(), AppE
                 "Set {} = {} in {}.",
                 written.field, written.literal, written.file
             );
-            Ok(())
+            Ok(Exit::Done)
         }
         ParamCommand::List {
             component,
             env,
             output,
-        } => param_list(&app, component.as_deref(), env.as_deref(), *output),
+        } => {
+            param_list(&app, component.as_deref(), env.as_deref(), *output)?;
+            Ok(Exit::Done)
+        }
         ParamCommand::Diff {
             env_a,
             env_b,
@@ -320,7 +357,7 @@ fn param_list(
     app: &App,
     component: Option<&str>,
     env: Option<&str>,
-    output: ListFormat,
+    output: ListingFormat,
 ) -> Result<(), AppError> {
     let environment = env.map(|e| app.environment(e)).transpose()?;
     if let Some(component) = component {
@@ -328,58 +365,49 @@ fn param_list(
     }
     let evaluator = Evaluator::new(app.root());
     let resolved = params::resolve(app, &evaluator, environment)?;
-    let selected: Vec<&ComponentParams> = resolved
+    let selected = resolved
         .iter()
-        .filter(|c| component.is_none_or(|name| c.component.name == name))
-        .collect();
-    match output {
-        ListFormat::Json => print_json(&Value::Array(
-            selected
-                .iter()
-                .flat_map(|c| {
-                    c.values.iter().map(|(param, v)| {
-                        json!({"component": c.component.name, "param": param, "value": v.value, "source": v.layer.as_str()})
-                    })
-                })
-                .collect(),
-        )),
-        ListFormat::Text => {
-            let rows: Vec<Vec<String>> = selected
-                .iter()
-                .flat_map(|c| {
-                    c.values.iter().map(|(param, v)| {
-                        vec![c.component.name.clone(), param.clone(), v.value.to_string(), v.layer.as_str().to_owned()]
-                    })
-                })
-                .collect();
-            print(&table(&["COMPONENT", "PARAM", "VALUE", "SOURCE"], &rows));
+        .filter(|c| component.is_none_or(|name| c.component.name == name));
+    let mut listing = Listing::new(&["COMPONENT", "PARAM", "VALUE", "SOURCE"]);
+    for ComponentParams {
+        component, values, ..
+    } in selected
+    {
+        for (param, v) in values {
+            listing.push(
+                format!("{}.{param}", component.name),
+                vec![component.name.clone(), param.clone(), v.value.to_string(), v.layer.as_str().to_owned()],
+                json!({"component": component.name, "param": param, "value": v.value, "source": v.layer.as_str()}),
+            );
         }
     }
+    listing.print(output);
     Ok(())
 }
 
-fn param_diff(app: &App, env_a: &str, env_b: &str, output: ListFormat) -> Result<(), AppError> {
+/// The differences, and [`Exit::Differences`] when there are any.
+fn param_diff(
+    app: &App,
+    env_a: &str,
+    env_b: &str,
+    output: ListingFormat,
+) -> Result<Exit, AppError> {
     let differences = params::diff(app, app.environment(env_a)?, app.environment(env_b)?)?;
-    match output {
-        ListFormat::Json => print_json(&Value::Array(
-            differences
-                .iter()
-                .map(
-                    |d| json!({"component": d.component, "param": d.param, env_a: d.a, env_b: d.b}),
-                )
-                .collect(),
-        )),
-        ListFormat::Text => {
-            let show =
-                |v: &Option<Value>| v.as_ref().map_or_else(|| "-".to_owned(), Value::to_string);
-            let rows: Vec<Vec<String>> = differences
-                .iter()
-                .map(|d| vec![d.component.clone(), d.param.clone(), show(&d.a), show(&d.b)])
-                .collect();
-            let header_a = env_a.to_uppercase();
-            let header_b = env_b.to_uppercase();
-            print(&table(&["COMPONENT", "PARAM", &header_a, &header_b], &rows));
-        }
+    let show = |v: &Option<Value>| v.as_ref().map_or_else(|| "-".to_owned(), Value::to_string);
+    let header_a = env_a.to_uppercase();
+    let header_b = env_b.to_uppercase();
+    let mut listing = Listing::new(&["COMPONENT", "PARAM", &header_a, &header_b]);
+    for d in &differences {
+        listing.push(
+            format!("{}.{}", d.component, d.param),
+            vec![d.component.clone(), d.param.clone(), show(&d.a), show(&d.b)],
+            json!({"component": d.component, "param": d.param, env_a: d.a, env_b: d.b}),
+        );
     }
-    Ok(())
+    listing.print(output);
+    Ok(if differences.is_empty() {
+        Exit::Done
+    } else {
+        Exit::Differences
+    })
 }
