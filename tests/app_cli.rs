@@ -12,16 +12,19 @@ struct Run {
     stderr: String,
 }
 
-/// Run `mlkube` in `dir` with an isolated environment (no kubeconfig, no colour).
-fn mlkube(dir: &Path, args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+/// The `mlkube` binary in `dir` with an isolated environment (no kubeconfig, no log filter).
+fn binary(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mlkube"));
+    command
         .args(args)
         .current_dir(dir)
         .env("KUBECONFIG", dir.join("no-kubeconfig"))
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the mlkube binary runs");
+        .env_remove("RUST_LOG");
+    command
+}
+
+fn run(command: &mut Command) -> Run {
+    let output = command.output().expect("the mlkube binary runs");
     Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -29,10 +32,26 @@ fn mlkube(dir: &Path, args: &[&str]) -> Run {
     }
 }
 
+/// Run `mlkube` in `dir` with an isolated environment and no colour.
+fn mlkube(dir: &Path, args: &[&str]) -> Run {
+    run(binary(dir, args).env("NO_COLOR", "1"))
+}
+
 /// Run and require success, giving stdout.
 fn ok(dir: &Path, args: &[&str]) -> String {
     let run = mlkube(dir, args);
     assert_eq!(run.code, 0, "mlkube {args:?} failed:\n{}", run.stderr);
+    run.stdout
+}
+
+/// Run and require exit 1 (differences found, as `diff`), giving stdout.
+fn differs(dir: &Path, args: &[&str]) -> String {
+    let run = mlkube(dir, args);
+    assert_eq!(
+        run.code, 1,
+        "mlkube {args:?} should find differences:\n{}",
+        run.stderr
+    );
     run.stdout
 }
 
@@ -294,7 +313,7 @@ fn init_env_component_param_show_for_all_environments() {
     assert_eq!(row("modelName")["source"], "component");
     assert_eq!(row("numGpus")["source"], "default");
 
-    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    let diff = differs(&app, &["param", "diff", "local", "prod"]);
     assert!(
         diff.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["resnet", "replicas", "2", "3"]),
@@ -501,8 +520,11 @@ fn listings_print_json_for_scripts() {
     let components: Value =
         serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
     assert_eq!(components.as_array().unwrap().len(), 4);
-    let diff: Value =
-        serde_json::from_str(&ok(&app, &["param", "diff", "dev", "prod", "-o", "json"])).unwrap();
+    let diff: Value = serde_json::from_str(&differs(
+        &app,
+        &["param", "diff", "dev", "prod", "-o", "json"],
+    ))
+    .unwrap();
     assert!(
         diff.as_array()
             .unwrap()
@@ -782,7 +804,7 @@ fn a_training_job_is_a_component_with_per_environment_params() {
         "mnist"
     );
 
-    let diff = ok(&app, &["param", "diff", "local", "prod"]);
+    let diff = differs(&app, &["param", "diff", "local", "prod"]);
     assert!(
         diff.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>()
@@ -888,5 +910,279 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
     assert!(
         stderr.contains("runtime error: component tf-job-sweep: param grid: is empty; give each hyperparameter a list of values"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn listings_print_text_json_yaml_and_names() {
+    let (_tmp, app) = new_app(&[]);
+    let listings: [&[&str]; 5] = [
+        &["env", "list"],
+        &["component", "list"],
+        &["prototype", "list"],
+        &["param", "list", "--env", "prod"],
+        &["prototype", "describe", "tf-serving"],
+    ];
+    for listing in listings {
+        let with = |format: &str| ok(&app, &[listing, &["-o", format]].concat());
+        let json: Value = serde_json::from_str(&with("json")).unwrap();
+        let yaml: Value = serde_yaml::from_str(&with("yaml")).unwrap();
+        assert_eq!(yaml, json, "{listing:?}: YAML holds what JSON holds");
+        assert_eq!(
+            with("text"),
+            ok(&app, listing),
+            "{listing:?}: text is the default"
+        );
+    }
+    assert_eq!(
+        ok(&app, &["env", "list", "-o", "name"]),
+        "local\ndev\nprod\n"
+    );
+    assert_eq!(
+        ok(&app, &["component", "list", "-o", "name"]),
+        "mnist\nnotebook-hub\ntf-job-operator\nvolume-controller\n"
+    );
+    let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
+    assert_eq!(prototypes.lines().next(), Some("notebook-hub"));
+    assert!(prototypes.lines().all(|l| !l.contains(' ')), "{prototypes}");
+    let params = ok(&app, &["param", "list", "mnist", "-o", "name"]);
+    assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
+    assert!(params.lines().all(|l| l.starts_with("mnist.")), "{params}");
+    assert_eq!(
+        ok(&app, &["prototype", "describe", "tf-serving", "-o", "name"]),
+        "tf-serving\n"
+    );
+    let stderr = mlkube(&app, &["env", "list", "-o", "xml"]).stderr;
+    assert!(
+        stderr.contains("[possible values: text, json, yaml, name]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn param_diff_exits_as_diff_does() {
+    let (_tmp, app) = new_app(&[]);
+    let same = mlkube(&app, &["param", "diff", "dev", "dev"]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    assert_eq!(same.stdout, "COMPONENT  PARAM  DEV  DEV\n");
+    let names = differs(&app, &["param", "diff", "dev", "prod", "-o", "name"]);
+    assert!(names.lines().any(|l| l == "mnist.replicas"), "{names}");
+    let unknown = mlkube(&app, &["param", "diff", "dev", "qa"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("unknown environment `qa`"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+/// Run `mlkube` with `--color` and `NO_COLOR` as given; stdout and stderr are pipes.
+fn with_color(dir: &Path, color: Option<&str>, no_color: Option<&str>, args: &[&str]) -> Run {
+    let color_args = color.map(|c| vec!["--color", c]).unwrap_or_default();
+    let mut command = binary(dir, &[&color_args[..], args].concat());
+    command.env_remove("NO_COLOR");
+    if let Some(value) = no_color {
+        command.env("NO_COLOR", value);
+    }
+    run(&mut command)
+}
+
+#[test]
+fn color_always_colours_even_a_pipe_and_despite_no_color() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    for no_color in [None, Some("1")] {
+        let run = with_color(&app, Some("always"), no_color, &["show", "qa"]);
+        assert_eq!(run.code, 2);
+        assert!(
+            run.stderr
+                .starts_with("mlkube: \x1b[1;31merror\x1b[0m: unknown environment `qa`"),
+            "{:?}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn color_never_and_auto_into_a_pipe_print_plain_text() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    for (color, no_color) in [
+        (Some("never"), None),
+        (Some("auto"), None),
+        (None, None),
+        (None, Some("1")),
+    ] {
+        let run = with_color(&app, color, no_color, &["show", "qa"]);
+        assert_eq!(run.code, 2);
+        assert!(
+            run.stderr
+                .starts_with("mlkube: error: unknown environment `qa`"),
+            "{color:?} {no_color:?}: {:?}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
+    }
+    let bad = with_color(&app, Some("sometimes"), None, &["env", "list"]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr
+            .contains("[possible values: auto, always, never]"),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[test]
+fn a_missing_import_names_the_importing_line_the_path_and_where_it_looked() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/web.jsonnet",
+        "// the web tier\nlocal lib = import 'web-lib.libsonnet';\nlib.service\n",
+    );
+    let stderr = fails(&app, &["show", "local"]);
+    assert_eq!(
+        stderr,
+        format!(
+            "mlkube: error: cannot render component `web` for environment `local`\n  caused by: \
+             components/web.jsonnet:2:20: cannot find the import `web-lib.libsonnet`; looked for \
+             components/web-lib.libsonnet, lib/web-lib.libsonnet, vendor/web-lib.libsonnet in the \
+             app {}\nhint: fix the path (relative to the importing file), or put the file in the \
+             app's lib/ or vendor/ folder\n",
+            app.display()
+        )
+    );
+    assert!(!stderr.contains("virtual:"));
+}
+
+#[test]
+fn endless_recursion_is_a_short_error_that_suggests_no_missing_flag() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/loop.jsonnet",
+        "local count(n) = count(n + 1) + 1;\n{ n: count(0) }\n",
+    );
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(stderr.lines().count() <= 6, "{stderr}");
+    assert!(!stderr.contains("max-stack"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "  caused by: components/loop.jsonnet:1:23: stack overflow: calls nested too deep"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains(" times)\n"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes() {
+    let (_tmp, app) = new_app(&[]);
+    let text = read(&app, "app.yaml").replace("prototype: tf-serving", "prototype: tf-servin");
+    write(&app, "app.yaml", &text);
+    let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
+                    `tf-servin`, which the library does not have; it has: notebook-hub, tf-job, \
+                    tf-job-operator, tf-job-sweep, tf-serving, volume-controller\nhint: fix \
+                    `prototype:` of `mnist` in app.yaml, or remove its entry to render \
+                    components/mnist.jsonnet as a hand-written component\n";
+    assert_eq!(fails(&app, &["show", "local"]), expected);
+    assert_eq!(fails(&app, &["param", "list"]), expected);
+    let before = snapshot_files(&app);
+    assert_eq!(
+        fails(&app, &["param", "set", "mnist", "replicas", "2"]),
+        expected
+    );
+    assert_eq!(snapshot_files(&app), before);
+}
+
+#[test]
+fn init_refuses_an_app_name_that_is_not_a_dns_label_and_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    for bad in ["Bad_App", "ml.platform", "-ml"] {
+        let stderr = fails(tmp.path(), &["init", "--", bad]);
+        assert!(
+            stderr.starts_with(&format!(
+                "mlkube: error: the directory name `{bad}` cannot name the app: the name is used \
+                 in object names and labels, so it must be a DNS-1123 label\nhint: "
+            )),
+            "{stderr}"
+        );
+        assert!(!tmp.path().join(bad).exists(), "{bad} was created");
+    }
+}
+
+#[test]
+fn an_app_yaml_edited_by_hand_is_checked_when_loaded() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    let good = read(&app, "app.yaml");
+    for (from, to, problem) in [
+        (
+            "name: platform",
+            "name: Bad_App!",
+            "`Bad_App!` is not a valid app name",
+        ),
+        (
+            "namespace: kubeflow-dev",
+            "namespace: Kubeflow_Dev",
+            "`Kubeflow_Dev` is not a valid namespace name",
+        ),
+        (
+            "namespace: kubeflow-dev",
+            "namespace: kubeflow-dev\n    server: not a url",
+            "`not a url` is not an API server URL",
+        ),
+    ] {
+        write(&app, "app.yaml", &good.replace(from, to));
+        let stderr = fails(&app, &["env", "list"]);
+        assert!(
+            stderr.starts_with(&format!(
+                "mlkube: error: {} has an invalid setting\n  caused by: {problem}",
+                app.join("app.yaml").display()
+            )),
+            "{stderr}"
+        );
+        assert!(stderr.contains("\nhint: "), "{stderr}");
+    }
+    write(&app, "app.yaml", &good);
+}
+
+#[test]
+fn namespaces_and_server_urls_are_checked_when_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stderr = fails(tmp.path(), &["init", "platform", "--namespace", "ML_Team"]);
+    assert!(
+        stderr.contains("`ML_Team` is not a valid namespace name"),
+        "{stderr}"
+    );
+    let stderr = fails(tmp.path(), &["init", "platform", "--server", "not a url"]);
+    assert!(
+        stderr.contains("`not a url` is not an API server URL\nhint: "),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("platform").exists());
+
+    let (_tmp, app) = new_app(&[]);
+    let before = snapshot_files(&app);
+    let refused: [&[&str]; 6] = [
+        &["env", "add", "qa", "--namespace", "QA"],
+        &["env", "add", "qa", "--server", "not a url"],
+        &["env", "add", "qa", "--server", "ftp://files.example.com"],
+        &["env", "set", "dev", "--namespace", "ml_dev"],
+        &["env", "set", "dev", "--server", "not a url"],
+        &["env", "set", "dev", "--server", "https://"],
+    ];
+    for args in refused {
+        let stderr = fails(&app, args);
+        assert!(stderr.contains("\nhint: "), "{args:?}: {stderr}");
+    }
+    assert_eq!(snapshot_files(&app), before, "refused edits wrote nothing");
+    ok(
+        &app,
+        &["env", "set", "dev", "--server", "https://10.0.0.1:6443"],
+    );
+    ok(&app, &["env", "set", "dev", "--server", ""]);
+    assert_eq!(
+        snapshot_files(&app),
+        before,
+        "an empty --server unpins again"
     );
 }

@@ -9,13 +9,17 @@
 //! ```
 //!
 //! This module loads and saves that layout, resolves parameters and renders an environment
-//! ([`render`]) through the Jsonnet evaluator of [`crate::render`]. The verbs that change the
-//! app (`init`, `env`, `component`, `param`) are the command line's, in `cli::app`.
+//! ([`render`]) through the Jsonnet evaluator of [`crate::render`], creates a new app
+//! ([`init`]) and makes the edits of the `env`, `component` and `param` verbs ([`change`]); the
+//! command line only parses their arguments and prints what they did.
 
+pub mod change;
 pub mod edit;
+pub mod init;
 pub mod params;
 pub mod prototype;
 pub mod render;
+pub mod template;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -96,6 +100,21 @@ struct ComponentSpec {
     prototype: String,
 }
 
+impl AppFile {
+    /// What the verbs check when they write these settings, checked again for hand edits.
+    fn check(&self) -> Result<(), AppError> {
+        check_name("app", &self.name)?;
+        for (env, spec) in &self.environments {
+            check_name("environment", env)?;
+            check_name("namespace", &spec.namespace)?;
+            if let Some(server) = &spec.server {
+                check_server(server)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Why the app could not be found, read or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -128,6 +147,23 @@ pub enum AppError {
     UnknownComponent { name: String, known: Vec<String> },
     #[error("unknown prototype `{name}`; the library has: {}", known.join(", "))]
     UnknownPrototype { name: String, known: Vec<String> },
+    #[error(
+        "component `{component}` in {APP_FILE} names the prototype `{prototype}`, which the \
+         library does not have; it has: {}\nhint: fix `prototype:` of `{component}` in \
+         {APP_FILE}, or remove its entry to render components/{component}.jsonnet as a \
+         hand-written component", known.join(", ")
+    )]
+    UnknownComponentPrototype {
+        component: String,
+        prototype: String,
+        known: Vec<String>,
+    },
+    #[error("{} has an invalid setting", path.display())]
+    Setting {
+        path: PathBuf,
+        #[source]
+        source: Box<AppError>,
+    },
     #[error(
         "component `{name}` is listed in {APP_FILE} but {file} is missing\nhint: restore the \
          file, or run `mlkube component rm {name}`"
@@ -186,8 +222,14 @@ impl App {
             path: path.clone(),
             source,
         })?;
-        let file: AppFile =
-            serde_yaml::from_str(&text).map_err(|source| AppError::Parse { path, source })?;
+        let file: AppFile = serde_yaml::from_str(&text).map_err(|source| AppError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        file.check().map_err(|source| AppError::Setting {
+            path,
+            source: Box::new(source),
+        })?;
         let environments = file
             .environments
             .into_iter()
@@ -397,7 +439,8 @@ pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), AppError> {
     std::fs::rename(&temporary, path).map_err(write_error)
 }
 
-/// Names of environments and components become file names and label values.
+/// Names of the app, its environments, components and namespaces become file names, object
+/// names and label values, so each must be a DNS-1123 label.
 pub(crate) fn check_name(what: &str, name: &str) -> Result<(), AppError> {
     let valid = !name.is_empty()
         && name.len() <= 63
@@ -410,8 +453,84 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<(), AppError> {
         Ok(())
     } else {
         Err(AppError::Invalid(format!(
-            "`{name}` is not a valid {what} name\nhint: use lowercase letters, digits and `-` \
+            "`{name}` is not a valid {what} name: it is used in object names and labels, so it \
+             must be a DNS-1123 label\nhint: use lowercase letters, digits and `-` \
              (at most 63, starting and ending with a letter or digit), e.g. `mnist-v2`"
         )))
+    }
+}
+
+/// An API server URL, as a kubeconfig's `server`: `https://` or `http://`, then a host and an
+/// optional port.
+pub(crate) fn check_server(server: &str) -> Result<(), AppError> {
+    let authority = server
+        .strip_prefix("https://")
+        .or_else(|| server.strip_prefix("http://"))
+        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    let valid = authority.is_some_and(|authority| {
+        let (host, port) = split_port(authority);
+        let host_ok = !host.is_empty()
+            && !host.contains('@')
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '[' | ']' | ':'));
+        host_ok && port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok())
+    });
+    if valid {
+        Ok(())
+    } else {
+        Err(AppError::Invalid(format!(
+            "`{server}` is not an API server URL\nhint: give https:// (or http://) with a host \
+             and an optional port, e.g. https://10.0.0.1:6443, or pin a kubeconfig context \
+             with --context"
+        )))
+    }
+}
+
+/// `host` and `port` of `host:port`, `[v6]:port` or a bare host.
+fn split_port(authority: &str) -> (&str, Option<&str>) {
+    if let Some(end) = authority.find(']') {
+        let (host, rest) = authority.split_at(end + 1);
+        return (host, rest.strip_prefix(':'));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_name, check_server};
+
+    #[test]
+    fn server_urls_need_a_scheme_and_a_host() {
+        for good in [
+            "https://10.0.0.1:6443",
+            "https://api.example.com",
+            "http://127.0.0.1:8080/",
+            "https://[::1]:6443",
+        ] {
+            assert!(check_server(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "not a url",
+            "api.example.com:6443",
+            "https://",
+            "https://:6443",
+            "ftp://a.example.com",
+            "https://a.example.com:port",
+            "https://a b.example.com",
+        ] {
+            assert!(check_server(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_are_dns_1123_labels() {
+        assert!(check_name("app", "ml-platform2").is_ok());
+        for bad in ["Bad_App!", "ml.platform", "-ml", "ml-", "", &"a".repeat(64)] {
+            assert!(check_name("app", bad).is_err(), "{bad}");
+        }
     }
 }

@@ -177,7 +177,7 @@ pub fn resolve(
             Some(name) => Some(match prototypes.get(name) {
                 Some(p) => p.clone(),
                 None => {
-                    let p = prototype::find(evaluator, name)?;
+                    let p = prototype::of_component(evaluator, &component.name, name)?;
                     prototypes.insert(name.clone(), p.clone());
                     p
                 }
@@ -300,4 +300,38 @@ pub(crate) fn unknown_param(
         prototype.param_names().join(", "),
         prototype.name
     ))
+}
+
+/// A parameter whose value differs between two environments; `None` where one has no such
+/// parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamDifference {
+    pub component: String,
+    pub param: String,
+    pub a: Option<Value>,
+    pub b: Option<Value>,
+}
+
+/// The parameters whose values differ between environments `a` and `b`, by component.
+pub fn diff(app: &App, a: &Environment, b: &Environment) -> Result<Vec<ParamDifference>, AppError> {
+    let resolved_a = resolve(app, &Evaluator::new(app.root()), Some(a))?;
+    let resolved_b = resolve(app, &Evaluator::new(app.root()), Some(b))?;
+    let mut differences = Vec::new();
+    for (ca, cb) in resolved_a.iter().zip(&resolved_b) {
+        let mut keys: Vec<&String> = ca.values.keys().collect();
+        keys.extend(cb.values.keys().filter(|k| !ca.values.contains_key(*k)));
+        for key in keys {
+            let va = ca.values.get(key).map(|v| &v.value);
+            let vb = cb.values.get(key).map(|v| &v.value);
+            if va != vb {
+                differences.push(ParamDifference {
+                    component: ca.component.name.clone(),
+                    param: key.clone(),
+                    a: va.cloned(),
+                    b: vb.cloned(),
+                });
+            }
+        }
+    }
+    Ok(differences)
 }

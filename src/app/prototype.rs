@@ -188,6 +188,22 @@ pub fn all(evaluator: &Evaluator) -> Result<Vec<Prototype>, AppError> {
     Ok(prototypes)
 }
 
+/// The prototype `component` names in app.yaml; an unknown one says which component named it.
+pub fn of_component(
+    evaluator: &Evaluator,
+    component: &str,
+    prototype: &str,
+) -> Result<Prototype, AppError> {
+    find(evaluator, prototype).map_err(|error| match error {
+        AppError::UnknownPrototype { name, known } => AppError::UnknownComponentPrototype {
+            component: component.to_owned(),
+            prototype: name,
+            known,
+        },
+        other => other,
+    })
+}
+
 /// The prototype called `name`; an unknown name lists the known ones.
 pub fn find(evaluator: &Evaluator, name: &str) -> Result<Prototype, AppError> {
     if library::libsonnet_files().contains(&name)

@@ -7,6 +7,7 @@
 //! (manifests, diffs, JSON); messages and progress go to stderr ([`output`]).
 
 pub mod app;
+pub mod color;
 pub mod deploy;
 pub mod exit;
 pub mod output;
@@ -16,13 +17,24 @@ pub mod status;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use crate::cli::color::ColorChoice;
 use crate::cli::exit::Exit;
 
 /// Deploy a Kubeflow-style ML platform to Kubernetes per environment, and run its TFJob operator.
 #[derive(Debug, Parser)]
-#[command(name = "mlkube", version, about, max_term_width = 100)]
+#[command(
+    name = "mlkube",
+    version,
+    about,
+    max_term_width = 100,
+    after_help = "Examples:
+  mlkube init ml-platform --namespace ml     create an app
+  cd ml-platform && mlkube show local        render the local environment
+  mlkube diff dev && mlkube apply dev        review, then deploy
+  mlkube completion bash > ~/.local/share/bash-completion/completions/mlkube"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -36,6 +48,9 @@ pub struct GlobalArgs {
     /// The app directory (default: the nearest ancestor of the current directory holding app.yaml).
     #[arg(long, global = true, value_name = "DIR")]
     pub app: Option<PathBuf>,
+    /// When to colour output: auto colours a terminal unless NO_COLOR is set.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
 }
 
 /// Options of the verbs that talk to a cluster.
@@ -52,52 +67,109 @@ pub struct ClusterArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a new app with the local, dev and prod environments.
+    #[command(after_help = "Examples:
+  mlkube init ml-platform
+  mlkube init ml-platform --namespace ml --context kind-kind
+  mlkube init ml-platform --server https://10.0.0.1:6443 --empty")]
     Init(InitArgs),
     /// List, add, change or remove environments.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  mlkube env list
+  mlkube env add staging --namespace ml-staging --context staging"
+    )]
     Env(EnvCommand),
     /// List the embedded prototypes, or describe one with its parameters.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  mlkube prototype list
+  mlkube prototype describe tf-serving"
+    )]
     Prototype(PrototypeCommand),
     /// Add, list or remove component instances.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  mlkube component add tf-serving resnet --param modelName=resnet
+  mlkube component list -o name"
+    )]
     Component(ComponentCommand),
     /// Set, list or compare parameters.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  mlkube param set mnist replicas 3 --env prod
+  mlkube param diff dev prod"
+    )]
     Param(ParamCommand),
     /// Render an environment to Kubernetes manifests, in apply order.
+    #[command(after_help = "Examples:
+  mlkube show local
+  mlkube show prod -c mnist -o json")]
     Show(ShowArgs),
     /// Show what applying an environment would change on the live cluster.
     ///
     /// Exit codes as `kubectl diff`: 0 no differences, 1 differences, 2 and up errors.
+    #[command(after_help = "Examples:
+  mlkube diff dev
+  mlkube diff prod -c mnist --context prod-admin")]
     Diff(DiffArgs),
     /// Apply an environment to its cluster, in order, and wait until it is healthy.
+    #[command(after_help = "Examples:
+  mlkube apply dev
+  mlkube apply prod --prune --timeout 10m
+  mlkube apply local --dry-run")]
     Apply(ApplyArgs),
     /// Delete the objects this environment applied earlier and no longer renders.
+    #[command(after_help = "Examples:
+  mlkube prune dev
+  mlkube prune dev --yes")]
     Prune(PruneArgs),
     /// Delete everything this environment applied.
+    #[command(after_help = "Examples:
+  mlkube delete dev
+  mlkube delete dev -c notebook-hub --yes")]
     Delete(DeleteArgs),
     /// Validate an environment with a server-side dry run, listing every rejection.
+    #[command(after_help = "Examples:
+  mlkube validate prod
+  mlkube validate prod -c mnist")]
     Validate(ValidateArgs),
     /// Show every object an environment applied: its health, its drift since the last apply,
     /// and when, with which mlkube and from which git commit that apply ran.
     ///
     /// Exit codes: 0 all healthy and nothing drifted, 1 drift only, 3 some object failed, is
     /// missing or is not ready yet (a training job still running), 4 never applied, 2 errors.
+    #[command(after_help = "Examples:
+  mlkube status dev
+  mlkube status prod -o json")]
     Status(StatusArgs),
     /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob, MXJob, XGBoostJob,
     /// JAXJob, PaddleJob) against the cluster.
+    #[command(after_help = "Examples:
+  mlkube operator
+  mlkube operator --namespace ml --leader-elect --frameworks tensorflow,pytorch")]
     Operator(OperatorArgs),
+    /// Print a completion script for a shell.
+    #[command(after_help = "Examples:
+  mlkube completion bash > ~/.local/share/bash-completion/completions/mlkube
+  mlkube completion zsh > \"${fpath[1]}/_mlkube\"
+  mlkube completion fish > ~/.config/fish/completions/mlkube.fish
+  mlkube completion powershell >> $PROFILE")]
+    Completion(CompletionArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// Where to create the app; the directory must not exist or be empty.
+    /// Where to create the app; the directory must not exist or be empty, and its name (the
+    /// app's) must be a DNS-1123 label.
     pub dir: PathBuf,
     /// The namespace of the `local` environment (dev and prod get `<ns>-dev`, `<ns>-prod`).
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-    /// Pin the environments to this API server URL.
+    /// Pin the environments to this API server URL (https:// or http://, with a host).
     #[arg(long, value_name = "URL", conflicts_with = "context")]
     pub server: Option<String>,
     /// Pin the environments to this kubeconfig context.
@@ -111,24 +183,43 @@ pub struct InitArgs {
 #[derive(Debug, Subcommand)]
 pub enum EnvCommand {
     /// List the environments.
+    #[command(after_help = "Examples:
+  mlkube env list
+  mlkube env list -o yaml")]
     List(ListArgs),
     /// Add an environment.
+    #[command(after_help = "Examples:
+  mlkube env add staging
+  mlkube env add staging --namespace ml-staging --server https://10.0.0.1:6443")]
     Add {
+        /// The new environment's name.
         env: String,
+        /// Its namespace (default: the environment's name).
         #[arg(long, value_name = "NS")]
         namespace: Option<String>,
+        /// Pin it to this API server URL (https:// or http://, with a host).
         #[arg(long, value_name = "URL", conflicts_with = "context")]
         server: Option<String>,
+        /// Pin it to this kubeconfig context.
         #[arg(long, value_name = "CTX")]
         context: Option<String>,
     },
     /// Change an environment's namespace, cluster or name.
+    #[command(after_help = "Examples:
+  mlkube env set dev --namespace ml-dev
+  mlkube env set dev --context dev-admin
+  mlkube env set dev --server ''        unpin the cluster
+  mlkube env set dev --name qa")]
     Set {
+        /// The environment to change.
         env: String,
+        /// Its new namespace.
         #[arg(long, value_name = "NS")]
         namespace: Option<String>,
+        /// Pin it to this API server URL instead of a context; '' unpins.
         #[arg(long, value_name = "URL")]
         server: Option<String>,
+        /// Pin it to this kubeconfig context instead of a server; '' unpins.
         #[arg(long, value_name = "CTX")]
         context: Option<String>,
         /// Rename the environment.
@@ -136,43 +227,76 @@ pub enum EnvCommand {
         name: Option<String>,
     },
     /// Remove an environment and its overrides.
-    Rm { env: String },
+    #[command(after_help = "Examples:
+  mlkube env rm staging")]
+    Rm {
+        /// The environment to remove.
+        env: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum PrototypeCommand {
     /// List the embedded prototypes.
+    #[command(after_help = "Examples:
+  mlkube prototype list
+  mlkube prototype list -o name")]
     List(ListArgs),
     /// Show a prototype's parameters with their types, defaults and descriptions.
+    #[command(after_help = "Examples:
+  mlkube prototype describe tf-serving
+  mlkube prototype describe tf-job -o json")]
     Describe {
+        /// The prototype, as `mlkube prototype list` names it.
         prototype: String,
-        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
-        output: ListFormat,
+        /// How to print it.
+        #[arg(short = 'o', long, value_enum, default_value_t = ListingFormat::Text)]
+        output: ListingFormat,
     },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ComponentCommand {
     /// Add an instance of a prototype as a component.
+    #[command(after_help = "Examples:
+  mlkube component add tf-serving resnet
+  mlkube component add tf-job train --param image=registry.local/train:v2 --param workers=4")]
     Add {
+        /// The prototype to make an instance of.
         prototype: String,
+        /// The component's name (a DNS-1123 label); it names components/<name>.jsonnet.
         name: String,
         /// A parameter value, `key=value`; repeat for more.
         #[arg(long = "param", value_name = "KEY=VALUE")]
         params: Vec<String>,
     },
     /// List the components.
+    #[command(after_help = "Examples:
+  mlkube component list
+  mlkube component list -o name")]
     List(ListArgs),
     /// Remove a component and its parameters.
-    Rm { name: String },
+    #[command(after_help = "Examples:
+  mlkube component rm resnet")]
+    Rm {
+        /// The component to remove.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum ParamCommand {
     /// Set a parameter of a component (or of every component, with `global`).
+    #[command(after_help = "Examples:
+  mlkube param set mnist replicas 3
+  mlkube param set mnist replicas 1 --env dev
+  mlkube param set global image registry.local/serving:2 --as-string")]
     Set {
+        /// The component, or `global` for every component that declares the parameter.
         component: String,
+        /// The parameter's name.
         key: String,
+        /// The value, read as JSON (`3`, `true`, `[1,2]`) or else as a string.
         value: String,
         /// Set it for this environment only.
         #[arg(long, value_name = "E")]
@@ -182,29 +306,58 @@ pub enum ParamCommand {
         as_string: bool,
     },
     /// List parameters, as an environment sees them.
+    #[command(after_help = "Examples:
+  mlkube param list
+  mlkube param list mnist --env prod -o json")]
     List {
+        /// Only this component's parameters.
         component: Option<String>,
+        /// Resolve the values as this environment sees them (default: the app's own params).
         #[arg(long, value_name = "E")]
         env: Option<String>,
-        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
-        output: ListFormat,
+        /// How to print the listing.
+        #[arg(short = 'o', long, value_enum, default_value_t = ListingFormat::Text)]
+        output: ListingFormat,
     },
     /// Show the parameters that differ between two environments.
+    ///
+    /// Exit codes as `diff`: 0 no differences, 1 differences, 2 and up errors.
+    #[command(after_help = "Examples:
+  mlkube param diff dev prod
+  mlkube param diff dev prod -o yaml")]
     Diff {
+        /// The first environment.
         env_a: String,
+        /// The environment to compare it with.
         env_b: String,
-        #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
-        output: ListFormat,
+        /// How to print the differences.
+        #[arg(short = 'o', long, value_enum, default_value_t = ListingFormat::Text)]
+        output: ListingFormat,
     },
 }
 
+/// Options of the listing verbs.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
-    pub output: ListFormat,
+    /// How to print the listing.
+    #[arg(short = 'o', long, value_enum, default_value_t = ListingFormat::Text)]
+    pub output: ListingFormat,
 }
 
-/// How a listing verb prints.
+/// How a listing (`env list`, `component list`, `param list`, ...) prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListingFormat {
+    /// An aligned table.
+    Text,
+    /// A JSON array.
+    Json,
+    /// A YAML sequence.
+    Yaml,
+    /// One name per line, as `kubectl -o name`.
+    Name,
+}
+
+/// How a cluster verb's report prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ListFormat {
     Text,
@@ -219,23 +372,35 @@ pub enum ManifestFormat {
 }
 
 #[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The environment to render.
     pub env: String,
     /// Only these components; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
+    /// YAML documents, or one JSON v1 List.
     #[arg(short = 'o', long, value_enum, default_value_t = ManifestFormat::Yaml)]
     pub output: ManifestFormat,
 }
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
+    /// The environment to compare with its cluster.
     pub env: String,
+    /// Only these components; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
     /// Show Secret values instead of masking them.
     #[arg(long)]
     pub show_secrets: bool,
+    /// A unified diff, or the changes as JSON.
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
@@ -248,7 +413,9 @@ pub struct DiffArgs {
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
+    /// The environment to apply.
     pub env: String,
+    /// Only these components; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
     /// Send everything as a server-side dry run; change nothing.
@@ -289,7 +456,9 @@ pub struct ApplyArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
+    /// The environment to prune.
     pub env: String,
+    /// Do not ask before deleting.
     #[arg(long)]
     pub yes: bool,
     /// Prune even when the environment renders nothing.
@@ -301,9 +470,12 @@ pub struct PruneArgs {
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
+    /// The environment whose objects to delete.
     pub env: String,
+    /// Only these components' objects; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
+    /// Do not ask before deleting.
     #[arg(long)]
     pub yes: bool,
     /// Also delete the environment's namespace.
@@ -319,7 +491,9 @@ pub struct DeleteArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
+    /// The environment to validate.
     pub env: String,
+    /// Only these components; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
     #[command(flatten)]
@@ -328,7 +502,9 @@ pub struct ValidateArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// The environment to report on.
     pub env: String,
+    /// A table, or the report as JSON.
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     #[command(flatten)]
@@ -343,8 +519,10 @@ pub struct OperatorArgs {
     /// Take a coordination.k8s.io Lease before reconciling, so only one replica acts.
     #[arg(long)]
     pub leader_elect: bool,
+    /// Where to serve Prometheus metrics (/metrics), as host:port or :port.
     #[arg(long, value_name = "ADDR", default_value = ":8080")]
     pub metrics_addr: String,
+    /// Where to serve the liveness and readiness probes (/healthz, /readyz).
     #[arg(long, value_name = "ADDR", default_value = ":8081")]
     pub health_addr: String,
     /// How many jobs of each framework to reconcile at once.
@@ -404,16 +582,20 @@ fn framework(name: &str) -> Result<&'static crate::operator::frameworks::Registe
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    color::choose(cli.global.color);
     run(cli).into()
 }
 
 fn run(cli: Cli) -> Exit {
     match cli.command {
+        Command::Completion(args) => outcome(completion(args.shell)),
         Command::Init(args) => outcome(app::init(&args)),
         Command::Env(command) => outcome(app::env(cli.global.app.as_deref(), &command)),
         Command::Prototype(command) => outcome(app::prototype(&command)),
         Command::Component(command) => outcome(app::component(cli.global.app.as_deref(), &command)),
-        Command::Param(command) => outcome(app::param(cli.global.app.as_deref(), &command)),
+        Command::Param(command) => {
+            app::param(cli.global.app.as_deref(), &command).unwrap_or_else(|error| report(&error))
+        }
         Command::Show(args) => outcome(show(cli.global.app.as_deref(), &args)),
         Command::Diff(args) => deploy::diff(&cli.global, &args),
         Command::Apply(args) => deploy::apply(&cli.global, &args),
@@ -458,6 +640,18 @@ fn show(app_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<(), ShowE
     }
 }
 
+/// `mlkube completion <shell>`: the script, from the same command tree that parses.
+fn completion(shell: clap_complete::Shell) -> Result<(), std::io::Error> {
+    use std::io::Write as _;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "mlkube", &mut script);
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error),
+        _ => Ok(()),
+    }
+}
+
 /// A verb's result as an exit code, reporting the error if there is one.
 fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
     match result {
@@ -471,7 +665,7 @@ fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
 /// Messages never repeat their source; this walks the chain instead. A message may carry
 /// `hint:` lines of its own, which print as they are.
 pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
-    eprintln!("mlkube: error: {error}");
+    eprintln!("mlkube: {}: {error}", color::red("error", color::stderr()));
     let mut source = error.source();
     while let Some(cause) = source {
         eprintln!("  caused by: {cause}");

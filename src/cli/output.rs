@@ -1,8 +1,8 @@
 //! What the cluster verbs print, and the one question they ask.
 //!
 //! stdout carries data (one line per applied or deleted object, diffs, JSON); notes, progress,
-//! the diff summary and the confirmation prompt go to stderr. Colour is used only on a terminal
-//! and never when `NO_COLOR` is set, and it never carries meaning on its own.
+//! the diff summary and the confirmation prompt go to stderr. Colour follows `--color`
+//! ([`super::color`]), and it never carries meaning on its own.
 
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -69,9 +69,9 @@ impl Consent for Confirmation {
     }
 }
 
-/// Whether diffs are coloured: stdout is a terminal and `NO_COLOR` is unset or empty.
+/// Whether diffs are coloured: as `--color` says ([`super::color`]).
 pub fn use_color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    super::color::stdout()
 }
 
 /// How waiting shows progress on stderr: one redrawn line on a terminal, a line per change

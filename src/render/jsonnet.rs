@@ -62,7 +62,16 @@ impl From<JrError> for JsonnetError {
             .0
             .iter()
             .find_map(|frame| frame.location.as_ref().map(span_location));
-        let message = error.error().to_string().trim_end().to_owned();
+        let message = match error.error() {
+            // jrsonnet's own text suggests a `--max-stack` flag that mlkube does not have.
+            ErrorKind::StackOverflow => {
+                "stack overflow: calls nested too deep (a function that calls itself without \
+                 end?)"
+                    .to_owned()
+            }
+            other => other.to_string().trim_end().to_owned(),
+        };
+        let mut trace = shorten(trace);
         // A parse error's only frame repeats its location.
         if syntax_location.is_some() {
             trace.clear();
@@ -73,6 +82,33 @@ impl From<JrError> for JsonnetError {
             trace,
         }
     }
+}
+
+/// The most frames a trace prints; a deep recursion would otherwise print hundreds.
+const TRACE_LINES: usize = 8;
+
+/// A trace with runs of one frame folded into one line, cut to [`TRACE_LINES`].
+fn shorten(trace: Vec<String>) -> Vec<String> {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for frame in trace {
+        match runs.last_mut() {
+            Some((last, count)) if *last == frame => *count += 1,
+            _ => runs.push((frame, 1)),
+        }
+    }
+    let total = runs.len();
+    let mut lines: Vec<String> = runs
+        .into_iter()
+        .take(TRACE_LINES)
+        .map(|(frame, count)| match count {
+            1 => frame,
+            _ => format!("{frame} ({count} times)"),
+        })
+        .collect();
+    if total > TRACE_LINES {
+        lines.push(format!("... {} more", total - TRACE_LINES));
+    }
+    lines
 }
 
 /// `file:line:column` of the start of a span, the file named as the resolver named it.
@@ -250,6 +286,21 @@ mod tests {
         let location = error.location.clone().unwrap();
         assert!(location.starts_with("components/a.jsonnet:3:"), "{error}");
         assert!(error.message.starts_with("syntax error"), "{error}");
+    }
+
+    #[test]
+    fn endless_recursion_is_a_short_error_without_a_flag_mlkube_lacks() {
+        let dir = app(&[(
+            "components/a.jsonnet",
+            "local f(n) = f(n + 1) + 1;\n{ a: f(0) }\n",
+        )]);
+        let error = Evaluator::new(dir.path())
+            .evaluate("components/a.jsonnet")
+            .unwrap_err();
+        assert!(error.message.starts_with("stack overflow"), "{error}");
+        assert!(!error.to_string().contains("max-stack"), "{error}");
+        assert!(error.trace.len() <= TRACE_LINES + 1, "{error}");
+        assert!(error.trace[0].ends_with(" times)"), "{error}");
     }
 
     #[test]

@@ -134,17 +134,39 @@ impl Resolver {
             return self.library_name(&joined, path);
         }
         let dir = from.rsplit_once('/').map_or("", |(dir, _)| dir);
-        for candidate in [join(dir), join("lib"), join("vendor")] {
-            if let Some(name) = candidate
-                && self.app_root.join(&name).is_file()
-            {
-                return Ok(name);
-            }
+        let candidates: Vec<String> = [join(dir), join("lib"), join("vendor")]
+            .into_iter()
+            .flatten()
+            .collect();
+        if let Some(name) = candidates
+            .iter()
+            .find(|name| self.app_root.join(name).is_file())
+        {
+            return Ok(name.clone());
         }
-        Err(ErrorKind::ImportFileNotFound(
-            Self::source(from),
-            jrsonnet_evaluator::ResolvePathOwned::Str(path.to_owned()),
-        ))
+        Err(ErrorKind::ImportCallbackError(self.not_found(
+            from,
+            path,
+            &candidates,
+        )))
+    }
+
+    /// What a missing import says: where it is, what was asked for, and where it was looked for.
+    fn not_found(&self, from: &str, path: &str, candidates: &[String]) -> String {
+        let at = std::fs::read_to_string(self.app_root.join(from))
+            .ok()
+            .and_then(|text| import_position(&text, path))
+            .map_or_else(
+                || from.to_owned(),
+                |(line, column)| format!("{from}:{line}:{column}"),
+            );
+        format!(
+            "{at}: cannot find the import `{path}`; looked for {} in the app {}\nhint: fix the \
+             path (relative to the importing file), or put the file in the app's lib/ or vendor/ \
+             folder",
+            candidates.join(", "),
+            self.app_root.display()
+        )
     }
 
     fn library_name(&self, library_path: &str, asked: &str) -> Result<String, ErrorKind> {
@@ -219,6 +241,24 @@ impl ImportResolver for Resolver {
     }
 }
 
+/// Line and column (from 1) of the quoted `path` in `text`, where it is imported.
+fn import_position(text: &str, path: &str) -> Option<(usize, usize)> {
+    let offset = [format!("'{path}'"), format!("\"{path}\"")]
+        .iter()
+        .filter_map(|quoted| text.find(quoted.as_str()))
+        .min()?;
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .count()
+        + 1;
+    Some((line, column))
+}
+
 /// Lexically normalise a relative path with `/` separators; `None` if it climbs above its root.
 fn normalize(path: &str) -> Option<String> {
     let mut parts: Vec<&str> = Vec::new();
@@ -269,6 +309,30 @@ mod tests {
             .resolve_name("components/a.jsonnet", "mlkube/nope.libsonnet")
             .unwrap_err();
         assert!(error.to_string().contains("is not in the mlkube library"));
+    }
+
+    #[test]
+    fn a_missing_import_names_its_position_and_every_place_looked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("components")).unwrap();
+        std::fs::write(
+            dir.path().join("components/a.jsonnet"),
+            "// a\nlocal x = import \"nope.libsonnet\";\nx\n",
+        )
+        .unwrap();
+        let resolver = Resolver::new(dir.path(), ComponentContexts::default());
+        let message = resolver
+            .resolve_name("components/a.jsonnet", "nope.libsonnet")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with(
+                "components/a.jsonnet:2:18: cannot find the import `nope.libsonnet`; looked for \
+                 components/nope.libsonnet, lib/nope.libsonnet, vendor/nope.libsonnet in the app "
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("virtual:"), "{message}");
     }
 
     #[test]

@@ -1,0 +1,408 @@
+//! The edits `env`, `component` and `param` make to an app: each checks everything it can
+//! before it writes anything, and edits the params files in place ([`super::edit`]) so hand
+//! edits and comments survive.
+
+use serde_json::Value;
+
+use super::params::{self, unknown_param};
+use super::prototype::{self, ParamType};
+use super::{
+    App, AppError, Environment, PARAMS_FILE, check_name, check_server, component_file, edit,
+    env_params_file, template,
+};
+use crate::render::jsonnet::Evaluator;
+
+// ---------------------------------------------------------------------------------------------
+// environments
+
+/// A new environment: its name, and its namespace (default: the name) and cluster pin.
+#[derive(Debug, Clone, Default)]
+pub struct NewEnvironment {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub server: Option<String>,
+    pub context: Option<String>,
+}
+
+/// Add an environment; gives the params file its overrides go in.
+pub fn add_environment(app: &mut App, new: &NewEnvironment) -> Result<String, AppError> {
+    let env = &new.name;
+    check_name("environment", env)?;
+    if app.environment(env).is_ok() {
+        return Err(AppError::Invalid(format!(
+            "environment `{env}` already exists\nhint: change it with `mlkube env set {env}`"
+        )));
+    }
+    let namespace = new.namespace.clone().unwrap_or_else(|| env.clone());
+    check_name("namespace", &namespace)?;
+    if let Some(server) = &new.server {
+        check_server(server)?;
+    }
+    let environment = Environment {
+        name: env.clone(),
+        namespace,
+        server: new.server.clone(),
+        context: new.context.clone(),
+    };
+    let file = environment.params_file();
+    app.environments_mut().push(environment);
+    if !app.root().join(&file).exists() {
+        app.write(&file, &template::env_params(env))?;
+    }
+    app.save()?;
+    Ok(file)
+}
+
+/// What `env set` changes; `None` leaves a setting as it is, an empty server or context unpins.
+#[derive(Debug, Clone, Default)]
+pub struct EnvironmentChange {
+    pub namespace: Option<String>,
+    pub server: Option<String>,
+    pub context: Option<String>,
+    /// A new name for the environment.
+    pub name: Option<String>,
+}
+
+/// Change an environment's namespace, cluster pin or name.
+pub fn set_environment(
+    app: &mut App,
+    env: &str,
+    change: &EnvironmentChange,
+) -> Result<(), AppError> {
+    app.environment(env)?;
+    if let Some(namespace) = &change.namespace {
+        check_name("namespace", namespace)?;
+    }
+    let non_empty = |value: &Option<String>| value.as_deref().is_some_and(|v| !v.is_empty());
+    if let Some(server) = change.server.as_ref().filter(|s| !s.is_empty()) {
+        check_server(server)?;
+    }
+    if non_empty(&change.server) && non_empty(&change.context) {
+        return Err(AppError::Invalid(
+            "pass --server or --context, not both: an environment is pinned to one".into(),
+        ));
+    }
+    if let Some(new_name) = &change.name {
+        check_name("environment", new_name)?;
+        if new_name != env && app.environment(new_name).is_ok() {
+            return Err(AppError::Invalid(format!(
+                "environment `{new_name}` already exists"
+            )));
+        }
+    }
+    let root = app.root().to_owned();
+    let environment = app
+        .environments_mut()
+        .iter_mut()
+        .find(|e| e.name == env)
+        .ok_or_else(|| AppError::Invalid(format!("unknown environment `{env}`")))?;
+    if let Some(namespace) = &change.namespace {
+        environment.namespace.clone_from(namespace);
+    }
+    // An environment is pinned to a server or a context; setting one clears the other, and an
+    // empty value unpins.
+    if let Some(server) = &change.server {
+        environment.server = (!server.is_empty()).then(|| server.clone());
+        environment.context = None;
+    }
+    if let Some(context) = &change.context {
+        environment.context = (!context.is_empty()).then(|| context.clone());
+        environment.server = None;
+    }
+    if let Some(new_name) = change.name.as_deref().filter(|n| *n != env) {
+        let from = root.join("environments").join(env);
+        let to = root.join("environments").join(new_name);
+        if from.exists() {
+            std::fs::rename(&from, &to).map_err(|source| AppError::Write { path: to, source })?;
+        }
+        environment.name = new_name.to_owned();
+    }
+    app.save()
+}
+
+/// Remove an environment and its overrides file.
+pub fn remove_environment(app: &mut App, env: &str) -> Result<(), AppError> {
+    app.environment(env)?;
+    app.environments_mut().retain(|e| e.name != env);
+    let file = app.root().join(env_params_file(env));
+    app.save()?;
+    if file.exists() {
+        std::fs::remove_file(&file).map_err(|source| AppError::Write {
+            path: file.clone(),
+            source,
+        })?;
+    }
+    if let Some(dir) = file.parent() {
+        // Only removed when empty: other files there are the user's.
+        let _ = std::fs::remove_dir(dir);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// components
+
+/// Add `name` as an instance of `prototype`, with `key=value` parameters; gives the
+/// prototype's name.
+pub fn add_component(
+    app: &mut App,
+    prototype: &str,
+    name: &str,
+    params: &[String],
+) -> Result<String, AppError> {
+    check_name("component", name)?;
+    if name == "global" {
+        return Err(AppError::Invalid(
+            "`global` cannot name a component: `mlkube param set global ...` sets a value for \
+             every component"
+                .into(),
+        ));
+    }
+    if app.components()?.iter().any(|c| c.name == name) {
+        return Err(AppError::Invalid(format!(
+            "component `{name}` already exists ({})\nhint: pick another name; several instances \
+             of one prototype are fine",
+            component_file(name)
+        )));
+    }
+    let evaluator = Evaluator::new(app.root());
+    let prototype = prototype::find(&evaluator, prototype)?;
+    let values = component_values(&prototype, name, params)?;
+
+    let mut text = read_or(app, PARAMS_FILE, template::APP_PARAMS)?;
+    text = edit_file(PARAMS_FILE, &text, &["components", name], Some("{}"))?;
+    for (key, value) in &values {
+        text = edit_file(
+            PARAMS_FILE,
+            &text,
+            &["components", name, key],
+            Some(&edit::literal(value)),
+        )?;
+    }
+    app.write(PARAMS_FILE, &text)?;
+    app.write(
+        &component_file(name),
+        &template::component(name, &prototype.name),
+    )?;
+    app.record_component(name, &prototype.name);
+    app.save()?;
+    Ok(prototype.name)
+}
+
+/// `--param key=value` arguments as checked values of the prototype's parameters.
+fn component_values(
+    prototype: &prototype::Prototype,
+    name: &str,
+    params: &[String],
+) -> Result<Vec<(String, Value)>, AppError> {
+    let mut values = Vec::with_capacity(params.len());
+    for param in params {
+        let Some((key, raw)) = param.split_once('=') else {
+            return Err(AppError::Invalid(format!(
+                "--param `{param}` is not key=value, e.g. --param modelName=mnist"
+            )));
+        };
+        let spec = prototype
+            .param(key)
+            .ok_or_else(|| unknown_param(name, prototype, key, "--param"))?;
+        let value = parse_value(raw, false, std::slice::from_ref(&spec.kind));
+        if !spec.accepts(&value) {
+            return Err(AppError::Invalid(format!(
+                "component `{name}`: param `{key}` must be {}, got {value}",
+                params::type_phrase(spec)
+            )));
+        }
+        values.push((key.to_owned(), value));
+    }
+    Ok(values)
+}
+
+/// Remove a component, its file and its parameters in every params file.
+pub fn remove_component(app: &mut App, name: &str) -> Result<(), AppError> {
+    app.component(name)?;
+    let mut files = vec![PARAMS_FILE.to_owned()];
+    files.extend(app.environments().iter().map(Environment::params_file));
+    // Compute every edit first, so a file mlkube cannot edit changes nothing.
+    let mut edits = Vec::new();
+    for file in files {
+        if !app.root().join(&file).is_file() {
+            continue;
+        }
+        let text = app.read(&file)?;
+        if let Some(new_text) =
+            edit::remove_field(&text, &["components", name]).map_err(|source| AppError::Edit {
+                file: file.clone(),
+                source,
+            })?
+        {
+            edits.push((file, new_text));
+        }
+    }
+    for (file, text) in &edits {
+        app.write(file, text)?;
+    }
+    let path = app.root().join(component_file(name));
+    if path.exists() {
+        std::fs::remove_file(&path).map_err(|source| AppError::Write { path, source })?;
+    }
+    app.forget_component(name);
+    app.save()
+}
+
+fn read_or(app: &App, file: &str, template: &str) -> Result<String, AppError> {
+    if app.root().join(file).is_file() {
+        app.read(file)
+    } else {
+        Ok(template.to_owned())
+    }
+}
+
+fn edit_file(
+    file: &str,
+    text: &str,
+    path: &[&str],
+    value: Option<&str>,
+) -> Result<String, AppError> {
+    let result = match value {
+        Some(value) => edit::set_field(text, path, value),
+        None => edit::remove_field(text, path).map(|t| t.unwrap_or_else(|| text.to_owned())),
+    };
+    result.map_err(|source| AppError::Edit {
+        file: file.to_owned(),
+        source,
+    })
+}
+
+/// A value from the command line: JSON when it parses (numbers stay numbers, `true` is a
+/// boolean), else a string; always a string with `--as-string` or for a string-typed param.
+fn parse_value(raw: &str, as_string: bool, declared: &[ParamType]) -> Value {
+    let string_param = !declared.is_empty() && declared.iter().all(|t| *t == ParamType::String);
+    if as_string || string_param {
+        return Value::String(raw.to_owned());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// parameters
+
+/// A `param set`: a component's parameter (or a `global` one), app-wide or for one
+/// environment.
+#[derive(Debug, Clone, Default)]
+pub struct ParamAssignment {
+    /// A component's name, or `global`.
+    pub component: String,
+    pub key: String,
+    /// The value as typed; JSON unless `as_string` or the parameter is a string.
+    pub value: String,
+    pub env: Option<String>,
+    pub as_string: bool,
+}
+
+/// What a `param set` wrote: `key` (or `component.key`) = `literal`, in `file`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamWritten {
+    pub file: String,
+    pub field: String,
+    pub literal: String,
+}
+
+/// Set a parameter, checked against the prototypes that declare it.
+pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten, AppError> {
+    let ParamAssignment {
+        component,
+        key,
+        value: raw,
+        env,
+        as_string,
+    } = assignment;
+    let file = match env {
+        Some(env) => app.environment(env)?.params_file(),
+        None => PARAMS_FILE.to_owned(),
+    };
+    if key == "name" {
+        return Err(AppError::Invalid(
+            "`name` cannot be set; it is always the component's name".into(),
+        ));
+    }
+    let evaluator = Evaluator::new(app.root());
+    let (path, value) = if component == "global" {
+        let value = global_value(app, &evaluator, key, raw, *as_string)?;
+        (vec!["global", key.as_str()], value)
+    } else {
+        let value = component_value(app, &evaluator, component, key, raw, *as_string)?;
+        (vec!["components", component.as_str(), key.as_str()], value)
+    };
+    let template = match env {
+        Some(env) => template::env_params(env),
+        None => template::APP_PARAMS.to_owned(),
+    };
+    let text = read_or(app, &file, &template)?;
+    let literal = edit::literal(&value);
+    let text = edit_file(&file, &text, &path, Some(&literal))?;
+    app.write(&file, &text)?;
+    Ok(ParamWritten {
+        file,
+        field: path[1..].join("."),
+        literal,
+    })
+}
+
+/// A global value must suit every component whose prototype declares the key.
+fn global_value(
+    app: &App,
+    evaluator: &Evaluator,
+    key: &str,
+    raw: &str,
+    as_string: bool,
+) -> Result<Value, AppError> {
+    let resolved = params::resolve(app, evaluator, None)?;
+    let specs: Vec<_> = resolved
+        .iter()
+        .filter_map(|c| c.prototype.as_ref()?.param(key))
+        .collect();
+    let hand_written = resolved.iter().any(|c| c.prototype.is_none());
+    if specs.is_empty() && !hand_written {
+        return Err(AppError::Invalid(format!(
+            "no component declares a param `{key}`, so a global value would change nothing\n\
+             hint: `mlkube param list` shows the params of every component"
+        )));
+    }
+    let kinds: Vec<ParamType> = specs.iter().map(|s| s.kind).collect();
+    let value = parse_value(raw, as_string, &kinds);
+    if let Some(spec) = specs.iter().find(|s| !s.accepts(&value)) {
+        return Err(AppError::Invalid(format!(
+            "global param `{key}` must be {}, got {value}",
+            params::type_phrase(spec)
+        )));
+    }
+    Ok(value)
+}
+
+/// A component's value, checked against its prototype (a hand-written component has none).
+fn component_value(
+    app: &App,
+    evaluator: &Evaluator,
+    component: &str,
+    key: &str,
+    raw: &str,
+    as_string: bool,
+) -> Result<Value, AppError> {
+    let entry = app.component(component)?;
+    let Some(prototype_name) = &entry.prototype else {
+        return Ok(parse_value(raw, as_string, &[]));
+    };
+    let prototype = prototype::of_component(evaluator, component, prototype_name)?;
+    let spec = prototype
+        .param(key)
+        .ok_or_else(|| unknown_param(component, &prototype, key, "the command line"))?;
+    let value = parse_value(raw, as_string, std::slice::from_ref(&spec.kind));
+    if !spec.accepts(&value) {
+        return Err(AppError::Invalid(format!(
+            "component `{component}`: param `{key}` must be {}, got {value}\nhint: \
+             `mlkube prototype describe {prototype_name}` lists the params and types",
+            params::type_phrase(spec)
+        )));
+    }
+    Ok(value)
+}
