@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
@@ -14,29 +14,10 @@ use crate::operator::{
     TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
     services, start_operator,
 };
-use crate::support::{TestNamespace, eventually};
+use crate::support::{TestNamespace, env, eventually, submit};
 
 fn pytorchjob(value: serde_json::Value) -> PyTorchJob {
     serde_json::from_value(driven_by_hand(value)).expect("a valid PyTorchJob")
-}
-
-async fn submit(ns: &TestNamespace, job: &PyTorchJob) -> Api<PyTorchJob> {
-    let jobs = Api::<PyTorchJob>::namespaced(ns.client.clone(), &ns.name);
-    jobs.create(&PostParams::default(), job)
-        .await
-        .expect("the PyTorchJob is accepted");
-    jobs
-}
-
-/// The environment of a pod's container, as (name, value), in order.
-fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
-    pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter(|c| c.name == container)
-        .flat_map(|c| c.env.iter().flatten())
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
-        .collect()
 }
 
 pub(crate) fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -65,7 +46,8 @@ async fn pytorch_simple_example_runs_to_success_with_upstreams_environment() {
     let ns = TestNamespace::new("fw-pytorch").await;
     let _operator = start_operator(&ns).await;
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let jobs = submit(&ns, &example_in(&examples, "pytorch-simple.yaml")).await;
+    let job: PyTorchJob = example_in(&examples, "pytorch-simple.yaml");
+    let jobs = submit(&ns, &job).await;
 
     let names = ["pytorch-simple-master-0", "pytorch-simple-worker-0"];
     let pods = await_running(&ns, "pytorch-simple", &names).await;
@@ -197,3 +179,4 @@ async fn a_finished_pytorchjob_is_deleted_after_its_ttl() {
     })
     .await;
 }
+
