@@ -10,6 +10,7 @@ use kube::{Api, ResourceExt};
 use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
+use crate::identity::{Access, OperatorIdentity, Scope};
 use crate::operator::{
     TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
     services, start_operator,
@@ -180,3 +181,122 @@ async fn a_finished_pytorchjob_is_deleted_after_its_ttl() {
     .await;
 }
 
+/// `mlkube operator --log-format json` for one namespace, as the component's ServiceAccount,
+/// with its stderr lines as they come; killed when dropped.
+struct LoggedOperator {
+    child: std::process::Child,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    _identity: OperatorIdentity,
+}
+
+impl LoggedOperator {
+    async fn start(ns: &TestNamespace) -> LoggedOperator {
+        crate::operator::install_crd(&ns.client).await;
+        let identity = OperatorIdentity::new(ns, Access::scoped(Scope::Namespace)).await;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(["operator", "--namespace", &ns.name, "--log-format", "json"])
+            .arg("--kubeconfig")
+            .arg(identity.kubeconfig())
+            .args([
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--health-addr",
+                "127.0.0.1:0",
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the mlkube binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = sender.send(line);
+            }
+        });
+        LoggedOperator {
+            child,
+            lines,
+            _identity: identity,
+        }
+    }
+
+    /// Read log lines, each of which must be a JSON object, until one matches `wanted`.
+    async fn await_line(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        let mut seen = Vec::new();
+        loop {
+            let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.recv()).await else {
+                panic!(
+                    "no log line {what} within {TIMEOUT:?}; seen:\n{}",
+                    seen.join("\n")
+                );
+            };
+            let entry: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a log line is not a JSON object ({e}): {line}"));
+            if wanted(&entry) {
+                return entry;
+            }
+            seen.push(line);
+        }
+    }
+}
+
+impl Drop for LoggedOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_failed_job_is_logged_at_warn_with_its_reason() {
+    let ns = TestNamespace::new("fw-log-failed").await;
+    let mut operator = LoggedOperator::start(&ns).await;
+    let mut job = workers("doomed", 1, json!({}));
+    job.spec
+        .pytorch_replica_specs
+        .get_mut("Worker")
+        .unwrap()
+        .restart_policy = Some(mlkube::operator::api::RestartPolicy::Never);
+    let jobs = submit(&ns, &job).await;
+    await_running(&ns, "doomed", &["doomed-worker-0"]).await;
+    exit_container(&ns, "doomed-worker-0", "pytorch", 1).await;
+    let failed = await_condition_type(&jobs, "doomed", "Failed", TIMEOUT).await;
+    let message = failed
+        .status
+        .unwrap()
+        .conditions
+        .pop()
+        .unwrap()
+        .message
+        .unwrap();
+
+    let job_name = format!("{}/doomed", ns.name);
+    let line = operator
+        .await_line("saying the job failed", |entry| {
+            entry["span"]["job"] == job_name.as_str()
+                && entry["fields"]["reason"] == "PyTorchJobFailed"
+        })
+        .await;
+    assert_eq!(line["level"], "WARN", "{line}");
+    assert_eq!(line["fields"]["condition"], "Failed", "{line}");
+    assert_eq!(
+        line["fields"]["message"],
+        format!("job failed: {message}"),
+        "{line}"
+    );
+    assert!(
+        message.starts_with("PyTorchJob doomed is failed because 1 Worker replica(s) failed."),
+        "{message}"
+    );
+}
