@@ -6,7 +6,8 @@
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrBool,
+    CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
+    JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
 
@@ -21,13 +22,14 @@ pub fn definition() -> CustomResourceDefinition {
     definition_of::<TFJob>()
 }
 
-/// A framework's CRD: kube's derive output plus the rules that need what the types alone do
+/// A framework's CRD: kube's derive output with the framework's printer columns, and the rules that need what the types alone do
 /// not know: the object's name (only a rule at the root of the schema sees it), which must also
 /// leave room in the pods' and services' names for the replica type and index, and the
 /// framework's container, which every replica's pod template must have.
 pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefinition {
     let mut crd = J::crd();
     for version in &mut crd.spec.versions {
+        version.additional_printer_columns = Some(printer_columns(J::FRAMEWORK));
         let Some(schema) = version
             .schema
             .as_mut()
@@ -117,6 +119,30 @@ fn paragraphs_on_one_line(text: &str) -> String {
         }
     }
     out
+}
+
+/// What `kubectl get` shows of every job: its state, its age, then the framework's
+/// `replica_columns`, each the number of replicas of one type.
+fn printer_columns(framework: &Framework) -> Vec<CustomResourceColumnDefinition> {
+    let column = |name: &str, type_: &str, json_path: String| CustomResourceColumnDefinition {
+        name: name.to_owned(),
+        type_: type_.to_owned(),
+        json_path,
+        ..CustomResourceColumnDefinition::default()
+    };
+    let mut columns = vec![
+        column("State", "string", ".status.conditions[-1:].type".to_owned()),
+        column("Age", "date", ".metadata.creationTimestamp".to_owned()),
+    ];
+    for (name, rtype) in framework.replica_columns {
+        let path = format!(
+            ".spec.{}.{}.replicas",
+            framework.replica_specs_field,
+            rtype.key()
+        );
+        columns.push(column(name, "integer", path));
+    }
+    columns
 }
 
 fn add_rule(schema: &mut JSONSchemaProps, rule: &str, message: &str) {
