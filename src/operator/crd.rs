@@ -122,7 +122,9 @@ fn paragraphs_on_one_line(text: &str) -> String {
 }
 
 /// What `kubectl get` shows of every job: its state, its age, then the framework's
-/// `replica_columns`, each the number of replicas of one type.
+/// `replica_columns`, each the number of replicas of one type. A replica type's key may be
+/// written in any letter case and the operator normalises it only in memory, as upstream does,
+/// so a column reads the key as it is usually written: `Worker`, `WORKER` or `worker`.
 fn printer_columns(framework: &Framework) -> Vec<CustomResourceColumnDefinition> {
     let column = |name: &str, type_: &str, json_path: String| CustomResourceColumnDefinition {
         name: name.to_owned(),
@@ -135,10 +137,18 @@ fn printer_columns(framework: &Framework) -> Vec<CustomResourceColumnDefinition>
         column("Age", "date", ".metadata.creationTimestamp".to_owned()),
     ];
     for (name, rtype) in framework.replica_columns {
+        let mut spellings = vec![
+            rtype.key().to_owned(),
+            rtype.key().to_uppercase(),
+            rtype.lower().to_owned(),
+        ];
+        spellings.dedup();
+        let keys: Vec<String> = spellings.iter().map(|k| format!("'{k}'")).collect();
+        // A JSONPath union: the API server shows the first of them the job has.
         let path = format!(
-            ".spec.{}.{}.replicas",
+            ".spec.{}[{}].replicas",
             framework.replica_specs_field,
-            rtype.key()
+            keys.join(",")
         );
         columns.push(column(name, "integer", path));
     }
@@ -340,5 +350,23 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(columns, ["State", "Age", "Workers", "PS"]);
+    }
+
+    #[test]
+    fn replica_columns_read_the_key_in_its_usual_spellings() {
+        let crd = definition();
+        let paths: Vec<_> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.json_path.as_str())
+            .collect();
+        assert_eq!(
+            paths[2..],
+            [
+                ".spec.tfReplicaSpecs['Worker','WORKER','worker'].replicas",
+                ".spec.tfReplicaSpecs['PS','ps'].replicas",
+            ]
+        );
     }
 }
