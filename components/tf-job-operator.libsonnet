@@ -16,7 +16,8 @@ local healthPort = 8081;
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
     `*`, and job delete for ttlSecondsAfterFinished; a ClusterRole/Binding, or a Role/RoleBinding
     and `--namespace` with deploymentScope `namespace`; a Role for its one leader-election Lease
-    only when leaderElect is on; PodGroup rules only with gangScheduling), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
+    only when leaderElect is on; PodGroup rules only with gangScheduling, or for the gangScheduler
+    it passes as --gang-scheduler), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
     probes), a metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
     Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
     and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
@@ -35,6 +36,7 @@ local healthPort = 8081;
     frameworks: { type: 'array', default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle. Their CRDs and RBAC rules are rendered.' },
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
+    gangScheduler: { type: 'string', default: null, description: "Gang-schedule every job with this scheduler (--gang-scheduler): 'volcano', or a scheduler-plugins scheduler's name; grants its PodGroups." },
     minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
   } + u.resourceParams('100m', '128Mi'),
 
@@ -66,6 +68,19 @@ local healthPort = 8081;
         for f in std.set(params.frameworks)
       ];
     local jobs = [f.resource for f in frameworks];
+    local gangScheduler = params.gangScheduler;
+    local validGangScheduler =
+      if gangScheduler == null then null
+      else if std.type(gangScheduler) != 'string' || gangScheduler == '' then
+        u.fail(component, 'gangScheduler', "must be 'volcano' or a scheduler-plugins scheduler's name, got %s" % std.manifestJson(gangScheduler))
+      else gangScheduler;
+    // Volcano's PodGroups, or scheduler-plugins' for any other scheduler (src/operator/engine/build.rs).
+    local podGroupApis = std.set(
+      (if params.gangScheduling then ['scheduling.volcano.sh', 'scheduling.x-k8s.io'] else [])
+      + (if validGangScheduler == null then []
+         else if validGangScheduler == 'volcano' then ['scheduling.volcano.sh']
+         else ['scheduling.x-k8s.io'])
+    );
 
     // Exactly the operator's calls (src/operator/); the operator's cluster tests run with these
     // rules, and tests/cluster/identity.rs fails on a verb granted and not used.
@@ -85,8 +100,8 @@ local healthPort = 8081;
     ] + (
       // Read, server-side applied (which creates it the first time), deleted when the job ends;
       // never watched.
-      if params.gangScheduling then [
-        { apiGroups: ['scheduling.volcano.sh', 'scheduling.x-k8s.io'], resources: ['podgroups'], verbs: ['get', 'create', 'patch', 'delete'] },
+      if std.length(podGroupApis) > 0 then [
+        { apiGroups: podGroupApis, resources: ['podgroups'], verbs: ['get', 'create', 'patch', 'delete'] },
       ] else []
     );
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
@@ -123,7 +138,8 @@ local healthPort = 8081;
       '--frameworks',
       std.join(',', std.set(params.frameworks)),
     ] + (if clusterWide then [] else ['--namespace', env.namespace])
-    + (if params.leaderElect then ['--leader-elect'] else []);
+    + (if params.leaderElect then ['--leader-elect'] else [])
+    + (if validGangScheduler == null then [] else ['--gang-scheduler', validGangScheduler]);
 
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },

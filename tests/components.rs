@@ -239,6 +239,71 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
     );
 }
 
+/// The container args and the PodGroup rules of the operator rendered with `params`.
+fn operator_args_and_pod_group_rules(params: &Value) -> Result<(Value, Vec<Value>), String> {
+    let objects = render("tf-job-operator", "tf-job-operator", params)?;
+    let objects = objects.as_array().expect("a list of objects");
+    let find = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind}"))
+    };
+    let args = find("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    let pod_group_rules = find("ClusterRole")["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["resources"] == json!(["podgroups"]))
+        .cloned()
+        .collect();
+    Ok((args, pod_group_rules))
+}
+
+#[test]
+fn tf_job_operator_gang_scheduler_is_passed_and_granted_its_pod_groups() {
+    let (args, rules) = operator_args_and_pod_group_rules(&json!({})).unwrap();
+    assert!(
+        !args
+            .as_array()
+            .unwrap()
+            .contains(&json!("--gang-scheduler")),
+        "{args}"
+    );
+    assert_eq!(rules, Vec::<Value>::new());
+
+    for (scheduler, group) in [
+        ("volcano", "scheduling.volcano.sh"),
+        ("scheduler-plugins", "scheduling.x-k8s.io"),
+    ] {
+        let (args, rules) =
+            operator_args_and_pod_group_rules(&json!({ "gangScheduler": scheduler })).unwrap();
+        let args = args.as_array().unwrap();
+        let flag = args.iter().position(|a| a == "--gang-scheduler");
+        assert_eq!(
+            flag.and_then(|i| args.get(i + 1)),
+            Some(&json!(scheduler)),
+            "{args:?}"
+        );
+        assert_eq!(
+            rules,
+            [json!({
+                "apiGroups": [group],
+                "resources": ["podgroups"],
+                "verbs": ["get", "create", "patch", "delete"]
+            })]
+        );
+    }
+
+    let error = operator_args_and_pod_group_rules(&json!({ "gangScheduler": "" })).unwrap_err();
+    assert!(
+        error.contains(
+            "param gangScheduler: must be 'volcano' or a scheduler-plugins scheduler's name"
+        ),
+        "{error}"
+    );
+}
+
 /// The operator's RBAC is exactly what the operator does on the API, and never a wildcard.
 #[test]
 fn tf_job_operator_rbac_lists_exact_verbs() {

@@ -136,6 +136,11 @@ struct StuckOperator {
 
 impl StuckOperator {
     fn start(test: &str) -> StuckOperator {
+        StuckOperator::start_with(test, &[])
+    }
+
+    /// As `start`, with more arguments for `mlkube operator`.
+    fn start_with(test: &str, args: &[&str]) -> StuckOperator {
         let server = unresponsive_api_server();
         let dir = std::env::temp_dir().join(format!("mlkube-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
@@ -157,6 +162,7 @@ impl StuckOperator {
             ])
             .arg("--kubeconfig")
             .arg(&kubeconfig)
+            .args(args)
             .env("RUST_LOG", "mlkube=debug")
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -176,7 +182,7 @@ impl StuckOperator {
         let wait = std::time::Duration::from_secs(30);
         let mut seen = Vec::new();
         let started = std::time::Instant::now();
-        while !seen.iter().any(|l: &String| l.contains("\"ns/stuck\"")) {
+        while !seen.iter().any(|l: &String| l.contains("ns/stuck")) {
             match lines.recv_timeout(wait.saturating_sub(started.elapsed())) {
                 Ok(line) => seen.push(line),
                 Err(_) => {
@@ -249,4 +255,46 @@ fn the_running_operator_keeps_transparent_huge_pages_off() {
         .find_map(|l| l.strip_prefix("THP_enabled:"))
         .map(str::trim);
     assert_eq!(thp, Some("0"), "{status}");
+}
+
+#[test]
+fn log_format_json_writes_one_json_object_per_line() {
+    let operator = StuckOperator::start_with("log-json", &["--log-format", "json"]);
+    assert!(operator.seen.len() >= 2, "{:?}", operator.seen);
+    for line in &operator.seen {
+        let entry: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        for field in ["timestamp", "level", "target"] {
+            assert!(entry[field].is_string(), "no {field}: {line}");
+        }
+        assert!(entry["fields"]["message"].is_string(), "no message: {line}");
+    }
+    let starting = operator
+        .seen
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["fields"]["message"] == "starting the training-job operator")
+        .expect("the operator logs that it starts");
+    assert_eq!(starting["level"], "INFO");
+    assert_eq!(starting["fields"]["namespace"], "ns");
+}
+
+#[test]
+fn log_format_text_writes_readable_lines() {
+    let operator = StuckOperator::start_with("log-text", &["--log-format", "text"]);
+    let starting = operator
+        .seen
+        .iter()
+        .find(|l| l.contains("starting the training-job operator"))
+        .expect("the operator logs that it starts");
+    assert!(!starting.starts_with('{'), "{starting}");
+    assert!(starting.contains(" INFO "), "{starting}");
+    assert!(starting.contains("namespace=\"ns\""), "{starting}");
+}
+
+#[test]
+fn an_unknown_log_format_is_rejected_naming_the_formats() {
+    let (code, stderr) = operator(&["--log-format", "yaml"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("[possible values: text, json]"), "{stderr}");
 }

@@ -538,6 +538,20 @@ pub struct OperatorArgs {
     /// anyway, e.g. 20s, 500ms.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = settings::duration)]
     pub shutdown_timeout: std::time::Duration,
+    /// Write log lines as `text` or `json` (one JSON object per line); default: text on a
+    /// terminal, else json.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::PossibleValuesParser::new(["text", "json"]),
+            |format| match format.as_str() {
+                "json" => crate::operator::LogFormat::Json,
+                _ => crate::operator::LogFormat::Text,
+            },
+        )
+    )]
+    pub log_format: Option<crate::operator::LogFormat>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -555,6 +569,7 @@ impl OperatorArgs {
             concurrency: self.concurrency,
             gang_scheduler: self.gang_scheduler,
             shutdown_timeout: self.shutdown_timeout,
+            log_format: self.log_format,
             frameworks: if self.frameworks.is_empty() {
                 crate::operator::frameworks::ALL.iter().collect()
             } else {

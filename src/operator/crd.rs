@@ -6,7 +6,8 @@
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrBool,
+    CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
+    JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
 
@@ -21,13 +22,14 @@ pub fn definition() -> CustomResourceDefinition {
     definition_of::<TFJob>()
 }
 
-/// A framework's CRD: kube's derive output plus the rules that need what the types alone do
+/// A framework's CRD: kube's derive output with the framework's printer columns, and the rules that need what the types alone do
 /// not know: the object's name (only a rule at the root of the schema sees it), which must also
 /// leave room in the pods' and services' names for the replica type and index, and the
 /// framework's container, which every replica's pod template must have.
 pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefinition {
     let mut crd = J::crd();
     for version in &mut crd.spec.versions {
+        version.additional_printer_columns = Some(printer_columns(J::FRAMEWORK));
         let Some(schema) = version
             .schema
             .as_mut()
@@ -35,6 +37,7 @@ pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefi
         else {
             continue;
         };
+        *schema = with_whole_sentences(schema);
         add_rule(
             schema,
             "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
@@ -58,6 +61,98 @@ pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefi
         }
     }
     crd
+}
+
+/// How k8s-openapi's description of a resource quantity starts: a page of Go documentation
+/// with a grammar whose layout its generator lost, which `kubectl explain` shows as one block.
+const QUANTITY_DESCRIPTION_START: &str = "Quantity is a fixed-point representation of a number.";
+/// What the CRDs say instead.
+const QUANTITY_DESCRIPTION: &str = "An amount of a resource: a number with an optional suffix, \
+    such as `500m` (half a CPU), `2Gi` (two gibibytes) or `1e3`.";
+
+/// The schema with each description's paragraphs on one line each. Descriptions come from doc
+/// comments, wrapped at 100 columns; `kubectl explain` wraps them again, so the comment's line
+/// breaks would cut its sentences in the middle.
+fn with_whole_sentences(schema: &JSONSchemaProps) -> JSONSchemaProps {
+    let mut value = serde_json::to_value(schema).expect("a schema serialises to JSON");
+    join_description_lines(&mut value);
+    serde_json::from_value(value).expect("a schema with other descriptions is still a schema")
+}
+
+fn join_description_lines(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                match field {
+                    serde_json::Value::String(text) if key == "description" => {
+                        *text = if text.starts_with(QUANTITY_DESCRIPTION_START) {
+                            QUANTITY_DESCRIPTION.to_owned()
+                        } else {
+                            paragraphs_on_one_line(text)
+                        };
+                    }
+                    _ => join_description_lines(field),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(join_description_lines),
+        _ => {}
+    }
+}
+
+/// `text` with the line breaks inside each paragraph turned into spaces; blank lines between
+/// paragraphs, and lines that start a list item, stay.
+fn paragraphs_on_one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines().map(str::trim_end) {
+        let starts_item = line.starts_with("- ") || line.starts_with("* ");
+        if out.is_empty() || out.ends_with('\n') {
+            out.push_str(line);
+        } else if line.is_empty() {
+            out.push_str("\n\n");
+        } else if starts_item {
+            out.push('\n');
+            out.push_str(line);
+        } else {
+            out.push(' ');
+            out.push_str(line.trim_start());
+        }
+    }
+    out
+}
+
+/// What `kubectl get` shows of every job: its state, its age, then the framework's
+/// `replica_columns`, each the number of replicas of one type. A replica type's key may be
+/// written in any letter case and the operator normalises it only in memory, as upstream does,
+/// so a column reads the key as it is usually written: `Worker`, `WORKER` or `worker`.
+fn printer_columns(framework: &Framework) -> Vec<CustomResourceColumnDefinition> {
+    let column = |name: &str, type_: &str, json_path: String| CustomResourceColumnDefinition {
+        name: name.to_owned(),
+        type_: type_.to_owned(),
+        json_path,
+        ..CustomResourceColumnDefinition::default()
+    };
+    let mut columns = vec![
+        column("State", "string", ".status.conditions[-1:].type".to_owned()),
+        column("Age", "date", ".metadata.creationTimestamp".to_owned()),
+    ];
+    for (name, rtype) in framework.replica_columns {
+        let mut spellings = vec![
+            rtype.key().to_owned(),
+            rtype.key().to_uppercase(),
+            rtype.lower().to_owned(),
+        ];
+        spellings.dedup();
+        let keys: Vec<String> = spellings.iter().map(|k| format!("'{k}'")).collect();
+        // A JSONPath union: the API server shows the first of them the job has.
+        let path = format!(
+            ".spec.{}[{}].replicas",
+            framework.replica_specs_field,
+            keys.join(",")
+        );
+        columns.push(column(name, "integer", path));
+    }
+    columns
 }
 
 fn add_rule(schema: &mut JSONSchemaProps, rule: &str, message: &str) {
@@ -140,6 +235,76 @@ mod tests {
         assert_eq!(CRD_PATH, path_of(&frameworks::tensorflow::TENSORFLOW));
     }
 
+    /// Every description of `schema` with where it is, e.g. `.spec.runPolicy`.
+    fn descriptions(value: &serde_json::Value, at: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, field) in map {
+                    match field {
+                        serde_json::Value::String(text) if key == "description" => {
+                            out.push((at.to_owned(), text.clone()));
+                        }
+                        _ if key == "properties" => {
+                            for (name, property) in field.as_object().into_iter().flatten() {
+                                descriptions(property, &format!("{at}.{name}"), out);
+                            }
+                        }
+                        _ => descriptions(field, &format!("{at}[{key}]"), out),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                items.iter().for_each(|item| descriptions(item, at, out));
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a paragraph of a description is whole sentences on one line (or a list whose
+    /// items each have a line): it starts as a sentence does and ends as one does.
+    fn is_whole_paragraph(paragraph: &str) -> bool {
+        let text = paragraph.trim();
+        // Kubernetes' own descriptions start with the field's name: `matchExpressions is ...`.
+        let starts = text.starts_with(|c: char| c.is_alphanumeric() || "`(".contains(c));
+        let ends = text.ends_with(['.', ':', ')', '?']) || text.ends_with(".\"");
+        let lines_are_items = text.lines().skip(1).all(|l| l.starts_with("- "));
+        starts && ends && lines_are_items
+    }
+
+    #[test]
+    fn every_crd_field_description_is_whole_sentences() {
+        for registered in &frameworks::ALL {
+            let crd = (registered.crd)();
+            for version in &crd.spec.versions {
+                let schema = version
+                    .schema
+                    .as_ref()
+                    .and_then(|s| s.open_api_v3_schema.as_ref());
+                let schema = serde_json::to_value(schema).unwrap();
+                let mut found = Vec::new();
+                descriptions(&schema, "", &mut found);
+                assert!(found.len() > 20, "{}: {found:?}", registered.framework.kind);
+                for (at, text) in found {
+                    assert!(
+                        !text.is_empty() && text.split("\n\n").all(is_whole_paragraph),
+                        "{} {at}: the description is not whole sentences, one paragraph a line: {text:?}",
+                        registered.framework.kind
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn line_breaks_inside_a_paragraph_become_spaces() {
+        assert_eq!(
+            paragraphs_on_one_line(
+                "Policies that apply to the job,\nall of it.\n\nMore:\n- one\n- two"
+            ),
+            "Policies that apply to the job, all of it.\n\nMore:\n- one\n- two"
+        );
+    }
+
     #[test]
     fn pytorch_crd_has_state_and_age_columns_and_scales_workers() {
         let crd = definition_of::<frameworks::pytorch::PyTorchJob>();
@@ -185,5 +350,23 @@ mod tests {
             .map(|c| c.name.as_str())
             .collect();
         assert_eq!(columns, ["State", "Age", "Workers", "PS"]);
+    }
+
+    #[test]
+    fn replica_columns_read_the_key_in_its_usual_spellings() {
+        let crd = definition();
+        let paths: Vec<_> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.json_path.as_str())
+            .collect();
+        assert_eq!(
+            paths[2..],
+            [
+                ".spec.tfReplicaSpecs['Worker','WORKER','worker'].replicas",
+                ".spec.tfReplicaSpecs['PS','ps'].replicas",
+            ]
+        );
     }
 }

@@ -168,7 +168,7 @@ impl Writer {
         pending
             .for_each_concurrent(WRITERS, |event| async move {
                 if let Err(e) = writer.write(&event).await {
-                    tracing::debug!(error = %e, reason = %event.reason, "cannot record event");
+                    tracing::warn!(error = %e, reason = %event.reason, "cannot record event");
                 }
             })
             .await;

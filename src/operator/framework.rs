@@ -72,6 +72,9 @@ pub struct Framework {
     pub default_restart_policy: RestartPolicy,
     /// Whether the environment goes into every container of a pod, not only `container`.
     pub environment_in_every_container: bool,
+    /// The replica types whose counts `kubectl get` shows, after State and Age, with their
+    /// column names: TFJob's `Workers` and `PS`.
+    pub replica_columns: &'static [(&'static str, ReplicaType)],
 }
 
 impl Framework {
@@ -172,46 +175,18 @@ pub trait TrainingJob:
         self.replica_specs().get(rtype.key())
     }
 
+    /// The port the replicas of `rtype` talk on (see [`Framework::port_of`]); the framework's
+    /// default when the job has no such replicas.
+    fn port_of(&self, rtype: ReplicaType) -> i32 {
+        self.replica_spec(rtype)
+            .map_or(Self::FRAMEWORK.default_port, |r| Self::FRAMEWORK.port_of(r))
+    }
+
     /// How many pods of this type the job wants (after defaulting: `replicas`, else 1).
     fn replicas_of(&self, rtype: ReplicaType) -> Option<i32> {
         self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
     }
 }
-
-/// The accessors every framework's job type implements alike, for a spec with `run_policy`
-/// and the replica specs in the field named, and a `status`.
-macro_rules! job_fields {
-    ($replica_specs:ident) => {
-        fn replica_specs(
-            &self,
-        ) -> &std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
-            &self.spec.$replica_specs
-        }
-
-        fn replica_specs_mut(
-            &mut self,
-        ) -> &mut std::collections::BTreeMap<String, $crate::operator::api::ReplicaSpec> {
-            &mut self.spec.$replica_specs
-        }
-
-        fn run_policy(&self) -> Option<&$crate::operator::api::RunPolicy> {
-            self.spec.run_policy.as_ref()
-        }
-
-        fn run_policy_mut(&mut self) -> &mut Option<$crate::operator::api::RunPolicy> {
-            &mut self.spec.run_policy
-        }
-
-        fn status(&self) -> Option<&$crate::operator::api::JobStatus> {
-            self.status.as_ref()
-        }
-
-        fn status_mut(&mut self) -> &mut Option<$crate::operator::api::JobStatus> {
-            &mut self.status
-        }
-    };
-}
-pub(crate) use job_fields;
 
 /// A job state whose condition message each framework words its own way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -105,6 +105,7 @@ fn respond(endpoints: &Endpoints, path: &str) -> (&'static str, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::engine::plan::Transition;
 
     #[test]
     fn listen_addresses() {
@@ -114,6 +115,77 @@ mod tests {
             "127.0.0.1:9"
         );
         assert!(parse_addr("8080").is_err());
+    }
+
+    /// The families that `# HELP` and `# TYPE` lines name, and every family a sample belongs
+    /// to (a histogram's `_bucket`, `_sum` and `_count` samples belong to the histogram).
+    fn families(exposition: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let (mut helped, mut typed, mut sampled) = (Vec::new(), Vec::new(), Vec::new());
+        for line in exposition.lines() {
+            let mut words = line.split_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some("#"), Some("HELP"), Some(name)) => helped.push(name.to_owned()),
+                (Some("#"), Some("TYPE"), Some(name)) => typed.push(name.to_owned()),
+                (Some(sample), _, _) => {
+                    let name = sample.split('{').next().unwrap_or(sample);
+                    let family = ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .find_map(|suffix| name.strip_suffix(suffix))
+                        .filter(|base| typed.iter().any(|t| t == base))
+                        .unwrap_or(name);
+                    sampled.push(family.to_owned());
+                }
+                _ => {}
+            }
+        }
+        (helped, typed, sampled)
+    }
+
+    #[tokio::test]
+    async fn every_scraped_metric_has_help_and_type() {
+        let metrics = Arc::new(Metrics::default());
+        metrics.job(Transition::Created, "tensorflow", "team-a");
+        metrics.job_deleted("pytorch", "team-b");
+        for operation in [
+            "created_pods",
+            "deleted_pods",
+            "succeeded_service_creation",
+            "failed_service_creation",
+            "created_pod_groups",
+            "updated_pod_groups",
+            "deleted_pod_groups",
+            "mlkube_operator_events_dropped",
+        ] {
+            metrics.object(operation);
+        }
+        metrics.error("create_pod");
+        metrics.reconciled(std::time::Duration::from_millis(3));
+        let listener = bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(serve(listener, Endpoints::Metrics(metrics)));
+
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+
+        let (helped, typed, sampled) = families(body);
+        assert!(sampled.len() > 20, "{body}");
+        for family in &sampled {
+            assert!(helped.contains(family), "{family} has no # HELP in\n{body}");
+            assert!(typed.contains(family), "{family} has no # TYPE in\n{body}");
+        }
+        for family in ["created_pods_total", "succeeded_service_creation_total"] {
+            assert!(
+                sampled.iter().any(|s| s == family),
+                "no {family} in\n{body}"
+            );
+        }
     }
 
     #[tokio::test]

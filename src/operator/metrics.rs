@@ -3,8 +3,9 @@
 //!
 //! Names follow upstream's (`training_operator_jobs_*_total{job_namespace,framework}`) so
 //! existing dashboards keep working; the reconcile-duration histogram, error counter and
-//! work-queue depth are new. Labels come from a fixed set: the job's namespace, and operation
-//! names that are `&'static str`.
+//! work-queue depth are new, as are `mlkube_build_info` and the standard `process_*` metrics
+//! (see `process`). Every metric has its `# HELP` and `# TYPE`. Labels come from a fixed set:
+//! the job's namespace, and operation names that are `&'static str`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -14,6 +15,8 @@ use std::time::Duration;
 
 use super::engine::plan::Transition;
 use super::lock;
+
+mod process;
 
 /// Upper bounds of the reconcile-duration histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -125,6 +128,7 @@ impl Metrics {
         let objects = lock(&self.objects);
         for (operation, value) in objects.iter() {
             let metric = format!("{operation}_total");
+            let _ = writeln!(out, "# HELP {metric} {}", object_help(operation));
             let _ = writeln!(out, "# TYPE {metric} counter");
             let _ = writeln!(out, "{metric} {value}");
         }
@@ -177,8 +181,48 @@ impl Metrics {
             "mlkube_operator_is_leader {}",
             self.leader.load(Ordering::Relaxed)
         );
+        render_build_info(&mut out);
+        process::render(&mut out);
         out
     }
+}
+
+/// What an object counter counts, for its `# HELP` line.
+fn object_help(operation: &str) -> String {
+    let known = match operation {
+        "created_pods" => "Pods the operator created.",
+        "deleted_pods" => "Pods the operator deleted.",
+        "succeeded_service_creation" => "Services the operator created.",
+        "failed_service_creation" => "Service creations the API server refused.",
+        "created_pod_groups" => "PodGroups the operator created for gang scheduling.",
+        "updated_pod_groups" => "PodGroups the operator updated to follow their job.",
+        "deleted_pod_groups" => "PodGroups the operator deleted.",
+        "mlkube_operator_events_dropped" => {
+            "Events not recorded because too many were waiting to be written."
+        }
+        other => return format!("Times the operator did {other}."),
+    };
+    known.to_owned()
+}
+
+/// `mlkube_build_info`: always 1, its labels say which build runs. `git_commit` and `rustc`
+/// are there when the build set `MLKUBE_GIT_COMMIT` and `MLKUBE_RUSTC_VERSION`.
+fn render_build_info(out: &mut String) {
+    let mut labels = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    for (label, value) in [
+        ("git_commit", option_env!("MLKUBE_GIT_COMMIT")),
+        ("rustc", option_env!("MLKUBE_RUSTC_VERSION")),
+    ] {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            let _ = write!(labels, ",{label}=\"{}\"", escape(value));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP mlkube_build_info The running build of mlkube; always 1."
+    );
+    let _ = writeln!(out, "# TYPE mlkube_build_info gauge");
+    let _ = writeln!(out, "mlkube_build_info{{{labels}}} 1");
 }
 
 fn escape(value: &str) -> String {
@@ -219,5 +263,36 @@ mod tests {
             text.contains("mlkube_operator_reconciles_in_flight 1\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn build_info_is_one_and_names_the_version() {
+        let text = Metrics::default().render();
+        let version = env!("CARGO_PKG_VERSION");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("mlkube_build_info{"))
+            .unwrap_or_else(|| panic!("no mlkube_build_info in\n{text}"));
+        assert!(
+            line.starts_with(&format!("mlkube_build_info{{version=\"{version}\"")),
+            "{line}"
+        );
+        assert!(line.ends_with("} 1"), "{line}");
+    }
+
+    #[test]
+    fn process_metrics_are_exported() {
+        let text = Metrics::default().render();
+        for metric in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_start_time_seconds",
+            "process_open_fds",
+        ] {
+            assert!(
+                text.lines().any(|l| l.starts_with(&format!("{metric} "))),
+                "no {metric} in\n{text}"
+            );
+        }
     }
 }

@@ -56,6 +56,18 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// The frameworks whose jobs to run (`frameworks::ALL` for all).
     pub frameworks: Vec<&'static frameworks::Registered>,
+    /// How log lines are written; `None`: text on a terminal, else JSON.
+    pub log_format: Option<LogFormat>,
+}
+
+/// How the operator writes its log lines on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Readable lines: time, level, the job's span, the message and its fields.
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (with `message`)
+    /// and, inside a reconcile, `span` (with the job as `namespace/name`).
+    Json,
 }
 
 /// Why the operator stopped.
@@ -130,7 +142,13 @@ fn keep_the_heap_in_small_pages() -> std::io::Result<()> {
 
 /// `mlkube operator`: run until interrupted.
 pub fn run(settings: Settings) -> Result<(), OperatorError> {
-    init_logging();
+    init_logging(settings.log_format.unwrap_or_else(|| {
+        if std::io::stderr().is_terminal() {
+            LogFormat::Text
+        } else {
+            LogFormat::Json
+        }
+    }));
     if let Err(e) = keep_the_heap_in_small_pages() {
         tracing::debug!(error = %e, "transparent huge pages stay enabled");
     }
@@ -147,22 +165,23 @@ pub fn run(settings: Settings) -> Result<(), OperatorError> {
     result
 }
 
-/// JSON lines on stderr when it is not a terminal (in a pod), readable text when it is. Each
-/// line inside a reconcile carries the job as `namespace/name` (the span's `job` field).
-fn init_logging() {
+/// Log lines on stderr in `format`, filtered by `RUST_LOG` (default `info`). Each line inside
+/// a reconcile carries the job as `namespace/name` (the span's `job` field).
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    let _ = if std::io::stderr().is_terminal() {
-        builder.try_init()
-    } else {
-        builder
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+            .try_init(),
+        LogFormat::Json => builder
             .json()
             .with_current_span(true)
             .with_span_list(false)
-            .try_init()
+            .try_init(),
     };
 }
 

@@ -4,39 +4,21 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
+use crate::identity::{Access, OperatorIdentity, Scope};
 use crate::operator::{
     TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
     services, start_operator,
 };
-use crate::support::{TestNamespace, eventually};
+use crate::support::{TestNamespace, env, eventually, submit};
 
 fn pytorchjob(value: serde_json::Value) -> PyTorchJob {
     serde_json::from_value(driven_by_hand(value)).expect("a valid PyTorchJob")
-}
-
-async fn submit(ns: &TestNamespace, job: &PyTorchJob) -> Api<PyTorchJob> {
-    let jobs = Api::<PyTorchJob>::namespaced(ns.client.clone(), &ns.name);
-    jobs.create(&PostParams::default(), job)
-        .await
-        .expect("the PyTorchJob is accepted");
-    jobs
-}
-
-/// The environment of a pod's container, as (name, value), in order.
-fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
-    pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter(|c| c.name == container)
-        .flat_map(|c| c.env.iter().flatten())
-        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
-        .collect()
 }
 
 pub(crate) fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -65,7 +47,8 @@ async fn pytorch_simple_example_runs_to_success_with_upstreams_environment() {
     let ns = TestNamespace::new("fw-pytorch").await;
     let _operator = start_operator(&ns).await;
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let jobs = submit(&ns, &example_in(&examples, "pytorch-simple.yaml")).await;
+    let job: PyTorchJob = example_in(&examples, "pytorch-simple.yaml");
+    let jobs = submit(&ns, &job).await;
 
     let names = ["pytorch-simple-master-0", "pytorch-simple-worker-0"];
     let pods = await_running(&ns, "pytorch-simple", &names).await;
@@ -196,4 +179,201 @@ async fn a_finished_pytorchjob_is_deleted_after_its_ttl() {
         jobs.get_opt("short").await.ok()?.is_none().then_some(())
     })
     .await;
+}
+
+/// `mlkube operator --log-format json` for one namespace, as the component's ServiceAccount,
+/// with its stderr lines as they come; killed when dropped.
+struct LoggedOperator {
+    child: std::process::Child,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    _identity: OperatorIdentity,
+}
+
+impl LoggedOperator {
+    async fn start(ns: &TestNamespace) -> LoggedOperator {
+        crate::operator::install_crd(&ns.client).await;
+        let identity = OperatorIdentity::new(ns, Access::scoped(Scope::Namespace)).await;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(["operator", "--namespace", &ns.name, "--log-format", "json"])
+            .arg("--kubeconfig")
+            .arg(identity.kubeconfig())
+            .args([
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--health-addr",
+                "127.0.0.1:0",
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the mlkube binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let (sender, lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = sender.send(line);
+            }
+        });
+        LoggedOperator {
+            child,
+            lines,
+            _identity: identity,
+        }
+    }
+
+    /// Read log lines, each of which must be a JSON object, until one matches `wanted`.
+    async fn await_line(
+        &mut self,
+        what: &str,
+        wanted: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        let mut seen = Vec::new();
+        loop {
+            let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.recv()).await else {
+                panic!(
+                    "no log line {what} within {TIMEOUT:?}; seen:\n{}",
+                    seen.join("\n")
+                );
+            };
+            let entry: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("a log line is not a JSON object ({e}): {line}"));
+            if wanted(&entry) {
+                return entry;
+            }
+            seen.push(line);
+        }
+    }
+}
+
+impl Drop for LoggedOperator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_failed_job_is_logged_at_warn_with_its_reason() {
+    let ns = TestNamespace::new("fw-log-failed").await;
+    let mut operator = LoggedOperator::start(&ns).await;
+    let mut job = workers("doomed", 1, json!({}));
+    job.spec
+        .pytorch_replica_specs
+        .get_mut("Worker")
+        .unwrap()
+        .restart_policy = Some(mlkube::operator::api::RestartPolicy::Never);
+    let jobs = submit(&ns, &job).await;
+    await_running(&ns, "doomed", &["doomed-worker-0"]).await;
+    exit_container(&ns, "doomed-worker-0", "pytorch", 1).await;
+    let failed = await_condition_type(&jobs, "doomed", "Failed", TIMEOUT).await;
+    let message = failed
+        .status
+        .unwrap()
+        .conditions
+        .pop()
+        .unwrap()
+        .message
+        .unwrap();
+
+    let job_name = format!("{}/doomed", ns.name);
+    let line = operator
+        .await_line("saying the job failed", |entry| {
+            entry["span"]["job"] == job_name.as_str()
+                && entry["fields"]["reason"] == "PyTorchJobFailed"
+        })
+        .await;
+    assert_eq!(line["level"], "WARN", "{line}");
+    assert_eq!(line["fields"]["condition"], "Failed", "{line}");
+    assert_eq!(
+        line["fields"]["message"],
+        format!("job failed: {message}"),
+        "{line}"
+    );
+    assert!(
+        message.starts_with("PyTorchJob doomed is failed because 1 Worker replica(s) failed."),
+        "{message}"
+    );
+}
+
+/// The cells of `kubectl get <plural>` for each job in the namespace, by column name, as the
+/// API server computes them from the CRD's printer columns.
+async fn printed_columns(
+    ns: &TestNamespace,
+    plural: &str,
+) -> Vec<std::collections::BTreeMap<String, serde_json::Value>> {
+    let path = format!("/apis/kubeflow.org/v1/namespaces/{}/{plural}", ns.name);
+    let mut request = kube::core::Request::new(path)
+        .list(&ListParams::default())
+        .expect("a list request");
+    request.headers_mut().insert(
+        "accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+            .parse()
+            .expect("a header value"),
+    );
+    let table: serde_json::Value = ns
+        .client
+        .request(request)
+        .await
+        .expect("the API server prints a table");
+    let names: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .expect("column definitions")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    table["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| {
+            let cells = row["cells"].as_array().expect("cells");
+            names.iter().cloned().zip(cells.iter().cloned()).collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_workers_column_reads_a_replica_key_written_in_capitals() {
+    let ns = TestNamespace::new("fw-columns").await;
+    crate::operator::install_crd(&ns.client).await;
+    let replicas = |count: i32| {
+        json!({ "replicas": count, "template": { "spec": {
+            "containers": [{ "name": "tensorflow", "image": "tf:1" }]
+        } } })
+    };
+    for (name, worker_key, ps_key) in [("capitals", "WORKER", "PS"), ("lower", "worker", "ps")] {
+        let job: mlkube::operator::frameworks::tensorflow::TFJob =
+            serde_json::from_value(driven_by_hand(json!({
+                "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                "metadata": { "name": name },
+                "spec": { "tfReplicaSpecs": { worker_key: replicas(3), ps_key: replicas(2) } }
+            })))
+            .expect("a valid TFJob");
+        submit(&ns, &job).await;
+    }
+    let rows = printed_columns(&ns, "tfjobs").await;
+    let cells: Vec<_> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["Name"].clone(),
+                row["Workers"].clone(),
+                row["PS"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            (json!("capitals"), json!(3), json!(2)),
+            (json!("lower"), json!(3), json!(2)),
+        ]
+    );
 }

@@ -9,7 +9,7 @@
 use std::mem::ManuallyDrop;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, CustomResourceExt, ResourceExt};
 use mlkube::operator::framework::TrainingJob;
@@ -24,41 +24,13 @@ use crate::operator::{
     TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
     services, start_operator,
 };
-use crate::support::{TestNamespace, client, eventually};
+use crate::support::{TestNamespace, client, env, eventually, submit};
 
 fn example<J: serde::de::DeserializeOwned>(file: &str) -> J {
     example_in(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
         file,
     )
-}
-
-async fn submit<J: TrainingJob>(ns: &TestNamespace, job: &J) -> Api<J> {
-    let jobs = Api::<J>::namespaced(ns.client.clone(), &ns.name);
-    jobs.create(&PostParams::default(), job)
-        .await
-        .unwrap_or_else(|e| panic!("the {} is accepted: {e}", J::FRAMEWORK.kind));
-    jobs
-}
-
-/// The environment of a pod's container, as (name, value) in order; a variable taken from a
-/// field reads `<field path>`.
-fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
-    pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter(|c| c.name == container)
-        .flat_map(|c| c.env.iter().flatten())
-        .map(|e| {
-            let from = e.value_from.as_ref().and_then(|f| f.field_ref.as_ref());
-            let value = match (&e.value, from) {
-                (Some(value), _) => value.clone(),
-                (None, Some(field)) => format!("<{}>", field.field_path),
-                (None, None) => String::new(),
-            };
-            (e.name.clone(), value)
-        })
-        .collect()
 }
 
 /// The job's last condition's reason and message.

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
+use mlkube::operator::framework::TrainingJob;
 
 const HOW_TO_START: &str = "start the local control plane with `cluster/local-cluster.sh up` and \
      `eval \"$(cluster/local-cluster.sh env)\"`, or run the README's test command";
@@ -150,4 +151,33 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Create `job` in the test's namespace; the API of its kind there.
+pub async fn submit<J: TrainingJob>(ns: &TestNamespace, job: &J) -> Api<J> {
+    let jobs = Api::<J>::namespaced(ns.client.clone(), &ns.name);
+    jobs.create(&PostParams::default(), job)
+        .await
+        .unwrap_or_else(|e| panic!("the {} is accepted: {e}", J::FRAMEWORK.kind));
+    jobs
+}
+
+/// The environment of a pod's container, as (name, value) in order; a variable taken from a
+/// field reads `<field path>`.
+pub fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter(|c| c.name == container)
+        .flat_map(|c| c.env.iter().flatten())
+        .map(|e| {
+            let from = e.value_from.as_ref().and_then(|f| f.field_ref.as_ref());
+            let value = match (&e.value, from) {
+                (Some(value), _) => value.clone(),
+                (None, Some(field)) => format!("<{}>", field.field_path),
+                (None, None) => String::new(),
+            };
+            (e.name.clone(), value)
+        })
+        .collect()
 }

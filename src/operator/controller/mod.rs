@@ -302,7 +302,10 @@ async fn run_one<J: TrainingJob>(
                 Err(ControllerError::ObjectNotFound(job)) => {
                     queue.remove(job.namespace.as_deref().unwrap_or_default(), &job.name);
                 }
-                Err(e) => tracing::debug!(error = %e, "reconcile did not complete"),
+                // `error_policy` has logged it.
+                Err(ControllerError::ReconcilerFailed(..)) => {}
+                // A watch failing after its retries, or the queue: the jobs wait until it heals.
+                Err(e) => tracing::warn!(error = %e, "reconcile did not complete"),
                 Ok(_) => {}
             }
             std::future::ready(())

@@ -255,7 +255,13 @@ async fn reconcile_job<J: TrainingJob>(
         if let Some(condition) = plan.status.conditions.last()
             && old_status.conditions.last() != Some(condition)
         {
-            tracing::info!(condition = %condition.type_, reason = condition.reason.as_deref().unwrap_or(""), "status");
+            let reason = condition.reason.as_deref().unwrap_or("");
+            let message = condition.message.as_deref().unwrap_or("");
+            if condition.type_ == "Failed" {
+                tracing::warn!(condition = %condition.type_, reason, "job failed: {message}");
+            } else {
+                tracing::info!(condition = %condition.type_, reason, "status");
+            }
         }
     }
     for transition in &plan.transitions {

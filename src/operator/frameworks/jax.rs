@@ -33,6 +33,7 @@ pub static JAX: Framework = Framework {
     default_port: 6666,
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
+    replica_columns: &[],
 };
 
 /// A distributed JAX job: `replicas` Worker processes, worker 0 coordinating.
@@ -46,17 +47,7 @@ pub static JAX: Framework = Framework {
     namespaced,
     status = "JobStatus",
     doc = "JAXJob runs a distributed JAX job as Worker pods and headless services, each told the \
-           coordinator's address, the number of processes and its own process id.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+           coordinator's address, the number of processes and its own process id."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct JAXJobSpec {
@@ -115,9 +106,7 @@ impl TrainingJob for JAXJob {
         index: i32,
         placement: &Placement<'_>,
     ) -> Vec<EnvVar> {
-        let port = self
-            .replica_spec(WORKER)
-            .map_or(JAX.default_port, |r| JAX.port_of(r));
+        let port = self.port_of(WORKER);
         let processes: i32 = self
             .replicas()
             .map(|(t, _)| self.replicas_of(t).unwrap_or(0))

@@ -51,6 +51,7 @@ pub static MXNET: Framework = Framework {
     default_port: 9091,
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
+    replica_columns: &[],
 };
 
 /// An MXNet job: parameter-server training or auto-tuning, by `jobMode`.
@@ -65,17 +66,7 @@ pub static MXNET: Framework = Framework {
     status = "JobStatus",
     doc = "MXJob runs a distributed MXNet job (Scheduler, Servers, Workers; or TunerTracker, \
            TunerServer, Tuner) as pods and headless services, with MX_CONFIG and the DMLC \
-           variables injected into each.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+           variables injected into each."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MXJobSpec {

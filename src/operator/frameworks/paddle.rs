@@ -41,6 +41,7 @@ pub static PADDLE: Framework = Framework {
     default_port: 36543,
     default_restart_policy: RestartPolicy::OnFailure,
     environment_in_every_container: true,
+    replica_columns: &[],
 };
 
 /// A distributed PaddlePaddle job: Workers, optionally with a Master.
@@ -54,17 +55,7 @@ pub static PADDLE: Framework = Framework {
     namespaced,
     status = "JobStatus",
     doc = "PaddleJob runs a distributed PaddlePaddle job (Workers, optionally a Master) as pods \
-           and headless services, each told the rendezvous address and the number of nodes.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+           and headless services, each told the rendezvous address and the number of nodes."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PaddleJobSpec {
@@ -179,9 +170,7 @@ impl TrainingJob for PaddleJob {
             env_var("PADDLE_NNODES", nodes.to_string()),
         ];
         let leader = self.leader();
-        let port = self
-            .replica_spec(leader)
-            .map_or(PADDLE.default_port, |r| PADDLE.port_of(r));
+        let port = self.port_of(leader);
         if rtype == leader && index == 0 {
             env.push(EnvVar {
                 name: POD_IP.to_owned(),

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_fields,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -61,6 +61,7 @@ pub static PYTORCH: Framework = Framework {
     default_port: DEFAULT_PORT,
     default_restart_policy: RestartPolicy::OnFailure,
     environment_in_every_container: true,
+    replica_columns: &[],
 };
 
 /// A PyTorch training job: a Master and Workers, or Workers alone (elastic), each run as
@@ -76,16 +77,6 @@ pub static PYTORCH: Framework = Framework {
     status = "JobStatus",
     doc = "PyTorchJob runs a distributed PyTorch training job (a Master and Workers) as pods and \
            headless services, with the torch.distributed rendezvous environment injected.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
     scale(
         spec_replicas_path = ".spec.pytorchReplicaSpecs.Worker.replicas",
         status_replicas_path = ".status.replicaStatuses.Worker.active",
@@ -194,7 +185,7 @@ fn preserved_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 impl TrainingJob for PyTorchJob {
     const FRAMEWORK: &'static Framework = &PYTORCH;
 
-    job_fields!(pytorch_replica_specs);
+    job_accessors!(pytorch_replica_specs);
 
     /// The elastic range from whichever bound is set, else the Worker replicas; `nprocPerNode`
     /// `auto` unless the elastic policy sets its own.
@@ -347,12 +338,6 @@ impl TrainingJob for PyTorchJob {
 }
 
 impl PyTorchJob {
-    /// The port of a replica type (`pytorchjob-port`, else 23456).
-    fn port_of(&self, rtype: ReplicaType) -> i32 {
-        self.replica_spec(rtype)
-            .map_or(DEFAULT_PORT, |r| PYTORCH.port_of(r))
-    }
-
     fn elastic_environment(&self, elastic: &ElasticPolicy) -> Vec<EnvVar> {
         let host = elastic.rdzv_host.clone().unwrap_or_else(|| {
             format!(

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_fields,
+    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
 };
 
 pub use tf_config::ENV_NAME;
@@ -47,12 +47,11 @@ pub static TENSORFLOW: Framework = Framework {
     default_port: DEFAULT_PORT,
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: false,
+    replica_columns: &[("Workers", WORKER), ("PS", PS)],
 };
 
 /// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as
 /// `replicas` pods with a headless service apiece, wired together with `TF_CONFIG`.
-// Two printer columns share `type_ = "integer"`, which clippy takes for a repeated attribute.
-#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "kubeflow.org",
@@ -63,27 +62,7 @@ pub static TENSORFLOW: Framework = Framework {
     namespaced,
     status = "JobStatus",
     doc = "TFJob runs a distributed TensorFlow training job (Chief, Workers, parameter servers, \
-           Evaluator) as pods and headless services, with TF_CONFIG injected into each.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Workers",
-        type_ = "integer",
-        json_path = ".spec.tfReplicaSpecs.Worker.replicas"
-    ),
-    printcolumn(
-        name = "PS",
-        type_ = "integer",
-        json_path = ".spec.tfReplicaSpecs.PS.replicas"
-    )
+           Evaluator) as pods and headless services, with TF_CONFIG injected into each."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TFJobSpec {
@@ -137,7 +116,7 @@ pub enum SuccessPolicy {
 impl TrainingJob for TFJob {
     const FRAMEWORK: &'static Framework = &TENSORFLOW;
 
-    job_fields!(tf_replica_specs);
+    job_accessors!(tf_replica_specs);
 
     fn apply_defaults(&mut self) {
         self.spec

@@ -35,6 +35,7 @@ pub static XGBOOST: Framework = Framework {
     default_port: 9999,
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
+    replica_columns: &[],
 };
 
 /// A distributed XGBoost training job: one Master (the tracker, rank 0) and Workers.
@@ -48,17 +49,7 @@ pub static XGBOOST: Framework = Framework {
     namespaced,
     status = "JobStatus",
     doc = "XGBoostJob runs a distributed XGBoost training job (one Master, Workers) as pods and \
-           headless services, each told the Master's address and its rank.",
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.conditions[-1:].type"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+           headless services, each told the Master's address and its rank."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct XGBoostJobSpec {
@@ -147,13 +138,6 @@ impl TrainingJob for XGBoostJob {
             env.push(env_var("WORKER_ADDRS", workers.join(",")));
         }
         env
-    }
-}
-
-impl XGBoostJob {
-    fn port_of(&self, rtype: ReplicaType) -> i32 {
-        self.replica_spec(rtype)
-            .map_or(XGBOOST.default_port, |r| XGBOOST.port_of(r))
     }
 }
 
