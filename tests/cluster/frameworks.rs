@@ -10,11 +10,11 @@ use kube::{Api, ResourceExt};
 use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
-use crate::identity::{Access, OperatorIdentity, Scope};
 use crate::operator::{
     TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
     services, start_operator,
 };
+use crate::operator_identity::{Access, OperatorIdentity, Scope};
 use crate::support::{TestNamespace, env, eventually, submit};
 
 fn pytorchjob(value: serde_json::Value) -> PyTorchJob {
