@@ -1000,6 +1000,12 @@ fn color_always_colours_even_a_pipe_and_despite_no_color() {
             run.stderr
         );
     }
+    // clap's own argument errors follow the flag too.
+    let run = with_color(&app, Some("always"), None, &["env", "lis"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("\x1b["), "{:?}", run.stderr);
+    let run = with_color(&app, Some("never"), None, &["env", "lis"]);
+    assert!(!run.stderr.contains('\x1b'), "{:?}", run.stderr);
 }
 
 #[test]

@@ -47,6 +47,37 @@ pub fn stderr() -> bool {
     )
 }
 
+/// The `--color` value among raw arguments (`--color never` or `--color=never`), for clap's own
+/// help and errors, which it prints before the arguments are parsed.
+pub fn from_args(args: impl IntoIterator<Item = OsString>) -> Option<ColorChoice> {
+    let mut args = args
+        .into_iter()
+        .map(|arg| arg.to_string_lossy().into_owned());
+    let mut found = None;
+    while let Some(arg) = args.next() {
+        let value = match arg.strip_prefix("--color") {
+            Some("") => args.next(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+            None if arg == "--" => break,
+            None => None,
+        };
+        if let Some(choice) = value.and_then(|v| ColorChoice::from_str(&v, false).ok()) {
+            found = Some(choice);
+        }
+    }
+    found
+}
+
+impl From<ColorChoice> for clap::ColorChoice {
+    fn from(choice: ColorChoice) -> Self {
+        match choice {
+            ColorChoice::Auto => clap::ColorChoice::Auto,
+            ColorChoice::Always => clap::ColorChoice::Always,
+            ColorChoice::Never => clap::ColorChoice::Never,
+        }
+    }
+}
+
 fn chosen() -> ColorChoice {
     CHOICE.get().copied().unwrap_or_default()
 }
@@ -72,7 +103,25 @@ pub fn red(word: &str, on: bool) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ColorChoice, enabled};
+    use super::{ColorChoice, enabled, from_args};
+
+    #[test]
+    fn the_last_color_flag_before_dash_dash_counts() {
+        let args = |list: &[&str]| list.iter().map(Into::into).collect::<Vec<_>>();
+        assert_eq!(
+            from_args(args(&["mlkube", "--color", "never", "env", "list"])),
+            Some(ColorChoice::Never)
+        );
+        assert_eq!(
+            from_args(args(&["mlkube", "--color=never", "show", "--color=always"])),
+            Some(ColorChoice::Always)
+        );
+        assert_eq!(
+            from_args(args(&["mlkube", "init", "--", "--color=never"])),
+            None
+        );
+        assert_eq!(from_args(args(&["mlkube", "--color", "sometimes"])), None);
+    }
 
     #[test]
     fn auto_colours_a_terminal_unless_no_color_is_set() {

@@ -17,7 +17,7 @@ pub mod status;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::cli::color::ColorChoice;
 use crate::cli::exit::Exit;
@@ -596,8 +596,11 @@ fn framework(name: &str) -> Result<&'static crate::operator::frameworks::Registe
 
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    color::choose(cli.global.color);
+    // clap prints help and argument errors while it parses, so it learns `--color` first.
+    let choice = color::from_args(std::env::args_os()).unwrap_or_default();
+    color::choose(choice);
+    let matches = Cli::command().color(choice.into()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     run(cli).into()
 }
 
