@@ -30,13 +30,14 @@ use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Conflict, FIELD_MANAGER, Resolved,
     namespace_resource,
 };
 use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
+use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
 use crate::render::kinds::{Tier, tier};
 
@@ -497,10 +498,16 @@ async fn apply_tier(
                 }
                 let namespace = desired.key.namespace.as_deref();
                 let mode = sending.mode(desired);
+                let before = listed.get(&desired.key).copied();
+                if let Some(member) = before.filter(|_| !mode.force && is_secret(&desired.key)) {
+                    let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
+                    if !conflicts.is_empty() {
+                        return (key, Err(conflict_failure(&conflicts, None)));
+                    }
+                }
                 let result = cluster
                     .apply(r, namespace, &desired.key.name, &desired.value, mode)
                     .await;
-                let before = listed.get(&desired.key).copied();
                 let outcome = match result {
                     Ok(applied) => Ok(outcome(&applied, before, mode)),
                     // A dry run cannot create the namespace first; the object would be created.
@@ -581,20 +588,26 @@ fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Out
 }
 
 fn apply_failure(error: &kube::Error) -> String {
-    if let Some(conflicts) = cluster::conflicts(error) {
-        let mut message = String::from("conflicts with other field managers:");
-        for c in &conflicts {
-            let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
-        }
-        if conflicts.is_empty() {
-            let _ = write!(message, " {}", cluster::api_message(error));
-        }
-        message.push_str(
-            "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
-        );
-        return message;
+    match cluster::conflicts(error) {
+        Some(conflicts) => conflict_failure(&conflicts, Some(error)),
+        None => cluster::api_message(error),
     }
-    cluster::api_message(error)
+}
+
+/// Every conflicting field with its manager, and how to go on; the server's message when it
+/// named no field.
+fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> String {
+    let mut message = String::from("conflicts with other field managers:");
+    for c in conflicts {
+        let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
+    }
+    if let (true, Some(error)) = (conflicts.is_empty(), error) {
+        let _ = write!(message, " {}", cluster::api_message(error));
+    }
+    message.push_str(
+        "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
+    );
+    message
 }
 
 async fn established(

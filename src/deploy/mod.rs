@@ -13,6 +13,7 @@ pub mod key;
 pub mod memory;
 pub mod ownership;
 pub mod plan;
+pub mod secret;
 pub mod status;
 #[cfg(test)]
 mod tests;

@@ -587,3 +587,80 @@ async fn two_apps_of_one_name_never_share_an_applyset() {
     );
     assert_eq!(cluster.writes(), []);
 }
+
+fn secret(written_as: &str, value: &str) -> Object {
+    object(
+        "serving",
+        "v1",
+        "Secret",
+        "token",
+        json!({written_as: {"token": value}}),
+    )
+}
+
+/// The token, decoded, as the cluster stores it.
+fn stored_token(cluster: &MemoryCluster) -> String {
+    use base64::Engine as _;
+    let live = cluster
+        .object("v1", "Secret", Some(NS), "token")
+        .expect("the Secret");
+    let encoded = live["data"]["token"].as_str().expect("a token");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(bytes).expect("text")
+}
+
+#[tokio::test]
+async fn a_secret_value_another_manager_changed_is_a_conflict_through_data_or_string_data() {
+    // (mlkube writes through, the other manager through)
+    let ways = [
+        ("data", "stringData"),
+        ("stringData", "data"),
+        ("data", "data"),
+    ];
+    for (ours, theirs) in ways {
+        let encode = |written_as: &str, text: &str| {
+            use base64::Engine as _;
+            if written_as == "data" {
+                base64::engine::general_purpose::STANDARD.encode(text)
+            } else {
+                text.to_string()
+            }
+        };
+        let rendered = vec![secret(ours, &encode(ours, "one"))];
+        let cluster = deployed(rendered.clone()).await;
+        cluster.create_as(
+            "night-shift",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "token", "namespace": NS},
+                   theirs: {"token": encode(theirs, "two")}}),
+        );
+        let plan = plan_of(rendered, &[]);
+        let changes = super::diff::diff(&cluster, &plan, Default::default())
+            .await
+            .expect("diff");
+        let conflicts = &changes.changes[0].conflicts;
+        assert_eq!(conflicts.len(), 1, "{ours} vs {theirs}: {conflicts:?}");
+        assert_eq!(conflicts[0].manager, "night-shift");
+
+        let refused = apply::apply(&cluster, &plan, &options(&Yes)).await;
+        let Err(ApplyError::Objects { details, .. }) = refused else {
+            panic!("{ours} vs {theirs}: expected a conflict, got {refused:?}");
+        };
+        assert!(
+            details.contains(&format!(".{theirs}.token")) && details.contains("night-shift"),
+            "{details}"
+        );
+        assert_eq!(stored_token(&cluster), "two", "{ours} vs {theirs}");
+
+        let forcing = ApplyOptions {
+            force_conflicts: true,
+            ..options(&Yes)
+        };
+        apply::apply(&cluster, &plan, &forcing)
+            .await
+            .expect("apply --force-conflicts");
+        assert_eq!(stored_token(&cluster), "one", "{ours} vs {theirs}");
+    }
+}

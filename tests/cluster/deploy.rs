@@ -148,6 +148,45 @@ impl Env {
         apply::apply(&self.cluster, &self.plan(objects), options).await
     }
 
+    /// Another field manager, `night-shift`, takes the fields of `intruder` over.
+    async fn night_shift_applies<K>(&self, intruder: &Value)
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        let name = intruder["metadata"]["name"].as_str().expect("a name");
+        Api::<K>::namespaced(self.client.clone(), &self.ns)
+            .patch(
+                name,
+                &PatchParams::apply("night-shift").force(),
+                &Patch::Apply(intruder),
+            )
+            .await
+            .expect("the other manager's apply");
+    }
+
+    /// `diff` names the one conflict on `field` with `night-shift`, and `apply` refuses it.
+    async fn assert_night_shift_conflict(&self, objects: Vec<Object>, field: &str) {
+        let changes = self.diff(objects.clone()).await;
+        let conflicts = &changes.changes[0].conflicts;
+        assert_eq!(conflicts.len(), 1, "{field}: {conflicts:?}");
+        assert_eq!(conflicts[0].manager, "night-shift");
+        assert_eq!(conflicts[0].field, field);
+
+        let refused = self
+            .apply(objects, &options())
+            .await
+            .expect_err("a conflict refuses");
+        let message = refused.to_string();
+        assert!(
+            message.contains(field) && message.contains("\"night-shift\""),
+            "{message}"
+        );
+        assert!(message.contains("--force-conflicts"), "{message}");
+    }
+
     async fn config_map(&self, name: &str) -> Option<ConfigMap> {
         Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
             .get_opt(name)
@@ -467,31 +506,10 @@ async fn a_conflict_with_another_field_manager_is_refused_then_forced() {
     // Someone else takes the field over.
     let intruder = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "settings", "namespace": test.name}, "data": {"level": "debug"}});
-    Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
-        .patch(
-            "settings",
-            &PatchParams::apply("night-shift").force(),
-            &Patch::Apply(&intruder),
-        )
-        .await
-        .expect("the other manager's apply");
+    env.night_shift_applies::<ConfigMap>(&intruder).await;
 
-    let changes = env.diff(objects.clone()).await;
-    let change = &changes.changes[0];
-    assert_eq!(change.conflicts.len(), 1, "{:?}", change.conflicts);
-    assert_eq!(change.conflicts[0].manager, "night-shift");
-    assert_eq!(change.conflicts[0].field, ".data.level");
-
-    let refused = env
-        .apply(objects.clone(), &options())
-        .await
-        .expect_err("a conflict refuses");
-    let message = refused.to_string();
-    assert!(
-        message.contains(".data.level") && message.contains("\"night-shift\""),
-        "{message}"
-    );
-    assert!(message.contains("--force-conflicts"), "{message}");
+    env.assert_night_shift_conflict(objects.clone(), ".data.level")
+        .await;
     assert_eq!(
         env.config_map("settings").await.unwrap().data.unwrap()["level"],
         "debug"
@@ -504,6 +522,48 @@ async fn a_conflict_with_another_field_manager_is_refused_then_forced() {
         env.config_map("settings").await.unwrap().data.unwrap()["level"],
         "info"
     );
+}
+
+/// The token of the Secret `name`, decoded.
+async fn stored_token(env: &Env, name: &str) -> String {
+    let secret = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .get(name)
+        .await
+        .expect("get Secret");
+    let data = secret.data.expect("data");
+    String::from_utf8(data["token"].0.clone()).expect("text")
+}
+
+#[tokio::test]
+async fn a_secret_value_changed_through_string_data_is_a_conflict_as_through_data() {
+    let test = TestNamespace::new("deploy-secret-conflict").await;
+    let env = Env::new(&test.name).await;
+    // base64 of "one"
+    let objects = vec![secret(&test.name, "c", "token", json!({"token": "b25l"}))];
+    env.apply(objects.clone(), &options())
+        .await
+        .expect("first apply");
+
+    for (written_as, value) in [("stringData", "two"), ("data", "dGhyZWU=")] {
+        let intruder = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "token", "namespace": test.name}, written_as: {"token": value}});
+        env.night_shift_applies::<Secret>(&intruder).await;
+        let changed = stored_token(&env, "token").await;
+
+        env.assert_night_shift_conflict(objects.clone(), &format!(".{written_as}.token"))
+            .await;
+        assert_eq!(stored_token(&env, "token").await, changed, "{written_as}");
+    }
+
+    let mut forced = options();
+    forced.force_conflicts = true;
+    env.apply(objects.clone(), &forced)
+        .await
+        .expect("forced apply");
+    assert_eq!(stored_token(&env, "token").await, "one");
+    let after = env.diff(objects).await;
+    assert!(after.changes[0].conflicts.is_empty(), "{:?}", after.changes);
+    assert_eq!(Exit::of_diff(&after), Exit::Done);
 }
 
 #[tokio::test]
