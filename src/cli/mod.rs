@@ -279,6 +279,9 @@ pub struct ApplyArgs {
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
     /// of rendering the app; the environment argument is then also the namespace.
     #[arg(long, hide = true, value_name = "FILE")]
@@ -295,6 +298,9 @@ pub struct PruneArgs {
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -309,6 +315,9 @@ pub struct DeleteArgs {
     /// Also delete the environment's namespace.
     #[arg(long)]
     pub delete_namespace: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
     /// of rendering the app; the environment argument is then also the namespace.
     #[arg(long, hide = true, value_name = "FILE")]
@@ -322,6 +331,9 @@ pub struct ValidateArgs {
     pub env: String,
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
+    /// Output format: text (rejections on stderr) or json (valid, rejected and skipped).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

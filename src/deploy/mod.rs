@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod applyset;
+pub mod cancel;
 pub mod cluster;
 pub mod diff;
 pub mod key;

@@ -12,12 +12,14 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use mlkube::cli::exit::Exit;
 use mlkube::cli::output::Confirmation;
-use mlkube::deploy::apply::{self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions};
+use mlkube::deploy::apply::{
+    self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions, Quiet,
+};
 use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::deploy::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
 use mlkube::deploy::plan::{self, Plan};
-use mlkube::deploy::wait::Progress;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
@@ -25,6 +27,12 @@ use crate::support::{self, TestNamespace};
 
 // ---------------------------------------------------------------------------------------------
 // builders
+
+/// A cancel nobody sends.
+fn never() -> &'static Cancel {
+    static NEVER: std::sync::LazyLock<Cancel> = std::sync::LazyLock::new(Cancel::new);
+    &NEVER
+}
 
 fn labels(env: &str, component: &str) -> Value {
     json!({
@@ -204,8 +212,9 @@ fn options() -> ApplyOptions<'static> {
         wait: false,
         timeout: Duration::from_secs(60),
         allow_empty: false,
-        progress: Progress::Plain,
         adopt: false,
+        observer: &Quiet,
+        cancel: never(),
     }
 }
 
@@ -647,6 +656,8 @@ async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
             dry_run: false,
             consent: &Confirmation::Given,
             allow_empty: false,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await;
@@ -759,6 +770,8 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
             components: vec![],
             delete_namespace: false,
             consent: &Confirmation::Absent,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await;
@@ -774,6 +787,8 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
             components: vec![],
             delete_namespace: false,
             consent: &Confirmation::Given,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await
@@ -944,6 +959,136 @@ fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .expect("the mlkube binary runs")
 }
 
+/// `count` ConfigMaps and a Deployment that never becomes available (no node matches it), as
+/// YAML documents for `--manifest`.
+fn slow_manifest(ns: &str, count: usize) -> String {
+    let mut stuck = deployment(ns, "serving", "stuck", 1);
+    stuck.value["spec"]["template"]["spec"]["nodeSelector"] =
+        json!({"mlkube.io/no-such-node": "true"});
+    (0..count)
+        .map(|i| {
+            config_map(
+                ns,
+                "bulk",
+                &format!("bulk-{i:03}"),
+                json!({"i": i.to_string()}),
+            )
+        })
+        .chain([stuck])
+        .map(|o| serde_yaml::to_string(&o.value).expect("YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[tokio::test]
+async fn ctrl_c_during_apply_finishes_what_is_in_flight_reports_it_and_a_rerun_converges() {
+    use std::io::{BufRead, BufReader, Read};
+
+    let test = TestNamespace::new("deploy-sigint").await;
+    let env = Env::new(&test.name).await;
+    let set = ApplySet::new("manifest", &test.name, &test.name);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let manifest = tmp.path().join("objects.yaml");
+    std::fs::write(&manifest, slow_manifest(&test.name, 400)).expect("write the manifest");
+    let manifest = manifest.to_str().unwrap();
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args([
+            "apply",
+            &test.name,
+            "--manifest",
+            manifest,
+            "--timeout",
+            "5m",
+        ])
+        .current_dir(tmp.path())
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout
+        .read_line(&mut first)
+        .expect("the first applied object");
+    assert!(first.ends_with(" created\n"), "{first:?}");
+    // Ctrl-C, as a terminal sends it: while the ConfigMaps are sent, or during the wait for
+    // the Deployment that never becomes available.
+    let signal = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(signal.success());
+    let mut rest = String::new();
+    stdout
+        .read_to_string(&mut rest)
+        .expect("the rest of stdout");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("the apply ends");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("mlkube: interrupted"), "{stderr}");
+    let summary = stderr.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("apply: ") && summary.ends_with("(interrupted)"),
+        "{stderr}"
+    );
+
+    // Everything written was reported, and the inventory covers it.
+    let reported: Vec<String> = first
+        .lines()
+        .chain(rest.lines())
+        .map(str::to_string)
+        .collect();
+    let written = Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
+        .list(&kube::api::ListParams::default().labels("mlkube.io/component=bulk"))
+        .await
+        .expect("list ConfigMaps");
+    assert!(!written.items.is_empty());
+    for config_map in &written.items {
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        assert!(
+            reported.contains(&format!("ConfigMap {}/{name} created", test.name)),
+            "{name} was written but not reported"
+        );
+        assert_eq!(
+            config_map.metadata.labels.as_ref().unwrap()[PART_OF_LABEL],
+            set.id
+        );
+    }
+    let inventory = applyset::read(&env.cluster, &set)
+        .await
+        .unwrap()
+        .expect("an inventory");
+    assert!(inventory.group_kinds.contains("ConfigMap"), "{inventory:?}");
+
+    let rerun = mlkube(
+        tmp.path(),
+        &["apply", &test.name, "--manifest", manifest, "--no-wait"],
+    );
+    assert_eq!(
+        rerun.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let diff = mlkube(tmp.path(), &["diff", &test.name, "--manifest", manifest]);
+    assert_eq!(
+        diff.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+}
+
 #[tokio::test]
 async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     let _shared = support::lock_shared_cluster_objects().await;
@@ -1068,6 +1213,8 @@ fn delete_all() -> DeleteOptions<'static> {
         components: vec![],
         delete_namespace: false,
         consent: &Confirmation::Given,
+        observer: &Quiet,
+        cancel: never(),
     }
 }
 
