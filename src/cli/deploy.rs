@@ -80,7 +80,7 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| diff_deployment(&d, args)),
     )
@@ -119,7 +119,7 @@ pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| apply_deployment(&d, args)),
     )
@@ -199,7 +199,7 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
         manifest: None,
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| prune_deployment(&d, args)),
     )
@@ -243,7 +243,7 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| delete_deployment(&d, args)),
     )
@@ -286,7 +286,7 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
         manifest: None,
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| validate_deployment(&d, args)),
     )

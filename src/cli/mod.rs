@@ -49,6 +49,15 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
+/// How long the cluster verbs wait for the API server.
+#[derive(Debug, Args, Clone)]
+pub struct RequestArgs {
+    /// How long to wait for the API server to answer one request (connecting included), e.g.
+    /// 30s, 2m; a server that does not answer in time fails the verb.
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = settings::duration)]
+    pub request_timeout: std::time::Duration,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a new app with the local, dev and prod environments.
@@ -244,6 +253,8 @@ pub struct DiffArgs {
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -288,6 +299,8 @@ pub struct ApplyArgs {
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -303,6 +316,8 @@ pub struct PruneArgs {
     pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -324,6 +339,8 @@ pub struct DeleteArgs {
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +353,8 @@ pub struct ValidateArgs {
     pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -345,6 +364,8 @@ pub struct StatusArgs {
     pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
