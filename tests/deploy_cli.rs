@@ -96,3 +96,72 @@ fn the_context_flag_cannot_send_a_pinned_environment_elsewhere() {
     );
     assert!(stderr.contains("hint:"), "{stderr}");
 }
+
+/// A kubeconfig whose only context points at `server`.
+fn kubeconfig_for(dir: &Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("silent.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: silent\n\
+             clusters:\n- name: silent\n  cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}\n\
+             contexts:\n- name: silent\n  context: {{cluster: silent, user: me}}\n\
+             users:\n- name: me\n  user: {{token: t}}\n"
+        ),
+    )
+    .expect("write the kubeconfig");
+    path
+}
+
+#[test]
+fn an_api_server_that_never_answers_fails_after_the_request_timeout() {
+    // Accepts every connection and never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let init = mlkube(tmp.path(), &["init", app.to_str().unwrap()]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    for scheme in ["https", "http"] {
+        let kubeconfig = kubeconfig_for(tmp.path(), &format!("{scheme}://127.0.0.1:{port}"));
+        for verb in ["diff", "apply", "prune", "delete", "validate", "status"] {
+            let out = mlkube(
+                &app,
+                &[
+                    verb,
+                    "local",
+                    "--yes",
+                    "--request-timeout",
+                    "1s",
+                    "--kubeconfig",
+                    kubeconfig.to_str().unwrap(),
+                ]
+                .into_iter()
+                .filter(|a| *a != "--yes" || matches!(verb, "apply" | "prune" | "delete"))
+                .collect::<Vec<_>>(),
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{scheme} {verb}: {stderr}");
+            assert!(
+                stderr.contains(&format!(
+                    "127.0.0.1:{port} (context `silent`) did not answer within 1s"
+                )),
+                "{scheme} {verb}: {stderr}"
+            );
+            assert!(
+                stderr.contains("--request-timeout"),
+                "{scheme} {verb}: {stderr}"
+            );
+        }
+    }
+}

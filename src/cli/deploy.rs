@@ -10,15 +10,18 @@
 
 use std::io::Write;
 
-use crate::deploy::apply::{self, ApplyError, ApplyOptions, DeleteOptions, PruneOptions};
+use crate::deploy::apply::{
+    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
+};
 use crate::deploy::applyset::ApplySet;
+use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, Plan, PlanError};
 use crate::deploy::status::{self, LastApply, StatusError};
 
 use super::exit::Exit;
-use super::output::{self, Confirmation};
+use super::output::{self, Confirmation, Printer};
 use super::settings::{self, Deployment, Selection, SettingsError};
 use super::{
     ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs, report,
@@ -77,7 +80,7 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| diff_deployment(&d, args)),
     )
@@ -93,14 +96,11 @@ pub fn diff_deployment(deployment: &Deployment, args: &DiffArgs) -> Result<Exit,
         };
         let changes = diff::diff(&cluster, &plan, options).await?;
         let mut stdout = std::io::stdout().lock();
-        match args.output {
-            ListFormat::Json => {
-                let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
-            }
-            ListFormat::Text => {
-                let text = diff::render_text(&changes, output::use_color());
-                let _ = write!(stdout, "{text}");
-            }
+        if args.output == ListFormat::Json {
+            let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
+        } else {
+            let text = diff::render_text(&changes, output::use_color());
+            let _ = write!(stdout, "{text}");
         }
         drop(stdout);
         eprint!("{}", diff::render_failures(&changes));
@@ -119,15 +119,46 @@ pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| apply_deployment(&d, args)),
     )
 }
 
+/// Ctrl-C cancels the verb: no request is started any more, those in flight finish, and the
+/// verb prints what it did. A second Ctrl-C ends the process at once.
+fn cancel_on_ctrl_c(cancel: &Cancel) {
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        eprintln!(
+            "mlkube: interrupted: finishing the requests in flight (Ctrl-C again to stop at once)"
+        );
+        cancel.cancel();
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(Exit::Interrupted as i32);
+        }
+    });
+}
+
+/// The exit code of an apply, prune or delete that returned its report.
+fn exit_of(report: &ApplyReport) -> Exit {
+    if report.interrupted {
+        Exit::Interrupted
+    } else if report.not_ready.is_empty() {
+        Exit::Done
+    } else {
+        Exit::NotReady
+    }
+}
+
 /// `mlkube apply` on an environment already rendered.
 pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
+    let printer = Printer::new(args.output == ListFormat::Json, args.dry_run);
+    let cancel = Cancel::new();
     let options = ApplyOptions {
         dry_run: args.dry_run,
         prune: args.prune,
@@ -136,10 +167,12 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         wait: !args.no_wait,
         timeout: args.timeout,
         allow_empty: args.allow_empty,
-        progress: output::progress(),
         adopt: args.adopt,
+        observer: &printer,
+        cancel: &cancel,
     };
     runtime()?.block_on(async {
+        cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         eprintln!(
             "mlkube: applying environment `{}` to context `{}` ({})",
@@ -147,16 +180,12 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         );
         let plan = deployment.plan(&args.components)?;
         let report = apply::apply(&cluster, &plan, &options).await?;
-        if !options.dry_run {
+        if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
             status::record_last_apply(&cluster, &plan.applyset, &last).await?;
         }
-        output::print_report(&report, options.dry_run);
-        Ok(if report.not_ready.is_empty() {
-            Exit::Done
-        } else {
-            Exit::NotReady
-        })
+        output::print_report("apply", &report, &printer);
+        Ok(exit_of(&report))
     })
 }
 
@@ -170,7 +199,7 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
         manifest: None,
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| prune_deployment(&d, args)),
     )
@@ -179,23 +208,28 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
 /// `mlkube prune` on an environment already rendered.
 pub fn prune_deployment(deployment: &Deployment, args: &PruneArgs) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
+    let printer = Printer::new(args.output == ListFormat::Json, false);
+    let cancel = Cancel::new();
     let options = PruneOptions {
         dry_run: false,
         consent: &consent,
         allow_empty: args.allow_empty,
+        observer: &printer,
+        cancel: &cancel,
     };
     runtime()?.block_on(async {
+        cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&[])?;
         let report = apply::prune(&cluster, &plan, &options).await?;
-        if report.pruned.is_empty() {
+        if report.pruned.is_empty() && !printer.json() {
             eprintln!(
                 "mlkube: nothing to prune in environment `{}`",
                 deployment.target.env
             );
         }
-        output::print_report(&report, false);
-        Ok(Exit::Done)
+        output::print_report("prune", &report, &printer);
+        Ok(exit_of(&report))
     })
 }
 
@@ -209,7 +243,7 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
         manifest: args.manifest.as_deref(),
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| delete_deployment(&d, args)),
     )
@@ -218,22 +252,27 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
 /// `mlkube delete` for an environment (only its app name and target are used).
 pub fn delete_deployment(deployment: &Deployment, args: &DeleteArgs) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
+    let printer = Printer::new(args.output == ListFormat::Json, false);
+    let cancel = Cancel::new();
     let options = DeleteOptions {
         components: args.components.clone(),
         delete_namespace: args.delete_namespace,
         consent: &consent,
+        observer: &printer,
+        cancel: &cancel,
     };
     runtime()?.block_on(async {
+        cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
-        if report.pruned.is_empty() {
+        if report.pruned.is_empty() && !printer.json() {
             eprintln!(
                 "mlkube: environment `{}` has nothing applied on context `{}`",
                 deployment.target.env, cluster.context
             );
         }
-        output::print_report(&report, false);
-        Ok(Exit::Done)
+        output::print_report("delete", &report, &printer);
+        Ok(exit_of(&report))
     })
 }
 
@@ -247,7 +286,7 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
         manifest: None,
     };
     finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| validate_deployment(&d, args)),
     )

@@ -2,7 +2,8 @@
 //!
 //! They follow `kubectl diff`: 0 means done (or no differences), 1 means differences were found,
 //! and 2 and up are errors. `status` uses the same codes for the same meanings: 1 for drift,
-//! 3 for objects not healthy, and 4 for an environment never applied.
+//! 3 for objects not healthy, and 4 for an environment never applied. 130 is an apply, prune
+//! or delete stopped by Ctrl-C.
 
 use std::process::ExitCode;
 
@@ -23,6 +24,9 @@ pub enum Exit {
     NotReady = 3,
     /// `status`: the environment has no inventory on the cluster, it was never applied.
     NeverApplied = 4,
+    /// Ctrl-C stopped `apply`, `prune` or `delete` part way (128 + SIGINT, as a shell reports
+    /// it); what was done is printed and a re-run finishes.
+    Interrupted = 130,
 }
 
 impl Exit {

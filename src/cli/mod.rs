@@ -64,6 +64,15 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
+/// How long the cluster verbs wait for the API server.
+#[derive(Debug, Args, Clone)]
+pub struct RequestArgs {
+    /// How long to wait for the API server to answer one request (connecting included), e.g.
+    /// 30s, 2m; a server that does not answer in time fails the verb.
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = settings::duration)]
+    pub request_timeout: std::time::Duration,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create a new app with the local, dev and prod environments.
@@ -409,6 +418,8 @@ pub struct DiffArgs {
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -446,12 +457,17 @@ pub struct ApplyArgs {
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
     /// of rendering the app; the environment argument is then also the namespace.
     #[arg(long, hide = true, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -464,8 +480,13 @@ pub struct PruneArgs {
     /// Prune even when the environment renders nothing.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -481,12 +502,17 @@ pub struct DeleteArgs {
     /// Also delete the environment's namespace.
     #[arg(long)]
     pub delete_namespace: bool,
+    /// Output format: text (a line per object, a summary on stderr) or json (one document).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     /// Deploy these pre-rendered objects (YAML documents, as `mlkube show` prints them) instead
     /// of rendering the app; the environment argument is then also the namespace.
     #[arg(long, hide = true, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -496,8 +522,13 @@ pub struct ValidateArgs {
     /// Only these components; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
+    /// Output format: text (rejections on stderr) or json (valid, rejected and skipped).
+    #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]
@@ -509,6 +540,8 @@ pub struct StatusArgs {
     pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 #[derive(Debug, Args)]

@@ -4,11 +4,14 @@
 //! the diff summary and the confirmation prompt go to stderr. Colour follows `--color`
 //! ([`super::color`]), and it never carries meaning on its own.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Outcome};
+use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 use crate::deploy::key::Key;
-use crate::deploy::wait::Progress;
+use crate::deploy::wait::{Health, Watched};
 
 /// Whether destructive steps may go ahead: `--yes`, a question on the terminal, or a refusal
 /// when there is no terminal to ask on.
@@ -74,35 +77,229 @@ pub fn use_color() -> bool {
     super::color::stdout()
 }
 
-/// How waiting shows progress on stderr: one redrawn line on a terminal, a line per change
-/// otherwise.
-pub fn progress() -> Progress {
-    if std::io::stderr().is_terminal() {
-        Progress::Line
-    } else {
-        Progress::Plain
+/// How the cluster verbs print: in text, a line per object on stdout as soon as it is applied
+/// or removed, progress while waiting on stderr, and a summary at the end; in JSON, nothing
+/// until the one document at the end.
+pub struct Printer {
+    json: bool,
+    dry_run: bool,
+    started: Instant,
+    /// A terminal: the wait redraws one line; otherwise it prints a line when something
+    /// changed and every few seconds.
+    terminal: bool,
+    last_wait_line: Mutex<Option<(String, Duration)>>,
+}
+
+/// How often waiting prints a line without a terminal when nothing changed.
+const QUIET_LINE_EVERY: Duration = Duration::from_secs(5);
+
+impl Printer {
+    pub fn new(json: bool, dry_run: bool) -> Printer {
+        Printer {
+            json,
+            dry_run,
+            started: Instant::now(),
+            terminal: std::io::stderr().is_terminal(),
+            last_wait_line: Mutex::new(None),
+        }
+    }
+
+    fn suffix(&self) -> &'static str {
+        if self.dry_run { " (dry run)" } else { "" }
+    }
+
+    fn object_line(&self, key: &Key, word: &str) {
+        if !self.json {
+            let _ = writeln!(std::io::stdout().lock(), "{key} {word}{}", self.suffix());
+        }
+    }
+
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// Seconds since the verb started, for the summary.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 }
 
-/// Print an apply report: one line per object on stdout, kept members and unready ones on stderr.
-pub fn print_report(report: &ApplyReport, dry_run: bool) {
-    let suffix = if dry_run { " (dry run)" } else { "" };
-    let mut stdout = std::io::stdout().lock();
-    for (key, outcome) in &report.applied {
-        let word = match outcome {
-            Outcome::Created => "created",
-            Outcome::Configured => "configured",
-            Outcome::Unchanged => "unchanged",
+impl Observer for Printer {
+    fn applied(&self, key: &Key, outcome: Outcome) {
+        self.object_line(key, outcome_word(outcome));
+    }
+
+    fn removed(&self, key: &Key, removal: Removal) {
+        let word = match removal {
+            Removal::Deleted => "deleted",
+            Removal::Released => "released",
         };
-        let _ = writeln!(stdout, "{key} {word}{suffix}");
+        self.object_line(key, word);
     }
-    for key in &report.pruned {
-        let _ = writeln!(stdout, "{key} deleted{suffix}");
+
+    fn waiting(&self, elapsed: Duration, objects: &[Watched]) {
+        if self.json {
+            return;
+        }
+        let line = wait_line(elapsed, objects);
+        let done = objects.iter().all(|w| w.health == Health::Ready);
+        let mut stderr = std::io::stderr().lock();
+        if self.terminal {
+            let _ = write!(stderr, "\r\x1b[2K{line}");
+            if done {
+                let _ = writeln!(stderr);
+            }
+            let _ = stderr.flush();
+            return;
+        }
+        // Without a terminal: when the state changed, and every few seconds while it does not.
+        let state = state_of(objects);
+        let mut last = self
+            .last_wait_line
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let due = match &*last {
+            Some((previous, at)) => *previous != state || elapsed >= *at + QUIET_LINE_EVERY,
+            None => true,
+        };
+        if due {
+            let _ = writeln!(stderr, "{line}");
+            *last = Some((state, elapsed));
+        }
     }
-    for key in &report.released {
-        let _ = writeln!(stdout, "{key} released{suffix}");
+}
+
+fn outcome_word(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Created => "created",
+        Outcome::Configured => "configured",
+        Outcome::Unchanged => "unchanged",
     }
-    drop(stdout);
+}
+
+/// Each object's state and blockers, to tell whether anything changed since the last line.
+fn state_of(objects: &[Watched]) -> String {
+    objects
+        .iter()
+        .map(|w| format!("{} {:?} {:?}", w.key, w.health, w.blockers))
+        .collect()
+}
+
+/// `waiting 12s: 6 of 7 ready; Deployment.apps ml/resnet (0/1 available, 0 updated): pod
+/// resnet-x: not scheduled: Unschedulable 0/2 nodes are available: ...`
+pub fn wait_line(elapsed: Duration, objects: &[Watched]) -> String {
+    let ready = objects.iter().filter(|w| w.health == Health::Ready).count();
+    let mut line = format!(
+        "waiting {}s: {ready} of {} ready",
+        elapsed.as_secs(),
+        objects.len()
+    );
+    if let Some(first) = objects.iter().find(|w| w.health != Health::Ready) {
+        let why = match &first.health {
+            Health::Progressing(why) => why.clone(),
+            Health::Failed(why) => format!("failed: {why}"),
+            Health::Ready => String::new(),
+        };
+        let _ = write!(line, "; {} ({why})", first.key);
+        if let Some(blocker) = first.blockers.first() {
+            let _ = write!(line, ": {blocker}");
+        }
+    }
+    line
+}
+
+/// The counts after an apply, prune or delete.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub created: usize,
+    pub configured: usize,
+    pub unchanged: usize,
+    pub deleted: usize,
+    pub released: usize,
+    pub not_ready: usize,
+}
+
+impl Counts {
+    pub fn of(report: &ApplyReport) -> Counts {
+        let count = |o| report.applied.iter().filter(|(_, x)| *x == o).count();
+        Counts {
+            created: count(Outcome::Created),
+            configured: count(Outcome::Configured),
+            unchanged: count(Outcome::Unchanged),
+            deleted: report.pruned.len(),
+            released: report.released.len(),
+            not_ready: report.not_ready.len(),
+        }
+    }
+}
+
+/// The summary line: `apply: 3 created, 1 configured, 27 unchanged, 2 pruned in 4.2s`.
+pub fn summary_line(verb: &str, report: &ApplyReport, dry_run: bool, elapsed: Duration) -> String {
+    let c = Counts::of(report);
+    let mut line = if verb == "apply" {
+        format!(
+            "{verb}: {} created, {} configured, {} unchanged, {} pruned",
+            c.created, c.configured, c.unchanged, c.deleted
+        )
+    } else {
+        format!("{verb}: {} deleted", c.deleted)
+    };
+    if c.released > 0 {
+        let _ = write!(line, ", {} released", c.released);
+    }
+    if c.not_ready > 0 {
+        let _ = write!(line, ", {} not ready", c.not_ready);
+    }
+    let _ = write!(line, " in {:.1}s", elapsed.as_secs_f64());
+    if dry_run {
+        line.push_str(" (dry run)");
+    }
+    if report.interrupted {
+        line.push_str(" (interrupted)");
+    }
+    line
+}
+
+/// The `-o json` document of `apply`, `prune` and `delete`.
+pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> serde_json::Value {
+    let objects: Vec<serde_json::Value> = report
+        .applied
+        .iter()
+        .map(|(key, outcome)| (key, outcome_word(*outcome)))
+        .chain(report.pruned.iter().map(|key| (key, "deleted")))
+        .chain(report.released.iter().map(|key| (key, "released")))
+        .map(|(key, outcome)| {
+            let mut object = serde_json::to_value(key).unwrap_or_default();
+            object["outcome"] = outcome.into();
+            object
+        })
+        .collect();
+    let with = |key: &Key, field: &str, value: &str| {
+        let mut object = serde_json::to_value(key).unwrap_or_default();
+        object[field] = value.into();
+        object
+    };
+    serde_json::json!({
+        "dry_run": dry_run,
+        "interrupted": report.interrupted,
+        "objects": objects,
+        "adopted": report.adopted.iter().map(|(k, owner)| with(k, "owner", owner)).collect::<Vec<_>>(),
+        "kept": report.kept.iter().map(|(k, reason)| with(k, "reason", reason)).collect::<Vec<_>>(),
+        "not_ready": report.not_ready,
+        "summary": Counts::of(report),
+        "elapsed_seconds": elapsed.as_secs_f64(),
+    })
+}
+
+/// Print the end of an apply, prune or delete: in text, the notes (adopted, kept, released, not
+/// ready) and the summary line on stderr; in JSON, the one document on stdout.
+pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
+    let elapsed = printer.elapsed();
+    if printer.json {
+        let json = report_json(report, printer.dry_run, elapsed);
+        let _ = writeln!(std::io::stdout().lock(), "{json:#}");
+        return;
+    }
     for (key, owner) in &report.adopted {
         eprintln!("mlkube: adopted {key} (it was {owner})");
     }
@@ -126,6 +323,13 @@ pub fn print_report(report: &ApplyReport, dry_run: bool) {
             }
         }
     }
+    if report.interrupted {
+        eprintln!(
+            "mlkube: interrupted: the objects above were written and the inventory covers them; \
+             run the same command again to finish"
+        );
+    }
+    eprintln!("{}", summary_line(verb, report, printer.dry_run, elapsed));
 }
 
 #[cfg(test)]

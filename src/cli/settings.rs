@@ -1,6 +1,7 @@
 //! Arguments plus the environment's pins, resolved once into typed settings: where a cluster verb
-//! goes (the kubeconfig, the context, the pinned server), what it deploys (the rendered
-//! manifest, or pre-rendered objects from `--manifest`), and the options of each verb.
+//! goes (the kubeconfig, the context, the pinned server, how long one request may take), what it
+//! deploys (the rendered manifest, or pre-rendered objects from `--manifest`), and the options
+//! of each verb.
 //!
 //! The stages below `cli` take these values and never see a flag.
 
@@ -15,7 +16,7 @@ use crate::app::{App, AppError};
 use crate::deploy::cluster::Target;
 use crate::render::manifest::{Manifest, ManifestFileError};
 
-use super::{ClusterArgs, GlobalArgs};
+use super::{ClusterArgs, GlobalArgs, RequestArgs};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
@@ -53,6 +54,7 @@ pub fn deployment(
     global: &GlobalArgs,
     selection: Selection<'_>,
     cluster: &ClusterArgs,
+    request: &RequestArgs,
 ) -> Result<Deployment, SettingsError> {
     if let Some(path) = selection.manifest {
         let mut manifest = Manifest::read(path)?;
@@ -70,6 +72,7 @@ pub fn deployment(
                 namespace: selection.env.to_string(),
                 kubeconfig: cluster.kubeconfig.clone(),
                 context_flag: cluster.context.clone(),
+                request_timeout: Some(request.request_timeout),
                 ..Target::default()
             },
             manifest,
@@ -84,6 +87,7 @@ pub fn deployment(
         context: environment.context.clone(),
         kubeconfig: cluster.kubeconfig.clone(),
         context_flag: cluster.context.clone(),
+        request_timeout: Some(request.request_timeout),
     };
     let manifest = app.render(selection.env, selection.components)?;
     Ok(Deployment {

@@ -27,7 +27,7 @@ pub fn status(global: &GlobalArgs, args: &StatusArgs) -> Exit {
         manifest: None,
     };
     deploy::finish(
-        settings::deployment(global, selection, &args.cluster)
+        settings::deployment(global, selection, &args.cluster, &args.request)
             .map_err(DeployError::from)
             .and_then(|d| status_deployment(&d, args)),
     )

@@ -11,8 +11,12 @@
 //! Guarantees: nothing is written before every kind resolves and the prune is confirmed. A
 //! conflict with another field manager fails that object (every conflicting field and manager
 //! listed) unless `force_conflicts`, and the apply stops after the tier it happened in.
-//! Interrupted anywhere (Ctrl-C, kill), a re-run converges: server-side apply is idempotent, and
-//! the inventory is widened before and narrowed only after, so every member stays findable.
+//! Cancelled (the command line's Ctrl-C), no request is started any more, those in flight
+//! finish, and the report says what was done and that it was interrupted: the inventory was
+//! widened before the first member was written and is narrowed (by a prune) or deleted (by
+//! `delete`) only when every member was reached, so it covers everything written. Killed
+//! anywhere, a re-run converges all the same: server-side apply is idempotent. Each object is
+//! told to the [`Observer`] as soon as its request returns.
 //!
 //! Caveats: a prune deletes only inventory members that mlkube applied and no controller owns
 //! (see [`crate::deploy::applyset`]); namespaces are never members, so neither prune nor delete removes
@@ -29,15 +33,17 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
+use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Conflict, FIELD_MANAGER, Resolved,
     namespace_resource,
 };
 use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::wait::{self, NotReady, Pending, Progress, WaitError};
+use crate::deploy::secret::{is_secret, value_conflicts};
+use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
 use crate::render::kinds::{Tier, tier};
 
 /// Whether destructive steps may go ahead. The caller decides: the command line lists what
@@ -48,6 +54,22 @@ pub trait Consent: Sync {
     fn confirm(&self, verb: &'static str, doomed: &[Key]) -> Result<(), ApplyError>;
 }
 
+/// What the verbs tell their caller while they work, as it happens: each object applied or
+/// removed, and every poll of the wait. The command line prints it; tests may record it.
+pub trait Observer: Sync {
+    /// An object was applied (in a dry run: would be), with what that did.
+    fn applied(&self, _key: &Key, _outcome: Outcome) {}
+    /// A member was deleted, or only this set's claim on a shared object was released.
+    fn removed(&self, _key: &Key, _removal: Removal) {}
+    /// How long the wait has run and where every waited-for object stands.
+    fn waiting(&self, _elapsed: Duration, _objects: &[Watched]) {}
+}
+
+/// Tells nobody anything.
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
 #[derive(Clone, Copy)]
 pub struct ApplyOptions<'a> {
     pub dry_run: bool,
@@ -57,9 +79,11 @@ pub struct ApplyOptions<'a> {
     pub wait: bool,
     pub timeout: Duration,
     pub allow_empty: bool,
-    pub progress: Progress,
     /// Take over rendered objects that exist but are not this environment's.
     pub adopt: bool,
+    pub observer: &'a dyn Observer,
+    /// Stop starting requests, finish those in flight, and return what was done.
+    pub cancel: &'a Cancel,
 }
 
 /// What happened to one applied object.
@@ -82,6 +106,8 @@ pub struct ApplyReport {
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
+    /// Cancelled before the end: the lists say what was done, the inventory covers it.
+    pub interrupted: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -195,7 +221,13 @@ pub async fn apply(
         dry_run: options.dry_run,
         force: options.force_conflicts,
         adopted: &adopted,
+        observer: options.observer,
+        cancel: options.cancel,
     };
+    if options.cancel.is_cancelled() {
+        report.interrupted = true;
+        return Ok(report);
+    }
 
     // Namespaces first: the inventory lives in the environment's.
     let namespaces: Vec<&Desired> = plan
@@ -212,7 +244,7 @@ pub async fn apply(
         &mut report,
     )
     .await?;
-    ensure_namespace(cluster, plan, options.dry_run, &mut report).await?;
+    ensure_namespace(cluster, plan, sending, &mut report).await?;
 
     let planned = Inventory {
         group_kinds: plan.group_kinds(),
@@ -241,12 +273,18 @@ pub async fn apply(
                 let deferred = !resolved.contains_key(&d.key);
                 if deferred && options.dry_run {
                     // Its CRD exists only after a real apply; a dry run cannot send it.
+                    options.observer.applied(&d.key, Outcome::Created);
                     report.applied.push((d.key.clone(), Outcome::Created));
                 }
                 !deferred || !options.dry_run
             })
             .collect();
         apply_tier(cluster, &objects, &resolved, &listed, sending, &mut report).await?;
+        if options.cancel.is_cancelled() {
+            // The inventory was widened before this tier: it already covers what was written.
+            report.interrupted = true;
+            return Ok(report);
+        }
         if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
             established(cluster, &objects, &resolved, options.timeout).await?;
             resolved = rediscover(cluster, plan).await?;
@@ -254,11 +292,16 @@ pub async fn apply(
     }
 
     if !doomed.is_empty() {
-        let removed = delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
-        (report.pruned, report.released) = removed;
+        let hooks = (options.observer, options.cancel);
+        let set = &plan.applyset;
+        delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
     }
-    // Narrow the inventory only when the whole environment was applied and pruned: under `-c`
-    // the plan is part of the environment, and without a prune old members still exist.
+    if report.interrupted {
+        return Ok(report);
+    }
+    // Narrow the inventory only when the whole environment was applied and pruned, and not
+    // interrupted (members not reached yet stay in it): under `-c` the plan is part of the
+    // environment, and without a prune old members still exist.
     if options.prune && plan.components.is_empty() && widened != planned && !options.dry_run {
         applyset::write(cluster, &plan.applyset, &planned, options.dry_run).await?;
     }
@@ -276,8 +319,12 @@ pub async fn apply(
             })
             .collect();
         if !pending.is_empty() {
+            let on_poll = |elapsed: Duration, objects: &[Watched]| {
+                options.observer.waiting(elapsed, objects);
+            };
             report.not_ready =
-                wait::wait(cluster, pending, options.timeout, options.progress).await?;
+                wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
+            report.interrupted = options.cancel.is_cancelled();
         }
     }
     Ok(report)
@@ -399,7 +446,7 @@ fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, V
 async fn ensure_namespace(
     cluster: &impl Cluster,
     plan: &Plan,
-    dry_run: bool,
+    sending: Sending<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
     let namespace = &plan.applyset.namespace;
@@ -432,13 +479,14 @@ async fn ensure_namespace(
             namespace,
             &object,
             ApplyMode {
-                dry_run,
+                dry_run: sending.dry_run,
                 force: false,
                 manager: FIELD_MANAGER,
             },
         )
         .await
         .map_err(error)?;
+    sending.observer.applied(&key, Outcome::Created);
     report.applied.push((key, Outcome::Created));
     Ok(())
 }
@@ -451,6 +499,8 @@ struct Sending<'a> {
     force: bool,
     /// Objects taken over with `--adopt`: their conflicting fields are forced.
     adopted: &'a BTreeSet<Key>,
+    observer: &'a dyn Observer,
+    cancel: &'a Cancel,
 }
 
 impl Sending<'_> {
@@ -474,42 +524,18 @@ async fn apply_tier(
     sending: Sending<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
-    let results: Vec<(Key, Result<Outcome, String>)> = futures::stream::iter(
+    let results: Vec<Option<(Key, Result<Outcome, String>)>> = futures::stream::iter(
         objects
             .iter()
             .map(|desired| async move {
-                let key = desired.key.clone();
-                let Some(r) = resolved.get(&desired.key) else {
-                    return (
-                        key,
-                        Err(format!(
-                            "the cluster does not serve {} {}",
-                            desired.api_version, desired.key.kind
-                        )),
-                    );
-                };
-                // The fast path: the same configuration as last time, nothing drifted.
-                if listed
-                    .get(&desired.key)
-                    .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
-                {
-                    return (key, Ok(Outcome::Unchanged));
+                if sending.cancel.is_cancelled() {
+                    return None;
                 }
-                let namespace = desired.key.namespace.as_deref();
-                let mode = sending.mode(desired);
-                let result = cluster
-                    .apply(r, namespace, &desired.key.name, &desired.value, mode)
-                    .await;
-                let before = listed.get(&desired.key).copied();
-                let outcome = match result {
-                    Ok(applied) => Ok(outcome(&applied, before, mode)),
-                    // A dry run cannot create the namespace first; the object would be created.
-                    Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
-                        Ok(Outcome::Created)
-                    }
-                    Err(e) => Err(apply_failure(&e)),
-                };
-                (key, outcome)
+                let result = apply_one(cluster, desired, resolved, listed, sending).await;
+                if let Ok(outcome) = &result {
+                    sending.observer.applied(&desired.key, *outcome);
+                }
+                Some((desired.key.clone(), result))
             })
             .collect::<Vec<_>>(),
     )
@@ -518,7 +544,7 @@ async fn apply_tier(
     .await;
     let mut failures = Vec::new();
     let mut applied = Vec::new();
-    for (key, result) in results {
+    for (key, result) in results.into_iter().flatten() {
         match result {
             Ok(outcome) => applied.push((key, outcome)),
             Err(message) => failures.push((key, message)),
@@ -544,6 +570,50 @@ async fn apply_tier(
         count: failures.len(),
         details: details.trim_end().to_string(),
     })
+}
+
+/// Apply one object (or skip it when it is unchanged since the last apply), and judge what that
+/// did; a failure is the message to list.
+async fn apply_one(
+    cluster: &impl Cluster,
+    desired: &Desired,
+    resolved: &BTreeMap<Key, Resolved>,
+    listed: &BTreeMap<&Key, &Member>,
+    sending: Sending<'_>,
+) -> Result<Outcome, String> {
+    let Some(r) = resolved.get(&desired.key) else {
+        return Err(format!(
+            "the cluster does not serve {} {}",
+            desired.api_version, desired.key.kind
+        ));
+    };
+    // The fast path: the same configuration as last time, nothing drifted.
+    if listed
+        .get(&desired.key)
+        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
+    {
+        return Ok(Outcome::Unchanged);
+    }
+    let namespace = desired.key.namespace.as_deref();
+    let mode = sending.mode(desired);
+    let before = listed.get(&desired.key).copied();
+    if let Some(member) = before.filter(|_| !mode.force && is_secret(&desired.key)) {
+        let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
+        if !conflicts.is_empty() {
+            return Err(conflict_failure(&conflicts, None));
+        }
+    }
+    let result = cluster
+        .apply(r, namespace, &desired.key.name, &desired.value, mode)
+        .await;
+    match result {
+        Ok(applied) => Ok(outcome(&applied, before, mode)),
+        // A dry run cannot create the namespace first; the object would be created.
+        Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
+            Ok(Outcome::Created)
+        }
+        Err(e) => Err(apply_failure(&e)),
+    }
 }
 
 /// What an apply did, judged from the inventory listing taken before it. A real apply moves the
@@ -581,20 +651,26 @@ fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Out
 }
 
 fn apply_failure(error: &kube::Error) -> String {
-    if let Some(conflicts) = cluster::conflicts(error) {
-        let mut message = String::from("conflicts with other field managers:");
-        for c in &conflicts {
-            let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
-        }
-        if conflicts.is_empty() {
-            let _ = write!(message, " {}", cluster::api_message(error));
-        }
-        message.push_str(
-            "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
-        );
-        return message;
+    match cluster::conflicts(error) {
+        Some(conflicts) => conflict_failure(&conflicts, Some(error)),
+        None => cluster::api_message(error),
     }
-    cluster::api_message(error)
+}
+
+/// Every conflicting field with its manager, and how to go on; the server's message when it
+/// named no field.
+fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> String {
+    let mut message = String::from("conflicts with other field managers:");
+    for c in conflicts {
+        let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
+    }
+    if let (true, Some(error)) = (conflicts.is_empty(), error) {
+        let _ = write!(message, " {}", cluster::api_message(error));
+    }
+    message.push_str(
+        "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
+    );
+    message
 }
 
 async fn established(
@@ -630,13 +706,16 @@ async fn established(
 
 /// Remove members in reverse tier order, concurrently within a tier: delete each, except a
 /// shared object another set still uses, which is released (see [`ownership`]). Returns what
-/// was deleted and what was released.
+/// was deleted and what was released in the report. Once cancelled, no further member is
+/// touched and the report says it was interrupted.
 async fn delete_members(
     cluster: &impl Cluster,
     set: &ApplySet,
     members: &[&Member],
     dry_run: bool,
-) -> Result<(Vec<Key>, Vec<Key>), ApplyError> {
+    (observer, cancel): (&dyn Observer, &Cancel),
+    report: &mut ApplyReport,
+) -> Result<(), ApplyError> {
     let mut by_tier: BTreeMap<Tier, Vec<&Member>> = BTreeMap::new();
     for member in members {
         by_tier
@@ -646,21 +725,25 @@ async fn delete_members(
     }
     let (mut deleted, mut released, mut failures) = (Vec::new(), Vec::new(), Vec::new());
     for (_, members) in by_tier.into_iter().rev() {
-        let results: Vec<(Key, Result<Removal, String>)> = futures::stream::iter(
+        let results: Vec<Option<(Key, Result<Removal, String>)>> = futures::stream::iter(
             members
                 .into_iter()
                 .map(|member| async move {
-                    (
-                        member.key.clone(),
-                        remove(cluster, set, member, dry_run).await,
-                    )
+                    if cancel.is_cancelled() {
+                        return None;
+                    }
+                    let result = remove(cluster, set, member, dry_run).await;
+                    if let Ok(removal) = &result {
+                        observer.removed(&member.key, *removal);
+                    }
+                    Some((member.key.clone(), result))
                 })
                 .collect::<Vec<_>>(),
         )
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-        for (key, result) in results {
+        for (key, result) in results.into_iter().flatten() {
             match result {
                 Ok(Removal::Deleted) => deleted.push(key),
                 Ok(Removal::Released) => released.push(key),
@@ -671,7 +754,9 @@ async fn delete_members(
     if failures.is_empty() {
         deleted.sort();
         released.sort();
-        Ok((deleted, released))
+        (report.pruned, report.released) = (deleted, released);
+        report.interrupted = cancel.is_cancelled();
+        Ok(())
     } else {
         failures.sort();
         Err(ApplyError::Delete {
@@ -695,8 +780,11 @@ fn released(set: &ApplySet, member: &Member) -> bool {
     member.shared && !ownership::other_users(set, &member.value).is_empty()
 }
 
-enum Removal {
+/// What removing one member did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
     Deleted,
+    /// A shared object other sets still use: only this set's claim went.
     Released,
 }
 
@@ -744,6 +832,8 @@ pub struct PruneOptions<'a> {
     pub dry_run: bool,
     pub consent: &'a dyn Consent,
     pub allow_empty: bool,
+    pub observer: &'a dyn Observer,
+    pub cancel: &'a Cancel,
 }
 
 /// `mlkube prune`: delete the members no longer rendered, and narrow the inventory.
@@ -771,8 +861,12 @@ pub async fn prune(
         let keys = deletions(&plan.applyset, &doomed);
         options.consent.confirm("prune", &keys)?;
     }
-    (report.pruned, report.released) =
-        delete_members(cluster, &plan.applyset, &doomed, options.dry_run).await?;
+    let (set, hooks) = (&plan.applyset, (options.observer, options.cancel));
+    delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
+    if report.interrupted {
+        // Not narrowed: members not reached yet stay in the inventory.
+        return Ok(report);
+    }
     if plan.components.is_empty() {
         // Keep the group-kinds of members that are still there (rendered, or kept as not ours).
         let remaining: BTreeSet<String> = members
@@ -802,6 +896,8 @@ pub struct DeleteOptions<'a> {
     pub components: Vec<String>,
     pub delete_namespace: bool,
     pub consent: &'a dyn Consent,
+    pub observer: &'a dyn Observer,
+    pub cancel: &'a Cancel,
 }
 
 /// `mlkube delete`: delete the environment's members in reverse order, then its inventory;
@@ -843,7 +939,12 @@ pub async fn delete(
         listed.push(namespace_key.clone());
     }
     options.consent.confirm("delete", &listed)?;
-    (report.pruned, report.released) = delete_members(cluster, set, &doomed, false).await?;
+    let hooks = (options.observer, options.cancel);
+    delete_members(cluster, set, &doomed, false, hooks, &mut report).await?;
+    if report.interrupted {
+        // The inventory stays: it still lists the members not reached yet.
+        return Ok(report);
+    }
     if options.components.is_empty() && inventory.is_some() {
         applyset::delete_parent(cluster, set).await?;
     }
@@ -855,6 +956,7 @@ pub async fn delete(
                 namespace: set.namespace.clone(),
                 source,
             })?;
+        options.observer.removed(&namespace_key, Removal::Deleted);
         report.pruned.push(namespace_key);
     }
     Ok(report)

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -40,6 +41,8 @@ pub struct Target {
     /// `--context`: chooses the context instead of the environment's pin. A pinned server is
     /// still enforced, so `--context` can never send an environment to another cluster.
     pub context_flag: Option<String>,
+    /// How long one request may take, connecting included (the client's defaults when unset).
+    pub request_timeout: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +131,16 @@ pub enum ClusterError {
         context: String,
         #[source]
         source: kube::Error,
+    },
+    #[error(
+        "the API server {server} (context `{context}`) did not answer within {timeout}\n  hint: \
+         check that the cluster is up and reachable from here, or allow it longer with \
+         --request-timeout"
+    )]
+    Timeout {
+        server: String,
+        context: String,
+        timeout: String,
     },
 }
 
@@ -368,6 +381,8 @@ pub struct KubeCluster {
     pub context: String,
     pub server: String,
     discovery: RwLock<Arc<Discovery>>,
+    /// The request timeout, for discovery's messages.
+    timeout: Option<Duration>,
 }
 
 impl KubeCluster {
@@ -379,18 +394,46 @@ impl KubeCluster {
             context: Some(chosen.context.clone()),
             ..Default::default()
         };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|source| ClusterError::Config {
                 context: chosen.context.clone(),
                 source_name,
                 source,
             })?;
+        if let Some(timeout) = target.request_timeout {
+            config.connect_timeout = Some(timeout);
+            config.read_timeout = Some(timeout);
+            config.write_timeout = Some(timeout);
+        }
         let client = Client::try_from(config).map_err(|source| ClusterError::Client {
             context: chosen.context.clone(),
             source,
         })?;
-        KubeCluster::with_client(client, chosen.context, chosen.server).await
+        let discovery = discover(
+            &client,
+            &chosen.context,
+            &chosen.server,
+            target.request_timeout,
+        )
+        .await?;
+        let timeout = target.request_timeout;
+        Ok(KubeCluster::from_parts(client, chosen, discovery, timeout))
+    }
+
+    fn from_parts(
+        client: Client,
+        chosen: Chosen,
+        discovery: Discovery,
+        timeout: Option<Duration>,
+    ) -> KubeCluster {
+        KubeCluster {
+            client,
+            context: chosen.context,
+            server: chosen.server,
+            discovery: RwLock::new(Arc::new(discovery)),
+            timeout,
+        }
     }
 
     /// Wrap a client that is already connected (tests build theirs from the harness).
@@ -399,13 +442,9 @@ impl KubeCluster {
         context: String,
         server: String,
     ) -> Result<KubeCluster, ClusterError> {
-        let discovery = discover(&client, &context, &server).await?;
-        Ok(KubeCluster {
-            client,
-            context,
-            server,
-            discovery: RwLock::new(Arc::new(discovery)),
-        })
+        let discovery = discover(&client, &context, &server, None).await?;
+        let chosen = Chosen { context, server };
+        Ok(KubeCluster::from_parts(client, chosen, discovery, None))
     }
 
     fn api(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -418,7 +457,7 @@ impl KubeCluster {
 
 impl Cluster for KubeCluster {
     async fn refresh(&self) -> Result<(), ClusterError> {
-        let discovery = discover(&self.client, &self.context, &self.server).await?;
+        let discovery = discover(&self.client, &self.context, &self.server, self.timeout).await?;
         *self.discovery.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(discovery);
         Ok(())
     }
@@ -559,16 +598,54 @@ fn to_value(object: DynamicObject) -> Result<Value, kube::Error> {
     serde_json::to_value(object).map_err(kube::Error::SerdeError)
 }
 
-async fn discover(client: &Client, context: &str, server: &str) -> Result<Discovery, ClusterError> {
-    let error = |source| ClusterError::Discovery {
-        server: server.to_string(),
-        context: context.to_string(),
-        source,
+async fn discover(
+    client: &Client,
+    context: &str,
+    server: &str,
+    timeout: Option<Duration>,
+) -> Result<Discovery, ClusterError> {
+    let error = |source: kube::Error| match timeout.filter(|_| timed_out(&source)) {
+        Some(timeout) => ClusterError::Timeout {
+            server: server.to_string(),
+            context: context.to_string(),
+            timeout: flag_duration(timeout),
+        },
+        None => ClusterError::Discovery {
+            server: server.to_string(),
+            context: context.to_string(),
+            source,
+        },
     };
     match Discovery::new(client.clone()).run_aggregated().await {
         Ok(discovery) => Ok(discovery),
+        Err(e) if timed_out(&e) => Err(error(e)),
         // Servers older than 1.26 have no aggregated discovery; ask each group instead.
         Err(_) => Discovery::new(client.clone()).run().await.map_err(error),
+    }
+}
+
+/// Whether a request failed because the server did not answer within the request timeout
+/// (connecting, or reading the answer).
+pub fn timed_out(error: &kube::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        let io_timeout = e
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if io_timeout || e.is::<tokio::time::error::Elapsed>() {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// `30s`, `1500ms`: a duration as the flags take it.
+pub fn flag_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        format!("{}ms", duration.as_millis())
     }
 }
 
@@ -610,6 +687,9 @@ pub struct Conflict {
 
 /// The message the API server gave for a failed request, without the client's wrapping.
 pub fn api_message(error: &kube::Error) -> String {
+    if timed_out(error) {
+        return "the API server did not answer in time (see --request-timeout)".into();
+    }
     match error {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         other => other.to_string(),

@@ -27,6 +27,7 @@ use crate::deploy::cluster::{
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
+use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::render::kinds::Tier;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -367,6 +368,9 @@ async fn diff_one(
         }
         Err(e) => return Err(failure(cluster::api_message(&e))),
     };
+    if let Some(live) = live.as_ref().filter(|_| is_secret(&desired.key)) {
+        conflicts.extend(value_conflicts(&desired.value, live, mode.manager));
+    }
     let note = (!conflicts.is_empty()).then(|| {
         "another field manager owns some of these fields: apply refuses them unless --force-conflicts".to_string()
     });
@@ -588,7 +592,7 @@ impl Masker {
     /// Mask both sides of a Secret's change.
     pub fn mask(&self, change: &mut Change) {
         let Some(salt) = &self.salt else { return };
-        if !(change.key.group.is_empty() && change.key.kind == "Secret") {
+        if !is_secret(&change.key) {
             return;
         }
         for side in [&mut change.before, &mut change.after]

@@ -4,9 +4,10 @@
 //! It models what those decisions depend on and no more: kinds and their scope (a CRD's kind
 //! resolves after [`Cluster::refresh`]), namespaces that must exist, label selectors, resource
 //! versions that move only when an object changes, and server-side apply with one configuration
-//! per field manager: the live object is the merge of every manager's last configuration, a
-//! field set to another value by another manager is a conflict unless forced, and a field a
-//! manager stops sending goes away unless another manager sends it too. Every write is recorded
+//! per field manager: the live object is the merge of every manager's last configuration in the
+//! order they were written, a field set to another value by another manager is a conflict
+//! unless forced, a field a manager stops sending goes away unless another manager sends it too,
+//! and a Secret's `stringData` lands in `data`. Every write is recorded
 //! ([`MemoryCluster::writes`]). Admission, defaulting and controllers are not modelled; the
 //! cluster tests prove the same decisions against a real API server.
 
@@ -33,7 +34,7 @@ pub enum Write {
 
 #[derive(Debug, Clone)]
 struct Stored {
-    /// Each manager's last applied configuration, in the order they first applied.
+    /// Each manager's last applied configuration, the last written last.
     configs: Vec<(String, Value)>,
     resource_version: u64,
     uid: u64,
@@ -289,8 +290,12 @@ fn live(resolved: &Resolved, namespace: Option<&str>, name: &str, stored: &Store
         "kind": resolved.resource.kind,
         "metadata": {"name": name},
     });
+    let secret = resolved.resource.group.is_empty() && resolved.resource.kind == "Secret";
     for (_, config) in &stored.configs {
         merge(&mut object, config);
+        if secret {
+            string_data_into_data(&mut object);
+        }
     }
     let metadata = &mut object["metadata"];
     if let Some(ns) = namespace.filter(|_| resolved.namespaced) {
@@ -312,6 +317,21 @@ fn live(resolved: &Resolved, namespace: Option<&str>, name: &str, stored: &Store
         object["status"] = json!({"conditions": [{"type": "Established", "status": "True"}]});
     }
     object
+}
+
+/// A Secret's `stringData` is written into `data` and never stored; ownership stays with the
+/// path each manager wrote.
+fn string_data_into_data(secret: &mut Value) {
+    use base64::Engine as _;
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|s| s.remove("stringData"))
+    else {
+        return;
+    };
+    for (key, value) in strings {
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(value.as_str().unwrap_or(""));
+        secret["data"][key] = Value::String(encoded);
+    }
 }
 
 /// Only what a manager configures: identity and bookkeeping are the server's.
@@ -399,10 +419,10 @@ fn apply_locked(
             conflicts,
         ));
     }
-    match stored.configs.iter_mut().find(|(m, _)| m == mode.manager) {
-        Some((_, existing)) => *existing = config,
-        None => stored.configs.push((mode.manager.to_string(), config)),
-    }
+    // The last write comes last, so it wins where paths do not overlap but values do (a
+    // Secret's `data` and `stringData`).
+    stored.configs.retain(|(m, _)| m != mode.manager);
+    stored.configs.push((mode.manager.to_string(), config));
     let changed = before.as_ref().is_none_or(|before| {
         strip(&live(resolved, namespace, name, before))
             != strip(&live(resolved, namespace, name, &stored))

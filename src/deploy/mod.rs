@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod applyset;
+pub mod cancel;
 pub mod cluster;
 pub mod diff;
 pub mod key;
@@ -13,6 +14,7 @@ pub mod key;
 pub mod memory;
 pub mod ownership;
 pub mod plan;
+pub mod secret;
 pub mod status;
 #[cfg(test)]
 mod tests;

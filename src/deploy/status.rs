@@ -883,8 +883,9 @@ mod tests {
                 wait: false,
                 timeout: std::time::Duration::from_secs(5),
                 allow_empty: false,
-                progress: wait::Progress::Quiet,
                 adopt: false,
+                observer: &apply::Quiet,
+                cancel: &crate::deploy::cancel::Cancel::new(),
             };
             apply::apply(&cluster, plan, &options)
                 .await

@@ -6,15 +6,23 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::apply::{self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions};
+use super::apply::{
+    self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions, Quiet,
+};
 use super::applyset::{self, ApplySet};
+use super::cancel::Cancel;
 use super::key::Key;
 use super::memory::{MemoryCluster, Write};
 use super::plan::{self, Plan};
-use super::wait::Progress;
 use crate::render::manifest::{Manifest, Object};
 
 const NS: &str = "ml";
+
+/// A cancel nobody sends.
+fn never() -> &'static Cancel {
+    static NEVER: std::sync::LazyLock<Cancel> = std::sync::LazyLock::new(Cancel::new);
+    &NEVER
+}
 
 /// `--yes`.
 struct Yes;
@@ -117,8 +125,9 @@ fn options(consent: &dyn Consent) -> ApplyOptions<'_> {
         wait: false,
         timeout: Duration::from_secs(5),
         allow_empty: false,
-        progress: Progress::Quiet,
         adopt: false,
+        observer: &Quiet,
+        cancel: never(),
     }
 }
 
@@ -243,6 +252,8 @@ async fn rendering_nothing_refuses_to_prune_everything_and_writes_nothing() {
             dry_run: false,
             consent: &Yes,
             allow_empty: false,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await;
@@ -307,6 +318,8 @@ async fn with_components_named_only_their_members_are_pruned_and_the_inventory_s
         components: vec!["b".into()],
         delete_namespace: false,
         consent: &Yes,
+        observer: &Quiet,
+        cancel: never(),
     };
     apply::delete(&cluster, &set(), &delete_b)
         .await
@@ -368,6 +381,8 @@ async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
         components: vec![],
         delete_namespace: false,
         consent: &Yes,
+        observer: &Quiet,
+        cancel: never(),
     };
     let report = apply::delete(&cluster, &set(), &everything)
         .await
@@ -439,6 +454,8 @@ async fn an_environment_sharing_the_namespace_never_takes_over_the_other_ones_ob
         components: vec![],
         delete_namespace: false,
         consent: &Yes,
+        observer: &Quiet,
+        cancel: never(),
     };
     apply::delete(&cluster, &dup, &nothing)
         .await
@@ -521,6 +538,8 @@ async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_
         components: vec![],
         delete_namespace: false,
         consent: &Yes,
+        observer: &Quiet,
+        cancel: never(),
     };
     let asking = DeleteOptions {
         consent: &No,
@@ -586,4 +605,247 @@ async fn two_apps_of_one_name_never_share_an_applyset() {
         "{message}"
     );
     assert_eq!(cluster.writes(), []);
+}
+
+fn secret(written_as: &str, value: &str) -> Object {
+    object(
+        "serving",
+        "v1",
+        "Secret",
+        "token",
+        json!({written_as: {"token": value}}),
+    )
+}
+
+/// The token, decoded, as the cluster stores it.
+fn stored_token(cluster: &MemoryCluster) -> String {
+    use base64::Engine as _;
+    let live = cluster
+        .object("v1", "Secret", Some(NS), "token")
+        .expect("the Secret");
+    let encoded = live["data"]["token"].as_str().expect("a token");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    String::from_utf8(bytes).expect("text")
+}
+
+#[tokio::test]
+async fn a_secret_value_another_manager_changed_is_a_conflict_through_data_or_string_data() {
+    // (mlkube writes through, the other manager through)
+    let ways = [
+        ("data", "stringData"),
+        ("stringData", "data"),
+        ("data", "data"),
+    ];
+    for (ours, theirs) in ways {
+        let encode = |written_as: &str, text: &str| {
+            use base64::Engine as _;
+            if written_as == "data" {
+                base64::engine::general_purpose::STANDARD.encode(text)
+            } else {
+                text.to_string()
+            }
+        };
+        let rendered = vec![secret(ours, &encode(ours, "one"))];
+        let cluster = deployed(rendered.clone()).await;
+        cluster.create_as(
+            "night-shift",
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "token", "namespace": NS},
+                   theirs: {"token": encode(theirs, "two")}}),
+        );
+        let plan = plan_of(rendered, &[]);
+        let changes = super::diff::diff(&cluster, &plan, Default::default())
+            .await
+            .expect("diff");
+        let conflicts = &changes.changes[0].conflicts;
+        assert_eq!(conflicts.len(), 1, "{ours} vs {theirs}: {conflicts:?}");
+        assert_eq!(conflicts[0].manager, "night-shift");
+
+        let refused = apply::apply(&cluster, &plan, &options(&Yes)).await;
+        let Err(ApplyError::Objects { details, .. }) = refused else {
+            panic!("{ours} vs {theirs}: expected a conflict, got {refused:?}");
+        };
+        assert!(
+            details.contains(&format!(".{theirs}.token")) && details.contains("night-shift"),
+            "{details}"
+        );
+        assert_eq!(stored_token(&cluster), "two", "{ours} vs {theirs}");
+
+        let forcing = ApplyOptions {
+            force_conflicts: true,
+            ..options(&Yes)
+        };
+        apply::apply(&cluster, &plan, &forcing)
+            .await
+            .expect("apply --force-conflicts");
+        assert_eq!(stored_token(&cluster), "one", "{ours} vs {theirs}");
+    }
+}
+
+/// Cancels after it was told of `after` objects applied or removed, as a Ctrl-C would then.
+struct CancelAfter {
+    after: usize,
+    told: std::sync::atomic::AtomicUsize,
+    cancel: Cancel,
+}
+
+impl CancelAfter {
+    fn new(after: usize) -> CancelAfter {
+        CancelAfter {
+            after,
+            told: Default::default(),
+            cancel: Cancel::new(),
+        }
+    }
+
+    fn tell(&self) {
+        let told = self.told.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if told == self.after {
+            self.cancel.cancel();
+        }
+    }
+}
+
+impl super::apply::Observer for CancelAfter {
+    fn applied(&self, _: &Key, _: Outcome) {
+        self.tell();
+    }
+
+    fn removed(&self, _: &Key, _: super::apply::Removal) {
+        self.tell();
+    }
+}
+
+fn many(count: usize) -> Vec<Object> {
+    (0..count)
+        .map(|i| config_map("bulk", &format!("bulk-{i:02}")))
+        .chain([deployment("serving", "serving")])
+        .collect()
+}
+
+/// Every object `writes` applied as mlkube is a member of the inventory.
+async fn inventory_covers(cluster: &MemoryCluster, writes: &[Write]) {
+    let recorded = applyset::read(cluster, &set())
+        .await
+        .expect("the inventory reads")
+        .expect("an inventory");
+    let members = applyset::members(cluster, &set(), &recorded)
+        .await
+        .expect("the members list");
+    let members: Vec<String> = members.iter().map(|m| m.key.to_string()).collect();
+    for write in writes {
+        let Write::Apply { object, .. } = write else {
+            continue;
+        };
+        if object.starts_with("Namespace") || object == inventory() {
+            continue;
+        }
+        let name = object.rsplit('/').next().unwrap_or_default();
+        assert!(
+            members.iter().any(|m| m.ends_with(&format!("/{name}"))),
+            "{object} was written but is not a member: {members:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_apply_starts_nothing_more_and_its_inventory_covers_what_it_wrote() {
+    let cluster = MemoryCluster::new();
+    let observer = CancelAfter::new(6);
+    let cancelling = ApplyOptions {
+        observer: &observer,
+        cancel: &observer.cancel,
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &plan_of(many(40), &[]), &cancelling)
+        .await
+        .expect("the interrupted apply");
+    assert!(report.interrupted);
+    // The namespace and five ConfigMaps; the inventory before them; no Deployment.
+    assert_eq!(report.applied.len(), 6, "{:?}", report.applied);
+    let writes = cluster.writes();
+    assert_eq!(writes.len(), 7, "{writes:?}");
+    assert_eq!(writes[1], applied(inventory()), "inventory first");
+    assert!(!writes.contains(&applied("Deployment ml/serving")));
+    inventory_covers(&cluster, &writes).await;
+    assert_eq!(
+        group_kinds(&cluster).await,
+        ["ConfigMap", "Deployment.apps"],
+        "widened to the whole plan before the first member"
+    );
+
+    let rerun = apply::apply(&cluster, &plan_of(many(40), &[]), &options(&Yes))
+        .await
+        .expect("the re-run");
+    assert!(!rerun.interrupted);
+    assert!(
+        !diff_exit(&cluster, &plan_of(many(40), &[])).await,
+        "the re-run converges"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_prune_or_delete_keeps_the_inventory_of_what_is_left() {
+    let cluster = deployed(many(20)).await;
+    let observer = CancelAfter::new(3);
+    let cancelling = ApplyOptions {
+        observer: &observer,
+        cancel: &observer.cancel,
+        ..pruning(&Yes)
+    };
+    let report = apply::apply(
+        &cluster,
+        &plan_of(vec![], &[]),
+        &ApplyOptions {
+            allow_empty: true,
+            ..cancelling
+        },
+    )
+    .await
+    .expect("the interrupted prune");
+    assert!(report.interrupted);
+    assert_eq!(report.pruned.len(), 3, "{:?}", report.pruned);
+    assert!(
+        report.pruned.iter().any(|k| k.kind == "Deployment"),
+        "reverse tier order: the Deployment first"
+    );
+    assert_eq!(
+        group_kinds(&cluster).await,
+        ["ConfigMap", "Deployment.apps"],
+        "not narrowed"
+    );
+
+    let observer = CancelAfter::new(4);
+    let interrupted = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &Yes,
+        observer: &observer,
+        cancel: &observer.cancel,
+    };
+    let report = apply::delete(&cluster, &set(), &interrupted)
+        .await
+        .expect("the interrupted delete");
+    assert!(report.interrupted);
+    assert_eq!(report.pruned.len(), 4);
+    let left = applyset::read(&cluster, &set()).await.expect("reads");
+    assert!(left.is_some(), "the inventory stays while members are left");
+
+    let rerun = DeleteOptions {
+        observer: &Quiet,
+        cancel: never(),
+        ..interrupted
+    };
+    let report = apply::delete(&cluster, &set(), &rerun)
+        .await
+        .expect("the re-run of delete");
+    assert_eq!(report.pruned.len(), 21 - 3 - 4, "{:?}", report.pruned);
+    assert!(
+        applyset::read(&cluster, &set())
+            .await
+            .expect("reads")
+            .is_none()
+    );
 }

@@ -3,19 +3,19 @@
 //! and observed generation, and Jobs complete.
 //!
 //! Expected flow: poll every pending object (concurrently, a short interval growing to one
-//! second) until all are ready or the deadline passes. On a terminal, one progress line is
-//! redrawn on stderr; otherwise each object's state is printed when it changes. On timeout the
-//! objects still not ready are returned with why, including their pods' waiting reasons, so the
-//! caller can list them and exit 3.
+//! second) until all are ready, the deadline passes or the caller cancels. After every poll the
+//! caller's callback hears each object's state and, for those not ready, what blocks them (their
+//! pods' scheduling failures, waiting containers), so it can show progress; this module prints
+//! nothing. At the end the objects still not ready are returned with why, so the caller can list
+//! them and exit 3.
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
 use crate::deploy::key::Key;
 
@@ -179,110 +179,106 @@ pub enum WaitError {
     },
 }
 
-/// How waiting reports progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// Redraw one line on stderr (a terminal).
-    Line,
-    /// Print each state change on its own line.
-    Plain,
-    Quiet,
+/// One waited-for object as the last poll saw it.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    pub key: Key,
+    pub health: Health,
+    /// What holds it up, as soon as it is known: its pods' scheduling failures and waiting or
+    /// terminated containers.
+    pub blockers: Vec<String>,
 }
 
-/// Wait until every object is ready or `timeout` passes; return those that are not.
+/// Told after every poll how long the wait has run and where every object stands.
+pub type OnPoll<'a> = &'a (dyn Fn(Duration, &[Watched]) + Sync);
+
+/// Wait until every object is ready, `timeout` passes or `cancel` comes; return those that are
+/// not ready. `on_poll` hears about every poll; nothing is printed here.
 pub async fn wait(
     cluster: &impl Cluster,
     pending: Vec<Pending>,
     timeout: Duration,
-    progress: Progress,
+    on_poll: OnPoll<'_>,
+    cancel: &Cancel,
 ) -> Result<Vec<NotReady>, WaitError> {
-    let deadline = Instant::now() + timeout;
-    let total = pending.len();
-    let mut pending = pending;
-    let mut last_state: BTreeMap<Key, Health> = BTreeMap::new();
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut watched: Vec<(Pending, Watched)> = pending
+        .into_iter()
+        .map(|p| {
+            let state = Watched {
+                key: p.key.clone(),
+                health: Health::Progressing("not read yet".into()),
+                blockers: Vec::new(),
+            };
+            (p, state)
+        })
+        .collect();
     let mut interval = Duration::from_millis(100);
-    let mut stderr = std::io::stderr();
     loop {
-        let polled: Vec<Result<(Pending, Option<Value>), WaitError>> = futures::stream::iter(
-            pending
-                .into_iter()
-                .map(|p| async move {
-                    let live = cluster
-                        .get(&p.resolved, p.key.namespace.as_deref(), &p.key.name)
-                        .await
-                        .map_err(|source| WaitError::Read {
-                            key: p.key.clone(),
-                            source,
-                        })?;
-                    Ok((p, live))
-                })
-                .collect::<Vec<_>>(),
-        )
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
-        let mut still = Vec::new();
-        for result in polled {
-            let (p, live) = result?;
-            let state = match &live {
+        poll(cluster, &mut watched).await?;
+        let states: Vec<Watched> = watched.iter().map(|(_, w)| w.clone()).collect();
+        on_poll(started.elapsed(), &states);
+        let open: Vec<&Watched> = states
+            .iter()
+            .filter(|w| w.health != Health::Ready)
+            .collect();
+        let all_failed = open.iter().all(|w| matches!(w.health, Health::Failed(_)));
+        if all_failed || Instant::now() >= deadline || cancel.is_cancelled() {
+            return Ok(open.into_iter().map(not_ready).collect());
+        }
+        let pause = interval.min(deadline.saturating_duration_since(Instant::now()));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = cancel.cancelled() => {}
+        }
+        interval = (interval * 2).min(Duration::from_secs(1));
+    }
+}
+
+fn not_ready(watched: &Watched) -> NotReady {
+    let reason = match &watched.health {
+        Health::Progressing(why) | Health::Failed(why) => why.clone(),
+        Health::Ready => String::new(),
+    };
+    NotReady {
+        key: watched.key.clone(),
+        reason,
+        pods: watched.blockers.clone(),
+    }
+}
+
+/// Read every object not ready yet (concurrently) and, for those still not ready, their pods.
+async fn poll(cluster: &impl Cluster, watched: &mut [(Pending, Watched)]) -> Result<(), WaitError> {
+    let reads: Vec<_> = watched
+        .iter_mut()
+        .filter(|(_, w)| w.health != Health::Ready)
+        .map(|(p, w)| async move {
+            let live = cluster
+                .get(&p.resolved, p.key.namespace.as_deref(), &p.key.name)
+                .await
+                .map_err(|source| WaitError::Read {
+                    key: p.key.clone(),
+                    source,
+                })?;
+            w.health = match &live {
                 Some(object) => health(&p.key.group, &p.key.kind, object),
                 None => Health::Progressing("not found".into()),
             };
-            if progress == Progress::Plain && last_state.get(&p.key) != Some(&state) {
-                let line = match &state {
-                    Health::Ready => format!("ready: {}", p.key),
-                    Health::Progressing(why) => format!("waiting: {}: {why}", p.key),
-                    Health::Failed(why) => format!("failed: {}: {why}", p.key),
-                };
-                let _ = writeln!(stderr, "{line}");
-            }
-            last_state.insert(p.key.clone(), state.clone());
-            if state != Health::Ready {
-                still.push((p, state, live));
-            }
-        }
-        if progress == Progress::Line {
-            let line = match still.first() {
-                Some((p, Health::Progressing(why) | Health::Failed(why), _)) => {
-                    format!("waiting for {} of {total}: {} ({why})", still.len(), p.key)
+            w.blockers = match &live {
+                Some(object) if w.health != Health::Ready => {
+                    pod_problems(cluster, &p.key, object).await
                 }
-                _ => format!("{total} of {total} ready"),
+                _ => Vec::new(),
             };
-            let _ = write!(stderr, "\r\x1b[2K{line}");
-            if still.is_empty() {
-                let _ = writeln!(stderr);
-            }
-            let _ = stderr.flush();
-        }
-        let all_failed = still
-            .iter()
-            .all(|(_, state, _)| matches!(state, Health::Failed(_)));
-        if still.is_empty() || all_failed || Instant::now() >= deadline {
-            if progress == Progress::Line && !still.is_empty() {
-                let _ = writeln!(stderr);
-            }
-            let mut not_ready = Vec::new();
-            for (p, state, live) in still {
-                let reason = match state {
-                    Health::Progressing(why) | Health::Failed(why) => why,
-                    Health::Ready => String::new(),
-                };
-                let pods = match &live {
-                    Some(object) => pod_problems(cluster, &p.key, object).await,
-                    None => Vec::new(),
-                };
-                not_ready.push(NotReady {
-                    key: p.key,
-                    reason,
-                    pods,
-                });
-            }
-            return Ok(not_ready);
-        }
-        pending = still.into_iter().map(|(p, _, _)| p).collect();
-        tokio::time::sleep(interval.min(deadline.saturating_duration_since(Instant::now()))).await;
-        interval = (interval * 2).min(Duration::from_secs(1));
-    }
+            Ok::<(), WaitError>(())
+        })
+        .collect();
+    let results: Vec<Result<(), WaitError>> = futures::stream::iter(reads)
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
 }
 
 /// Why the pods of a workload are not ready: container waiting reasons, unschedulable pods.
@@ -363,14 +359,13 @@ pub fn pod_reasons(pod: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Wait for CRDs to be established, then refresh discovery so their kinds resolve.
+/// Wait for CRDs to be established (briefly, and not cut short: their objects need them).
 pub async fn crds_established(
     cluster: &impl Cluster,
     crds: &[Pending],
     timeout: Duration,
 ) -> Result<Vec<NotReady>, WaitError> {
-    let not_ready = wait(cluster, crds.to_vec(), timeout, Progress::Quiet).await?;
-    Ok(not_ready)
+    wait(cluster, crds.to_vec(), timeout, &|_, _| {}, &Cancel::new()).await
 }
 
 /// The message of a kube error, for reasons.

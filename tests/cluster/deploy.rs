@@ -12,12 +12,14 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use mlkube::cli::exit::Exit;
 use mlkube::cli::output::Confirmation;
-use mlkube::deploy::apply::{self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions};
+use mlkube::deploy::apply::{
+    self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions, Quiet,
+};
 use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::deploy::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
 use mlkube::deploy::plan::{self, Plan};
-use mlkube::deploy::wait::Progress;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
@@ -25,6 +27,12 @@ use crate::support::{self, TestNamespace};
 
 // ---------------------------------------------------------------------------------------------
 // builders
+
+/// A cancel nobody sends.
+fn never() -> &'static Cancel {
+    static NEVER: std::sync::LazyLock<Cancel> = std::sync::LazyLock::new(Cancel::new);
+    &NEVER
+}
 
 fn labels(env: &str, component: &str) -> Value {
     json!({
@@ -148,6 +156,45 @@ impl Env {
         apply::apply(&self.cluster, &self.plan(objects), options).await
     }
 
+    /// Another field manager, `night-shift`, takes the fields of `intruder` over.
+    async fn night_shift_applies<K>(&self, intruder: &Value)
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        let name = intruder["metadata"]["name"].as_str().expect("a name");
+        Api::<K>::namespaced(self.client.clone(), &self.ns)
+            .patch(
+                name,
+                &PatchParams::apply("night-shift").force(),
+                &Patch::Apply(intruder),
+            )
+            .await
+            .expect("the other manager's apply");
+    }
+
+    /// `diff` names the one conflict on `field` with `night-shift`, and `apply` refuses it.
+    async fn assert_night_shift_conflict(&self, objects: Vec<Object>, field: &str) {
+        let changes = self.diff(objects.clone()).await;
+        let conflicts = &changes.changes[0].conflicts;
+        assert_eq!(conflicts.len(), 1, "{field}: {conflicts:?}");
+        assert_eq!(conflicts[0].manager, "night-shift");
+        assert_eq!(conflicts[0].field, field);
+
+        let refused = self
+            .apply(objects, &options())
+            .await
+            .expect_err("a conflict refuses");
+        let message = refused.to_string();
+        assert!(
+            message.contains(field) && message.contains("\"night-shift\""),
+            "{message}"
+        );
+        assert!(message.contains("--force-conflicts"), "{message}");
+    }
+
     async fn config_map(&self, name: &str) -> Option<ConfigMap> {
         Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
             .get_opt(name)
@@ -165,8 +212,9 @@ fn options() -> ApplyOptions<'static> {
         wait: false,
         timeout: Duration::from_secs(60),
         allow_empty: false,
-        progress: Progress::Plain,
         adopt: false,
+        observer: &Quiet,
+        cancel: never(),
     }
 }
 
@@ -467,31 +515,10 @@ async fn a_conflict_with_another_field_manager_is_refused_then_forced() {
     // Someone else takes the field over.
     let intruder = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "settings", "namespace": test.name}, "data": {"level": "debug"}});
-    Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
-        .patch(
-            "settings",
-            &PatchParams::apply("night-shift").force(),
-            &Patch::Apply(&intruder),
-        )
-        .await
-        .expect("the other manager's apply");
+    env.night_shift_applies::<ConfigMap>(&intruder).await;
 
-    let changes = env.diff(objects.clone()).await;
-    let change = &changes.changes[0];
-    assert_eq!(change.conflicts.len(), 1, "{:?}", change.conflicts);
-    assert_eq!(change.conflicts[0].manager, "night-shift");
-    assert_eq!(change.conflicts[0].field, ".data.level");
-
-    let refused = env
-        .apply(objects.clone(), &options())
-        .await
-        .expect_err("a conflict refuses");
-    let message = refused.to_string();
-    assert!(
-        message.contains(".data.level") && message.contains("\"night-shift\""),
-        "{message}"
-    );
-    assert!(message.contains("--force-conflicts"), "{message}");
+    env.assert_night_shift_conflict(objects.clone(), ".data.level")
+        .await;
     assert_eq!(
         env.config_map("settings").await.unwrap().data.unwrap()["level"],
         "debug"
@@ -504,6 +531,48 @@ async fn a_conflict_with_another_field_manager_is_refused_then_forced() {
         env.config_map("settings").await.unwrap().data.unwrap()["level"],
         "info"
     );
+}
+
+/// The token of the Secret `name`, decoded.
+async fn stored_token(env: &Env, name: &str) -> String {
+    let secret = Api::<Secret>::namespaced(env.client.clone(), &env.ns)
+        .get(name)
+        .await
+        .expect("get Secret");
+    let data = secret.data.expect("data");
+    String::from_utf8(data["token"].0.clone()).expect("text")
+}
+
+#[tokio::test]
+async fn a_secret_value_changed_through_string_data_is_a_conflict_as_through_data() {
+    let test = TestNamespace::new("deploy-secret-conflict").await;
+    let env = Env::new(&test.name).await;
+    // base64 of "one"
+    let objects = vec![secret(&test.name, "c", "token", json!({"token": "b25l"}))];
+    env.apply(objects.clone(), &options())
+        .await
+        .expect("first apply");
+
+    for (written_as, value) in [("stringData", "two"), ("data", "dGhyZWU=")] {
+        let intruder = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "token", "namespace": test.name}, written_as: {"token": value}});
+        env.night_shift_applies::<Secret>(&intruder).await;
+        let changed = stored_token(&env, "token").await;
+
+        env.assert_night_shift_conflict(objects.clone(), &format!(".{written_as}.token"))
+            .await;
+        assert_eq!(stored_token(&env, "token").await, changed, "{written_as}");
+    }
+
+    let mut forced = options();
+    forced.force_conflicts = true;
+    env.apply(objects.clone(), &forced)
+        .await
+        .expect("forced apply");
+    assert_eq!(stored_token(&env, "token").await, "one");
+    let after = env.diff(objects).await;
+    assert!(after.changes[0].conflicts.is_empty(), "{:?}", after.changes);
+    assert_eq!(Exit::of_diff(&after), Exit::Done);
 }
 
 #[tokio::test]
@@ -587,6 +656,8 @@ async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
             dry_run: false,
             consent: &Confirmation::Given,
             allow_empty: false,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await;
@@ -699,6 +770,8 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
             components: vec![],
             delete_namespace: false,
             consent: &Confirmation::Absent,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await;
@@ -714,6 +787,8 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
             components: vec![],
             delete_namespace: false,
             consent: &Confirmation::Given,
+            observer: &Quiet,
+            cancel: never(),
         },
     )
     .await
@@ -884,6 +959,136 @@ fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
         .expect("the mlkube binary runs")
 }
 
+/// `count` ConfigMaps and a Deployment that never becomes available (no node matches it), as
+/// YAML documents for `--manifest`.
+fn slow_manifest(ns: &str, count: usize) -> String {
+    let mut stuck = deployment(ns, "serving", "stuck", 1);
+    stuck.value["spec"]["template"]["spec"]["nodeSelector"] =
+        json!({"mlkube.io/no-such-node": "true"});
+    (0..count)
+        .map(|i| {
+            config_map(
+                ns,
+                "bulk",
+                &format!("bulk-{i:03}"),
+                json!({"i": i.to_string()}),
+            )
+        })
+        .chain([stuck])
+        .map(|o| serde_yaml::to_string(&o.value).expect("YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[tokio::test]
+async fn ctrl_c_during_apply_finishes_what_is_in_flight_reports_it_and_a_rerun_converges() {
+    use std::io::{BufRead, BufReader, Read};
+
+    let test = TestNamespace::new("deploy-sigint").await;
+    let env = Env::new(&test.name).await;
+    let set = ApplySet::new("manifest", &test.name, &test.name);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let manifest = tmp.path().join("objects.yaml");
+    std::fs::write(&manifest, slow_manifest(&test.name, 400)).expect("write the manifest");
+    let manifest = manifest.to_str().unwrap();
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args([
+            "apply",
+            &test.name,
+            "--manifest",
+            manifest,
+            "--timeout",
+            "5m",
+        ])
+        .current_dir(tmp.path())
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    stdout
+        .read_line(&mut first)
+        .expect("the first applied object");
+    assert!(first.ends_with(" created\n"), "{first:?}");
+    // Ctrl-C, as a terminal sends it: while the ConfigMaps are sent, or during the wait for
+    // the Deployment that never becomes available.
+    let signal = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(signal.success());
+    let mut rest = String::new();
+    stdout
+        .read_to_string(&mut rest)
+        .expect("the rest of stdout");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("the apply ends");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("mlkube: interrupted"), "{stderr}");
+    let summary = stderr.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with("apply: ") && summary.ends_with("(interrupted)"),
+        "{stderr}"
+    );
+
+    // Everything written was reported, and the inventory covers it.
+    let reported: Vec<String> = first
+        .lines()
+        .chain(rest.lines())
+        .map(str::to_string)
+        .collect();
+    let written = Api::<ConfigMap>::namespaced(env.client.clone(), &test.name)
+        .list(&kube::api::ListParams::default().labels("mlkube.io/component=bulk"))
+        .await
+        .expect("list ConfigMaps");
+    assert!(!written.items.is_empty());
+    for config_map in &written.items {
+        let name = config_map.metadata.name.clone().unwrap_or_default();
+        assert!(
+            reported.contains(&format!("ConfigMap {}/{name} created", test.name)),
+            "{name} was written but not reported"
+        );
+        assert_eq!(
+            config_map.metadata.labels.as_ref().unwrap()[PART_OF_LABEL],
+            set.id
+        );
+    }
+    let inventory = applyset::read(&env.cluster, &set)
+        .await
+        .unwrap()
+        .expect("an inventory");
+    assert!(inventory.group_kinds.contains("ConfigMap"), "{inventory:?}");
+
+    let rerun = mlkube(
+        tmp.path(),
+        &["apply", &test.name, "--manifest", manifest, "--no-wait"],
+    );
+    assert_eq!(
+        rerun.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let diff = mlkube(tmp.path(), &["diff", &test.name, "--manifest", manifest]);
+    assert_eq!(
+        diff.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&diff.stdout)
+    );
+}
+
 #[tokio::test]
 async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     let _shared = support::lock_shared_cluster_objects().await;
@@ -1008,6 +1213,8 @@ fn delete_all() -> DeleteOptions<'static> {
         components: vec![],
         delete_namespace: false,
         consent: &Confirmation::Given,
+        observer: &Quiet,
+        cancel: never(),
     }
 }
 
