@@ -281,7 +281,10 @@ all_running() {
 }
 
 # Two simulated nodes, one of them with GPUs. kwok manages the nodes that carry its annotation;
-# its default stages make them Ready and bring their pods to Running.
+# its default stages make them Ready and bring their pods to Running. Their CPU is room for the
+# operator bench, not a machine's: 1,000 PyTorchJobs give 3,000 workers whose `init-pytorch`
+# init container requests 50m each (150 CPUs), and with 64 CPUs a node, hundreds of them stayed
+# Pending, so the bench never saw every job Running.
 node_manifest() {
   local name=$1 gpus=$2 extra_capacity="" extra_label=""
   if [ "$gpus" -gt 0 ]; then
@@ -304,8 +307,8 @@ metadata:
     type: kwok
     $extra_label
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
-  capacity: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
+  allocatable: {cpu: "512", memory: 256Gi, pods: "5000"$extra_capacity}
+  capacity: {cpu: "512", memory: 256Gi, pods: "5000"$extra_capacity}
   nodeInfo:
     architecture: amd64
     kubeletVersion: $K8S_VERSION-kwok
