@@ -304,8 +304,8 @@ metadata:
     type: kwok
     $extra_label
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
-  capacity: {cpu: "64", memory: 256Gi, pods: "5000"$extra_capacity}
+  allocatable: {cpu: "64", memory: 256Gi, pods: "50000"$extra_capacity}
+  capacity: {cpu: "64", memory: 256Gi, pods: "50000"$extra_capacity}
   nodeInfo:
     architecture: amd64
     kubeletVersion: $K8S_VERSION-kwok
@@ -391,7 +391,7 @@ SCHEDULER
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 10.244.0.0/16 --node-ip 10.244.0.1 \
+    --cidr 10.240.0.0/12 --node-ip 10.240.0.1 \
     --node-lease-duration-seconds 40
 
   { node_manifest kwok-node-0 0; echo "---"; node_manifest kwok-gpu-node-0 8; } |
