@@ -38,6 +38,7 @@ mod carry_out;
 mod claim;
 mod pod_group;
 mod reconcile;
+mod status;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
