@@ -6,6 +6,7 @@
 //!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=32 by default
 //!     JOBS=10000 cargo bench --bench operator
 //!     FRAMEWORK=pytorch cargo bench --bench operator
+//!     OPERATOR=/path/to/other/mlkube cargo bench --bench operator   # another build, same bench
 //!
 //! First the raw limit: a bare client creates the pods and services the jobs' operator would,
 //! at the same concurrency, in a namespace of its own, and the time until all exist is taken.
@@ -447,7 +448,9 @@ async fn run(
         _ => raw_limit::<TFJob>(client, raw_ns, jobs_wanted, concurrency, limit).await?,
     };
 
-    let mut operator = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+    // Another build of the operator, to measure two side by side: OPERATOR=path/to/mlkube.
+    let binary = std::env::var("OPERATOR").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mlkube").into());
+    let mut operator = std::process::Command::new(binary)
         .args(["operator", "--namespace", ns])
         .args([
             "--metrics-addr",
