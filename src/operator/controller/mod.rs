@@ -81,6 +81,8 @@ pub struct Context {
     expectations: Arc<Expectations>,
     /// Jobs (namespace, name) with a change not reconciled yet: the work queue.
     queue: Arc<WorkQueue>,
+    /// The job versions the last status writes replaced, which the cache may still show.
+    written: status::Written,
 }
 
 /// The jobs waiting for a reconcile because they, or one of their pods or services, changed;
@@ -275,6 +277,7 @@ async fn run_one<J: TrainingJob>(
         deleted: Mutex::new(HashMap::new()),
         expectations,
         queue: queue.clone(),
+        written: status::Written::default(),
     });
 
     tokio::spawn(async move {
@@ -285,6 +288,7 @@ async fn run_one<J: TrainingJob>(
         }
     });
 
+    let for_gone_jobs = context.clone();
     Controller::for_stream(job_stream, job_store)
         // A short debounce folds the burst of pod updates a starting job makes into fewer
         // reconciles (and status writes).
@@ -301,7 +305,9 @@ async fn run_one<J: TrainingJob>(
             match result {
                 // Deleted before its turn came.
                 Err(ControllerError::ObjectNotFound(job)) => {
-                    queue.remove(job.namespace.as_deref().unwrap_or_default(), &job.name);
+                    let namespace = job.namespace.as_deref().unwrap_or_default();
+                    queue.remove(namespace, &job.name);
+                    for_gone_jobs.written.forget(namespace, &job.name);
                 }
                 Err(e) => tracing::debug!(error = %e, "reconcile did not complete"),
                 Ok(_) => {}

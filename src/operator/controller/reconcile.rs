@@ -203,6 +203,10 @@ async fn reconcile_job<J: TrainingJob>(
         tracing::debug!(managed_by = manager, "left to another controller");
         return Ok(Action::await_change());
     }
+    if ctx.written.is_stale(job, namespace) {
+        tracing::debug!("the cache has not shown the last status write yet");
+        return Ok(Action::await_change());
+    }
     // Children created before the caches synced would be invisible; wait for them.
     let _ = ctx.pods.wait_until_ready().await;
     let _ = ctx.services.wait_until_ready().await;
