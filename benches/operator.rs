@@ -7,6 +7,7 @@
 //!     JOBS=10000 cargo bench --bench operator
 //!     FRAMEWORK=pytorch cargo bench --bench operator
 //!     OPERATOR=/path/to/other/mlkube cargo bench --bench operator   # another build, same bench
+//!     OPERATOR_CONCURRENCY=4 cargo bench --bench operator   # the operator's, not the clients'
 //!
 //! First the raw limit: a bare client creates the pods and services the jobs' operator would,
 //! at the same concurrency, in a namespace of its own, and the time until all exist is taken.
@@ -199,6 +200,11 @@ fn finishers(framework: &Registered, job: usize) -> Vec<String> {
         pods.push(format!("bench-{job}-master-0"));
     }
     pods
+}
+
+/// The operator's `--concurrency`: OPERATOR_CONCURRENCY, else the bench's own.
+fn operator_concurrency(concurrency: usize) -> usize {
+    setting("OPERATOR_CONCURRENCY", concurrency)
 }
 
 /// Requests the API server has served since it started, by verb and resource
@@ -458,7 +464,10 @@ async fn run(
             "--health-addr",
             "127.0.0.1:0",
         ])
-        .args(["--concurrency", &concurrency.to_string()])
+        .args([
+            "--concurrency",
+            &operator_concurrency(concurrency).to_string(),
+        ])
         .args(["--frameworks", framework.framework.name])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
@@ -491,7 +500,10 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
     } else {
         "1 PS + 3 workers"
     };
-    println!("| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency} | |");
+    println!(
+        "| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency}, operator's {} | |",
+        operator_concurrency(concurrency)
+    );
     println!("|---|---|");
     println!(
         "| 0. raw client: every pod and service exists | {:.1} s |",
