@@ -1,6 +1,8 @@
-//! The controller: watches one framework's jobs and their pods and services, and for each job
-//! runs the engine's `plan` and carries it out. `reconcile` reads and decides, `claim` adopts
-//! and releases, `carry_out` creates and deletes, `pod_group` serves the gang scheduler.
+//! The controller: per framework, watches its jobs, and for each job runs the engine's `plan`
+//! and carries it out. `children` watches the pods and services of every framework's jobs once
+//! and routes their changes, `reconcile` reads and decides, `claim` adopts and releases,
+//! `status` writes the status, `carry_out` creates and deletes, `pod_group` serves the gang
+//! scheduler.
 //!
 //! # Expected flow
 //! A job, or one of its pods or services, changes; kube-runtime schedules a reconcile of the
