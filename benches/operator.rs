@@ -4,17 +4,25 @@
 //!
 //!     cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
 //!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=32 by default
+//!     JOBS=10000 cargo bench --bench operator
 //!     FRAMEWORK=pytorch cargo bench --bench operator
+//!     OPERATOR=/path/to/other/mlkube cargo bench --bench operator   # another build, same bench
+//!     OPERATOR_CONCURRENCY=4 cargo bench --bench operator   # the operator's, not the clients'
 //!
-//! It starts the release `mlkube operator` as a child process scoped to a fresh namespace,
-//! submits the jobs, and measures: the time until every pod exists, until every job is Running,
-//! then (after playing the kubelet and completing every worker, and the Master) until every job
-//! is Succeeded;
-//! and the operator's peak RSS and CPU seconds from /proc. Prints a Markdown table on stdout,
-//! progress on stderr.
+//! First the raw limit: a bare client creates the pods and services the jobs' operator would,
+//! at the same concurrency, in a namespace of its own, and the time until all exist is taken.
+//! Then it starts the release `mlkube operator` as a child process scoped to a fresh namespace,
+//! submits the jobs, and measures: the time until every pod exists (and that time as a fraction
+//! of the raw client's rate), until every job is Running, then (after playing the kubelet and
+//! completing every worker, and the Master) until every job is Succeeded; the operator's peak
+//! RSS and CPU seconds from /proc; and what both runs asked of the API server, per job, by verb
+//! and resource, from its own `apiserver_request_total` counters (every client's requests:
+//! the scheduler's bindings, kwok's status patches and the controller-manager's endpoint
+//! slices are in both runs, the operator's own only in its run). Prints Markdown tables on
+//! stdout, progress on stderr.
 //!
 //! The measuring must not load the machine it measures: pods and services are followed as
-//! metadata only, and a run starts only once an earlier run's namespace is gone (deleting
+//! metadata only, and a run starts only once an earlier run's namespaces are gone (deleting
 //! 8,000 objects keeps the control plane busy for minutes) and waits for its own to go.
 
 use std::collections::BTreeMap;
@@ -29,6 +37,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
+use mlkube::operator::engine::{build, defaults};
 use mlkube::operator::framework::TrainingJob;
 use mlkube::operator::frameworks::pytorch::PyTorchJob;
 use mlkube::operator::frameworks::tensorflow::TFJob;
@@ -71,9 +80,24 @@ where
     store
 }
 
-/// Poll a store-derived condition every 50 ms until it holds; the elapsed time since `since`.
+/// Stores of the namespace's pods and services, metadata only.
+fn follow_children(
+    client: &Client,
+    ns: &str,
+) -> (
+    Store<PartialObjectMeta<Pod>>,
+    Store<PartialObjectMeta<Service>>,
+) {
+    let pods = follow(Api::namespaced(client.clone(), ns));
+    let services = follow(Api::namespaced(client.clone(), ns));
+    (pods, services)
+}
+
 /// Wait until no namespace of an earlier run is left.
-async fn until_no_bench_namespace(namespaces: &Api<Namespace>) -> Result<(), Error> {
+async fn until_no_bench_namespace(
+    namespaces: &Api<Namespace>,
+    limit: Duration,
+) -> Result<(), Error> {
     let since = Instant::now();
     let mut said = false;
     loop {
@@ -98,13 +122,14 @@ async fn until_no_bench_namespace(namespaces: &Api<Namespace>) -> Result<(), Err
             say(&format!("waiting for {} to be deleted", left.join(", ")));
             said = true;
         }
-        if since.elapsed() > Duration::from_secs(900) {
-            return Err(format!("{} still exist after 15 minutes", left.join(", ")).into());
+        if since.elapsed() > limit {
+            return Err(format!("{} still exist after {limit:?}", left.join(", ")).into());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
+/// Poll a store-derived condition every 50 ms until it holds; the elapsed time since `since`.
 async fn until(
     what: &str,
     since: Instant,
@@ -177,6 +202,173 @@ fn finishers(framework: &Registered, job: usize) -> Vec<String> {
     pods
 }
 
+/// The operator's `--concurrency`: OPERATOR_CONCURRENCY, else the bench's own.
+fn operator_concurrency(concurrency: usize) -> usize {
+    setting("OPERATOR_CONCURRENCY", concurrency)
+}
+
+/// Requests the API server has served since it started, by verb and resource
+/// (`POST pods`, `PUT tfjobs.kubeflow.org/status`, `POST pods (409)` for refusals): its own
+/// `apiserver_request_total`. Read with the bench's (admin) credentials.
+async fn api_requests(client: &Client) -> Result<BTreeMap<String, f64>, Error> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    let text = client.request_text(request).await?;
+    let mut requests = BTreeMap::new();
+    for line in text.lines() {
+        let Some(sample) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = sample.rsplit_once("} ") else {
+            continue;
+        };
+        let labels: BTreeMap<&str, &str> = labels
+            .split("\",")
+            .filter_map(|pair| pair.split_once("=\""))
+            .map(|(k, v)| (k, v.trim_end_matches('"')))
+            .collect();
+        let label = |name: &str| labels.get(name).copied().unwrap_or_default();
+        if label("resource").is_empty() {
+            continue;
+        }
+        let mut key = format!("{} {}", label("verb"), label("resource"));
+        if !label("group").is_empty() {
+            key = format!("{key}.{}", label("group"));
+        }
+        if !label("subresource").is_empty() {
+            key = format!("{key}/{}", label("subresource"));
+        }
+        // Refusals (a 409 conflict, a 404) apart: they are work that did nothing.
+        if !label("code").starts_with('2') {
+            key = format!("{key} ({})", label("code"));
+        }
+        *requests.entry(key).or_insert(0.0) += value.trim().parse::<f64>()?;
+    }
+    Ok(requests)
+}
+
+/// The requests served between two readings, per job.
+fn per_job(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    jobs: usize,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(key, n)| {
+            let served = n - before.get(key).copied().unwrap_or_default();
+            (key.clone(), served / jobs as f64)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect()
+}
+
+/// What the operator must ask for a job at the least: its 4 pods and 4 services, and a status
+/// write per transition (Created, Running, Succeeded).
+fn minimum(framework: &Registered) -> BTreeMap<String, f64> {
+    BTreeMap::from([
+        ("POST pods".to_owned(), 4.0),
+        ("POST services".to_owned(), 4.0),
+        (
+            format!("PUT {}.kubeflow.org/status", framework.framework.plural),
+            3.0,
+        ),
+    ])
+}
+
+async fn create_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<(), Error> {
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": name } }))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// A pod or service the operator would create for a job.
+enum Child {
+    Pod(Box<Pod>),
+    Service(Box<Service>),
+}
+
+/// The pods and services of job `bench-{i}`, as the operator builds them, without the owner
+/// reference (there is no job: the garbage collector would delete them).
+fn children<J: TrainingJob>(ns: &str, i: usize) -> Result<Vec<Child>, Error> {
+    let mut job = job::<J>(&format!("bench-{i}"))?;
+    job.meta_mut().namespace = Some(ns.to_owned());
+    defaults::apply(&mut job);
+    let mut children = Vec::new();
+    for &rtype in J::FRAMEWORK.replica_types {
+        let Some(spec) = job.replica_spec(rtype) else {
+            continue;
+        };
+        for index in 0..spec.replicas.unwrap_or(1) {
+            let mut pod = build::pod(&job, rtype, index, &build::Options::default());
+            pod.metadata.owner_references = None;
+            let mut service = build::service(&job, rtype, index);
+            service.metadata.owner_references = None;
+            children.push(Child::Pod(Box::new(pod)));
+            children.push(Child::Service(Box::new(service)));
+        }
+    }
+    Ok(children)
+}
+
+/// The raw limit: a bare client creates what the operator would for `jobs_wanted` jobs, at
+/// `concurrency` creates at once, in namespace `ns`. The time until every pod and service
+/// exists, and the API server's requests per job until every pod also left Pending (so the
+/// scheduler's and kwok's work is counted as in the operator's run).
+async fn raw_limit<J: TrainingJob>(
+    client: &Client,
+    ns: &str,
+    jobs_wanted: usize,
+    concurrency: usize,
+    limit: Duration,
+) -> Result<(Duration, BTreeMap<String, f64>), Error> {
+    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
+    let services_api = Api::<Service>::namespaced(client.clone(), ns);
+    let (pods, services) = follow_children(client, ns);
+    let before = api_requests(client).await?;
+    let start = Instant::now();
+    let pp = PostParams::default();
+    stream::iter(0..jobs_wanted)
+        .map(|i| children::<J>(ns, i))
+        .map_ok(|children| stream::iter(children.into_iter().map(Ok::<_, Error>)))
+        .try_flatten()
+        .map_ok(|child| {
+            let (pods_api, services_api, pp) = (&pods_api, &services_api, &pp);
+            async move {
+                match child {
+                    Child::Pod(pod) => pods_api.create(pp, &pod).await.map(drop)?,
+                    Child::Service(service) => services_api.create(pp, &service).await.map(drop)?,
+                }
+                Ok::<_, Error>(())
+            }
+        })
+        .try_buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await?;
+    let want = jobs_wanted * 4;
+    let took = until(
+        "raw client: every pod and service exists",
+        start,
+        limit,
+        || pods.len() >= want && services.len() >= want,
+    )
+    .await?;
+    let pending = ListParams::default()
+        .fields("status.phase=Pending")
+        .limit(1);
+    while !pods_api.list_metadata(&pending).await?.items.is_empty() {
+        if start.elapsed() > limit {
+            return Err("raw client: pods still Pending".into());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let after = api_requests(client).await?;
+    Ok((took, per_job(&before, &after, jobs_wanted)))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     // `cargo bench` passes `--bench`; nothing else is understood.
@@ -189,6 +381,8 @@ async fn main() -> Result<(), Error> {
     let client = Client::try_default()
         .await
         .map_err(|e| format!("no cluster: {e}; run `eval \"$(cluster/local-cluster.sh env)\"`"))?;
+    // 15 minutes a step at 1,000 jobs, longer at more.
+    let limit = Duration::from_secs(900).max(Duration::from_millis(900 * jobs_wanted as u64));
 
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     crds.patch(
@@ -204,84 +398,171 @@ async fn main() -> Result<(), Error> {
     .await??;
 
     let namespaces = Api::<Namespace>::all(client.clone());
-    until_no_bench_namespace(&namespaces).await?;
+    until_no_bench_namespace(&namespaces, limit).await?;
+    let raw_ns = format!("{NAMESPACE_PREFIX}raw-{}", std::process::id());
     let ns = format!("{NAMESPACE_PREFIX}{}", std::process::id());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({ "metadata": { "name": ns } }))?,
-        )
-        .await?;
+    create_namespace(&namespaces, &raw_ns).await?;
+    create_namespace(&namespaces, &ns).await?;
     say(&format!(
-        "namespace {ns}, {jobs_wanted} jobs, operator concurrency {concurrency}"
+        "namespaces {raw_ns} and {ns}, {jobs_wanted} jobs, concurrency {concurrency}"
     ));
+    let result = run(
+        &client,
+        framework,
+        &raw_ns,
+        &ns,
+        jobs_wanted,
+        concurrency,
+        limit,
+    )
+    .await;
+    for namespace in [&raw_ns, &ns] {
+        let _ = namespaces
+            .delete(namespace, &DeleteParams::background())
+            .await;
+    }
+    print(&result?, framework, jobs_wanted, concurrency);
+    // At 10,000 jobs the deletion of 160,000 objects takes longer than the run.
+    until_no_bench_namespace(&namespaces, limit).await?;
+    Ok(())
+}
 
-    let mut operator = std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
+/// What one bench run measured.
+struct Measured {
+    times: BTreeMap<&'static str, Duration>,
+    raw: Duration,
+    raw_requests: BTreeMap<String, f64>,
+    requests: BTreeMap<String, f64>,
+    /// The operator's peak RSS in MB and CPU seconds.
+    rss: f64,
+    cpu: f64,
+}
+
+async fn run(
+    client: &Client,
+    framework: &'static Registered,
+    raw_ns: &str,
+    ns: &str,
+    jobs_wanted: usize,
+    concurrency: usize,
+    limit: Duration,
+) -> Result<Measured, Error> {
+    let (raw, raw_requests) = match framework.framework.kind {
+        "PyTorchJob" => {
+            raw_limit::<PyTorchJob>(client, raw_ns, jobs_wanted, concurrency, limit).await?
+        }
+        _ => raw_limit::<TFJob>(client, raw_ns, jobs_wanted, concurrency, limit).await?,
+    };
+
+    // Another build of the operator, to measure two side by side: OPERATOR=path/to/mlkube.
+    let binary = std::env::var("OPERATOR").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mlkube").into());
+    let mut operator = std::process::Command::new(binary)
+        .args(["operator", "--namespace", ns])
         .args([
-            "operator",
-            "--namespace",
-            &ns,
             "--metrics-addr",
             "127.0.0.1:0",
             "--health-addr",
             "127.0.0.1:0",
         ])
-        .args(["--concurrency", &concurrency.to_string()])
-        .args(["--frameworks", &name])
+        .args([
+            "--concurrency",
+            &operator_concurrency(concurrency).to_string(),
+        ])
+        .args(["--frameworks", framework.framework.name])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
-    let pid = operator.id();
-
-    let result = match framework.framework.kind {
-        "PyTorchJob" => measure::<PyTorchJob>(&client, &ns, jobs_wanted, framework).await,
-        _ => measure::<TFJob>(&client, &ns, jobs_wanted, framework).await,
+    let before = api_requests(client).await?;
+    let times = match framework.framework.kind {
+        "PyTorchJob" => {
+            measure::<PyTorchJob>(client, ns, jobs_wanted, concurrency, framework, limit).await
+        }
+        _ => measure::<TFJob>(client, ns, jobs_wanted, concurrency, framework, limit).await,
     };
-
-    let (rss, cpu) = usage(pid).unwrap_or((f64::NAN, f64::NAN));
+    let after = api_requests(client).await;
+    let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
     let _ = operator.wait();
-    let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
-    let times = result?;
-    until_no_bench_namespace(&namespaces).await?;
+    Ok(Measured {
+        times: times?,
+        raw,
+        raw_requests,
+        requests: per_job(&before, &after?, jobs_wanted),
+        rss,
+        cpu,
+    })
+}
 
-    let shape = if framework.framework.kind == "PyTorchJob" {
+fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concurrency: usize) {
+    let kind = framework.framework.kind;
+    let shape = if kind == "PyTorchJob" {
         "1 Master + 3 workers"
     } else {
         "1 PS + 3 workers"
     };
     println!(
-        "| {jobs_wanted} {}s ({shape}), concurrency {concurrency} | |",
-        framework.framework.kind
+        "| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency}, operator's {} | |",
+        operator_concurrency(concurrency)
     );
     println!("|---|---|");
-    for (what, took) in &times {
+    println!(
+        "| 0. raw client: every pod and service exists | {:.1} s |",
+        measured.raw.as_secs_f64()
+    );
+    for (what, took) in &measured.times {
         println!("| {what} | {:.1} s |", took.as_secs_f64());
     }
-    println!("| operator peak RSS | {rss:.0} MB |");
-    println!("| operator CPU time | {cpu:.1} s |");
-    Ok(())
+    if let Some(operator) = measured.times.get(EVERY_CHILD_EXISTS) {
+        println!(
+            "| operator's rate as a fraction of the raw client's | {:.2} |",
+            measured.raw.as_secs_f64() / operator.as_secs_f64()
+        );
+    }
+    println!("| operator peak RSS | {:.0} MB |", measured.rss);
+    println!("| operator CPU time | {:.1} s |", measured.cpu);
+
+    let minimum = minimum(framework);
+    println!();
+    println!("| API requests per job | operator run | raw client run | operator's minimum |");
+    println!("|---|---|---|---|");
+    let mut keys: Vec<&String> = measured.requests.keys().collect();
+    keys.extend(measured.raw_requests.keys());
+    keys.sort();
+    keys.dedup();
+    let cell = |n: Option<&f64>| n.map_or(String::new(), |n| format!("{n:.2}"));
+    let mut totals = (0.0, 0.0);
+    for key in keys {
+        let (run, raw) = (measured.requests.get(key), measured.raw_requests.get(key));
+        totals.0 += run.copied().unwrap_or_default();
+        totals.1 += raw.copied().unwrap_or_default();
+        // Leases, health checks and the like: below one request in a hundred jobs.
+        if run.into_iter().chain(raw).any(|n| *n >= 0.01) {
+            println!(
+                "| {key} | {} | {} | {} |",
+                cell(run),
+                cell(raw),
+                cell(minimum.get(key))
+            );
+        }
+    }
+    println!("| all | {:.2} | {:.2} | |", totals.0, totals.1);
 }
+
+const EVERY_CHILD_EXISTS: &str = "2. every pod and service exists";
 
 async fn measure<J: TrainingJob>(
     client: &Client,
     ns: &str,
     jobs_wanted: usize,
+    concurrency: usize,
     framework: &Registered,
+    limit: Duration,
 ) -> Result<BTreeMap<&'static str, Duration>, Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
-    let pods = follow(Api::<PartialObjectMeta<Pod>>::namespaced(
-        client.clone(),
-        ns,
-    ));
-    let services = follow(Api::<PartialObjectMeta<Service>>::namespaced(
-        client.clone(),
-        ns,
-    ));
+    let (pods, services) = follow_children(client, ns);
     let mut times = BTreeMap::new();
-    let limit = Duration::from_secs(900);
 
     let start = Instant::now();
     let jobs_api = Arc::new(jobs_api);
@@ -294,7 +575,7 @@ async fn measure<J: TrainingJob>(
                     .map_err(Error::from)
             }
         })
-        .buffer_unordered(32)
+        .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
     times.insert("1. all jobs submitted", start.elapsed());
@@ -305,7 +586,7 @@ async fn measure<J: TrainingJob>(
 
     let want_pods = jobs_wanted * 4;
     times.insert(
-        "2. every pod and service exists",
+        EVERY_CHILD_EXISTS,
         until("every pod and service exists", start, limit, || {
             pods.len() >= want_pods && services.len() >= want_pods
         })
@@ -345,7 +626,7 @@ async fn measure<J: TrainingJob>(
             }] } });
             async move { api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status)).await.map_err(Error::from) }
         })
-        .buffer_unordered(32)
+        .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
     times.insert(

@@ -284,7 +284,8 @@ all_running() {
 # its default stages make them Ready and bring their pods to Running. Their CPU is room for the
 # operator bench, not a machine's: 1,000 PyTorchJobs give 3,000 workers whose `init-pytorch`
 # init container requests 50m each (150 CPUs), and with 64 CPUs a node, hundreds of them stayed
-# Pending, so the bench never saw every job Running.
+# Pending, so the bench never saw every job Running. Their pod count is room for the bench at
+# 10,000 TFJobs (40,000 pods).
 node_manifest() {
   local name=$1 gpus=$2 extra_capacity="" extra_label=""
   if [ "$gpus" -gt 0 ]; then
@@ -307,8 +308,8 @@ metadata:
     type: kwok
     $extra_label
 status:
-  allocatable: {cpu: "512", memory: 256Gi, pods: "5000"$extra_capacity}
-  capacity: {cpu: "512", memory: 256Gi, pods: "5000"$extra_capacity}
+  allocatable: {cpu: "512", memory: 256Gi, pods: "50000"$extra_capacity}
+  capacity: {cpu: "512", memory: 256Gi, pods: "50000"$extra_capacity}
   nodeInfo:
     architecture: amd64
     kubeletVersion: $K8S_VERSION-kwok
@@ -394,7 +395,7 @@ SCHEDULER
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 10.244.0.0/16 --node-ip 10.244.0.1 \
+    --cidr 10.240.0.0/12 --node-ip 10.240.0.1 \
     --node-lease-duration-seconds 40
 
   { node_manifest kwok-node-0 0; echo "---"; node_manifest kwok-gpu-node-0 8; } |

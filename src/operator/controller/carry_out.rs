@@ -45,7 +45,8 @@ pub(super) async fn carry_out<J: TrainingJob>(
     let mut pods_admitted = true;
     if ctx.options.gang_scheduler.is_some() {
         let finished = conditions::is_finished(&plan.status);
-        match pod_group::sync_pod_group(defaulted, ctx, namespace, finished).await {
+        let creating_pods = !plan.create_pods.is_empty();
+        match pod_group::sync_pod_group(defaulted, ctx, namespace, finished, creating_pods).await {
             Ok(admitted) => pods_admitted = admitted,
             Err(e) => {
                 pods_admitted = false;

@@ -1,6 +1,8 @@
-//! The controller: watches one framework's jobs and their pods and services, and for each job
-//! runs the engine's `plan` and carries it out. `reconcile` reads and decides, `claim` adopts
-//! and releases, `carry_out` creates and deletes, `pod_group` serves the gang scheduler.
+//! The controller: per framework, watches its jobs, and for each job runs the engine's `plan`
+//! and carries it out. `children` watches the pods and services of every framework's jobs once
+//! and routes their changes, `reconcile` reads and decides, `claim` adopts and releases,
+//! `status` writes the status, `carry_out` creates and deletes, `pod_group` serves the gang
+//! scheduler.
 //!
 //! # Expected flow
 //! A job, or one of its pods or services, changes; kube-runtime schedules a reconcile of the
@@ -35,12 +37,13 @@
 //! created again (its name is taken), and the retry adopts it.
 
 mod carry_out;
+mod children;
 mod claim;
 mod pod_group;
 mod reconcile;
+mod status;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,18 +51,19 @@ use futures::future::{BoxFuture, Shared, join_all};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, ResourceExt};
 
-use super::engine::build::{self, LABEL_OPERATOR};
+use super::engine::build;
 use super::events::Events;
-use super::expectations::{Expectations, Kind};
+use super::expectations::Expectations;
 use super::framework::TrainingJob;
 use super::frameworks::Registered;
 use super::lock;
 use super::metrics::Metrics;
 
+pub use children::Children;
 pub use reconcile::{ReconcileError, error_policy, reconcile};
 
 /// How often a job whose pods wait for their PodGroup to be admitted looks again.
@@ -80,6 +84,10 @@ pub struct Context {
     expectations: Arc<Expectations>,
     /// Jobs (namespace, name) with a change not reconciled yet: the work queue.
     queue: Arc<WorkQueue>,
+    /// The job versions the last status writes replaced, which the cache may still show.
+    written: status::Written,
+    /// The PodGroups last read or written, so a reconcile need not read them again.
+    pod_groups: pod_group::SeenPodGroups,
 }
 
 /// The jobs waiting for a reconcile because they, or one of their pods or services, changed;
@@ -89,8 +97,6 @@ pub struct Context {
 /// work queue, a job counts once however many changes wait, and a timed requeue (deadline,
 /// TTL, retry) is not counted while it waits for its time.
 struct WorkQueue {
-    /// The kind of the jobs, as owner references name it.
-    kind: &'static str,
     jobs: Mutex<HashSet<(String, String)>>,
     metrics: Arc<Metrics>,
 }
@@ -99,17 +105,6 @@ impl WorkQueue {
     fn add(&self, namespace: Option<String>, name: String) {
         if lock(&self.jobs).insert((namespace.unwrap_or_default(), name)) {
             self.metrics.queue_depth_add(1);
-        }
-    }
-
-    /// A child changed: queue the job that controls it, if one does.
-    fn add_controller_of<K: Resource>(&self, child: &K) {
-        let controller = child
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true) && o.kind == self.kind);
-        if let Some(owner) = controller {
-            self.add(child.namespace(), owner.name.clone());
         }
     }
 
@@ -131,11 +126,10 @@ pub struct Settings {
     pub frameworks: Vec<&'static Registered>,
 }
 
-/// One framework's controller, as [`run`] starts it: `run_framework::<J>`.
-pub type RunFramework = fn(Client, Settings, Arc<Metrics>, Ready, Stop) -> BoxFuture<'static, ()>;
-
-/// Called once a framework's caches have synced.
-pub type Ready = Box<dyn FnOnce() + Send>;
+/// One framework's controller, as [`run`] starts it: `run_framework::<J>`. It takes its jobs'
+/// children from the shared caches, and asks them for their changes before it returns.
+pub type RunFramework =
+    fn(Client, Settings, Arc<Metrics>, Arc<Children>, Stop) -> BoxFuture<'static, ()>;
 
 /// The stop signal every framework's controller waits on.
 pub type Stop = Shared<BoxFuture<'static, ()>>;
@@ -151,28 +145,29 @@ pub async fn run(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let stop = stop.boxed().shared();
-    let frameworks = settings.frameworks.clone();
-    let waiting = Arc::new(AtomicUsize::new(frameworks.len()));
-    let ready: Arc<Mutex<Option<Ready>>> = Arc::new(Mutex::new(Some(Box::new(ready))));
-    let runs = frameworks.iter().map(|registered| {
-        let (waiting, ready) = (waiting.clone(), ready.clone());
-        // Ready once every framework's caches have synced.
-        let one_ready = Box::new(move || {
-            if waiting.fetch_sub(1, Ordering::SeqCst) == 1
-                && let Some(ready) = lock(&ready).take()
-            {
-                ready();
-            }
-        });
-        (registered.run)(
-            client.clone(),
-            settings.clone(),
-            metrics.clone(),
-            one_ready,
-            stop.clone(),
-        )
-    });
-    join_all(runs).await;
+    let (children, watches) = Children::watch(&client, &settings);
+    let runs: Vec<_> = settings
+        .frameworks
+        .iter()
+        .map(|registered| {
+            (registered.run)(
+                client.clone(),
+                settings.clone(),
+                metrics.clone(),
+                children.clone(),
+                stop.clone(),
+            )
+        })
+        .collect();
+    let synced = async move {
+        if children.ready().await {
+            ready();
+        }
+        std::future::pending::<()>().await;
+    };
+    // The watches and the readiness signal run until every controller has stopped.
+    let background = futures::future::join(watches, synced);
+    futures::future::select(join_all(runs).boxed(), background.boxed()).await;
 }
 
 /// Run the controller of one framework's jobs, as [`run`] does.
@@ -180,43 +175,39 @@ pub fn run_framework<J: TrainingJob>(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    ready: Ready,
+    children: Arc<Children>,
     stop: Stop,
 ) -> BoxFuture<'static, ()> {
-    run_one::<J>(client, settings, metrics, ready, stop).boxed()
+    let queue = Arc::new(WorkQueue {
+        jobs: Mutex::new(HashSet::new()),
+        metrics: metrics.clone(),
+    });
+    let (trigger, triggered) = futures::channel::mpsc::unbounded();
+    let route_queue = queue.clone();
+    children.route(
+        J::FRAMEWORK.kind,
+        Box::new(move |namespace, name| {
+            route_queue.add(Some(namespace.to_owned()), name.to_owned());
+            // Closed only once the controller has stopped.
+            let _ = trigger.unbounded_send(ObjectRef::<J>::new(name).within(namespace));
+        }),
+    );
+    run_one::<J>(client, settings, metrics, children, queue, triggered, stop).boxed()
 }
 
 async fn run_one<J: TrainingJob>(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    ready: impl FnOnce() + Send + 'static,
-    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    children: Arc<Children>,
+    queue: Arc<WorkQueue>,
+    children_changed: impl futures::Stream<Item = ObjectRef<J>> + Send + 'static,
+    stop: Stop,
 ) {
-    let (jobs, pods, services): (Api<J>, Api<Pod>, Api<Service>) = match &settings.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-        ),
+    let jobs: Api<J> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
-    let controller_name = J::FRAMEWORK.controller_name;
-    let children =
-        watcher::Config::default().labels(&format!("{LABEL_OPERATOR}={controller_name}"));
-    let expectations = Arc::new(Expectations::default());
-    let queue = Arc::new(WorkQueue {
-        kind: J::FRAMEWORK.kind,
-        jobs: Mutex::new(HashSet::new()),
-        metrics: metrics.clone(),
-    });
-
-    // Every object a watch delivers is in its cache once it passes `reflect`: only then does
-    // it end the expectation of its creation and queue its job.
     let (job_store, job_writer) = reflector::store();
     let job_stream = {
         let queue = queue.clone();
@@ -227,36 +218,6 @@ async fn run_one<J: TrainingJob>(
             .touched_objects()
             .inspect_ok(move |j: &J| queue.add(j.namespace(), j.name_any()))
     };
-    let (pod_store, pod_writer) = reflector::store();
-    let pod_stream = {
-        let (expectations, queue) = (expectations.clone(), queue.clone());
-        watcher(pods, children.clone())
-            .default_backoff()
-            .modify(slim_pod)
-            .reflect(pod_writer)
-            .touched_objects()
-            .inspect_ok(move |p: &Pod| {
-                expectations.observe(Kind::Pod, &p.namespace().unwrap_or_default(), &p.name_any());
-                queue.add_controller_of(p);
-            })
-    };
-    let (service_store, service_writer) = reflector::store();
-    let service_stream = {
-        let (expectations, queue) = (expectations.clone(), queue.clone());
-        watcher(services, children)
-            .default_backoff()
-            .modify(slim_service)
-            .reflect(service_writer)
-            .touched_objects()
-            .inspect_ok(move |s: &Service| {
-                expectations.observe(
-                    Kind::Service,
-                    &s.namespace().unwrap_or_default(),
-                    &s.name_any(),
-                );
-                queue.add_controller_of(s);
-            })
-    };
 
     let events = Events::start(
         client.clone(),
@@ -266,24 +227,19 @@ async fn run_one<J: TrainingJob>(
     );
     let context = Arc::new(Context {
         client,
-        pods: pod_store.clone(),
-        services: service_store.clone(),
+        pods: children.pods.clone(),
+        services: children.services.clone(),
         events,
         metrics,
         options: settings.options,
         deleted: Mutex::new(HashMap::new()),
-        expectations,
+        expectations: children.expectations.clone(),
         queue: queue.clone(),
+        written: status::Written::default(),
+        pod_groups: pod_group::SeenPodGroups::default(),
     });
 
-    tokio::spawn(async move {
-        if pod_store.wait_until_ready().await.is_ok()
-            && service_store.wait_until_ready().await.is_ok()
-        {
-            ready();
-        }
-    });
-
+    let for_gone_jobs = context.clone();
     Controller::for_stream(job_stream, job_store)
         // A short debounce folds the burst of pod updates a starting job makes into fewer
         // reconciles (and status writes).
@@ -292,15 +248,17 @@ async fn run_one<J: TrainingJob>(
                 .concurrency(settings.concurrency.max(1))
                 .debounce(Duration::from_millis(200)),
         )
-        .owns_stream(pod_stream)
-        .owns_stream(service_stream)
+        .reconcile_on(children_changed)
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, context)
         .for_each(|result| {
             match result {
                 // Deleted before its turn came.
                 Err(ControllerError::ObjectNotFound(job)) => {
-                    queue.remove(job.namespace.as_deref().unwrap_or_default(), &job.name);
+                    let namespace = job.namespace.as_deref().unwrap_or_default();
+                    queue.remove(namespace, &job.name);
+                    for_gone_jobs.written.forget(namespace, &job.name);
+                    for_gone_jobs.pod_groups.forget(namespace, &job.name);
                 }
                 // `error_policy` has logged it.
                 Err(ControllerError::ReconcilerFailed(..)) => {}
@@ -311,21 +269,4 @@ async fn run_one<J: TrainingJob>(
             std::future::ready(())
         })
         .await;
-}
-
-/// Of a cached pod, only what `plan` reads is kept: metadata and status. The spec (with every
-/// container's environment and TF_CONFIG) and the managed fields are most of a pod's size, and
-/// at thousands of pods most of the operator's memory.
-fn slim_pod(pod: &mut Pod) {
-    pod.managed_fields_mut().clear();
-    pod.metadata.annotations = None;
-    pod.spec = None;
-}
-
-/// Of a cached service, only the metadata is read.
-fn slim_service(service: &mut Service) {
-    service.managed_fields_mut().clear();
-    service.metadata.annotations = None;
-    service.spec = None;
-    service.status = None;
 }

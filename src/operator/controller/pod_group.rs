@@ -1,6 +1,10 @@
 //! The job's PodGroup for the gang scheduler: created, kept up to date, deleted when the job
 //! finished; and whether it admits the job's pods yet.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
@@ -9,6 +13,7 @@ use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::build;
 use crate::operator::events::EventType;
 use crate::operator::framework::TrainingJob;
+use crate::operator::lock;
 
 /// Create or update (or, once the job finished, delete) the job's PodGroup for the gang
 /// scheduler, and say whether it admits the job's pods yet (see `build::pod_group_admits_pods`).
@@ -17,11 +22,16 @@ use crate::operator::framework::TrainingJob;
 /// `build::pod_group_outdated` says so: fields others set are kept, and a field the job no
 /// longer asks for (a priority class removed) is removed. A group of the job's name that
 /// another object controls is used as it is, never changed.
+///
+/// The group is read only when pods are about to be created (they wait for it) or the job asks
+/// for a different group than the last one seen; otherwise the last one seen stands, and a
+/// reconcile costs no request here.
 pub(super) async fn sync_pod_group<J: TrainingJob>(
     job: &J,
     ctx: &Context,
     namespace: &str,
     finished: bool,
+    creating_pods: bool,
 ) -> Result<bool, ReconcileError> {
     let Some(scheduler) = ctx.options.gang_scheduler.as_deref() else {
         return Ok(true);
@@ -34,6 +44,7 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     let name = job.name_any();
     if finished {
+        ctx.pod_groups.forget(namespace, &name);
         return match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {
                 ctx.events.publish(
@@ -66,6 +77,9 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
     }
     let phase = |group: &DynamicObject| group.data["status"]["phase"].as_str().map(str::to_owned);
     let wanted = build::pod_group_spec(job, scheduler);
+    if !creating_pods && ctx.pod_groups.is_seen(namespace, &name, &wanted) {
+        return Ok(true);
+    }
     let existing = api
         .get_opt(&name)
         .await
@@ -83,6 +97,7 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
             .any(|o| o.controller == Some(true) && o.uid != job_uid);
         let applied = build::applied_spec_fields(&existing.metadata, FIELD_MANAGER);
         if someone_elses || !build::pod_group_outdated(&existing.data["spec"], &wanted, &applied) {
+            ctx.pod_groups.seen(namespace, &name, &wanted);
             return Ok(build::pod_group_admits_pods(
                 scheduler,
                 phase(existing).as_deref(),
@@ -99,6 +114,7 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api.patch(&name, &params, &Patch::Apply(&group)).await {
         Ok(applied) => {
+            ctx.pod_groups.seen(namespace, &name, &wanted);
             if existing.is_some() {
                 ctx.metrics.object("updated_pod_groups");
                 tracing::info!("updated PodGroup {name}: the job asks for a different spec");
@@ -141,5 +157,58 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
                 }
             })
         }
+    }
+}
+
+/// Per job (namespace, name), a digest of the PodGroup spec it asked for when its group was
+/// last read or written.
+#[derive(Default)]
+pub(super) struct SeenPodGroups {
+    specs: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl SeenPodGroups {
+    fn digest(spec: &serde_json::Value) -> u64 {
+        let mut hasher = DefaultHasher::new();
+        spec.to_string().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn is_seen(&self, namespace: &str, job: &str, wanted: &serde_json::Value) -> bool {
+        let key = (namespace.to_owned(), job.to_owned());
+        lock(&self.specs).get(&key) == Some(&Self::digest(wanted))
+    }
+
+    fn seen(&self, namespace: &str, job: &str, wanted: &serde_json::Value) {
+        let key = (namespace.to_owned(), job.to_owned());
+        lock(&self.specs).insert(key, Self::digest(wanted));
+    }
+
+    /// The job is finished or gone.
+    pub(super) fn forget(&self, namespace: &str, job: &str) {
+        lock(&self.specs).remove(&(namespace.to_owned(), job.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_group_is_seen_until_the_job_asks_for_another_or_is_forgotten() {
+        let seen = SeenPodGroups::default();
+        let spec = json!({ "minMember": 4, "queue": "default" });
+        assert!(!seen.is_seen("ns", "mnist", &spec));
+        seen.seen("ns", "mnist", &spec);
+        assert!(seen.is_seen("ns", "mnist", &spec));
+        assert!(!seen.is_seen("other", "mnist", &spec));
+        assert!(!seen.is_seen(
+            "ns",
+            "mnist",
+            &json!({ "minMember": 3, "queue": "default" })
+        ));
+        seen.forget("ns", "mnist");
+        assert!(!seen.is_seen("ns", "mnist", &spec));
     }
 }

@@ -6,13 +6,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
 use tracing::Instrument;
 
-use super::{Context, carry_out, claim};
-use crate::operator::api::{FIELD_MANAGER, MANAGED_BY_US};
+use super::{Context, carry_out, claim, status};
+use crate::operator::api::MANAGED_BY_US;
 use crate::operator::engine::adopt;
 use crate::operator::engine::defaults;
 use crate::operator::engine::observe::Observed;
@@ -182,9 +181,7 @@ pub async fn reconcile<J: TrainingJob>(
     ctx.queue.remove(&namespace, &name);
     ctx.metrics.in_flight_add(1);
     let started = Instant::now();
-    let result = reconcile_job(job, &ctx, &namespace, &name)
-        .instrument(span)
-        .await;
+    let result = reconcile_job(job, &ctx, &namespace).instrument(span).await;
     ctx.metrics.in_flight_add(-1);
     ctx.metrics.reconciled(started.elapsed());
     result
@@ -194,7 +191,6 @@ async fn reconcile_job<J: TrainingJob>(
     job: Arc<J>,
     ctx: &Context,
     namespace: &str,
-    name: &str,
 ) -> Result<Action, ReconcileError> {
     let job = job.as_ref();
     tracing::debug!("reconciling");
@@ -205,6 +201,10 @@ async fn reconcile_job<J: TrainingJob>(
         && manager != MANAGED_BY_US
     {
         tracing::debug!(managed_by = manager, "left to another controller");
+        return Ok(Action::await_change());
+    }
+    if ctx.written.is_stale(job, namespace) {
+        tracing::debug!("the cache has not shown the last status write yet");
         return Ok(Action::await_change());
     }
     // Children created before the caches synced would be invisible; wait for them.
@@ -233,37 +233,7 @@ async fn reconcile_job<J: TrainingJob>(
         &now,
     );
 
-    let old_status = job.status().cloned().unwrap_or_default();
-    if plan.status != old_status {
-        let mut updated = job.clone();
-        let mut status = plan.status.clone();
-        status.last_reconcile_time = Some(now.clone());
-        *updated.status_mut() = Some(status);
-        let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        api.replace_status(name, &pp, &updated)
-            .await
-            .map_err(|source| ReconcileError::WriteStatus {
-                kind: J::FRAMEWORK.kind,
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                source,
-            })?;
-        if let Some(condition) = plan.status.conditions.last()
-            && old_status.conditions.last() != Some(condition)
-        {
-            let reason = condition.reason.as_deref().unwrap_or("");
-            let message = condition.message.as_deref().unwrap_or("");
-            if condition.type_ == "Failed" {
-                tracing::warn!(condition = %condition.type_, reason, "job failed: {message}");
-            } else {
-                tracing::info!(condition = %condition.type_, reason, "status");
-            }
-        }
-    }
+    status::write(job, ctx, namespace, &plan.status, &now).await?;
     for transition in &plan.transitions {
         ctx.metrics.job(*transition, J::FRAMEWORK.name, namespace);
     }

@@ -1,0 +1,161 @@
+//! The pods and services of every framework's jobs, watched once for all of them: one watch and
+//! one cache per kind, however many frameworks run (six by default). A change of a child goes
+//! to the controller of the job kind that controls it, which reconciles that job.
+//!
+//! # Guarantees
+//! - Every change a watch delivers, deletions included, queues the job that controls the
+//!   object; a child no running framework controls changes nothing.
+//! - An object is in its cache before its job is queued and before it ends the expectation of
+//!   its creation.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::{FutureExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::Settings;
+use crate::operator::engine::build::LABEL_OPERATOR;
+use crate::operator::expectations::{Expectations, Kind};
+use crate::operator::lock;
+
+/// Where a change of a job's child goes: called with the job's namespace and name.
+pub(super) type Route = Box<dyn Fn(&str, &str) + Send + Sync>;
+
+/// The caches of the operator's pods and services, shared by every framework's controller.
+pub struct Children {
+    pub pods: Store<Pod>,
+    pub services: Store<Service>,
+    /// Pods and services created that the caches may not show yet.
+    pub(super) expectations: Arc<Expectations>,
+    /// Per job kind (`TFJob`), where its children's changes go.
+    routes: Mutex<HashMap<&'static str, Route>>,
+}
+
+impl Children {
+    /// The caches, and the watches that fill them (they run while the future is polled). The
+    /// watches see the children of the frameworks in `settings`, in its namespace or in all.
+    pub(super) fn watch(
+        client: &Client,
+        settings: &Settings,
+    ) -> (Arc<Children>, futures::future::BoxFuture<'static, ()>) {
+        let (pods, services): (Api<Pod>, Api<Service>) = match &settings.namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone())),
+        };
+        let controllers: Vec<&str> = settings
+            .frameworks
+            .iter()
+            .map(|f| f.framework.controller_name)
+            .collect();
+        let config = watcher::Config::default()
+            .labels(&format!("{LABEL_OPERATOR} in ({})", controllers.join(",")));
+        let (pod_store, pod_writer) = reflector::store();
+        let (service_store, service_writer) = reflector::store();
+        let children = Arc::new(Children {
+            pods: pod_store,
+            services: service_store,
+            expectations: Arc::new(Expectations::default()),
+            routes: Mutex::new(HashMap::new()),
+        });
+        let pod_watch = children
+            .clone()
+            .follow(pods, config.clone(), pod_writer, Kind::Pod);
+        let service_watch =
+            children
+                .clone()
+                .follow(services, config, service_writer, Kind::Service);
+        // With the default backoff the watches retry for ever; they end only on a bug.
+        let watches = async move {
+            let (pods, services) = futures::join!(pod_watch, service_watch);
+            for error in [pods.err(), services.err()].into_iter().flatten() {
+                tracing::error!(error = %error, "a watch of the jobs' children ended");
+            }
+        };
+        (children, watches.boxed())
+    }
+
+    /// Watch one kind of child into its cache, and pass on every change.
+    async fn follow<K>(
+        self: Arc<Self>,
+        api: Api<K>,
+        config: watcher::Config,
+        writer: reflector::store::Writer<K>,
+        kind: Kind,
+    ) -> Result<(), watcher::Error>
+    where
+        K: Resource<DynamicType = ()> + Slim + Clone + DeserializeOwned + Debug + Send + Sync,
+        K: 'static,
+    {
+        watcher(api, config)
+            .default_backoff()
+            .modify(K::slim)
+            .reflect(writer)
+            .touched_objects()
+            .try_for_each(|child| {
+                self.changed(kind, &child);
+                std::future::ready(Ok(()))
+            })
+            .await
+    }
+
+    /// Send the changes of the children of jobs of `kind` to `route`.
+    pub(super) fn route(&self, kind: &'static str, route: Route) {
+        lock(&self.routes).insert(kind, route);
+    }
+
+    /// Pods and services caches have both synced.
+    pub(super) async fn ready(&self) -> bool {
+        self.pods.wait_until_ready().await.is_ok() && self.services.wait_until_ready().await.is_ok()
+    }
+
+    fn changed<K: Resource>(&self, kind: Kind, child: &K) {
+        let namespace = child.namespace().unwrap_or_default();
+        self.expectations
+            .observe(kind, &namespace, &child.name_any());
+        let Some(owner) = child
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+        else {
+            return;
+        };
+        if let Some(route) = lock(&self.routes).get(owner.kind.as_str()) {
+            route(&namespace, &owner.name);
+        }
+    }
+}
+
+/// What of a child the caches keep.
+trait Slim {
+    fn slim(&mut self);
+}
+
+/// Of a cached pod, only what `plan` reads is kept: metadata and status. The spec (with every
+/// container's environment and TF_CONFIG) and the managed fields are most of a pod's size, and
+/// at thousands of pods most of the operator's memory.
+impl Slim for Pod {
+    fn slim(&mut self) {
+        self.managed_fields_mut().clear();
+        self.metadata.annotations = None;
+        self.spec = None;
+    }
+}
+
+/// Of a cached service, only the metadata is read.
+impl Slim for Service {
+    fn slim(&mut self) {
+        self.managed_fields_mut().clear();
+        self.metadata.annotations = None;
+        self.spec = None;
+        self.status = None;
+    }
+}
