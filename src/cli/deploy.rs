@@ -11,7 +11,7 @@
 use std::io::Write;
 
 use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
+    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions, Validation,
 };
 use crate::deploy::applyset::ApplySet;
 use crate::deploy::cancel::Cancel;
@@ -98,6 +98,8 @@ pub fn diff_deployment(deployment: &Deployment, args: &DiffArgs) -> Result<Exit,
         let mut stdout = std::io::stdout().lock();
         if args.output == ListFormat::Json {
             let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
+        } else if args.summary {
+            let _ = write!(stdout, "{}", diff::render_summary(&changes));
         } else {
             let text = diff::render_text(&changes, output::use_color());
             let _ = write!(stdout, "{text}");
@@ -301,25 +303,53 @@ pub fn validate_deployment(
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
         let validation = apply::validate(&cluster, &plan).await;
-        for skipped in &validation.skipped {
-            eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
+        if args.output == ListFormat::Json {
+            let json = serde_json::to_value(&validation).unwrap_or_default();
+            let _ = writeln!(std::io::stdout().lock(), "{json:#}");
+        } else {
+            print_validation(&validation);
         }
-        for rejected in &validation.rejected {
-            eprintln!(
-                "mlkube: error: {} (component {}): {}",
-                rejected.key, rejected.component, rejected.message
-            );
+        if validation.valid == 0 && validation.rejected.is_empty() {
+            eprintln!("mlkube: error: {}", nothing_checked(&validation));
+            return Ok(Exit::Error);
         }
-        eprintln!(
-            "{} valid, {} rejected, {} not checked",
-            validation.valid,
-            validation.rejected.len(),
-            validation.skipped.len()
-        );
         Ok(if validation.rejected.is_empty() {
             Exit::Done
         } else {
             Exit::Error
         })
     })
+}
+
+/// Why `validate` checked nothing, and what to do.
+fn nothing_checked(validation: &Validation) -> String {
+    if validation.skipped.is_empty() {
+        return "nothing to validate: the environment (or the components named) renders no \
+                objects"
+            .into();
+    }
+    format!(
+        "nothing was checked: all {} object(s) need something an apply creates first (listed \
+         above)\n  hint: apply the environment first, or create what the reasons name (its \
+         namespace, its CustomResourceDefinitions), then validate again",
+        validation.skipped.len()
+    )
+}
+
+fn print_validation(validation: &Validation) {
+    for skipped in &validation.skipped {
+        eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
+    }
+    for rejected in &validation.rejected {
+        eprintln!(
+            "mlkube: error: {} (component {}): {}",
+            rejected.key, rejected.component, rejected.message
+        );
+    }
+    eprintln!(
+        "{} valid, {} rejected, {} not checked",
+        validation.valid,
+        validation.rejected.len(),
+        validation.skipped.len()
+    );
 }
