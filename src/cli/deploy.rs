@@ -11,7 +11,7 @@
 use std::io::Write;
 
 use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
+    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions, Validation,
 };
 use crate::deploy::applyset::ApplySet;
 use crate::deploy::cancel::Cancel;
@@ -23,9 +23,7 @@ use crate::deploy::status::{self, LastApply, StatusError};
 use super::exit::Exit;
 use super::output::{self, Confirmation, Printer};
 use super::settings::{self, Deployment, Selection, SettingsError};
-use super::{
-    ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs, report,
-};
+use super::{ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -55,7 +53,47 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
 pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
     match result {
         Ok(exit) => exit,
-        Err(error) => report(&error),
+        Err(error) => {
+            for line in error_lines(&error) {
+                eprintln!("{line}");
+            }
+            Exit::Error
+        }
+    }
+}
+
+/// The error and its causes, a line each; an API server's answer is shown as its message,
+/// reason and code (never the client's debug dump of it), with a hint for refused credentials
+/// (401) and missing RBAC permissions (403).
+fn error_lines(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut lines = vec![format!("mlkube: error: {error}")];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
+            lines.push(format!(
+                "  caused by: {} ({}, HTTP {})",
+                status.message, status.reason, status.code
+            ));
+            lines.extend(status_hint(status.code).map(|h| format!("  hint: {h}")));
+            break;
+        }
+        lines.push(format!("  caused by: {cause}"));
+        source = cause.source();
+    }
+    lines
+}
+
+fn status_hint(code: u16) -> Option<&'static str> {
+    match code {
+        401 => Some(
+            "the API server did not accept the credentials of this kubeconfig context: log in \
+             again or renew its token",
+        ),
+        403 => Some(
+            "the account of this kubeconfig context lacks an RBAC permission: the message above \
+             names the verb and the resource; ask for a Role or ClusterRole that grants it",
+        ),
+        _ => None,
     }
 }
 
@@ -98,6 +136,8 @@ pub fn diff_deployment(deployment: &Deployment, args: &DiffArgs) -> Result<Exit,
         let mut stdout = std::io::stdout().lock();
         if args.output == ListFormat::Json {
             let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
+        } else if args.summary {
+            let _ = write!(stdout, "{}", diff::render_summary(&changes));
         } else {
             let text = diff::render_text(&changes, output::use_color());
             let _ = write!(stdout, "{text}");
@@ -301,25 +341,80 @@ pub fn validate_deployment(
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
         let validation = apply::validate(&cluster, &plan).await;
-        for skipped in &validation.skipped {
-            eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
+        if args.output == ListFormat::Json {
+            let json = serde_json::to_value(&validation).unwrap_or_default();
+            let _ = writeln!(std::io::stdout().lock(), "{json:#}");
+        } else {
+            print_validation(&validation);
         }
-        for rejected in &validation.rejected {
-            eprintln!(
-                "mlkube: error: {} (component {}): {}",
-                rejected.key, rejected.component, rejected.message
-            );
+        if validation.valid == 0 && validation.rejected.is_empty() {
+            eprintln!("mlkube: error: {}", nothing_checked(&validation));
+            return Ok(Exit::Error);
         }
-        eprintln!(
-            "{} valid, {} rejected, {} not checked",
-            validation.valid,
-            validation.rejected.len(),
-            validation.skipped.len()
-        );
         Ok(if validation.rejected.is_empty() {
             Exit::Done
         } else {
             Exit::Error
         })
     })
+}
+
+/// Why `validate` checked nothing, and what to do.
+fn nothing_checked(validation: &Validation) -> String {
+    if validation.skipped.is_empty() {
+        return "nothing to validate: the environment (or the components named) renders no \
+                objects"
+            .into();
+    }
+    format!(
+        "nothing was checked: all {} object(s) need something an apply creates first (listed \
+         above)\n  hint: apply the environment first, or create what the reasons name (its \
+         namespace, its CustomResourceDefinitions), then validate again",
+        validation.skipped.len()
+    )
+}
+
+fn print_validation(validation: &Validation) {
+    for skipped in &validation.skipped {
+        eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
+    }
+    for rejected in &validation.rejected {
+        eprintln!(
+            "mlkube: error: {} (component {}): {}",
+            rejected.key, rejected.component, rejected.message
+        );
+    }
+    eprintln!(
+        "{} valid, {} rejected, {} not checked",
+        validation.valid,
+        validation.rejected.len(),
+        validation.skipped.len()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_request_shows_the_message_and_an_rbac_hint_without_the_status_dump() {
+        let status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "secrets is forbidden: User \"dev\" cannot create resource \"secrets\" in API group \"\" in the namespace \"ml\""
+        }))
+        .expect("a Status");
+        let error = DeployError::Apply(ApplyError::Namespace {
+            namespace: "ml".into(),
+            source: kube::Error::Api(Box::new(status)),
+        });
+        let lines = error_lines(&error);
+        assert_eq!(lines[0], "mlkube: error: cannot create namespace `ml`");
+        assert!(
+            lines[1].starts_with("  caused by: secrets is forbidden: User \"dev\" cannot create")
+                && lines[1].ends_with("(Forbidden, HTTP 403)"),
+            "{lines:?}"
+        );
+        assert!(lines[2].contains("RBAC"), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("Status {")), "{lines:?}");
+    }
 }

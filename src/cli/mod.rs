@@ -409,6 +409,9 @@ pub struct DiffArgs {
     /// Show Secret values instead of masking them.
     #[arg(long)]
     pub show_secrets: bool,
+    /// Print one line per object that differs instead of the full diff (exit codes as without).
+    #[arg(long)]
+    pub summary: bool,
     /// A unified diff, or the changes as JSON.
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,

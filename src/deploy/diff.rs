@@ -639,6 +639,46 @@ pub fn unified(change: &Change) -> String {
 
 /// The human-readable diff: a heading per changed object, its unified diff, notes and
 /// conflicts; then the failures. The summary line is left to the caller (it goes to stderr).
+/// The changes a diff shows: everything but unchanged objects that are this environment's.
+fn differing(set: &ChangeSet) -> impl Iterator<Item = &Change> {
+    set.changes
+        .iter()
+        .filter(|c| c.action != Action::Unchanged || c.owner.is_some())
+}
+
+/// `update Deployment.apps ml/resnet-v1 (component resnet)`.
+fn headline(change: &Change) -> String {
+    let verb = match change.action {
+        Action::Create => "create",
+        Action::Update => "update",
+        Action::Prune => "prune",
+        Action::Unchanged => "unchanged",
+    };
+    let component = change
+        .component
+        .as_deref()
+        .map(|c| format!(" (component {c})"))
+        .unwrap_or_default();
+    format!("{verb} {}{component}", change.key)
+}
+
+/// `diff --summary`: one line per object that differs, marked when it is not this
+/// environment's or has conflicts; the counts follow on stderr as after a full diff.
+pub fn render_summary(set: &ChangeSet) -> String {
+    let mut out = String::new();
+    for change in differing(set) {
+        let mut line = headline(change);
+        if let Some(owner) = &change.owner {
+            let _ = write!(line, "; {owner}");
+        }
+        if !change.conflicts.is_empty() {
+            let _ = write!(line, "; {} conflict(s)", change.conflicts.len());
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
 pub fn render_text(set: &ChangeSet, color: bool) -> String {
     let paint = |code: &str, text: &str| {
         if color {
@@ -648,27 +688,8 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
         }
     };
     let mut out = String::new();
-    for change in set
-        .changes
-        .iter()
-        .filter(|c| c.action != Action::Unchanged || c.owner.is_some())
-    {
-        let verb = match change.action {
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Prune => "prune",
-            Action::Unchanged => "unchanged",
-        };
-        let component = change
-            .component
-            .as_deref()
-            .map(|c| format!(" (component {c})"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "{}",
-            paint("1", &format!("# {verb} {}{component}", change.key))
-        );
+    for change in differing(set) {
+        let _ = writeln!(out, "{}", paint("1", &format!("# {}", headline(change))));
         if let Some(owner) = &change.owner {
             let _ = writeln!(out, "# {owner}: apply refuses it unless --adopt");
         }

@@ -1072,7 +1072,15 @@ async fn ctrl_c_during_apply_finishes_what_is_in_flight_reports_it_and_a_rerun_c
 
     let rerun = mlkube(
         tmp.path(),
-        &["apply", &test.name, "--manifest", manifest, "--no-wait"],
+        &[
+            "apply",
+            &test.name,
+            "--manifest",
+            manifest,
+            "--no-wait",
+            "-o",
+            "json",
+        ],
     );
     assert_eq!(
         rerun.status.code(),
@@ -1080,12 +1088,78 @@ async fn ctrl_c_during_apply_finishes_what_is_in_flight_reports_it_and_a_rerun_c
         "{}",
         String::from_utf8_lossy(&rerun.stderr)
     );
+    let report: Value = serde_json::from_slice(&rerun.stdout).expect("one JSON document");
+    assert_eq!(report["interrupted"], false);
+    assert_eq!(report["objects"].as_array().map(Vec::len), Some(401));
+    let summary = &report["summary"];
+    assert_eq!(
+        summary["created"].as_u64().unwrap() + summary["unchanged"].as_u64().unwrap(),
+        401,
+        "{summary}"
+    );
+    assert_eq!(summary["unchanged"], written.items.len(), "{summary}");
     let diff = mlkube(tmp.path(), &["diff", &test.name, "--manifest", manifest]);
     assert_eq!(
         diff.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&diff.stdout)
+    );
+}
+
+#[tokio::test]
+async fn validate_that_checked_nothing_fails_and_diff_summary_lists_each_object() {
+    let test = TestNamespace::new("deploy-outputs").await;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let absent = format!("{}-absent", test.name);
+    let init = mlkube(
+        tmp.path(),
+        &["init", app.to_str().unwrap(), "--namespace", &absent],
+    );
+    assert!(init.status.success());
+
+    // Every object of the hub is namespaced, and the namespace does not exist yet.
+    let validate = mlkube(&app, &["validate", "local", "-c", "notebook-hub"]);
+    let stderr = String::from_utf8_lossy(&validate.stderr);
+    assert_eq!(validate.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("nothing was checked: all 10 object(s)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("namespace `{absent}` does not exist yet")),
+        "{stderr}"
+    );
+    let json = mlkube(
+        &app,
+        &["validate", "local", "-c", "notebook-hub", "-o", "json"],
+    );
+    assert_eq!(json.status.code(), Some(2));
+    let validation: Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    assert_eq!(validation["valid"], 0);
+    assert_eq!(validation["skipped"].as_array().map(Vec::len), Some(10));
+
+    let summary = mlkube(&app, &["diff", "local", "-c", "notebook-hub", "--summary"]);
+    assert_eq!(
+        summary.status.code(),
+        Some(1),
+        "differences exit 1 as a full diff does"
+    );
+    let stdout = String::from_utf8_lossy(&summary.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 11, "the namespace and ten objects: {stdout}");
+    assert!(lines.iter().all(|l| l.starts_with("create ")), "{stdout}");
+    assert!(
+        lines.contains(
+            &format!("create StatefulSet.apps {absent}/notebook-hub (component notebook-hub)")
+                .as_str()
+        ),
+        "{stdout}"
+    );
+    assert!(
+        String::from_utf8_lossy(&summary.stderr).contains("11 to create"),
+        "the counts follow on stderr"
     );
 }
 
