@@ -19,6 +19,10 @@ use crate::operator::engine::plan;
 use crate::operator::events::EventType;
 use crate::operator::framework::TrainingJob;
 
+/// How long a reconcile that found the job's cache behind the operator's own status write
+/// waits at most before looking again.
+const STALE_CACHE_BACKSTOP: Duration = Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("{kind} {name} has no namespace")]
@@ -205,7 +209,9 @@ async fn reconcile_job<J: TrainingJob>(
     }
     if ctx.written.is_stale(job, namespace) {
         tracing::debug!("the cache has not shown the last status write yet");
-        return Ok(Action::await_change());
+        // The write's watch event normally comes first; the requeue is a backstop, so a
+        // job is never left waiting for an event that does not come.
+        return Ok(Action::requeue(STALE_CACHE_BACKSTOP));
     }
     // Children created before the caches synced would be invisible; wait for them.
     let _ = ctx.pods.wait_until_ready().await;

@@ -14,6 +14,8 @@
 //!   time a pod's watch event overtook the job's.
 //! - The write is still conditional on the resourceVersion, so a change by another writer
 //!   (a user suspending the job) turns into a conflict and a retry, never into a lost update.
+//! - A write that changed nothing on the server (same resourceVersion, no watch event) is not
+//!   remembered, so it never holds a job back.
 //! - Memory: one entry per job between a status write and the reconcile that sees it.
 
 use std::collections::HashMap;
@@ -82,7 +84,8 @@ pub(super) async fn write<J: TrainingJob>(
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PostParams::default()
     };
-    api.replace_status(&name, &pp, &updated)
+    let stored = api
+        .replace_status(&name, &pp, &updated)
         .await
         .map_err(|source| ReconcileError::WriteStatus {
             kind: J::FRAMEWORK.kind,
@@ -90,7 +93,11 @@ pub(super) async fn write<J: TrainingJob>(
             name: name.clone(),
             source,
         })?;
-    if let Some(version) = job.resource_version() {
+    // A write the server found to change nothing keeps the resourceVersion and sends no watch
+    // event: remembering it would leave the job waiting for a cache update that never comes.
+    if let Some(version) = job.resource_version()
+        && stored.resource_version().as_ref() != Some(&version)
+    {
         ctx.written.wrote(namespace, &name, version);
     }
     if let Some(condition) = status.conditions.last()
