@@ -202,9 +202,11 @@ fn finishers(framework: &Registered, job: usize) -> Vec<String> {
     pods
 }
 
-/// The operator's `--concurrency`: OPERATOR_CONCURRENCY, else the bench's own.
-fn operator_concurrency(concurrency: usize) -> usize {
-    setting("OPERATOR_CONCURRENCY", concurrency)
+/// The operator's `--concurrency`: OPERATOR_CONCURRENCY, else the operator's default.
+fn operator_concurrency() -> Option<usize> {
+    std::env::var("OPERATOR_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
 }
 
 /// Requests the API server has served since it started, by verb and resource
@@ -324,7 +326,7 @@ async fn raw_limit<J: TrainingJob>(
     jobs_wanted: usize,
     concurrency: usize,
     limit: Duration,
-) -> Result<(Duration, BTreeMap<String, f64>), Error> {
+) -> Result<(Duration, Requests), Error> {
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
     let (pods, services) = follow_children(client, ns);
@@ -356,6 +358,7 @@ async fn raw_limit<J: TrainingJob>(
         || pods.len() >= want && services.len() >= want,
     )
     .await?;
+    let window = api_requests(client).await?;
     let pending = ListParams::default()
         .fields("status.phase=Pending")
         .limit(1);
@@ -366,7 +369,13 @@ async fn raw_limit<J: TrainingJob>(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let after = api_requests(client).await?;
-    Ok((took, per_job(&before, &after, jobs_wanted)))
+    Ok((
+        took,
+        Requests {
+            window: per_job(&before, &window, jobs_wanted),
+            whole: per_job(&before, &after, jobs_wanted),
+        },
+    ))
 }
 
 #[tokio::main]
@@ -427,12 +436,18 @@ async fn main() -> Result<(), Error> {
     Ok(())
 }
 
+/// A run's requests per job: until every pod and service existed, and in all.
+struct Requests {
+    window: BTreeMap<String, f64>,
+    whole: BTreeMap<String, f64>,
+}
+
 /// What one bench run measured.
 struct Measured {
     times: BTreeMap<&'static str, Duration>,
     raw: Duration,
-    raw_requests: BTreeMap<String, f64>,
-    requests: BTreeMap<String, f64>,
+    raw_requests: Requests,
+    requests: Requests,
     /// The operator's peak RSS in MB and CPU seconds.
     rss: f64,
     cpu: f64,
@@ -464,16 +479,18 @@ async fn run(
             "--health-addr",
             "127.0.0.1:0",
         ])
-        .args([
-            "--concurrency",
-            &operator_concurrency(concurrency).to_string(),
-        ])
+        .args(
+            operator_concurrency()
+                .map(|n| ["--concurrency".to_owned(), n.to_string()])
+                .into_iter()
+                .flatten(),
+        )
         .args(["--frameworks", framework.framework.name])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
     let before = api_requests(client).await?;
-    let times = match framework.framework.kind {
+    let measured = match framework.framework.kind {
         "PyTorchJob" => {
             measure::<PyTorchJob>(client, ns, jobs_wanted, concurrency, framework, limit).await
         }
@@ -483,11 +500,15 @@ async fn run(
     let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
     let _ = operator.wait();
+    let (times, window) = measured?;
     Ok(Measured {
-        times: times?,
+        times,
         raw,
         raw_requests,
-        requests: per_job(&before, &after?, jobs_wanted),
+        requests: Requests {
+            window: per_job(&before, &window, jobs_wanted),
+            whole: per_job(&before, &after?, jobs_wanted),
+        },
         rss,
         cpu,
     })
@@ -500,9 +521,9 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
     } else {
         "1 PS + 3 workers"
     };
+    let operators = operator_concurrency().map_or("default".to_owned(), |n| n.to_string());
     println!(
-        "| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency}, operator's {} | |",
-        operator_concurrency(concurrency)
+        "| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency}, operator's {operators} | |"
     );
     println!("|---|---|");
     println!(
@@ -521,31 +542,69 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
     println!("| operator peak RSS | {:.0} MB |", measured.rss);
     println!("| operator CPU time | {:.1} s |", measured.cpu);
 
-    let minimum = minimum(framework);
+    println!(
+        "| API writes per second, raw client, until every pod and service exists | {:.0} |",
+        writes_per_second(&measured.raw_requests.window, jobs_wanted, measured.raw)
+    );
+    if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
+        println!(
+            "| API writes per second, operator run, until every pod and service exists | {:.0} |",
+            writes_per_second(&measured.requests.window, jobs_wanted, *took)
+        );
+    }
+    requests_table(measured, &minimum(framework));
+}
+
+/// The API server's mutating requests per second over a window, from requests per job.
+fn writes_per_second(per_job: &BTreeMap<String, f64>, jobs: usize, took: Duration) -> f64 {
+    let writes: f64 = per_job
+        .iter()
+        .filter(|(key, _)| {
+            !["GET ", "LIST ", "WATCH "]
+                .iter()
+                .any(|v| key.starts_with(v))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    writes * jobs as f64 / took.as_secs_f64()
+}
+
+/// Requests per job by verb and resource: the operator's run and the raw client's, each until
+/// every pod and service existed and in all, next to the operator's minimum.
+fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
+    let columns = [
+        &measured.requests.window,
+        &measured.requests.whole,
+        &measured.raw_requests.window,
+        &measured.raw_requests.whole,
+    ];
     println!();
-    println!("| API requests per job | operator run | raw client run | operator's minimum |");
-    println!("|---|---|---|---|");
-    let mut keys: Vec<&String> = measured.requests.keys().collect();
-    keys.extend(measured.raw_requests.keys());
+    println!(
+        "| API requests per job | operator run, until all exist | operator run | raw client, until all exist | raw client run | operator's minimum |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let mut keys: Vec<&String> = columns.iter().flat_map(|c| c.keys()).collect();
     keys.sort();
     keys.dedup();
     let cell = |n: Option<&f64>| n.map_or(String::new(), |n| format!("{n:.2}"));
-    let mut totals = (0.0, 0.0);
+    let mut totals = [0.0; 4];
     for key in keys {
-        let (run, raw) = (measured.requests.get(key), measured.raw_requests.get(key));
-        totals.0 += run.copied().unwrap_or_default();
-        totals.1 += raw.copied().unwrap_or_default();
+        let row: Vec<Option<&f64>> = columns.iter().map(|c| c.get(key)).collect();
+        for (total, n) in totals.iter_mut().zip(&row) {
+            *total += n.copied().unwrap_or_default();
+        }
         // Leases, health checks and the like: below one request in a hundred jobs.
-        if run.into_iter().chain(raw).any(|n| *n >= 0.01) {
+        if row.iter().flatten().any(|n| **n >= 0.01) {
+            let cells: Vec<String> = row.into_iter().map(cell).collect();
             println!(
-                "| {key} | {} | {} | {} |",
-                cell(run),
-                cell(raw),
+                "| {key} | {} | {} |",
+                cells.join(" | "),
                 cell(minimum.get(key))
             );
         }
     }
-    println!("| all | {:.2} | {:.2} | |", totals.0, totals.1);
+    let totals: Vec<String> = totals.iter().map(|n| format!("{n:.2}")).collect();
+    println!("| all | {} | |", totals.join(" | "));
 }
 
 const EVERY_CHILD_EXISTS: &str = "2. every pod and service exists";
@@ -557,7 +616,7 @@ async fn measure<J: TrainingJob>(
     concurrency: usize,
     framework: &Registered,
     limit: Duration,
-) -> Result<BTreeMap<&'static str, Duration>, Error> {
+) -> Result<(BTreeMap<&'static str, Duration>, BTreeMap<String, f64>), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
@@ -592,6 +651,7 @@ async fn measure<J: TrainingJob>(
         })
         .await?,
     );
+    let window = api_requests(client).await?;
     times.insert(
         "3. every job is Running",
         until("every job is Running", start, limit, || {
@@ -644,5 +704,5 @@ async fn measure<J: TrainingJob>(
         })
         .await?,
     );
-    Ok(times)
+    Ok((times, window))
 }
