@@ -13,7 +13,10 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::{FutureExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
+    PodStatus, Service,
+};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -139,15 +142,48 @@ trait Slim {
     fn slim(&mut self);
 }
 
-/// Of a cached pod, only what `plan` reads is kept: metadata and status. The spec (with every
-/// container's environment and TF_CONFIG) and the managed fields are most of a pod's size, and
-/// at thousands of pods most of the operator's memory.
+/// Of a cached pod, only what `plan` reads is kept: the metadata, and of the status the phase,
+/// its reason and message, and each container's name, restart count and state (the running
+/// state's start time aside). The spec (with every container's environment and TF_CONFIG), the
+/// managed fields, the pod's conditions and addresses and the containers' images are most of a
+/// pod's size, and at tens of thousands of pods most of the operator's memory.
 impl Slim for Pod {
     fn slim(&mut self) {
         self.managed_fields_mut().clear();
         self.metadata.annotations = None;
         self.spec = None;
+        self.status = self.status.take().map(|status| PodStatus {
+            phase: status.phase,
+            reason: status.reason,
+            message: status.message,
+            container_statuses: status.container_statuses.map(slim_containers),
+            init_container_statuses: status.init_container_statuses.map(slim_containers),
+            ..PodStatus::default()
+        });
     }
+}
+
+fn slim_containers(statuses: Vec<ContainerStatus>) -> Vec<ContainerStatus> {
+    statuses
+        .into_iter()
+        .map(|status| ContainerStatus {
+            name: status.name,
+            restart_count: status.restart_count,
+            state: status.state.map(|state| ContainerState {
+                running: None,
+                terminated: state.terminated.map(|t| ContainerStateTerminated {
+                    exit_code: t.exit_code,
+                    reason: t.reason,
+                    ..ContainerStateTerminated::default()
+                }),
+                waiting: state.waiting.map(|w| ContainerStateWaiting {
+                    reason: w.reason,
+                    ..ContainerStateWaiting::default()
+                }),
+            }),
+            ..ContainerStatus::default()
+        })
+        .collect()
 }
 
 /// Of a cached service, only the metadata is read.

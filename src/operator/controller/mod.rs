@@ -213,7 +213,12 @@ async fn run_one<J: TrainingJob>(
         let queue = queue.clone();
         watcher(jobs, watcher::Config::default())
             .default_backoff()
-            .modify(|j: &mut J| j.managed_fields_mut().clear())
+            // Neither is read, and a `kubectl apply`'d job's last-applied annotation is as big
+            // as the job again; a status write replaces the status alone.
+            .modify(|j: &mut J| {
+                j.managed_fields_mut().clear();
+                j.meta_mut().annotations = None;
+            })
             .reflect(job_writer)
             .touched_objects()
             .inspect_ok(move |j: &J| queue.add(j.namespace(), j.name_any()))
