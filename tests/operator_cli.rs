@@ -264,19 +264,33 @@ fn log_format_json_writes_one_json_object_per_line() {
     for line in &operator.seen {
         let entry: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
-        for field in ["timestamp", "level", "target"] {
-            assert!(entry[field].is_string(), "no {field}: {line}");
+        for field in ["timestamp", "level", "message", "target"] {
+            assert!(entry[field].is_string(), "no {field} at top level: {line}");
         }
-        assert!(entry["fields"]["message"].is_string(), "no message: {line}");
+        assert!(
+            entry.get("fields").is_none(),
+            "fields are not nested: {line}"
+        );
     }
     let starting = operator
         .seen
         .iter()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|e| e["fields"]["message"] == "starting the training-job operator")
+        .find(|e| e["message"] == "starting the training-job operator")
         .expect("the operator logs that it starts");
     assert_eq!(starting["level"], "INFO");
-    assert_eq!(starting["fields"]["namespace"], "ns");
+    assert_eq!(starting["target"], "mlkube::operator");
+    assert_eq!(
+        starting["namespace"], "ns",
+        "the event's fields are at top level"
+    );
+    let reconcile = operator
+        .seen
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["span"]["job"] == "ns/stuck")
+        .expect("a line inside the reconcile of ns/stuck");
+    assert!(reconcile["message"].is_string(), "{reconcile}");
 }
 
 #[test]
