@@ -11,6 +11,7 @@ pub mod color;
 pub mod deploy;
 pub mod exit;
 pub mod output;
+pub mod progress;
 pub mod settings;
 pub mod status;
 
