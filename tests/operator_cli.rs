@@ -1,13 +1,20 @@
 //! `mlkube operator` as a user runs it, without a cluster: flag mistakes and a missing
 //! kubeconfig are reported with a hint and exit code 2.
 
+use std::path::Path;
 use std::process::Command;
 
 fn operator(args: &[&str]) -> (i32, String) {
+    operator_with_kubeconfig(Path::new("/nonexistent/mlkube-test-kubeconfig"), args)
+}
+
+/// `mlkube operator` with `KUBECONFIG` set to `kubeconfig`: exit code and stderr.
+fn operator_with_kubeconfig(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .arg("operator")
         .args(args)
-        .env("KUBECONFIG", "/nonexistent/mlkube-test-kubeconfig")
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .expect("the mlkube binary runs");
@@ -16,6 +23,14 @@ fn operator(args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// Free ports for the metrics and probes, so no run collides with another.
+const FREE_PORTS: [&str; 4] = [
+    "--metrics-addr",
+    "127.0.0.1:0",
+    "--health-addr",
+    "127.0.0.1:0",
+];
 
 #[test]
 fn a_listen_address_without_a_colon_is_rejected_with_a_hint() {
@@ -42,12 +57,7 @@ fn an_unknown_framework_is_rejected_naming_the_frameworks() {
 
 #[test]
 fn no_usable_kubeconfig_says_how_to_give_one() {
-    let (code, stderr) = operator(&[
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--health-addr",
-        "127.0.0.1:0",
-    ]);
+    let (code, stderr) = operator(&FREE_PORTS);
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("mlkube: error: cannot configure a client"),
@@ -55,6 +65,50 @@ fn no_usable_kubeconfig_says_how_to_give_one() {
     );
     assert!(
         stderr.contains("hint: pass --kubeconfig FILE, set KUBECONFIG, or run in a cluster"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_kubeconfig_that_is_a_directory_is_named_and_its_cause_said_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().display().to_string();
+    let args = [&FREE_PORTS[..], &["--kubeconfig", &path]].concat();
+    let (code, stderr) = operator_with_kubeconfig(dir.path(), &args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "mlkube: error: cannot read kubeconfig {path}
+"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("Is a directory").count(),
+        1,
+        "the cause once: {stderr}"
+    );
+    assert!(!stderr.contains("Os {"), "{stderr}");
+}
+
+#[test]
+fn a_kubeconfig_that_is_not_yaml_says_where_and_ends_with_the_hint() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, "apiVersion: [\n").expect("the kubeconfig is written");
+    let (code, stderr) = operator_with_kubeconfig(&kubeconfig, &FREE_PORTS);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("mlkube: error: cannot configure a client from the environment\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("failed to parse kubeconfig YAML").count(),
+        1,
+        "the cause once: {stderr}"
+    );
+    assert!(
+        stderr.ends_with("hint: pass --kubeconfig FILE, set KUBECONFIG, or run in a cluster\n"),
         "{stderr}"
     );
 }
@@ -154,12 +208,7 @@ impl StuckOperator {
         .expect("the kubeconfig is written");
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
             .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
-            .args([
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--health-addr",
-                "127.0.0.1:0",
-            ])
+            .args(FREE_PORTS)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(args)

@@ -53,12 +53,7 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
 pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
     match result {
         Ok(exit) => exit,
-        Err(error) => {
-            for line in super::exit::error_lines(&error) {
-                eprintln!("{line}");
-            }
-            Exit::Error
-        }
+        Err(error) => super::exit::report(&error),
     }
 }
 

@@ -53,24 +53,28 @@ impl From<Exit> for ExitCode {
 }
 
 /// Print a failure and the chain of its causes to stderr, and give the error exit code.
-///
-/// Messages never repeat their source; this walks the chain instead. A message may carry
-/// `hint:` lines of its own, which print as they are.
 pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
-    eprintln!("mlkube: {}: {error}", color::red("error", color::stderr()));
-    let mut source = error.source();
-    while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
-        source = cause.source();
+    for line in error_lines(error, color::stderr()) {
+        eprintln!("{line}");
     }
     Exit::Error
 }
 
-/// The error and its causes, a line each; an API server's answer is shown as its message,
-/// reason and code (never the client's debug dump of it), with a hint for refused credentials
-/// (401) and missing RBAC permissions (403).
-pub(super) fn error_lines(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
-    let mut lines = vec![format!("mlkube: error: {error}")];
+/// The error and its causes, a line each, then the hints.
+///
+/// Our messages never repeat their source; some of the libraries' do (kube's `ServiceError:
+/// {0}`), so a cause already written out in the line before is left out. An API server's
+/// answer is shown as its message, reason and code (never the client's debug dump of it),
+/// with a hint for refused credentials (401) and missing RBAC permissions (403). A message
+/// may carry `hint:` lines of its own; they come after the causes.
+pub(super) fn error_lines(error: &(dyn std::error::Error + 'static), color: bool) -> Vec<String> {
+    let mut hints = Vec::new();
+    let mut lines = vec![format!(
+        "mlkube: {}: {}",
+        color::red("error", color),
+        without_hints(&error.to_string(), &mut hints)
+    )];
+    let mut previous = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
         if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
@@ -78,13 +82,27 @@ pub(super) fn error_lines(error: &(dyn std::error::Error + 'static)) -> Vec<Stri
                 "  caused by: {} ({}, HTTP {})",
                 status.message, status.reason, status.code
             ));
-            lines.extend(status_hint(status.code).map(|h| format!("  hint: {h}")));
+            hints.extend(status_hint(status.code).map(|h| format!("  hint: {h}")));
             break;
         }
-        lines.push(format!("  caused by: {cause}"));
+        let text = cause.to_string();
+        if !previous.contains(&text) {
+            lines.push(format!("  caused by: {}", without_hints(&text, &mut hints)));
+        }
+        previous = text;
         source = cause.source();
     }
+    lines.extend(hints);
     lines
+}
+
+/// `message` without its `hint:` lines, which go to `hints`.
+fn without_hints(message: &str, hints: &mut Vec<String>) -> String {
+    let (hint_lines, rest): (Vec<&str>, Vec<&str>) = message
+        .lines()
+        .partition(|line| line.trim_start().starts_with("hint:"));
+    hints.extend(hint_lines.into_iter().map(str::to_owned));
+    rest.join("\n")
 }
 
 fn status_hint(code: u16) -> Option<&'static str> {
@@ -107,6 +125,42 @@ mod tests {
     use crate::cli::deploy::DeployError;
     use crate::deploy::apply::ApplyError;
 
+    /// An error of ours around a library's error that repeats its own source, as kube's
+    /// `ServiceError: {0}` does.
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("cannot read the config\nhint: pass --config FILE")]
+        Read(#[source] Repeating),
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("ServiceError: {0}")]
+    struct Repeating(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_the_line_before_already_says_is_left_out_and_hints_come_last() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = Outer::Read(Repeating(refused));
+        assert_eq!(
+            error_lines(&error, false),
+            [
+                "mlkube: error: cannot read the config",
+                "  caused by: ServiceError: refused",
+                "hint: pass --config FILE",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_word_error_is_red_only_in_colour() {
+        let error = std::io::Error::other("disk full");
+        assert_eq!(
+            error_lines(&error, true),
+            ["mlkube: \x1b[1;31merror\x1b[0m: disk full"]
+        );
+        assert_eq!(error_lines(&error, false), ["mlkube: error: disk full"]);
+    }
+
     #[test]
     fn an_operator_forced_out_by_its_shutdown_deadline_exits_with_the_error_status() {
         assert_eq!(
@@ -126,7 +180,7 @@ mod tests {
             namespace: "ml".into(),
             source: kube::Error::Api(Box::new(status)),
         });
-        let lines = error_lines(&error);
+        let lines = error_lines(&error, false);
         assert_eq!(lines[0], "mlkube: error: cannot create namespace `ml`");
         assert!(
             lines[1].starts_with("  caused by: secrets is forbidden: User \"dev\" cannot create")
