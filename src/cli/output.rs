@@ -233,6 +233,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
 /// Print the end of an apply, prune or delete: in text, the notes (adopted, kept, released, not
 /// ready) and the summary line on stderr; in JSON, the one document on stdout.
 pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
+    printer.progress.finish();
     let elapsed = printer.elapsed();
     if printer.json {
         let json = report_json(report, printer.dry_run, elapsed);
