@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use crate::deploy::diff::ChangeSet;
 
 use super::color;
+use crate::error_text;
 
 /// How a verb ended, as the process exit code a script sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,37 +61,21 @@ pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
     Exit::Error
 }
 
-/// The error and its causes, a line each, then the hints.
-///
-/// Our messages never repeat their source; some of the libraries' do (kube's `ServiceError:
-/// {0}`), so a cause already written out in the line before is left out. An API server's
-/// answer is shown as its message, reason and code (never the client's debug dump of it),
-/// with a hint for refused credentials (401) and missing RBAC permissions (403). A message
-/// may carry `hint:` lines of its own; they come after the causes.
+/// The error and its causes, a line each, then the hints: as [`crate::error_text::chain`]
+/// tells them, with a hint for refused credentials (401) and missing RBAC permissions (403).
+/// A message may carry `hint:` lines of its own; they come after the causes.
 pub(super) fn error_lines(error: &(dyn std::error::Error + 'static), color: bool) -> Vec<String> {
     let mut hints = Vec::new();
-    let mut lines = vec![format!(
-        "mlkube: {}: {}",
-        color::red("error", color),
-        without_hints(&error.to_string(), &mut hints)
-    )];
-    let mut previous = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
-            lines.push(format!(
-                "  caused by: {} ({}, HTTP {})",
-                status.message, status.reason, status.code
-            ));
-            hints.extend(status_hint(status.code).map(|h| format!("  hint: {h}")));
-            break;
-        }
-        let text = cause.to_string();
-        if !previous.contains(&text) {
-            lines.push(format!("  caused by: {}", without_hints(&text, &mut hints)));
-        }
-        previous = text;
-        source = cause.source();
+    let mut lines = Vec::new();
+    for (i, link) in error_text::chain(error).into_iter().enumerate() {
+        let text = without_hints(&link.text, &mut hints);
+        lines.push(if i == 0 {
+            format!("mlkube: {}: {text}", color::red("error", color))
+        } else {
+            format!("  caused by: {text}")
+        });
+        let hint = link.http_status.and_then(status_hint);
+        hints.extend(hint.map(|h| format!("  hint: {h}")));
     }
     lines.extend(hints);
     lines
