@@ -179,6 +179,35 @@ fn unresponsive_api_server() -> std::net::SocketAddr {
     addr
 }
 
+/// A kubeconfig in `dir` whose one context is `server`, with no credentials.
+fn kubeconfig_for(dir: &Path, server: &str) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: {server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
+        ),
+    )
+    .expect("the kubeconfig is written");
+    kubeconfig
+}
+
+/// The lines `child` writes on its piped stderr, as they come.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    lines
+}
+
 /// `mlkube operator` for namespace `ns` of an `unresponsive_api_server`, once its reconcile of
 /// `ns/stuck` has started (and hangs); with the log lines seen so far and those to come.
 struct StuckOperator {
@@ -198,14 +227,7 @@ impl StuckOperator {
         let server = unresponsive_api_server();
         let dir = std::env::temp_dir().join(format!("mlkube-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: http://{server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
-            ),
-        )
-        .expect("the kubeconfig is written");
+        let kubeconfig = kubeconfig_for(&dir, &format!("http://{server}"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
             .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
             .args(FREE_PORTS)
@@ -217,17 +239,7 @@ impl StuckOperator {
             .spawn()
             .expect("the mlkube binary starts");
         // The reconcile has started once the operator logs it (JSON lines on a pipe).
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (lines_tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = lines_tx.send(line);
-            }
-        });
+        let lines = stderr_lines(&mut child);
         let wait = std::time::Duration::from_secs(30);
         let mut seen = Vec::new();
         let started = std::time::Instant::now();
@@ -360,4 +372,59 @@ fn an_unknown_log_format_is_rejected_naming_the_formats() {
     let (code, stderr) = operator(&["--log-format", "yaml"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("[possible values: text, json]"), "{stderr}");
+}
+
+/// A kubeconfig in `dir` for a server on 127.0.0.1 that refuses connections: a port that was
+/// free a moment ago and has no listener now.
+fn kubeconfig_of_a_refusing_server(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    kubeconfig_for(dir, &format!("http://127.0.0.1:{port}"))
+}
+
+/// The operator keeps retrying a server that refuses it; its warnings say why, down to the
+/// refused connection, on one line and without a debug dump.
+#[test]
+fn against_a_server_that_refuses_the_warnings_name_the_refused_connection() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = kubeconfig_of_a_refusing_server(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--log-format", "json", "--namespace", "ns"])
+        .args(FREE_PORTS)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let lines = stderr_lines(&mut child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let warning = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = lines.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("no warning from mlkube::operator:\n{}", seen.join("\n"));
+        };
+        seen.push(line.clone());
+        let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        let ours = entry["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("mlkube::operator"));
+        if ours && entry["level"] == "WARN" {
+            break entry;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let error = warning["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Connection refused"), "{warning}");
+    assert_eq!(
+        error.matches("client error (Connect)").count(),
+        1,
+        "each cause once: {warning}"
+    );
+    assert!(!error.contains("Os {"), "{warning}");
 }
