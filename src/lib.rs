@@ -14,12 +14,14 @@
 //! - [`render`]: Jsonnet, the embedded library, the manifest and the table of kinds and tiers.
 //! - [`deploy`]: plan, inventory, cluster, diff, apply, wait.
 //! - [`operator`]: the TFJob operator.
+//! - [`error_text`]: an error and its causes as text, for messages and log lines alike.
 //!
 //! Everything before `diff` is pure: no network and no clock.
 
 pub mod app;
 pub mod cli;
 pub mod deploy;
+pub mod error_text;
 pub mod operator;
 pub mod random;
 pub mod render;

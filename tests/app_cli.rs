@@ -1192,3 +1192,126 @@ fn namespaces_and_server_urls_are_checked_when_written() {
         "an empty --server unpins again"
     );
 }
+
+/// What a client's `{:?}` of an error looks like; a message for people never contains it.
+fn assert_no_debug_dump(stderr: &str) {
+    for dump in [
+        "Status {",
+        "Error {",
+        "Os {",
+        "kind: ",
+        "Some(",
+        "ErrorResponse",
+    ] {
+        assert!(
+            !stderr.contains(dump),
+            "a debug dump ({dump}) in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_app_yaml_that_is_not_yaml_names_the_file_and_the_place_and_changes_nothing() {
+    let (_tmp, app) = new_app(&[]);
+    write(&app, "app.yaml", "name: platform\nenvironments: [\n");
+    let before = snapshot_files(&app);
+    let stderr = fails(&app, &["env", "add", "qa"]);
+    let file = app.join("app.yaml");
+    assert!(
+        stderr.starts_with(&format!(
+            "mlkube: error: {} is not a valid app file\n  caused by: ",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("at line 2 column 15"), "{stderr}");
+    assert_no_debug_dump(&stderr);
+    assert_eq!(snapshot_files(&app), before, "nothing written");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn show_into_a_full_disk_says_stdout_could_not_be_written() {
+    let (_tmp, app) = new_app(&[]);
+    let full = std::fs::File::create("/dev/full").expect("/dev/full opens");
+    let run = run(binary(&app, &["show", "local"])
+        .env("NO_COLOR", "1")
+        .stdout(full));
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "mlkube: error: cannot write the manifest to stdout\n  caused by: No space left on \
+         device (os error 28)\n"
+    );
+}
+
+#[test]
+fn a_jsonnet_error_in_show_is_the_file_and_line_without_a_debug_dump() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(&app, "components/broken.jsonnet", "{ a: std.length(1) }\n");
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: cannot render component `broken` for environment `local`\n  \
+             caused by: components/broken.jsonnet:1:16: type error: "
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("expected array, got number"), "{stderr}");
+    assert_no_debug_dump(&stderr);
+}
+
+/// Every command of the tree whose `-o` accepts `name`, e.g. `param diff`.
+fn commands_with_output_name(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+    let takes_name = command.get_arguments().any(|arg| {
+        arg.get_id() == "output"
+            && arg
+                .get_possible_values()
+                .iter()
+                .any(|value| value.get_name() == "name")
+    });
+    if takes_name {
+        out.push(path.trim_start().to_owned());
+    }
+    for sub in command.get_subcommands() {
+        commands_with_output_name(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+/// `-o name` prints one identifier per line, as `kubectl -o name`: as many as the JSON has
+/// records, and nothing else.
+#[test]
+fn every_command_that_takes_output_name_prints_one_name_per_line() {
+    use clap::CommandFactory;
+    let (_tmp, app) = new_app(&[]);
+    let mut found = Vec::new();
+    commands_with_output_name(&mlkube::cli::Cli::command(), "", &mut found);
+    for path in &found {
+        let args: Vec<&str> = match path.as_str() {
+            "env list" | "component list" | "prototype list" => vec![],
+            "prototype describe" => vec!["tf-serving"],
+            "param list" => vec!["mnist", "--env", "prod"],
+            "param diff" => vec!["dev", "prod"],
+            other => panic!("`{other}` takes -o name: add its arguments to this test"),
+        };
+        let verb: Vec<&str> = path.split(' ').chain(args).collect();
+        let names = mlkube(&app, &[&verb[..], &["-o", "name"]].concat());
+        let json = mlkube(&app, &[&verb[..], &["-o", "json"]].concat());
+        assert!(names.code <= 1, "{path}: {}", names.stderr);
+        let records = match serde_json::from_str::<Value>(&json.stdout).unwrap() {
+            Value::Array(records) => records.len(),
+            _ => 1,
+        };
+        let lines: Vec<&str> = names.stdout.lines().collect();
+        assert_eq!(lines.len(), records, "{path}: {}", names.stdout);
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.is_empty() && !l.contains(char::is_whitespace)),
+            "{path}: one identifier a line:\n{}",
+            names.stdout
+        );
+        assert!(records > 0, "{path}: the test lists something");
+    }
+    assert_eq!(found.len(), 6, "{found:?}");
+}

@@ -1,13 +1,20 @@
 //! `mlkube operator` as a user runs it, without a cluster: flag mistakes and a missing
 //! kubeconfig are reported with a hint and exit code 2.
 
+use std::path::Path;
 use std::process::Command;
 
 fn operator(args: &[&str]) -> (i32, String) {
+    operator_with_kubeconfig(Path::new("/nonexistent/mlkube-test-kubeconfig"), args)
+}
+
+/// `mlkube operator` with `KUBECONFIG` set to `kubeconfig`: exit code and stderr.
+fn operator_with_kubeconfig(kubeconfig: &Path, args: &[&str]) -> (i32, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .arg("operator")
         .args(args)
-        .env("KUBECONFIG", "/nonexistent/mlkube-test-kubeconfig")
+        .env("KUBECONFIG", kubeconfig)
+        .env("NO_COLOR", "1")
         .env_remove("KUBERNETES_SERVICE_HOST")
         .output()
         .expect("the mlkube binary runs");
@@ -16,6 +23,14 @@ fn operator(args: &[&str]) -> (i32, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// Free ports for the metrics and probes, so no run collides with another.
+const FREE_PORTS: [&str; 4] = [
+    "--metrics-addr",
+    "127.0.0.1:0",
+    "--health-addr",
+    "127.0.0.1:0",
+];
 
 #[test]
 fn a_listen_address_without_a_colon_is_rejected_with_a_hint() {
@@ -42,12 +57,7 @@ fn an_unknown_framework_is_rejected_naming_the_frameworks() {
 
 #[test]
 fn no_usable_kubeconfig_says_how_to_give_one() {
-    let (code, stderr) = operator(&[
-        "--metrics-addr",
-        "127.0.0.1:0",
-        "--health-addr",
-        "127.0.0.1:0",
-    ]);
+    let (code, stderr) = operator(&FREE_PORTS);
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("mlkube: error: cannot configure a client"),
@@ -55,6 +65,50 @@ fn no_usable_kubeconfig_says_how_to_give_one() {
     );
     assert!(
         stderr.contains("hint: pass --kubeconfig FILE, set KUBECONFIG, or run in a cluster"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_kubeconfig_that_is_a_directory_is_named_and_its_cause_said_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().display().to_string();
+    let args = [&FREE_PORTS[..], &["--kubeconfig", &path]].concat();
+    let (code, stderr) = operator_with_kubeconfig(dir.path(), &args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "mlkube: error: cannot read kubeconfig {path}
+"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("Is a directory").count(),
+        1,
+        "the cause once: {stderr}"
+    );
+    assert!(!stderr.contains("Os {"), "{stderr}");
+}
+
+#[test]
+fn a_kubeconfig_that_is_not_yaml_says_where_and_ends_with_the_hint() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(&kubeconfig, "apiVersion: [\n").expect("the kubeconfig is written");
+    let (code, stderr) = operator_with_kubeconfig(&kubeconfig, &FREE_PORTS);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("mlkube: error: cannot configure a client from the environment\n"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("failed to parse kubeconfig YAML").count(),
+        1,
+        "the cause once: {stderr}"
+    );
+    assert!(
+        stderr.ends_with("hint: pass --kubeconfig FILE, set KUBECONFIG, or run in a cluster\n"),
         "{stderr}"
     );
 }
@@ -125,6 +179,35 @@ fn unresponsive_api_server() -> std::net::SocketAddr {
     addr
 }
 
+/// A kubeconfig in `dir` whose one context is `server`, with no credentials.
+fn kubeconfig_for(dir: &Path, server: &str) -> std::path::PathBuf {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: {server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
+        ),
+    )
+    .expect("the kubeconfig is written");
+    kubeconfig
+}
+
+/// The lines `child` writes on its piped stderr, as they come.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = lines_tx.send(line);
+        }
+    });
+    lines
+}
+
 /// `mlkube operator` for namespace `ns` of an `unresponsive_api_server`, once its reconcile of
 /// `ns/stuck` has started (and hangs); with the log lines seen so far and those to come.
 struct StuckOperator {
@@ -144,22 +227,10 @@ impl StuckOperator {
         let server = unresponsive_api_server();
         let dir = std::env::temp_dir().join(format!("mlkube-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: stub\n  cluster:\n    server: http://{server}\nusers:\n- name: stub\n  user: {{}}\ncontexts:\n- name: stub\n  context:\n    cluster: stub\n    user: stub\ncurrent-context: stub\n"
-            ),
-        )
-        .expect("the kubeconfig is written");
+        let kubeconfig = kubeconfig_for(&dir, &format!("http://{server}"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
             .args(["operator", "--namespace", "ns", "--shutdown-timeout", "1s"])
-            .args([
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--health-addr",
-                "127.0.0.1:0",
-            ])
+            .args(FREE_PORTS)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(args)
@@ -168,17 +239,7 @@ impl StuckOperator {
             .spawn()
             .expect("the mlkube binary starts");
         // The reconcile has started once the operator logs it (JSON lines on a pipe).
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let (lines_tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = lines_tx.send(line);
-            }
-        });
+        let lines = stderr_lines(&mut child);
         let wait = std::time::Duration::from_secs(30);
         let mut seen = Vec::new();
         let started = std::time::Instant::now();
@@ -264,19 +325,33 @@ fn log_format_json_writes_one_json_object_per_line() {
     for line in &operator.seen {
         let entry: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
-        for field in ["timestamp", "level", "target"] {
-            assert!(entry[field].is_string(), "no {field}: {line}");
+        for field in ["timestamp", "level", "message", "target"] {
+            assert!(entry[field].is_string(), "no {field} at top level: {line}");
         }
-        assert!(entry["fields"]["message"].is_string(), "no message: {line}");
+        assert!(
+            entry.get("fields").is_none(),
+            "fields are not nested: {line}"
+        );
     }
     let starting = operator
         .seen
         .iter()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|e| e["fields"]["message"] == "starting the training-job operator")
+        .find(|e| e["message"] == "starting the training-job operator")
         .expect("the operator logs that it starts");
     assert_eq!(starting["level"], "INFO");
-    assert_eq!(starting["fields"]["namespace"], "ns");
+    assert_eq!(starting["target"], "mlkube::operator");
+    assert_eq!(
+        starting["namespace"], "ns",
+        "the event's fields are at top level"
+    );
+    let reconcile = operator
+        .seen
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["span"]["job"] == "ns/stuck")
+        .expect("a line inside the reconcile of ns/stuck");
+    assert!(reconcile["message"].is_string(), "{reconcile}");
 }
 
 #[test]
@@ -297,4 +372,59 @@ fn an_unknown_log_format_is_rejected_naming_the_formats() {
     let (code, stderr) = operator(&["--log-format", "yaml"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("[possible values: text, json]"), "{stderr}");
+}
+
+/// A kubeconfig in `dir` for a server on 127.0.0.1 that refuses connections: a port that was
+/// free a moment ago and has no listener now.
+fn kubeconfig_of_a_refusing_server(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    kubeconfig_for(dir, &format!("http://127.0.0.1:{port}"))
+}
+
+/// The operator keeps retrying a server that refuses it; its warnings say why, down to the
+/// refused connection, on one line and without a debug dump.
+#[test]
+fn against_a_server_that_refuses_the_warnings_name_the_refused_connection() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = kubeconfig_of_a_refusing_server(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--log-format", "json", "--namespace", "ns"])
+        .args(FREE_PORTS)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let lines = stderr_lines(&mut child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let warning = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = lines.recv_timeout(left) else {
+            let _ = child.kill();
+            panic!("no warning from mlkube::operator:\n{}", seen.join("\n"));
+        };
+        seen.push(line.clone());
+        let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        let ours = entry["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("mlkube::operator"));
+        if ours && entry["level"] == "WARN" {
+            break entry;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let error = warning["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Connection refused"), "{warning}");
+    assert_eq!(
+        error.matches("client error (Connect)").count(),
+        1,
+        "each cause once: {warning}"
+    );
+    assert!(!error.contains("Os {"), "{warning}");
 }

@@ -53,47 +53,7 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, DeployError> {
 pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
     match result {
         Ok(exit) => exit,
-        Err(error) => {
-            for line in error_lines(&error) {
-                eprintln!("{line}");
-            }
-            Exit::Error
-        }
-    }
-}
-
-/// The error and its causes, a line each; an API server's answer is shown as its message,
-/// reason and code (never the client's debug dump of it), with a hint for refused credentials
-/// (401) and missing RBAC permissions (403).
-fn error_lines(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
-    let mut lines = vec![format!("mlkube: error: {error}")];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        if let Some(kube::Error::Api(status)) = cause.downcast_ref::<kube::Error>() {
-            lines.push(format!(
-                "  caused by: {} ({}, HTTP {})",
-                status.message, status.reason, status.code
-            ));
-            lines.extend(status_hint(status.code).map(|h| format!("  hint: {h}")));
-            break;
-        }
-        lines.push(format!("  caused by: {cause}"));
-        source = cause.source();
-    }
-    lines
-}
-
-fn status_hint(code: u16) -> Option<&'static str> {
-    match code {
-        401 => Some(
-            "the API server did not accept the credentials of this kubeconfig context: log in \
-             again or renew its token",
-        ),
-        403 => Some(
-            "the account of this kubeconfig context lacks an RBAC permission: the message above \
-             names the verb and the resource; ask for a Role or ClusterRole that grants it",
-        ),
-        _ => None,
+        Err(error) => super::exit::report(&error),
     }
 }
 
@@ -390,31 +350,4 @@ fn print_validation(validation: &Validation) {
         validation.rejected.len(),
         validation.skipped.len()
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_forbidden_request_shows_the_message_and_an_rbac_hint_without_the_status_dump() {
-        let status = serde_json::from_value(serde_json::json!({
-            "status": "Failure", "code": 403, "reason": "Forbidden",
-            "message": "secrets is forbidden: User \"dev\" cannot create resource \"secrets\" in API group \"\" in the namespace \"ml\""
-        }))
-        .expect("a Status");
-        let error = DeployError::Apply(ApplyError::Namespace {
-            namespace: "ml".into(),
-            source: kube::Error::Api(Box::new(status)),
-        });
-        let lines = error_lines(&error);
-        assert_eq!(lines[0], "mlkube: error: cannot create namespace `ml`");
-        assert!(
-            lines[1].starts_with("  caused by: secrets is forbidden: User \"dev\" cannot create")
-                && lines[1].ends_with("(Forbidden, HTTP 403)"),
-            "{lines:?}"
-        );
-        assert!(lines[2].contains("RBAC"), "{lines:?}");
-        assert!(!lines.iter().any(|l| l.contains("Status {")), "{lines:?}");
-    }
 }

@@ -11,6 +11,7 @@ pub mod color;
 pub mod deploy;
 pub mod exit;
 pub mod output;
+pub mod progress;
 pub mod settings;
 pub mod status;
 
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::cli::color::ColorChoice;
-use crate::cli::exit::Exit;
+use crate::cli::exit::{Exit, report};
 
 /// Deploy a Kubeflow-style ML platform to Kubernetes per environment, and run its TFJob operator.
 #[derive(Debug, Parser)]
@@ -712,18 +713,4 @@ fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
         Ok(()) => Exit::Done,
         Err(error) => report(&error),
     }
-}
-
-/// Print a failure and the chain of its causes to stderr, and give the error exit code.
-///
-/// Messages never repeat their source; this walks the chain instead. A message may carry
-/// `hint:` lines of its own, which print as they are.
-pub fn report(error: &(dyn std::error::Error + 'static)) -> Exit {
-    eprintln!("mlkube: {}: {error}", color::red("error", color::stderr()));
-    let mut source = error.source();
-    while let Some(cause) = source {
-        eprintln!("  caused by: {cause}");
-        source = cause.source();
-    }
-    Exit::Error
 }

@@ -1,17 +1,18 @@
 //! What the cluster verbs print, and the one question they ask.
 //!
 //! stdout carries data (one line per applied or deleted object, diffs, JSON); notes, progress,
-//! the diff summary and the confirmation prompt go to stderr. Colour follows `--color`
-//! ([`super::color`]), and it never carries meaning on its own.
+//! the diff summary and the confirmation prompt go to stderr ([`super::progress`] shows the
+//! wait). Colour follows `--color` ([`super::color`]), and it never carries meaning on its own.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 use crate::deploy::key::Key;
-use crate::deploy::wait::{Health, Watched};
+use crate::deploy::wait::Watched;
+
+use super::progress::WaitProgress;
 
 /// Whether destructive steps may go ahead: `--yes`, a question on the terminal, or a refusal
 /// when there is no terminal to ask on.
@@ -84,14 +85,8 @@ pub struct Printer {
     json: bool,
     dry_run: bool,
     started: Instant,
-    /// A terminal: the wait redraws one line; otherwise it prints a line when something
-    /// changed and every few seconds.
-    terminal: bool,
-    last_wait_line: Mutex<Option<(String, Duration)>>,
+    progress: WaitProgress,
 }
-
-/// How often waiting prints a line without a terminal when nothing changed.
-const QUIET_LINE_EVERY: Duration = Duration::from_secs(5);
 
 impl Printer {
     pub fn new(json: bool, dry_run: bool) -> Printer {
@@ -99,8 +94,7 @@ impl Printer {
             json,
             dry_run,
             started: Instant::now(),
-            terminal: std::io::stderr().is_terminal(),
-            last_wait_line: Mutex::new(None),
+            progress: WaitProgress::stderr(),
         }
     }
 
@@ -141,31 +135,7 @@ impl Observer for Printer {
         if self.json {
             return;
         }
-        let line = wait_line(elapsed, objects);
-        let done = objects.iter().all(|w| w.health == Health::Ready);
-        let mut stderr = std::io::stderr().lock();
-        if self.terminal {
-            let _ = write!(stderr, "\r\x1b[2K{line}");
-            if done {
-                let _ = writeln!(stderr);
-            }
-            let _ = stderr.flush();
-            return;
-        }
-        // Without a terminal: when the state changed, and every few seconds while it does not.
-        let state = state_of(objects);
-        let mut last = self
-            .last_wait_line
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let due = match &*last {
-            Some((previous, at)) => *previous != state || elapsed >= *at + QUIET_LINE_EVERY,
-            None => true,
-        };
-        if due {
-            let _ = writeln!(stderr, "{line}");
-            *last = Some((state, elapsed));
-        }
+        self.progress.update(elapsed, objects);
     }
 }
 
@@ -175,37 +145,6 @@ fn outcome_word(outcome: Outcome) -> &'static str {
         Outcome::Configured => "configured",
         Outcome::Unchanged => "unchanged",
     }
-}
-
-/// Each object's state and blockers, to tell whether anything changed since the last line.
-fn state_of(objects: &[Watched]) -> String {
-    objects
-        .iter()
-        .map(|w| format!("{} {:?} {:?}", w.key, w.health, w.blockers))
-        .collect()
-}
-
-/// `waiting 12s: 6 of 7 ready; Deployment.apps ml/resnet (0/1 available, 0 updated): pod
-/// resnet-x: not scheduled: Unschedulable 0/2 nodes are available: ...`
-pub fn wait_line(elapsed: Duration, objects: &[Watched]) -> String {
-    let ready = objects.iter().filter(|w| w.health == Health::Ready).count();
-    let mut line = format!(
-        "waiting {}s: {ready} of {} ready",
-        elapsed.as_secs(),
-        objects.len()
-    );
-    if let Some(first) = objects.iter().find(|w| w.health != Health::Ready) {
-        let why = match &first.health {
-            Health::Progressing(why) => why.clone(),
-            Health::Failed(why) => format!("failed: {why}"),
-            Health::Ready => String::new(),
-        };
-        let _ = write!(line, "; {} ({why})", first.key);
-        if let Some(blocker) = first.blockers.first() {
-            let _ = write!(line, ": {blocker}");
-        }
-    }
-    line
 }
 
 /// The counts after an apply, prune or delete.
@@ -294,6 +233,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
 /// Print the end of an apply, prune or delete: in text, the notes (adopted, kept, released, not
 /// ready) and the summary line on stderr; in JSON, the one document on stdout.
 pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
+    printer.progress.finish();
     let elapsed = printer.elapsed();
     if printer.json {
         let json = report_json(report, printer.dry_run, elapsed);

@@ -38,6 +38,7 @@ use kube::{Api, Client, ResourceExt};
 
 use super::lock;
 use super::metrics::Metrics;
+use crate::error_text::OneLine;
 
 /// Events waiting to be written, at most; more are dropped, as client-go's event broadcaster
 /// drops them when its queue of 1,000 is full.
@@ -168,7 +169,7 @@ impl Writer {
         pending
             .for_each_concurrent(WRITERS, |event| async move {
                 if let Err(e) = writer.write(&event).await {
-                    tracing::warn!(error = %e, reason = %event.reason, "cannot record event");
+                    tracing::warn!(error = %OneLine(&e), reason = %event.reason, "cannot record event");
                 }
             })
             .await;

@@ -25,6 +25,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use super::api::FIELD_MANAGER;
+use crate::error_text::OneLine;
 
 /// The Lease's name, in the operator's namespace.
 pub const LEASE_NAME: &str = "mlkube-tfjob-operator";
@@ -137,7 +138,7 @@ pub async fn acquire(client: Client, config: &LeaseConfig) {
                 tracing::debug!(lease = %config.name, "the leader lease is held by another replica")
             }
             Err(e) => {
-                tracing::warn!(lease = %config.name, error = %e, "cannot read or take the leader lease")
+                tracing::warn!(lease = %config.name, error = %OneLine(&e), "cannot read or take the leader lease")
             }
         }
         tokio::time::sleep(config.renew_every).await;
@@ -164,7 +165,7 @@ pub async fn release(client: Client, config: &LeaseConfig) {
     match api.replace(&config.name, &pp, &lease).await {
         Ok(_) => tracing::info!(lease = %config.name, "released the leader lease"),
         Err(e) => {
-            tracing::warn!(lease = %config.name, error = %e, "cannot release the leader lease; it runs out instead")
+            tracing::warn!(lease = %config.name, error = %OneLine(&e), "cannot release the leader lease; it runs out instead")
         }
     }
 }
@@ -185,7 +186,7 @@ pub async fn hold(client: Client, config: LeaseConfig) -> LeaderError {
                 };
             }
             Err(e) => {
-                tracing::warn!(lease = %config.name, error = %e, "cannot renew the leader lease")
+                tracing::warn!(lease = %config.name, error = %OneLine(&e), "cannot renew the leader lease")
             }
         }
         if last_renewed.elapsed() > config.lease_duration {

@@ -205,18 +205,17 @@ fn object_help(operation: &str) -> String {
     known.to_owned()
 }
 
-/// `mlkube_build_info`: always 1, its labels say which build runs. `git_commit` and `rustc`
-/// are there when the build set `MLKUBE_GIT_COMMIT` and `MLKUBE_RUSTC_VERSION`.
+/// `mlkube_build_info`: always 1, its labels say which build runs: the crate's version, the
+/// git commit it was built from (`unknown` outside a checkout) and the compiler (see
+/// `build.rs`).
 fn render_build_info(out: &mut String) {
-    let mut labels = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
-    for (label, value) in [
-        ("git_commit", option_env!("MLKUBE_GIT_COMMIT")),
-        ("rustc", option_env!("MLKUBE_RUSTC_VERSION")),
-    ] {
-        if let Some(value) = value.filter(|v| !v.is_empty()) {
-            let _ = write!(labels, ",{label}=\"{}\"", escape(value));
-        }
-    }
+    let labels = [
+        ("version", env!("CARGO_PKG_VERSION")),
+        ("git_commit", env!("MLKUBE_GIT_COMMIT")),
+        ("rustc", env!("MLKUBE_RUSTC_VERSION")),
+    ]
+    .map(|(label, value)| format!("{label}=\"{}\"", escape(value)))
+    .join(",");
     let _ = writeln!(
         out,
         "# HELP mlkube_build_info The running build of mlkube; always 1."
@@ -265,19 +264,45 @@ mod tests {
         );
     }
 
-    #[test]
-    fn build_info_is_one_and_names_the_version() {
-        let text = Metrics::default().render();
-        let version = env!("CARGO_PKG_VERSION");
+    /// The value of `label` on the `mlkube_build_info` line of `text`.
+    fn build_info_label(text: &str, label: &str) -> String {
         let line = text
             .lines()
             .find(|l| l.starts_with("mlkube_build_info{"))
             .unwrap_or_else(|| panic!("no mlkube_build_info in\n{text}"));
-        assert!(
-            line.starts_with(&format!("mlkube_build_info{{version=\"{version}\"")),
-            "{line}"
-        );
         assert!(line.ends_with("} 1"), "{line}");
+        let start = format!("{label}=\"");
+        let value = line
+            .split_once(&start)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(value, _)| value.to_owned());
+        value.unwrap_or_else(|| panic!("no {label} label in {line}"))
+    }
+
+    #[test]
+    fn build_info_is_one_and_names_the_version() {
+        let text = Metrics::default().render();
+        assert_eq!(
+            build_info_label(&text, "version"),
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(build_info_label(&text, "rustc").starts_with("1."), "{text}");
+    }
+
+    /// Built from a git checkout, the label is its HEAD; from a tarball, `unknown`.
+    #[test]
+    fn build_info_names_the_git_commit_it_was_built_from() {
+        let head = std::process::Command::new("git")
+            .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        let text = Metrics::default().render();
+        assert_eq!(
+            build_info_label(&text, "git_commit"),
+            head.as_deref().unwrap_or("unknown")
+        );
     }
 
     #[test]

@@ -65,8 +65,9 @@ pub struct Settings {
 pub enum LogFormat {
     /// Readable lines: time, level, the job's span, the message and its fields.
     Text,
-    /// One JSON object per line: `timestamp`, `level`, `target`, `fields` (with `message`)
-    /// and, inside a reconcile, `span` (with the job as `namespace/name`).
+    /// One JSON object per line: `timestamp`, `level`, `message`, `target` and the event's
+    /// own fields at top level (as controller-runtime's structured logs) and, inside a
+    /// reconcile, `span` (with the job as `namespace/name`).
     Json,
 }
 
@@ -179,6 +180,7 @@ fn init_logging(format: LogFormat) {
             .try_init(),
         LogFormat::Json => builder
             .json()
+            .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
             .try_init(),

@@ -284,17 +284,12 @@ async fn a_failed_job_is_logged_at_warn_with_its_reason() {
     let job_name = format!("{}/doomed", ns.name);
     let line = operator
         .await_line("saying the job failed", |entry| {
-            entry["span"]["job"] == job_name.as_str()
-                && entry["fields"]["reason"] == "PyTorchJobFailed"
+            entry["span"]["job"] == job_name.as_str() && entry["reason"] == "PyTorchJobFailed"
         })
         .await;
     assert_eq!(line["level"], "WARN", "{line}");
-    assert_eq!(line["fields"]["condition"], "Failed", "{line}");
-    assert_eq!(
-        line["fields"]["message"],
-        format!("job failed: {message}"),
-        "{line}"
-    );
+    assert_eq!(line["condition"], "Failed", "{line}");
+    assert_eq!(line["message"], format!("job failed: {message}"), "{line}");
     assert!(
         message.starts_with("PyTorchJob doomed is failed because 1 Worker replica(s) failed."),
         "{message}"

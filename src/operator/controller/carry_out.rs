@@ -10,6 +10,7 @@ use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 
 use super::{Context, POD_GROUP_POLL, ReconcileError, pod_group};
+use crate::error_text::OneLine;
 use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::build;
 use crate::operator::engine::conditions;
@@ -246,7 +247,7 @@ where
             if expected == Kind::Service {
                 ctx.metrics.object("failed_service_creation");
             }
-            tracing::warn!(replica_type = rtype.lower(), replica_index = index, error = %source, "cannot create {kind} {name}");
+            tracing::warn!(replica_type = rtype.lower(), replica_index = index, error = %OneLine(&source), "cannot create {kind} {name}");
             ctx.events.publish(
                 job,
                 EventType::Warning,

@@ -23,6 +23,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::Settings;
+use crate::error_text::OneLine;
 use crate::operator::engine::build::LABEL_OPERATOR;
 use crate::operator::expectations::{Expectations, Kind};
 use crate::operator::lock;
@@ -80,7 +81,7 @@ impl Children {
         let watches = async move {
             let (pods, services) = futures::join!(pod_watch, service_watch);
             for error in [pods.err(), services.err()].into_iter().flatten() {
-                tracing::error!(error = %error, "a watch of the jobs' children ended");
+                tracing::error!(error = %OneLine(&error), "a watch of the jobs' children ended");
             }
         };
         (children, watches.boxed())

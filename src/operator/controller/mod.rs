@@ -62,6 +62,7 @@ use super::framework::TrainingJob;
 use super::frameworks::Registered;
 use super::lock;
 use super::metrics::Metrics;
+use crate::error_text::OneLine;
 
 pub use children::Children;
 pub use reconcile::{ReconcileError, error_policy, reconcile};
@@ -268,7 +269,7 @@ async fn run_one<J: TrainingJob>(
                 // `error_policy` has logged it.
                 Err(ControllerError::ReconcilerFailed(..)) => {}
                 // A watch failing after its retries, or the queue: the jobs wait until it heals.
-                Err(e) => tracing::warn!(error = %e, "reconcile did not complete"),
+                Err(e) => tracing::warn!(error = %OneLine(&e), "reconcile did not complete"),
                 Ok(_) => {}
             }
             std::future::ready(())

@@ -11,6 +11,7 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use super::{Context, carry_out, claim, status};
+use crate::error_text::OneLine;
 use crate::operator::api::MANAGED_BY_US;
 use crate::operator::engine::adopt;
 use crate::operator::engine::defaults;
@@ -143,8 +144,7 @@ pub fn error_policy<J: TrainingJob>(
     if !conflict {
         tracing::warn!(
             job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()),
-            error = %error,
-            cause = %error.source_chain(),
+            error = %OneLine(error),
             "reconcile failed"
         );
     }
@@ -153,22 +153,6 @@ pub fn error_policy<J: TrainingJob>(
     } else {
         Duration::from_secs(5)
     })
-}
-
-trait SourceChain {
-    fn source_chain(&self) -> String;
-}
-
-impl<E: std::error::Error> SourceChain for E {
-    fn source_chain(&self) -> String {
-        let mut parts = Vec::new();
-        let mut source = self.source();
-        while let Some(s) = source {
-            parts.push(s.to_string());
-            source = s.source();
-        }
-        parts.join(": ")
-    }
 }
 
 /// Reconcile one job.
