@@ -193,7 +193,7 @@ pub(super) async fn carry_out<J: TrainingJob>(
                     job,
                     EventType::Warning,
                     "FailedDeleteJob".into(),
-                    format!("Error deleting: {source}"),
+                    format!("Error deleting: {}", OneLine(&source)),
                     "Delete",
                 );
                 first_error.get_or_insert(ReconcileError::DeleteJob {
@@ -252,7 +252,7 @@ where
                 job,
                 EventType::Warning,
                 format!("FailedCreate{noun}"),
-                format!("Error creating: {source}"),
+                format!("Error creating: {}", OneLine(&source)),
                 "Create",
             );
             Err(ReconcileError::Create {
@@ -291,7 +291,7 @@ async fn delete_pod<J: TrainingJob>(
                 job,
                 EventType::Warning,
                 "FailedDeletePod".into(),
-                format!("Error deleting: {source}"),
+                format!("Error deleting: {}", OneLine(&source)),
                 "Delete",
             );
             Err(ReconcileError::Delete {
@@ -318,7 +318,7 @@ async fn delete_service<J: TrainingJob>(
                 job,
                 EventType::Warning,
                 "FailedDeleteService".into(),
-                format!("Error deleting: {source}"),
+                format!("Error deleting: {}", OneLine(&source)),
                 "Delete",
             );
             Err(ReconcileError::Delete {
