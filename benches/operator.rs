@@ -7,10 +7,13 @@
 //!     JOBS=10000 cargo bench --bench operator
 //!     FRAMEWORK=pytorch cargo bench --bench operator
 //!     OPERATOR=/path/to/other/mlkube cargo bench --bench operator   # another build, same bench
-//!     OPERATOR_CONCURRENCY=4 cargo bench --bench operator   # the operator's, not the clients'
+//!     OPERATOR_CONCURRENCY=4 cargo bench --bench operator   # else the operator's default
+//!     RAW_WITH_JOBS=1 cargo bench --bench operator   # a second raw limit: the jobs created too
 //!
 //! First the raw limit: a bare client creates the pods and services the jobs' operator would,
-//! at the same concurrency, in a namespace of its own, and the time until all exist is taken.
+//! at the same concurrency, in a namespace of its own, and the time until all exist is taken
+//! (with RAW_WITH_JOBS=1, again in another namespace with each job created before its
+//! children: what the user's submissions cost the API server is then in the limit too).
 //! Then it starts the release `mlkube operator` as a child process scoped to a fresh namespace,
 //! submits the jobs, and measures: the time until every pod exists (and that time as a fraction
 //! of the raw client's rate), until every job is Running, then (after playing the kubelet and
@@ -287,19 +290,26 @@ async fn create_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<(),
     Ok(())
 }
 
-/// A pod or service the operator would create for a job.
-enum Child {
+/// What a bare client creates for a job: the pods and services the operator would, and with
+/// RAW_WITH_JOBS the job itself too, as its user would submit it.
+enum Child<J> {
+    Job(Box<J>),
     Pod(Box<Pod>),
     Service(Box<Service>),
 }
 
 /// The pods and services of job `bench-{i}`, as the operator builds them, without the owner
-/// reference (there is no job: the garbage collector would delete them).
-fn children<J: TrainingJob>(ns: &str, i: usize) -> Result<Vec<Child>, Error> {
-    let mut job = job::<J>(&format!("bench-{i}"))?;
+/// reference (no operator runs there: the garbage collector must not delete them), after the
+/// job itself if `with_job`.
+fn children<J: TrainingJob>(ns: &str, i: usize, with_job: bool) -> Result<Vec<Child<J>>, Error> {
+    let submitted = job::<J>(&format!("bench-{i}"))?;
+    let mut job = submitted.clone();
     job.meta_mut().namespace = Some(ns.to_owned());
     defaults::apply(&mut job);
     let mut children = Vec::new();
+    if with_job {
+        children.push(Child::Job(Box::new(submitted)));
+    }
     for &rtype in J::FRAMEWORK.replica_types {
         let Some(spec) = job.replica_spec(rtype) else {
             continue;
@@ -326,7 +336,9 @@ async fn raw_limit<J: TrainingJob>(
     jobs_wanted: usize,
     concurrency: usize,
     limit: Duration,
+    with_jobs: bool,
 ) -> Result<(Duration, Requests), Error> {
+    let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
     let (pods, services) = follow_children(client, ns);
@@ -334,13 +346,14 @@ async fn raw_limit<J: TrainingJob>(
     let start = Instant::now();
     let pp = PostParams::default();
     stream::iter(0..jobs_wanted)
-        .map(|i| children::<J>(ns, i))
+        .map(|i| children::<J>(ns, i, with_jobs))
         .map_ok(|children| stream::iter(children.into_iter().map(Ok::<_, Error>)))
         .try_flatten()
         .map_ok(|child| {
-            let (pods_api, services_api, pp) = (&pods_api, &services_api, &pp);
+            let (jobs_api, pods_api, services_api, pp) = (&jobs_api, &pods_api, &services_api, &pp);
             async move {
                 match child {
+                    Child::Job(job) => jobs_api.create(pp, &job).await.map(drop)?,
                     Child::Pod(pod) => pods_api.create(pp, &pod).await.map(drop)?,
                     Child::Service(service) => services_api.create(pp, &service).await.map(drop)?,
                 }
@@ -410,22 +423,31 @@ async fn main() -> Result<(), Error> {
     until_no_bench_namespace(&namespaces, limit).await?;
     let raw_ns = format!("{NAMESPACE_PREFIX}raw-{}", std::process::id());
     let ns = format!("{NAMESPACE_PREFIX}{}", std::process::id());
-    create_namespace(&namespaces, &raw_ns).await?;
-    create_namespace(&namespaces, &ns).await?;
+    // RAW_WITH_JOBS=1: a second bare client creates the jobs too, in a namespace of its own.
+    let raw_jobs_ns = (setting("RAW_WITH_JOBS", 0) == 1)
+        .then(|| format!("{NAMESPACE_PREFIX}raw-jobs-{}", std::process::id()));
+    for namespace in [Some(&raw_ns), raw_jobs_ns.as_ref(), Some(&ns)]
+        .into_iter()
+        .flatten()
+    {
+        create_namespace(&namespaces, namespace).await?;
+    }
     say(&format!(
         "namespaces {raw_ns} and {ns}, {jobs_wanted} jobs, concurrency {concurrency}"
     ));
     let result = run(
         &client,
         framework,
-        &raw_ns,
-        &ns,
+        [&raw_ns, raw_jobs_ns.as_deref().unwrap_or_default(), &ns],
         jobs_wanted,
         concurrency,
         limit,
     )
     .await;
-    for namespace in [&raw_ns, &ns] {
+    for namespace in [Some(&raw_ns), raw_jobs_ns.as_ref(), Some(&ns)]
+        .into_iter()
+        .flatten()
+    {
         let _ = namespaces
             .delete(namespace, &DeleteParams::background())
             .await;
@@ -446,6 +468,8 @@ struct Requests {
 struct Measured {
     times: BTreeMap<&'static str, Duration>,
     raw: Duration,
+    /// The bare client's time when it creates the jobs too (RAW_WITH_JOBS).
+    raw_with_jobs: Option<Duration>,
     raw_requests: Requests,
     requests: Requests,
     /// The operator's peak RSS in MB and CPU seconds.
@@ -456,17 +480,24 @@ struct Measured {
 async fn run(
     client: &Client,
     framework: &'static Registered,
-    raw_ns: &str,
-    ns: &str,
+    [raw_ns, raw_jobs_ns, ns]: [&str; 3],
     jobs_wanted: usize,
     concurrency: usize,
     limit: Duration,
 ) -> Result<Measured, Error> {
-    let (raw, raw_requests) = match framework.framework.kind {
-        "PyTorchJob" => {
-            raw_limit::<PyTorchJob>(client, raw_ns, jobs_wanted, concurrency, limit).await?
+    let raw = |ns, with_jobs| async move {
+        match framework.framework.kind {
+            "PyTorchJob" => {
+                raw_limit::<PyTorchJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs)
+                    .await
+            }
+            _ => raw_limit::<TFJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs).await,
         }
-        _ => raw_limit::<TFJob>(client, raw_ns, jobs_wanted, concurrency, limit).await?,
+    };
+    let (raw_took, raw_requests) = raw(raw_ns, false).await?;
+    let raw_with_jobs = match raw_jobs_ns {
+        "" => None,
+        ns => Some(raw(ns, true).await?.0),
     };
 
     // Another build of the operator, to measure two side by side: OPERATOR=path/to/mlkube.
@@ -503,7 +534,8 @@ async fn run(
     let (times, window) = measured?;
     Ok(Measured {
         times,
-        raw,
+        raw: raw_took,
+        raw_with_jobs,
         raw_requests,
         requests: Requests {
             window: per_job(&before, &window, jobs_wanted),
@@ -533,11 +565,23 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
     for (what, took) in &measured.times {
         println!("| {what} | {:.1} s |", took.as_secs_f64());
     }
+    if let Some(raw) = measured.raw_with_jobs {
+        println!(
+            "| 0b. raw client, the jobs created too: every job, pod and service exists | {:.1} s |",
+            raw.as_secs_f64()
+        );
+    }
     if let Some(operator) = measured.times.get(EVERY_CHILD_EXISTS) {
         println!(
             "| operator's rate as a fraction of the raw client's | {:.2} |",
             measured.raw.as_secs_f64() / operator.as_secs_f64()
         );
+        if let Some(raw) = measured.raw_with_jobs {
+            println!(
+                "| operator's rate as a fraction of the raw client's, jobs included | {:.2} |",
+                raw.as_secs_f64() / operator.as_secs_f64()
+            );
+        }
     }
     println!("| operator peak RSS | {:.0} MB |", measured.rss);
     println!("| operator CPU time | {:.1} s |", measured.cpu);
