@@ -23,7 +23,10 @@ use crate::deploy::status::{self, LastApply, StatusError};
 use super::exit::Exit;
 use super::output::{self, Confirmation, Printer};
 use super::settings::{self, Deployment, Selection, SettingsError};
-use super::{ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs};
+use super::{
+    ApplyArgs, ClusterArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, RequestArgs,
+    ValidateArgs,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -60,6 +63,23 @@ pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
             Exit::Error
         }
     }
+}
+
+/// Resolve a cluster verb's settings (the environment rendered, or `--manifest` read, and the
+/// cluster it pins with the flags' overrides), run `verb` on them, and turn the outcome into
+/// the exit code, printing the error when there is one.
+fn on_deployment(
+    global: &GlobalArgs,
+    selection: Selection<'_>,
+    cluster: &ClusterArgs,
+    request: &RequestArgs,
+    verb: impl FnOnce(&Deployment) -> Result<Exit, DeployError>,
+) -> Exit {
+    finish(
+        settings::deployment(global, selection, cluster, request)
+            .map_err(DeployError::from)
+            .and_then(|d| verb(&d)),
+    )
 }
 
 /// The error and its causes, a line each; an API server's answer is shown as its message,
@@ -117,11 +137,9 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| diff_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        diff_deployment(d, args)
+    })
 }
 
 /// `mlkube diff` on an environment already rendered.
@@ -158,11 +176,9 @@ pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| apply_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        apply_deployment(d, args)
+    })
 }
 
 /// Ctrl-C cancels the verb: no request is started any more, those in flight finish, and the
@@ -238,11 +254,9 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
         components: &[],
         manifest: None,
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| prune_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        prune_deployment(d, args)
+    })
 }
 
 /// `mlkube prune` on an environment already rendered.
@@ -282,11 +296,9 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| delete_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        delete_deployment(d, args)
+    })
 }
 
 /// `mlkube delete` for an environment (only its app name and target are used).
@@ -325,11 +337,9 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
         components: &args.components,
         manifest: None,
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| validate_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        validate_deployment(d, args)
+    })
 }
 
 /// `mlkube validate` on an environment already rendered.
