@@ -11,13 +11,14 @@
 use std::io::Write;
 
 use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions, Validation,
+    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
 };
 use crate::deploy::applyset::ApplySet;
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, Plan, PlanError};
+use crate::deploy::preflight::{self, Validation};
 use crate::deploy::status::{self, LastApply, StatusError};
 
 use super::exit::Exit;
@@ -350,7 +351,7 @@ pub fn validate_deployment(
     runtime()?.block_on(async {
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
-        let validation = apply::validate(&cluster, &plan).await;
+        let validation = preflight::validate(&cluster, &plan).await;
         if args.output == ListFormat::Json {
             let json = serde_json::to_value(&validation).unwrap_or_default();
             let _ = writeln!(std::io::stdout().lock(), "{json:#}");

@@ -20,6 +20,7 @@ use mlkube::deploy::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
 use mlkube::deploy::plan::{self, Plan};
+use mlkube::deploy::preflight;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
@@ -926,7 +927,7 @@ async fn validate_lists_every_rejection_with_its_object() {
         no_containers,
     ];
 
-    let validation = apply::validate(&env.cluster, &env.plan(objects)).await;
+    let validation = preflight::validate(&env.cluster, &env.plan(objects)).await;
     assert_eq!(validation.valid, 1);
     let rejected: Vec<&str> = validation
         .rejected
