@@ -18,7 +18,7 @@ use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, Plan, PlanError};
-use crate::deploy::preflight::{self, Validation};
+use crate::deploy::preflight::{self, PreflightError, Validation};
 use crate::deploy::status::{self, LastApply, StatusError};
 
 use super::exit::Exit;
@@ -43,6 +43,8 @@ pub enum DeployError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Status(#[from] StatusError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
@@ -237,6 +239,9 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         );
         let plan = deployment.plan(&args.components)?;
         let report = apply::apply(&cluster, &plan, &options).await?;
+        for (key, why) in &report.unchecked {
+            eprintln!("mlkube: not checked by the server: {key}: {why}");
+        }
         if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
             status::record_last_apply(&cluster, &plan.applyset, &last).await?;
@@ -351,7 +356,7 @@ pub fn validate_deployment(
     runtime()?.block_on(async {
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
-        let validation = preflight::validate(&cluster, &plan).await;
+        let validation = preflight::validate(&cluster, &plan).await?;
         if args.output == ListFormat::Json {
             let json = serde_json::to_value(&validation).unwrap_or_default();
             let _ = writeln!(std::io::stdout().lock(), "{json:#}");

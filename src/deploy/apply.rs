@@ -2,15 +2,20 @@
 //! environment.
 //!
 //! Expected flow of `apply`: resolve every kind first (kinds whose CRD is in the plan wait for
-//! it), read the inventory and list its members, decide and confirm the prune, create the
-//! namespaces, widen the inventory to cover the plan, then apply tier by tier (concurrently
-//! within a tier, server-side with field manager `mlkube`), waiting for CRDs to be
-//! `Established` and refreshing discovery before the next tier; then prune in reverse tier
-//! order and narrow the inventory; then wait for health.
+//! it), read the inventory and list its members, have the server check every object it would
+//! send in a dry run ([`crate::deploy::preflight`]), decide and confirm the prune, create the
+//! namespaces and check what waited for them, widen the inventory to cover the plan, then apply
+//! tier by tier (concurrently within a tier, server-side with field manager `mlkube`), waiting
+//! for CRDs to be `Established`, refreshing discovery and checking the objects of their kinds
+//! before the next tier; then prune in reverse tier order and narrow the inventory; then wait
+//! for health. A dry run sends only the first checks and reports their answers.
 //!
-//! Guarantees: nothing is written before every kind resolves and the prune is confirmed. A
-//! conflict with another field manager fails that object (every conflicting field and manager
-//! listed) unless `force_conflicts`, and the apply stops after the tier it happened in.
+//! Guarantees: nothing is written before every kind resolves, the server accepted every object
+//! it could check, and the prune is confirmed; an object it could check only later (its
+//! namespace or CRD is created by this apply) is checked before anything but those is written.
+//! A conflict with another field manager fails the checks (every conflicting field and manager
+//! listed) unless `force_conflicts`; a write refused all the same stops the apply after its
+//! tier.
 //! Cancelled (the command line's Ctrl-C), no request is started any more, those in flight
 //! finish, and the report says what was done and that it was interrupted: the inventory was
 //! widened before the first member was written and is narrowed (by a prune) or deleted (by
@@ -42,7 +47,9 @@ use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::preflight::{apply_failure, conflict_failure};
+use crate::deploy::preflight::{
+    Blocker, Preflight, PreflightError, Written, apply_failure, conflict_failure,
+};
 use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
 use crate::render::kinds::{Tier, tier};
@@ -107,6 +114,9 @@ pub struct ApplyReport {
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
+    /// In a dry run, objects the server could not judge, and why: they need a namespace or a
+    /// CustomResourceDefinition that only the apply itself would create.
+    pub unchecked: Vec<(Key, String)>,
     /// Cancelled before the end: the lists say what was done, the inventory covers it.
     pub interrupted: bool,
 }
@@ -147,6 +157,8 @@ pub enum ApplyError {
     },
     #[error(transparent)]
     Wait(#[from] WaitError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     #[error(
         "environment `{env}` renders no objects, but its inventory has {count}; refusing to {verb} \
          them all\n  hint: if the environment really should be empty, pass --allow-empty"
@@ -198,6 +210,21 @@ pub async fn apply(
         .map(|(k, v)| (k, v.to_string()))
         .collect();
 
+    let sending = Sending {
+        plan,
+        dry_run: options.dry_run,
+        force: options.force_conflicts,
+        adopted: &adopted,
+        answers: &BTreeMap::new(),
+        observer: options.observer,
+        cancel: options.cancel,
+    };
+    let forced = |desired: &Desired| sending.mode(desired).force;
+    let mut checks = first_checks(cluster, plan, &listed, sending, &forced).await?;
+    if options.dry_run {
+        report.unchecked = checks.unchecked();
+    }
+
     let mut doomed: Vec<&Member> = Vec::new();
     if options.prune {
         let (prune, kept) = split_prunable(plan, &members);
@@ -217,13 +244,11 @@ pub async fn apply(
         doomed = prune;
     }
 
+    // A dry run reports the server's answers to the checks instead of asking again.
+    let answers = std::mem::take(&mut checks.accepted);
     let sending = Sending {
-        plan,
-        dry_run: options.dry_run,
-        force: options.force_conflicts,
-        adopted: &adopted,
-        observer: options.observer,
-        cancel: options.cancel,
+        answers: &answers,
+        ..sending
     };
     if options.cancel.is_cancelled() {
         report.interrupted = true;
@@ -246,6 +271,13 @@ pub async fn apply(
     )
     .await?;
     ensure_namespace(cluster, plan, sending, &mut report).await?;
+    if !options.dry_run {
+        let written = (options.cancel, Written(written(&report)));
+        let in_new_namespace = |b: &Blocker| matches!(b, Blocker::Namespace(_));
+        checks
+            .then(cluster, plan, in_new_namespace, &forced, written)
+            .await?;
+    }
 
     let planned = Inventory {
         group_kinds: plan.group_kinds(),
@@ -256,7 +288,8 @@ pub async fn apply(
         None => planned.clone(),
     };
     // A dry run records nothing (and the namespace may not exist to hold the record).
-    if inventory.as_ref() != Some(&widened) && !options.dry_run {
+    let widening = inventory.as_ref() != Some(&widened) && !options.dry_run;
+    if widening {
         applyset::write(cluster, &plan.applyset, &widened, options.dry_run).await?;
     }
 
@@ -289,6 +322,13 @@ pub async fn apply(
         if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
             established(cluster, &objects, &resolved, options.timeout).await?;
             resolved = rediscover(cluster, plan).await?;
+            let mut keys = written(&report);
+            keys.extend(widening.then(|| plan.applyset.parent_key()));
+            let written = (options.cancel, Written(keys));
+            let of_new_kind = |b: &Blocker| *b == Blocker::Kind;
+            checks
+                .then(cluster, plan, of_new_kind, &forced, written)
+                .await?;
         }
     }
 
@@ -377,6 +417,60 @@ async fn foreign(
         foreign.extend(verdict?);
     }
     Ok(foreign)
+}
+
+/// The server's first look at every object the apply would send (see [`crate::deploy::preflight`]),
+/// before anything is written; a Secret value another manager changed fails it too.
+async fn first_checks<'p>(
+    cluster: &impl Cluster,
+    plan: &'p Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    sending: Sending<'_>,
+    forced: &(dyn Fn(&Desired) -> bool + Sync),
+) -> Result<Preflight<'p>, ApplyError> {
+    let sent: Vec<&Desired> = plan
+        .objects
+        .iter()
+        .filter(|d| !unchanged_member(d, listed))
+        .collect();
+    let known: Vec<(Key, String)> = sent
+        .iter()
+        .filter_map(|d| {
+            let conflict = secret_conflict(d, listed.get(&d.key).copied(), sending.mode(d))?;
+            Some((d.key.clone(), conflict))
+        })
+        .collect();
+    let checks = Preflight::first(cluster, plan, &sent, known, forced, sending.cancel).await?;
+    Ok(checks)
+}
+
+/// What the apply has written so far: every object it applied that was not unchanged.
+fn written(report: &ApplyReport) -> Vec<Key> {
+    report
+        .applied
+        .iter()
+        .filter(|(_, outcome)| *outcome != Outcome::Unchanged)
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// The fast path: the configuration mlkube applied last, and nothing drifted since.
+fn unchanged_member(desired: &Desired, listed: &BTreeMap<&Key, &Member>) -> bool {
+    listed
+        .get(&desired.key)
+        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
+}
+
+/// A Secret value another manager changed: a conflict the server does not see when one wrote it
+/// through `data` and the other through `stringData`.
+fn secret_conflict(
+    desired: &Desired,
+    before: Option<&Member>,
+    mode: ApplyMode<'_>,
+) -> Option<String> {
+    let member = before.filter(|_| !mode.force && is_secret(&desired.key))?;
+    let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
+    (!conflicts.is_empty()).then(|| conflict_failure(&conflicts, None))
 }
 
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
@@ -500,6 +594,8 @@ struct Sending<'a> {
     force: bool,
     /// Objects taken over with `--adopt`: their conflicting fields are forced.
     adopted: &'a BTreeSet<Key>,
+    /// In a dry run, the server's answer to each object's check, which stands for its apply.
+    answers: &'a BTreeMap<Key, Value>,
     observer: &'a dyn Observer,
     cancel: &'a Cancel,
 }
@@ -588,33 +684,28 @@ async fn apply_one(
             desired.api_version, desired.key.kind
         ));
     };
-    // The fast path: the same configuration as last time, nothing drifted.
-    if listed
-        .get(&desired.key)
-        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
-    {
+    if unchanged_member(desired, listed) {
         return Ok(Outcome::Unchanged);
     }
     let namespace = desired.key.namespace.as_deref();
     let mode = sending.mode(desired);
     let before = listed.get(&desired.key).copied();
-    if let Some(member) = before.filter(|_| !mode.force && is_secret(&desired.key)) {
-        let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
-        if !conflicts.is_empty() {
-            return Err(conflict_failure(&conflicts, None));
-        }
+    if let Some(conflict) = secret_conflict(desired, before, mode) {
+        return Err(conflict);
+    }
+    if mode.dry_run {
+        // Checked already; what the checks deferred waits for its namespace, so is created.
+        return Ok(match sending.answers.get(&desired.key) {
+            Some(answer) => outcome(answer, before, mode),
+            None => Outcome::Created,
+        });
     }
     let result = cluster
         .apply(r, namespace, &desired.key.name, &desired.value, mode)
         .await;
-    match result {
-        Ok(applied) => Ok(outcome(&applied, before, mode)),
-        // A dry run cannot create the namespace first; the object would be created.
-        Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
-            Ok(Outcome::Created)
-        }
-        Err(e) => Err(apply_failure(&e)),
-    }
+    result
+        .map(|applied| outcome(&applied, before, mode))
+        .map_err(|e| apply_failure(&e))
 }
 
 /// What an apply did, judged from the inventory listing taken before it. A real apply moves the
