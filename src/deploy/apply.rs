@@ -196,19 +196,7 @@ pub async fn apply(
     let mut report = ApplyReport::default();
     let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
 
-    let foreign = foreign(cluster, plan, &listed, &resolved).await?;
-    if !foreign.is_empty() && !options.adopt {
-        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
-        return Err(ApplyError::NotOurs {
-            count: foreign.len(),
-            details: details.join("\n"),
-        });
-    }
-    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
-    report.adopted = foreign
-        .into_iter()
-        .map(|(k, v)| (k, v.to_string()))
-        .collect();
+    let adopted = adopt(cluster, plan, &listed, &resolved, options, &mut report).await?;
 
     let sending = Sending {
         plan,
@@ -225,24 +213,12 @@ pub async fn apply(
         report.unchecked = checks.unchecked();
     }
 
-    let mut doomed: Vec<&Member> = Vec::new();
-    if options.prune {
-        let (prune, kept) = split_prunable(plan, &members);
-        report.kept = kept;
-        let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
-        if member_count == 0 && !prune.is_empty() && !options.allow_empty {
-            return Err(ApplyError::EmptyPrune {
-                env: plan.applyset.env.clone(),
-                count: prune.len(),
-                verb: "prune",
-            });
-        }
-        if !options.dry_run {
-            let keys = deletions(&plan.applyset, &prune);
-            options.consent.confirm("prune", &keys)?;
-        }
-        doomed = prune;
-    }
+    let doomed = if options.prune {
+        let consent = (!options.dry_run).then_some(options.consent);
+        decide_prune(plan, &members, options.allow_empty, consent, &mut report)?
+    } else {
+        Vec::new()
+    };
 
     // A dry run reports the server's answers to the checks instead of asking again.
     let answers = std::mem::take(&mut checks.accepted);
@@ -348,27 +324,92 @@ pub async fn apply(
     }
 
     if options.wait && !options.dry_run {
-        let pending: Vec<Pending> = plan
-            .objects
-            .iter()
-            .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
-            .filter_map(|d| {
-                Some(Pending {
-                    key: d.key.clone(),
-                    resolved: resolved.get(&d.key)?.clone(),
-                })
-            })
-            .collect();
-        if !pending.is_empty() {
-            let on_poll = |elapsed: Duration, objects: &[Watched]| {
-                options.observer.waiting(elapsed, objects);
-            };
-            report.not_ready =
-                wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
-            report.interrupted = options.cancel.is_cancelled();
-        }
+        wait_for_health(cluster, plan, &resolved, options, &mut report).await?;
     }
     Ok(report)
+}
+
+/// Refuse rendered objects that exist but are not this environment's, or with `--adopt` take
+/// them over: the keys adopted, also told in the report.
+async fn adopt(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    resolved: &BTreeMap<Key, Resolved>,
+    options: &ApplyOptions<'_>,
+    report: &mut ApplyReport,
+) -> Result<BTreeSet<Key>, ApplyError> {
+    let foreign = foreign(cluster, plan, listed, resolved).await?;
+    if !foreign.is_empty() && !options.adopt {
+        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+        return Err(ApplyError::NotOurs {
+            count: foreign.len(),
+            details: details.join("\n"),
+        });
+    }
+    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
+    report.adopted = foreign
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    Ok(adopted)
+}
+
+/// The members a prune deletes, confirmed by `consent` (none in a dry run); the others kept
+/// are told in the report. Pruning everything takes `allow_empty`.
+fn decide_prune<'m>(
+    plan: &Plan,
+    members: &'m [Member],
+    allow_empty: bool,
+    consent: Option<&dyn Consent>,
+    report: &mut ApplyReport,
+) -> Result<Vec<&'m Member>, ApplyError> {
+    let (prune, kept) = split_prunable(plan, members);
+    report.kept = kept;
+    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
+    if member_count == 0 && !prune.is_empty() && !allow_empty {
+        return Err(ApplyError::EmptyPrune {
+            env: plan.applyset.env.clone(),
+            count: prune.len(),
+            verb: "prune",
+        });
+    }
+    if let Some(consent) = consent {
+        consent.confirm("prune", &deletions(&plan.applyset, &prune))?;
+    }
+    Ok(prune)
+}
+
+/// Wait until the applied objects that have a health are healthy, or the timeout; what is not
+/// is told in the report.
+async fn wait_for_health(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    resolved: &BTreeMap<Key, Resolved>,
+    options: &ApplyOptions<'_>,
+    report: &mut ApplyReport,
+) -> Result<(), ApplyError> {
+    let pending: Vec<Pending> = plan
+        .objects
+        .iter()
+        .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
+        .filter_map(|d| {
+            Some(Pending {
+                key: d.key.clone(),
+                resolved: resolved.get(&d.key)?.clone(),
+            })
+        })
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let on_poll = |elapsed: Duration, objects: &[Watched]| {
+        options.observer.waiting(elapsed, objects);
+    };
+    report.not_ready =
+        wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
+    report.interrupted = options.cancel.is_cancelled();
+    Ok(())
 }
 
 /// The rendered objects that exist on the cluster but are not this set's to write (see
@@ -916,20 +957,8 @@ pub async fn prune(
         return Ok(report);
     };
     let members = applyset::members(cluster, &plan.applyset, &inventory).await?;
-    let (doomed, kept) = split_prunable(plan, &members);
-    report.kept = kept;
-    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
-    if member_count == 0 && !doomed.is_empty() && !options.allow_empty {
-        return Err(ApplyError::EmptyPrune {
-            env: plan.applyset.env.clone(),
-            count: doomed.len(),
-            verb: "prune",
-        });
-    }
-    if !options.dry_run {
-        let keys = deletions(&plan.applyset, &doomed);
-        options.consent.confirm("prune", &keys)?;
-    }
+    let consent = (!options.dry_run).then_some(options.consent);
+    let doomed = decide_prune(plan, &members, options.allow_empty, consent, &mut report)?;
     let (set, hooks) = (&plan.applyset, (options.observer, options.cancel));
     delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
     if report.interrupted {
