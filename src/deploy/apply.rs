@@ -734,12 +734,20 @@ async fn apply_one(
     if let Some(conflict) = secret_conflict(desired, before, mode) {
         return Err(conflict);
     }
+    let answer = sending.answers.get(&desired.key);
     if mode.dry_run {
         // Checked already; what the checks deferred waits for its namespace, so is created.
-        return Ok(match sending.answers.get(&desired.key) {
+        return Ok(match answer {
             Some(answer) => outcome(answer, before, mode),
             None => Outcome::Created,
         });
+    }
+    if let (Some(answer), Some(member)) = (answer, before)
+        && *answer == member.value
+    {
+        // The server answered the check with the live object as it is, to the last field
+        // manager's timestamp: the write would change nothing, so it is not sent.
+        return Ok(Outcome::Unchanged);
     }
     let result = cluster
         .apply(r, namespace, &desired.key.name, &desired.value, mode)

@@ -20,7 +20,10 @@
 //! member is written) and the CRDs. An object that needs a namespace neither the cluster nor
 //! the apply has is rejected in the first pass. `apply --dry-run` runs the first pass, reports
 //! the same rejections, and lists the deferred objects as not checked: it cannot create what
-//! they need. Each object costs one dry-run request, and an unchanged one none.
+//! they need. Each object costs one dry-run request, and an unchanged one none; an object the
+//! fast path cannot vouch for (a shared one carries no configuration hash) but whose dry run
+//! answers with the live object as it is, is not written at all, so a re-apply that changes
+//! nothing sends a dry run where it used to send a write.
 //!
 //! Caveats: the server is asked, not bound. A write that its dry run accepted can still fail
 //! (a quota used up in between, a webhook that answers otherwise); the apply then stops after

@@ -479,6 +479,26 @@ async fn an_unchanged_object_is_not_dry_run_and_a_changed_one_once() {
 }
 
 #[tokio::test]
+async fn a_shared_object_the_server_finds_unchanged_is_checked_and_not_written() {
+    // A shared object carries no configuration hash, so the fast path never skips it.
+    let objects = vec![config_map("a", "c"), storage_class()];
+    let cluster = deployed(objects.clone()).await;
+    let report = apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+        .await
+        .expect("the no-op re-apply");
+    assert_eq!(cluster.dry_runs(), ["StorageClass kvc"]);
+    assert_eq!(cluster.writes(), [], "its dry run answered: no change");
+    assert!(
+        report
+            .applied
+            .iter()
+            .all(|(_, outcome)| *outcome == Outcome::Unchanged),
+        "{:?}",
+        report.applied
+    );
+}
+
+#[tokio::test]
 async fn in_a_namespace_the_apply_creates_objects_are_checked_once_it_exists_before_any_is_written()
 {
     let cluster = MemoryCluster::new();
