@@ -11,19 +11,23 @@
 use std::io::Write;
 
 use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions, Validation,
+    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
 };
 use crate::deploy::applyset::ApplySet;
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::plan::{self, Plan, PlanError};
+use crate::deploy::preflight::{self, PreflightError, Validation};
 use crate::deploy::status::{self, LastApply, StatusError};
 
 use super::exit::Exit;
 use super::output::{self, Confirmation, Printer};
 use super::settings::{self, Deployment, Selection, SettingsError};
-use super::{ApplyArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, ValidateArgs};
+use super::{
+    ApplyArgs, ClusterArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, RequestArgs,
+    ValidateArgs,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
@@ -39,6 +43,8 @@ pub enum DeployError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Status(#[from] StatusError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
@@ -55,6 +61,23 @@ pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
         Ok(exit) => exit,
         Err(error) => super::exit::report(&error),
     }
+}
+
+/// Resolve a cluster verb's settings (the environment rendered, or `--manifest` read, and the
+/// cluster it pins with the flags' overrides), run `verb` on them, and turn the outcome into
+/// the exit code, printing the error when there is one.
+fn on_deployment(
+    global: &GlobalArgs,
+    selection: Selection<'_>,
+    cluster: &ClusterArgs,
+    request: &RequestArgs,
+    verb: impl FnOnce(&Deployment) -> Result<Exit, DeployError>,
+) -> Exit {
+    finish(
+        settings::deployment(global, selection, cluster, request)
+            .map_err(DeployError::from)
+            .and_then(|d| verb(&d)),
+    )
 }
 
 impl Deployment {
@@ -77,11 +100,9 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| diff_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        diff_deployment(d, args)
+    })
 }
 
 /// `mlkube diff` on an environment already rendered.
@@ -118,11 +139,9 @@ pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| apply_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        apply_deployment(d, args)
+    })
 }
 
 /// Ctrl-C cancels the verb: no request is started any more, those in flight finish, and the
@@ -180,6 +199,9 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         );
         let plan = deployment.plan(&args.components)?;
         let report = apply::apply(&cluster, &plan, &options).await?;
+        for (key, why) in &report.unchecked {
+            eprintln!("mlkube: not checked by the server: {key}: {why}");
+        }
         if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
             status::record_last_apply(&cluster, &plan.applyset, &last).await?;
@@ -198,11 +220,9 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
         components: &[],
         manifest: None,
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| prune_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        prune_deployment(d, args)
+    })
 }
 
 /// `mlkube prune` on an environment already rendered.
@@ -242,11 +262,9 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| delete_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        delete_deployment(d, args)
+    })
 }
 
 /// `mlkube delete` for an environment (only its app name and target are used).
@@ -285,11 +303,9 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
         components: &args.components,
         manifest: None,
     };
-    finish(
-        settings::deployment(global, selection, &args.cluster, &args.request)
-            .map_err(DeployError::from)
-            .and_then(|d| validate_deployment(&d, args)),
-    )
+    on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        validate_deployment(d, args)
+    })
 }
 
 /// `mlkube validate` on an environment already rendered.
@@ -300,7 +316,7 @@ pub fn validate_deployment(
     runtime()?.block_on(async {
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
-        let validation = apply::validate(&cluster, &plan).await;
+        let validation = preflight::validate(&cluster, &plan).await?;
         if args.output == ListFormat::Json {
             let json = serde_json::to_value(&validation).unwrap_or_default();
             let _ = writeln!(std::io::stdout().lock(), "{json:#}");

@@ -1,16 +1,21 @@
-//! Applying a plan to the cluster, pruning what it no longer renders, deleting an environment,
-//! and validating one with a server-side dry run.
+//! Applying a plan to the cluster, pruning what it no longer renders, and deleting an
+//! environment.
 //!
 //! Expected flow of `apply`: resolve every kind first (kinds whose CRD is in the plan wait for
-//! it), read the inventory and list its members, decide and confirm the prune, create the
-//! namespaces, widen the inventory to cover the plan, then apply tier by tier (concurrently
-//! within a tier, server-side with field manager `mlkube`), waiting for CRDs to be
-//! `Established` and refreshing discovery before the next tier; then prune in reverse tier
-//! order and narrow the inventory; then wait for health.
+//! it), read the inventory and list its members, have the server check every object it would
+//! send in a dry run ([`crate::deploy::preflight`]), decide and confirm the prune, create the
+//! namespaces and check what waited for them, widen the inventory to cover the plan, then apply
+//! tier by tier (concurrently within a tier, server-side with field manager `mlkube`), waiting
+//! for CRDs to be `Established`, refreshing discovery and checking the objects of their kinds
+//! before the next tier; then prune in reverse tier order and narrow the inventory; then wait
+//! for health. A dry run sends only the first checks and reports their answers.
 //!
-//! Guarantees: nothing is written before every kind resolves and the prune is confirmed. A
-//! conflict with another field manager fails that object (every conflicting field and manager
-//! listed) unless `force_conflicts`, and the apply stops after the tier it happened in.
+//! Guarantees: nothing is written before every kind resolves, the server accepted every object
+//! it could check, and the prune is confirmed; an object it could check only later (its
+//! namespace or CRD is created by this apply) is checked before anything but those is written.
+//! A conflict with another field manager fails the checks (every conflicting field and manager
+//! listed) unless `force_conflicts`; a write refused all the same stops the apply after its
+//! tier.
 //! Cancelled (the command line's Ctrl-C), no request is started any more, those in flight
 //! finish, and the report says what was done and that it was interrupted: the inventory was
 //! widened before the first member was written and is narrowed (by a prune) or deleted (by
@@ -35,13 +40,16 @@ use serde_json::{Value, json};
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Conflict, FIELD_MANAGER, Resolved,
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
     namespace_resource,
 };
 use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
+use crate::deploy::preflight::{
+    Blocker, Preflight, PreflightError, Written, apply_failure, conflict_failure,
+};
 use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
 use crate::render::kinds::{Tier, tier};
@@ -106,6 +114,9 @@ pub struct ApplyReport {
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
+    /// In a dry run, objects the server could not judge, and why: they need a namespace or a
+    /// CustomResourceDefinition that only the apply itself would create.
+    pub unchecked: Vec<(Key, String)>,
     /// Cancelled before the end: the lists say what was done, the inventory covers it.
     pub interrupted: bool,
 }
@@ -146,6 +157,8 @@ pub enum ApplyError {
     },
     #[error(transparent)]
     Wait(#[from] WaitError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
     #[error(
         "environment `{env}` renders no objects, but its inventory has {count}; refusing to {verb} \
          them all\n  hint: if the environment really should be empty, pass --allow-empty"
@@ -183,46 +196,35 @@ pub async fn apply(
     let mut report = ApplyReport::default();
     let listed: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
 
-    let foreign = foreign(cluster, plan, &listed, &resolved).await?;
-    if !foreign.is_empty() && !options.adopt {
-        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
-        return Err(ApplyError::NotOurs {
-            count: foreign.len(),
-            details: details.join("\n"),
-        });
-    }
-    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
-    report.adopted = foreign
-        .into_iter()
-        .map(|(k, v)| (k, v.to_string()))
-        .collect();
-
-    let mut doomed: Vec<&Member> = Vec::new();
-    if options.prune {
-        let (prune, kept) = split_prunable(plan, &members);
-        report.kept = kept;
-        let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
-        if member_count == 0 && !prune.is_empty() && !options.allow_empty {
-            return Err(ApplyError::EmptyPrune {
-                env: plan.applyset.env.clone(),
-                count: prune.len(),
-                verb: "prune",
-            });
-        }
-        if !options.dry_run {
-            let keys = deletions(&plan.applyset, &prune);
-            options.consent.confirm("prune", &keys)?;
-        }
-        doomed = prune;
-    }
+    let adopted = adopt(cluster, plan, &listed, &resolved, options, &mut report).await?;
 
     let sending = Sending {
         plan,
         dry_run: options.dry_run,
         force: options.force_conflicts,
         adopted: &adopted,
+        answers: &BTreeMap::new(),
         observer: options.observer,
         cancel: options.cancel,
+    };
+    let forced = |desired: &Desired| sending.mode(desired).force;
+    let mut checks = first_checks(cluster, plan, &listed, sending, &forced).await?;
+    if options.dry_run {
+        report.unchecked = checks.unchecked();
+    }
+
+    let doomed = if options.prune {
+        let consent = (!options.dry_run).then_some(options.consent);
+        decide_prune(plan, &members, options.allow_empty, consent, &mut report)?
+    } else {
+        Vec::new()
+    };
+
+    // A dry run reports the server's answers to the checks instead of asking again.
+    let answers = std::mem::take(&mut checks.accepted);
+    let sending = Sending {
+        answers: &answers,
+        ..sending
     };
     if options.cancel.is_cancelled() {
         report.interrupted = true;
@@ -245,6 +247,13 @@ pub async fn apply(
     )
     .await?;
     ensure_namespace(cluster, plan, sending, &mut report).await?;
+    if !options.dry_run {
+        let written = (options.cancel, Written(written(&report)));
+        let in_new_namespace = |b: &Blocker| matches!(b, Blocker::Namespace(_));
+        checks
+            .then(cluster, plan, in_new_namespace, &forced, written)
+            .await?;
+    }
 
     let planned = Inventory {
         group_kinds: plan.group_kinds(),
@@ -255,7 +264,8 @@ pub async fn apply(
         None => planned.clone(),
     };
     // A dry run records nothing (and the namespace may not exist to hold the record).
-    if inventory.as_ref() != Some(&widened) && !options.dry_run {
+    let widening = inventory.as_ref() != Some(&widened) && !options.dry_run;
+    if widening {
         applyset::write(cluster, &plan.applyset, &widened, options.dry_run).await?;
     }
 
@@ -288,6 +298,13 @@ pub async fn apply(
         if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
             established(cluster, &objects, &resolved, options.timeout).await?;
             resolved = rediscover(cluster, plan).await?;
+            let mut keys = written(&report);
+            keys.extend(widening.then(|| plan.applyset.parent_key()));
+            let written = (options.cancel, Written(keys));
+            let of_new_kind = |b: &Blocker| *b == Blocker::Kind;
+            checks
+                .then(cluster, plan, of_new_kind, &forced, written)
+                .await?;
         }
     }
 
@@ -307,27 +324,92 @@ pub async fn apply(
     }
 
     if options.wait && !options.dry_run {
-        let pending: Vec<Pending> = plan
-            .objects
-            .iter()
-            .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
-            .filter_map(|d| {
-                Some(Pending {
-                    key: d.key.clone(),
-                    resolved: resolved.get(&d.key)?.clone(),
-                })
-            })
-            .collect();
-        if !pending.is_empty() {
-            let on_poll = |elapsed: Duration, objects: &[Watched]| {
-                options.observer.waiting(elapsed, objects);
-            };
-            report.not_ready =
-                wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
-            report.interrupted = options.cancel.is_cancelled();
-        }
+        wait_for_health(cluster, plan, &resolved, options, &mut report).await?;
     }
     Ok(report)
+}
+
+/// Refuse rendered objects that exist but are not this environment's, or with `--adopt` take
+/// them over: the keys adopted, also told in the report.
+async fn adopt(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    resolved: &BTreeMap<Key, Resolved>,
+    options: &ApplyOptions<'_>,
+    report: &mut ApplyReport,
+) -> Result<BTreeSet<Key>, ApplyError> {
+    let foreign = foreign(cluster, plan, listed, resolved).await?;
+    if !foreign.is_empty() && !options.adopt {
+        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+        return Err(ApplyError::NotOurs {
+            count: foreign.len(),
+            details: details.join("\n"),
+        });
+    }
+    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
+    report.adopted = foreign
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    Ok(adopted)
+}
+
+/// The members a prune deletes, confirmed by `consent` (none in a dry run); the others kept
+/// are told in the report. Pruning everything takes `allow_empty`.
+fn decide_prune<'m>(
+    plan: &Plan,
+    members: &'m [Member],
+    allow_empty: bool,
+    consent: Option<&dyn Consent>,
+    report: &mut ApplyReport,
+) -> Result<Vec<&'m Member>, ApplyError> {
+    let (prune, kept) = split_prunable(plan, members);
+    report.kept = kept;
+    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
+    if member_count == 0 && !prune.is_empty() && !allow_empty {
+        return Err(ApplyError::EmptyPrune {
+            env: plan.applyset.env.clone(),
+            count: prune.len(),
+            verb: "prune",
+        });
+    }
+    if let Some(consent) = consent {
+        consent.confirm("prune", &deletions(&plan.applyset, &prune))?;
+    }
+    Ok(prune)
+}
+
+/// Wait until the applied objects that have a health are healthy, or the timeout; what is not
+/// is told in the report.
+async fn wait_for_health(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    resolved: &BTreeMap<Key, Resolved>,
+    options: &ApplyOptions<'_>,
+    report: &mut ApplyReport,
+) -> Result<(), ApplyError> {
+    let pending: Vec<Pending> = plan
+        .objects
+        .iter()
+        .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
+        .filter_map(|d| {
+            Some(Pending {
+                key: d.key.clone(),
+                resolved: resolved.get(&d.key)?.clone(),
+            })
+        })
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let on_poll = |elapsed: Duration, objects: &[Watched]| {
+        options.observer.waiting(elapsed, objects);
+    };
+    report.not_ready =
+        wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
+    report.interrupted = options.cancel.is_cancelled();
+    Ok(())
 }
 
 /// The rendered objects that exist on the cluster but are not this set's to write (see
@@ -376,6 +458,60 @@ async fn foreign(
         foreign.extend(verdict?);
     }
     Ok(foreign)
+}
+
+/// The server's first look at every object the apply would send (see [`crate::deploy::preflight`]),
+/// before anything is written; a Secret value another manager changed fails it too.
+async fn first_checks<'p>(
+    cluster: &impl Cluster,
+    plan: &'p Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    sending: Sending<'_>,
+    forced: &(dyn Fn(&Desired) -> bool + Sync),
+) -> Result<Preflight<'p>, ApplyError> {
+    let sent: Vec<&Desired> = plan
+        .objects
+        .iter()
+        .filter(|d| !unchanged_member(d, listed))
+        .collect();
+    let known: Vec<(Key, String)> = sent
+        .iter()
+        .filter_map(|d| {
+            let conflict = secret_conflict(d, listed.get(&d.key).copied(), sending.mode(d))?;
+            Some((d.key.clone(), conflict))
+        })
+        .collect();
+    let checks = Preflight::first(cluster, plan, &sent, known, forced, sending.cancel).await?;
+    Ok(checks)
+}
+
+/// What the apply has written so far: every object it applied that was not unchanged.
+fn written(report: &ApplyReport) -> Vec<Key> {
+    report
+        .applied
+        .iter()
+        .filter(|(_, outcome)| *outcome != Outcome::Unchanged)
+        .map(|(key, _)| key.clone())
+        .collect()
+}
+
+/// The fast path: the configuration mlkube applied last, and nothing drifted since.
+fn unchanged_member(desired: &Desired, listed: &BTreeMap<&Key, &Member>) -> bool {
+    listed
+        .get(&desired.key)
+        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
+}
+
+/// A Secret value another manager changed: a conflict the server does not see when one wrote it
+/// through `data` and the other through `stringData`.
+fn secret_conflict(
+    desired: &Desired,
+    before: Option<&Member>,
+    mode: ApplyMode<'_>,
+) -> Option<String> {
+    let member = before.filter(|_| !mode.force && is_secret(&desired.key))?;
+    let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
+    (!conflicts.is_empty()).then(|| conflict_failure(&conflicts, None))
 }
 
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
@@ -499,6 +635,8 @@ struct Sending<'a> {
     force: bool,
     /// Objects taken over with `--adopt`: their conflicting fields are forced.
     adopted: &'a BTreeSet<Key>,
+    /// In a dry run, the server's answer to each object's check, which stands for its apply.
+    answers: &'a BTreeMap<Key, Value>,
     observer: &'a dyn Observer,
     cancel: &'a Cancel,
 }
@@ -587,33 +725,36 @@ async fn apply_one(
             desired.api_version, desired.key.kind
         ));
     };
-    // The fast path: the same configuration as last time, nothing drifted.
-    if listed
-        .get(&desired.key)
-        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
-    {
+    if unchanged_member(desired, listed) {
         return Ok(Outcome::Unchanged);
     }
     let namespace = desired.key.namespace.as_deref();
     let mode = sending.mode(desired);
     let before = listed.get(&desired.key).copied();
-    if let Some(member) = before.filter(|_| !mode.force && is_secret(&desired.key)) {
-        let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
-        if !conflicts.is_empty() {
-            return Err(conflict_failure(&conflicts, None));
-        }
+    if let Some(conflict) = secret_conflict(desired, before, mode) {
+        return Err(conflict);
+    }
+    let answer = sending.answers.get(&desired.key);
+    if mode.dry_run {
+        // Checked already; what the checks deferred waits for its namespace, so is created.
+        return Ok(match answer {
+            Some(answer) => outcome(answer, before, mode),
+            None => Outcome::Created,
+        });
+    }
+    if let (Some(answer), Some(member)) = (answer, before)
+        && *answer == member.value
+    {
+        // The server answered the check with the live object as it is, to the last field
+        // manager's timestamp: the write would change nothing, so it is not sent.
+        return Ok(Outcome::Unchanged);
     }
     let result = cluster
         .apply(r, namespace, &desired.key.name, &desired.value, mode)
         .await;
-    match result {
-        Ok(applied) => Ok(outcome(&applied, before, mode)),
-        // A dry run cannot create the namespace first; the object would be created.
-        Err(e) if mode.dry_run && namespace.is_some() && cluster::is_not_found(&e) => {
-            Ok(Outcome::Created)
-        }
-        Err(e) => Err(apply_failure(&e)),
-    }
+    result
+        .map(|applied| outcome(&applied, before, mode))
+        .map_err(|e| apply_failure(&e))
 }
 
 /// What an apply did, judged from the inventory listing taken before it. A real apply moves the
@@ -648,29 +789,6 @@ fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Out
             }
         }
     }
-}
-
-fn apply_failure(error: &kube::Error) -> String {
-    match cluster::conflicts(error) {
-        Some(conflicts) => conflict_failure(&conflicts, Some(error)),
-        None => cluster::api_message(error),
-    }
-}
-
-/// Every conflicting field with its manager, and how to go on; the server's message when it
-/// named no field.
-fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> String {
-    let mut message = String::from("conflicts with other field managers:");
-    for c in conflicts {
-        let _ = write!(message, "\n    {} is owned by \"{}\"", c.field, c.manager);
-    }
-    if let (true, Some(error)) = (conflicts.is_empty(), error) {
-        let _ = write!(message, " {}", cluster::api_message(error));
-    }
-    message.push_str(
-        "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
-    );
-    message
 }
 
 async fn established(
@@ -847,20 +965,8 @@ pub async fn prune(
         return Ok(report);
     };
     let members = applyset::members(cluster, &plan.applyset, &inventory).await?;
-    let (doomed, kept) = split_prunable(plan, &members);
-    report.kept = kept;
-    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
-    if member_count == 0 && !doomed.is_empty() && !options.allow_empty {
-        return Err(ApplyError::EmptyPrune {
-            env: plan.applyset.env.clone(),
-            count: doomed.len(),
-            verb: "prune",
-        });
-    }
-    if !options.dry_run {
-        let keys = deletions(&plan.applyset, &doomed);
-        options.consent.confirm("prune", &keys)?;
-    }
+    let consent = (!options.dry_run).then_some(options.consent);
+    let doomed = decide_prune(plan, &members, options.allow_empty, consent, &mut report)?;
     let (set, hooks) = (&plan.applyset, (options.observer, options.cancel));
     delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
     if report.interrupted {
@@ -960,128 +1066,6 @@ pub async fn delete(
         report.pruned.push(namespace_key);
     }
     Ok(report)
-}
-
-/// One object the server rejected, or could not check yet.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Rejection {
-    #[serde(flatten)]
-    pub key: Key,
-    pub component: String,
-    pub message: String,
-}
-
-#[derive(Debug, Default, serde::Serialize)]
-pub struct Validation {
-    pub valid: usize,
-    pub rejected: Vec<Rejection>,
-    /// Objects that can only be checked once something this apply creates exists.
-    pub skipped: Vec<Rejection>,
-}
-
-/// How one object fared: fine, or `(skipped, why)`.
-type Checked = Result<(), (bool, String)>;
-
-/// `mlkube validate`: a server-side dry run of every object, every rejection listed.
-pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Validation {
-    let results: Vec<(&Desired, Checked)> = futures::stream::iter(
-        plan.objects
-            .iter()
-            .map(|desired| async move {
-                let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind)
-                else {
-                    if plan.defines(&desired.key.group, &desired.key.kind) {
-                        return (
-                            desired,
-                            Err((
-                                true,
-                                "its CustomResourceDefinition is created by this apply".to_string(),
-                            )),
-                        );
-                    }
-                    return (
-                        desired,
-                        Err((
-                            false,
-                            format!(
-                                "the cluster does not serve {} {}",
-                                desired.api_version, desired.key.kind
-                            ),
-                        )),
-                    );
-                };
-                let namespace = desired.key.namespace.as_deref();
-                let mode = ApplyMode {
-                    dry_run: true,
-                    force: true,
-                    manager: plan.manager(desired),
-                };
-                let result = match cluster
-                    .apply(
-                        &resolved,
-                        namespace,
-                        &desired.key.name,
-                        &desired.value,
-                        mode,
-                    )
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    Err(e) if cluster::is_not_found(&e) && namespace.is_some() => Err((
-                        true,
-                        format!(
-                            "namespace `{}` does not exist yet; apply creates it",
-                            namespace.unwrap_or_default()
-                        ),
-                    )),
-                    Err(e) => Err((false, rejection_message(&e))),
-                };
-                (desired, result)
-            })
-            .collect::<Vec<_>>(),
-    )
-    .buffered(CONCURRENCY)
-    .collect()
-    .await;
-    let mut validation = Validation::default();
-    for (desired, result) in results {
-        match result {
-            Ok(()) => validation.valid += 1,
-            Err((skipped, message)) => {
-                let rejection = Rejection {
-                    key: desired.key.clone(),
-                    component: desired.component.clone(),
-                    message,
-                };
-                if skipped {
-                    validation.skipped.push(rejection)
-                } else {
-                    validation.rejected.push(rejection)
-                }
-            }
-        }
-    }
-    validation
-}
-
-/// The server's message with each invalid field on its own line.
-fn rejection_message(error: &kube::Error) -> String {
-    let kube::Error::Api(status) = error else {
-        return error.to_string();
-    };
-    let causes = status
-        .details
-        .as_ref()
-        .map(|d| d.causes.as_slice())
-        .unwrap_or_default();
-    if causes.is_empty() {
-        return status.message.clone();
-    }
-    let mut message = status.reason.clone();
-    for cause in causes {
-        let _ = write!(message, "\n    {}: {}", cause.field, cause.message);
-    }
-    message
 }
 
 #[cfg(test)]

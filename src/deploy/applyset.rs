@@ -125,6 +125,16 @@ impl ApplySet {
         })
     }
 
+    /// The key of the parent Secret, which records the inventory.
+    pub fn parent_key(&self) -> Key {
+        Key {
+            group: String::new(),
+            kind: "Secret".into(),
+            namespace: Some(self.namespace.clone()),
+            name: self.name.clone(),
+        }
+    }
+
     pub(crate) fn parent_resource() -> Resolved {
         Resolved {
             resource: kube::discovery::ApiResource {

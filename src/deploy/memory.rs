@@ -8,7 +8,10 @@
 //! order they were written, a field set to another value by another manager is a conflict
 //! unless forced, a field a manager stops sending goes away unless another manager sends it too,
 //! and a Secret's `stringData` lands in `data`. Every write is recorded
-//! ([`MemoryCluster::writes`]). Admission, defaulting and controllers are not modelled; the
+//! ([`MemoryCluster::writes`]), and so is every dry run ([`MemoryCluster::dry_runs`]).
+//! Validation is modelled only as far as a test asks: an object it names is rejected, in a dry
+//! run as in a write ([`MemoryCluster::reject`]), or only its write fails
+//! ([`MemoryCluster::fail_applies_of`]). Defaulting and controllers are not modelled; the
 //! cluster tests prove the same decisions against a real API server.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,7 +51,12 @@ struct State {
     objects: BTreeMap<(String, String, Option<String>, String), Stored>,
     next_version: u64,
     writes: Vec<Write>,
+    /// Every dry-run apply, as `Kind namespace/name`.
+    dry_runs: Vec<String>,
+    /// Objects whose writes fail, though their dry runs pass.
     failing: BTreeSet<String>,
+    /// Objects the server rejects, dry run or not, with its message.
+    rejected: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone)]
@@ -135,14 +143,30 @@ impl MemoryCluster {
         self.state().writes.clone()
     }
 
-    /// Forget the writes recorded so far.
+    /// Forget the writes and dry runs recorded so far.
     pub fn clear_writes(&self) {
-        self.state().writes.clear();
+        let mut state = self.state();
+        state.writes.clear();
+        state.dry_runs.clear();
     }
 
-    /// Make every apply of the object called `name` fail from now on.
+    /// Every dry-run apply so far, in order.
+    pub fn dry_runs(&self) -> Vec<String> {
+        self.state().dry_runs.clone()
+    }
+
+    /// Make every write of the object called `name` fail from now on, while its dry runs pass
+    /// (as when a quota is used up between the two).
     pub fn fail_applies_of(&self, name: &str) {
         self.state().failing.insert(name.to_string());
+    }
+
+    /// Reject every apply of the object called `name` from now on, dry runs included, with
+    /// `message` as the server's validation would.
+    pub fn reject(&self, name: &str, message: &str) {
+        self.state()
+            .rejected
+            .insert(name.to_string(), message.to_string());
     }
 
     /// Create `object` as another field manager would (`kubectl create`, another tool).
@@ -365,7 +389,13 @@ fn apply_locked(
     mode: ApplyMode<'_>,
 ) -> Result<Value, kube::Error> {
     let described = describe(resolved, namespace, name);
-    if state.failing.contains(name) {
+    if mode.dry_run {
+        state.dry_runs.push(described.clone());
+    }
+    if let Some(message) = state.rejected.get(name) {
+        return Err(status(422, "Invalid", message.clone(), vec![]));
+    }
+    if state.failing.contains(name) && !mode.dry_run {
         return Err(status(
             422,
             "Invalid",

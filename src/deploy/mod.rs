@@ -1,6 +1,6 @@
 //! Deploying a rendered manifest to a cluster: the plan (keys, tiers, membership labels), the
-//! inventory (ApplySet), the connection to the cluster, the diff, the apply with its prune and
-//! delete, and the wait for health.
+//! inventory (ApplySet), the connection to the cluster, the diff, the server's verdict in a
+//! dry run, the apply with its prune and delete, and the wait for health.
 //!
 //! This layer sees rendering only through the manifest it is handed.
 
@@ -14,6 +14,7 @@ pub mod key;
 pub mod memory;
 pub mod ownership;
 pub mod plan;
+pub mod preflight;
 pub mod secret;
 pub mod status;
 #[cfg(test)]

@@ -14,6 +14,7 @@ use super::cancel::Cancel;
 use super::key::Key;
 use super::memory::{MemoryCluster, Write};
 use super::plan::{self, Plan};
+use super::preflight::PreflightError;
 use crate::render::manifest::{Manifest, Object};
 
 const NS: &str = "ml";
@@ -148,6 +149,14 @@ fn applied(object: &str) -> Write {
 fn deleted(object: &str) -> Write {
     Write::Delete {
         object: object.into(),
+    }
+}
+
+/// The CRD, applied with the set's own field manager: it is shared.
+fn crd_claimed() -> Write {
+    Write::Apply {
+        object: "CustomResourceDefinition widgets.example.com".into(),
+        manager: set().shared_manager,
     }
 }
 
@@ -360,10 +369,7 @@ async fn a_custom_object_waits_for_its_crd_and_a_dry_run_sends_neither() {
         [
             applied("Namespace ml"),
             applied(inventory()),
-            Write::Apply {
-                object: "CustomResourceDefinition widgets.example.com".into(),
-                manager: set().shared_manager,
-            },
+            crd_claimed(),
             applied("Widget ml/w"),
         ]
     );
@@ -401,6 +407,177 @@ async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
         cluster.object("v1", "Namespace", None, NS).is_some(),
         "the namespace stays"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// the server's dry run before anything is written
+
+/// The rejection of one apply, as `(what was written, details)`; panics on anything else.
+fn rejection(result: Result<apply::ApplyReport, ApplyError>) -> (Vec<String>, String) {
+    match result {
+        Err(ApplyError::Preflight(PreflightError::Rejected {
+            written, details, ..
+        })) => (written.0.iter().map(Key::to_string).collect(), details),
+        other => panic!("expected a rejection in the dry run, got {other:?}"),
+    }
+}
+
+const INVALID: &str = "Deployment.apps \"d\" is invalid: spec.selector: Required value";
+
+#[tokio::test]
+async fn an_object_the_server_rejects_fails_the_apply_and_its_dry_run_with_nothing_written() {
+    let cluster = deployed(vec![config_map("a", "c")]).await;
+    cluster.reject("d", INVALID);
+    let changed = object("a", "v1", "ConfigMap", "c", json!({"data": {"k": "v2"}}));
+    let plan = plan_of(
+        vec![changed, config_map("a", "new"), deployment("a", "d")],
+        &[],
+    );
+    for dry_run in [false, true] {
+        let options = ApplyOptions {
+            dry_run,
+            ..options(&Yes)
+        };
+        let refused = apply::apply(&cluster, &plan, &options).await;
+        let message = format!("{}", refused.as_ref().expect_err("a rejection"));
+        assert!(
+            message.contains("rejected 1 object(s) in a dry run; nothing was written"),
+            "{message}"
+        );
+        let (written, details) = rejection(refused);
+        assert_eq!(written, Vec::<String>::new());
+        assert_eq!(details, format!("  Deployment.apps ml/d: {INVALID}"));
+        assert_eq!(cluster.writes(), [], "dry run: {dry_run}");
+        let mut checked = cluster.dry_runs();
+        checked.sort();
+        assert_eq!(
+            checked,
+            ["ConfigMap ml/c", "ConfigMap ml/new", "Deployment ml/d"],
+            "one dry run per object, dry run: {dry_run}"
+        );
+        cluster.clear_writes();
+    }
+}
+
+#[tokio::test]
+async fn an_unchanged_object_is_not_dry_run_and_a_changed_one_once() {
+    let objects = vec![config_map("a", "c"), deployment("a", "d")];
+    let cluster = deployed(objects.clone()).await;
+    apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+        .await
+        .expect("the no-op re-apply");
+    assert_eq!(cluster.dry_runs(), Vec::<String>::new());
+    assert_eq!(cluster.writes(), []);
+
+    let changed = object("a", "v1", "ConfigMap", "c", json!({"data": {"k": "v2"}}));
+    let plan = plan_of(vec![changed, deployment("a", "d")], &[]);
+    apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("the apply of one change");
+    assert_eq!(cluster.dry_runs(), ["ConfigMap ml/c"]);
+    assert_eq!(cluster.writes(), [applied("ConfigMap ml/c")]);
+}
+
+#[tokio::test]
+async fn a_shared_object_the_server_finds_unchanged_is_checked_and_not_written() {
+    // A shared object carries no configuration hash, so the fast path never skips it.
+    let objects = vec![config_map("a", "c"), storage_class()];
+    let cluster = deployed(objects.clone()).await;
+    let report = apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+        .await
+        .expect("the no-op re-apply");
+    assert_eq!(cluster.dry_runs(), ["StorageClass kvc"]);
+    assert_eq!(cluster.writes(), [], "its dry run answered: no change");
+    assert!(
+        report
+            .applied
+            .iter()
+            .all(|(_, outcome)| *outcome == Outcome::Unchanged),
+        "{:?}",
+        report.applied
+    );
+}
+
+#[tokio::test]
+async fn in_a_namespace_the_apply_creates_objects_are_checked_once_it_exists_before_any_is_written()
+{
+    let cluster = MemoryCluster::new();
+    cluster.reject("d", INVALID);
+    let plan = plan_of(vec![config_map("a", "c"), deployment("a", "d")], &[]);
+
+    let dry = ApplyOptions {
+        dry_run: true,
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &plan, &dry)
+        .await
+        .expect("a dry run cannot check them: the namespace would be created first");
+    let unchecked: Vec<String> = report
+        .unchecked
+        .iter()
+        .map(|(key, why)| format!("{key}: {why}"))
+        .collect();
+    assert_eq!(
+        unchecked,
+        [
+            "ConfigMap ml/c: namespace `ml` does not exist yet; apply creates it",
+            "Deployment.apps ml/d: namespace `ml` does not exist yet; apply creates it",
+        ]
+    );
+    assert_eq!(cluster.writes(), []);
+    cluster.clear_writes();
+
+    let (written, details) = rejection(apply::apply(&cluster, &plan, &options(&Yes)).await);
+    assert_eq!(written, ["Namespace ml"]);
+    assert_eq!(details, format!("  Deployment.apps ml/d: {INVALID}"));
+    assert_eq!(
+        cluster.writes(),
+        [applied("Namespace ml")],
+        "the namespace, and neither the inventory nor any object"
+    );
+    assert_eq!(cluster.dry_runs(), ["ConfigMap ml/c", "Deployment ml/d"]);
+}
+
+#[tokio::test]
+async fn a_custom_object_is_checked_once_its_crd_is_established_before_the_next_tier() {
+    let cluster = MemoryCluster::new();
+    cluster.reject(
+        "w",
+        "Widget.example.com \"w\" is invalid: spec.size: must be at most 2",
+    );
+    let plan = plan_of(vec![widget("w"), crd(), config_map("a", "c")], &[]);
+    let (written, details) = rejection(apply::apply(&cluster, &plan, &options(&Yes)).await);
+    assert_eq!(
+        written,
+        [
+            "Namespace ml",
+            "CustomResourceDefinition.apiextensions.k8s.io widgets.example.com",
+            inventory(),
+        ]
+    );
+    assert!(
+        details.starts_with("  Widget.example.com ml/w: "),
+        "{details}"
+    );
+    assert_eq!(
+        cluster.writes(),
+        [applied("Namespace ml"), applied(inventory()), crd_claimed(),],
+        "the ConfigMap of the next tier is not written"
+    );
+}
+
+#[tokio::test]
+async fn an_object_in_a_namespace_nobody_creates_is_rejected_before_anything_is_written() {
+    let cluster = deployed(vec![config_map("a", "c")]).await;
+    let elsewhere = in_namespace(config_map("a", "e"), "nowhere");
+    let plan = plan_of(vec![config_map("a", "new"), elsewhere], &[]);
+    let (written, details) = rejection(apply::apply(&cluster, &plan, &options(&Yes)).await);
+    assert_eq!(written, Vec::<String>::new());
+    assert_eq!(
+        details,
+        "  ConfigMap nowhere/e: namespace `nowhere` does not exist, and this apply does not create it"
+    );
+    assert_eq!(cluster.writes(), []);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -664,7 +841,7 @@ async fn a_secret_value_another_manager_changed_is_a_conflict_through_data_or_st
         assert_eq!(conflicts[0].manager, "night-shift");
 
         let refused = apply::apply(&cluster, &plan, &options(&Yes)).await;
-        let Err(ApplyError::Objects { details, .. }) = refused else {
+        let Err(ApplyError::Preflight(PreflightError::Rejected { details, .. })) = refused else {
             panic!("{ours} vs {theirs}: expected a conflict, got {refused:?}");
         };
         assert!(

@@ -20,6 +20,7 @@ use mlkube::deploy::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
 use mlkube::deploy::plan::{self, Plan};
+use mlkube::deploy::preflight;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
@@ -43,7 +44,7 @@ fn labels(env: &str, component: &str) -> Value {
     })
 }
 
-fn config_map(ns: &str, component: &str, name: &str, data: Value) -> Object {
+pub(crate) fn config_map(ns: &str, component: &str, name: &str, data: Value) -> Object {
     Object {
         component: component.into(),
         value: json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -61,7 +62,7 @@ fn secret(ns: &str, component: &str, name: &str, data: Value) -> Object {
     }
 }
 
-fn deployment(ns: &str, component: &str, name: &str, replicas: i64) -> Object {
+pub(crate) fn deployment(ns: &str, component: &str, name: &str, replicas: i64) -> Object {
     Object {
         component: component.into(),
         value: json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -76,7 +77,7 @@ fn deployment(ns: &str, component: &str, name: &str, replicas: i64) -> Object {
     }
 }
 
-fn service(ns: &str, component: &str, name: &str) -> Object {
+pub(crate) fn service(ns: &str, component: &str, name: &str) -> Object {
     Object {
         component: component.into(),
         value: json!({"apiVersion": "v1", "kind": "Service",
@@ -117,15 +118,15 @@ fn widget(ns: &str, group: &str, name: &str) -> Object {
 }
 
 /// The environment of a test: deployed into `ns`, app `t`, environment named like the namespace.
-struct Env {
+pub(crate) struct Env {
     cluster: KubeCluster,
     client: Client,
-    set: ApplySet,
+    pub(crate) set: ApplySet,
     ns: String,
 }
 
 impl Env {
-    async fn new(ns: &str) -> Env {
+    pub(crate) async fn new(ns: &str) -> Env {
         let client = support::client().await;
         let cluster = KubeCluster::with_client(client.clone(), "test".into(), "local".into())
             .await
@@ -148,7 +149,7 @@ impl Env {
             .expect("diff")
     }
 
-    async fn apply(
+    pub(crate) async fn apply(
         &self,
         objects: Vec<Object>,
         options: &ApplyOptions<'_>,
@@ -203,7 +204,7 @@ impl Env {
     }
 }
 
-fn options() -> ApplyOptions<'static> {
+pub(crate) fn options() -> ApplyOptions<'static> {
     ApplyOptions {
         dry_run: false,
         prune: false,
@@ -926,7 +927,9 @@ async fn validate_lists_every_rejection_with_its_object() {
         no_containers,
     ];
 
-    let validation = apply::validate(&env.cluster, &env.plan(objects)).await;
+    let validation = preflight::validate(&env.cluster, &env.plan(objects))
+        .await
+        .expect("the namespace reads");
     assert_eq!(validation.valid, 1);
     let rejected: Vec<&str> = validation
         .rejected
@@ -948,7 +951,7 @@ async fn validate_lists_every_rejection_with_its_object() {
 }
 
 /// Run the built binary in `dir` against the test cluster.
-fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+pub(crate) fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .args(args)
         .current_dir(dir)

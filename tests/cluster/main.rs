@@ -9,6 +9,7 @@ mod frameworks_more;
 mod identity;
 mod operator;
 mod operator_identity;
+mod preflight;
 mod simulation;
 mod smoke;
 mod status;
