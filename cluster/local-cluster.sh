@@ -20,7 +20,10 @@
 #
 # Settings (environment): MLKUBE_CACHE (default ~/.cache/mlkube), MLKUBE_CLUSTER_DIR (default
 # $TMPDIR/mlkube-cluster), MLKUBE_CLUSTER_PORT (API server port, default 16443; etcd, the
-# other components and the operator's metrics and health endpoints take the 7 ports above it).
+# other components and the operator's metrics and health endpoints take the 7 ports above it),
+# MLKUBE_CLUSTER_NODES (kwok nodes without GPUs, default 1: kwok-node-0, kwok-node-1, ...; one
+# GPU node is always added; a bench of tens of thousands of pods wants tens of nodes, as the
+# scheduler slows with the pods a node holds).
 set -euo pipefail
 
 K8S_VERSION=v1.35.4
@@ -38,6 +41,7 @@ KUBECONFIG_FILE=$STATE_DIR/admin.kubeconfig
 KWOK_STAGES=$(cd "$(dirname "$0")" && pwd)/kwok-stages.yaml
 
 API_PORT=${MLKUBE_CLUSTER_PORT:-16443}
+NODES=${MLKUBE_CLUSTER_NODES:-1}
 ETCD_CLIENT_PORT=$((API_PORT + 1))
 ETCD_PEER_PORT=$((API_PORT + 2))
 CONTROLLER_MANAGER_PORT=$((API_PORT + 3))
@@ -318,7 +322,7 @@ NODE
 }
 
 nodes_ready() {
-  [ "$(kubectl_local get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge 2 ]
+  [ "$(kubectl_local get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge $((NODES + 1)) ]
 }
 
 up() {
@@ -398,10 +402,13 @@ SCHEDULER
     --cidr 10.240.0.0/12 --node-ip 10.240.0.1 \
     --node-lease-duration-seconds 40
 
-  { node_manifest kwok-node-0 0; echo "---"; node_manifest kwok-gpu-node-0 8; } |
+  {
+    for ((i = 0; i < NODES; i++)); do node_manifest "kwok-node-$i" 0; echo "---"; done
+    node_manifest kwok-gpu-node-0 8
+  } |
     kubectl_local apply -f - >"$STATE_DIR/nodes.log" 2>&1 ||
     die "creating the kwok nodes failed; see $STATE_DIR/nodes.log"
-  wait_until "both kwok nodes to be Ready" 60 kwok nodes_ready
+  wait_until "the $((NODES + 1)) kwok nodes to be Ready" 60 kwok nodes_ready
   # Pods need their namespace's default ServiceAccount, which the controller-manager creates.
   wait_until "the default ServiceAccount" 60 kube-controller-manager \
     "kubectl_local get serviceaccount default -n default"
