@@ -17,12 +17,14 @@ use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
     PodStatus, Service,
 };
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::Settings;
+use super::by_job::ByJob;
 use crate::error_text::OneLine;
 use crate::operator::engine::build::LABEL_OPERATOR;
 use crate::operator::expectations::{Expectations, Kind};
@@ -33,8 +35,8 @@ pub(super) type Route = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 /// The caches of the operator's pods and services, shared by every framework's controller.
 pub struct Children {
-    pub pods: Store<Pod>,
-    pub services: Store<Service>,
+    pub pods: Arc<ByJob<Pod>>,
+    pub services: Arc<ByJob<Service>>,
     /// Pods and services created that the caches may not show yet.
     pub(super) expectations: Arc<Expectations>,
     /// Per job kind (`TFJob`), where its children's changes go.
@@ -65,18 +67,23 @@ impl Children {
         let (pod_store, pod_writer) = reflector::store();
         let (service_store, service_writer) = reflector::store();
         let children = Arc::new(Children {
-            pods: pod_store,
-            services: service_store,
+            pods: Arc::new(ByJob::new(pod_store)),
+            services: Arc::new(ByJob::new(service_store)),
             expectations: Arc::new(Expectations::default()),
             routes: Mutex::new(HashMap::new()),
         });
-        let pod_watch = children
-            .clone()
-            .follow(pods, config.clone(), pod_writer, Kind::Pod);
-        let service_watch =
-            children
-                .clone()
-                .follow(services, config, service_writer, Kind::Service);
+        let pod_watch = children.clone().follow(
+            pods,
+            config.clone(),
+            (pod_writer, children.pods.clone()),
+            Kind::Pod,
+        );
+        let service_watch = children.clone().follow(
+            services,
+            config,
+            (service_writer, children.services.clone()),
+            Kind::Service,
+        );
         // With the default backoff the watches retry for ever; they end only on a bug.
         let watches = async move {
             let (pods, services) = futures::join!(pod_watch, service_watch);
@@ -87,12 +94,12 @@ impl Children {
         (children, watches.boxed())
     }
 
-    /// Watch one kind of child into its cache, and pass on every change.
+    /// Watch one kind of child into its cache and the cache's index, and pass on every change.
     async fn follow<K>(
         self: Arc<Self>,
         api: Api<K>,
         config: watcher::Config,
-        writer: reflector::store::Writer<K>,
+        (writer, index): (reflector::store::Writer<K>, Arc<ByJob<K>>),
         kind: Kind,
     ) -> Result<(), watcher::Error>
     where
@@ -103,9 +110,12 @@ impl Children {
             .default_backoff()
             .modify(K::slim)
             .reflect(writer)
-            .touched_objects()
-            .try_for_each(|child| {
-                self.changed(kind, &child);
+            .try_for_each(|event| {
+                index.observe(&event);
+                if let Event::Apply(child) | Event::Delete(child) | Event::InitApply(child) = &event
+                {
+                    self.changed(kind, child);
+                }
                 std::future::ready(Ok(()))
             })
             .await
@@ -118,7 +128,7 @@ impl Children {
 
     /// Pods and services caches have both synced.
     pub(super) async fn ready(&self) -> bool {
-        self.pods.wait_until_ready().await.is_ok() && self.services.wait_until_ready().await.is_ok()
+        self.pods.wait_until_ready().await && self.services.wait_until_ready().await
     }
 
     fn changed<K: Resource>(&self, kind: Kind, child: &K) {

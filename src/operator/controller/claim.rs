@@ -8,20 +8,14 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::reflector::Store;
 use kube::{Api, Resource, ResourceExt};
 
+use super::by_job::ByJob;
 use super::{Context, ReconcileError};
 use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::adopt::{self, Claim};
 use crate::operator::framework::TrainingJob;
 use crate::operator::lock;
-
-/// Whether `object` is in `namespace`. Every reconcile asks this of every cached pod and
-/// service, so it allocates nothing.
-fn in_namespace<K: Resource>(object: &K, namespace: &str) -> bool {
-    object.meta().namespace.as_deref() == Some(namespace)
-}
 
 fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
     object
@@ -30,17 +24,19 @@ fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// From one cache, in a single pass (every reconcile scans every cached pod and service): the
-/// objects the job controls, and those it has to adopt or release (see `adopt::claim`).
+/// From one cache, of the objects it has for the job: those the job controls, and those it
+/// has to adopt or release (see `adopt::claim`).
 pub(super) fn children<J: TrainingJob, K: Resource<DynamicType = ()> + Clone>(
-    cache: &Store<K>,
+    cache: &ByJob<K>,
     job: &J,
     namespace: &str,
     job_uid: &str,
 ) -> (Vec<K>, Vec<Arc<K>>) {
-    let relevant = cache.state_filter(|o| {
-        in_namespace(o, namespace) && (controlled_by(o, job_uid) || adopt::claim(job, o).is_some())
-    });
+    let relevant: Vec<Arc<K>> = cache
+        .of_job(namespace, &job.name_any())
+        .into_iter()
+        .filter(|o| controlled_by(o.as_ref(), job_uid) || adopt::claim(job, o.as_ref()).is_some())
+        .collect();
     let controlled = relevant
         .iter()
         .filter(|o| controlled_by(o.as_ref(), job_uid))

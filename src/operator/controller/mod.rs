@@ -36,6 +36,7 @@
 //! short delay. A failed adoption does not hold the reconcile up: the pod it was for is not
 //! created again (its name is taken), and the retry adopts it.
 
+mod by_job;
 mod carry_out;
 mod children;
 mod claim;
@@ -51,7 +52,7 @@ use futures::future::{BoxFuture, Shared, join_all};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
@@ -63,6 +64,7 @@ use super::frameworks::Registered;
 use super::lock;
 use super::metrics::Metrics;
 use crate::error_text::OneLine;
+use by_job::ByJob;
 
 pub use children::Children;
 pub use reconcile::{ReconcileError, error_policy, reconcile};
@@ -73,8 +75,8 @@ const POD_GROUP_POLL: Duration = Duration::from_secs(2);
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {
     pub client: Client,
-    pub pods: Store<Pod>,
-    pub services: Store<Service>,
+    pub pods: Arc<ByJob<Pod>>,
+    pub services: Arc<ByJob<Service>>,
     /// Where reconciles report events about jobs.
     events: Events,
     pub metrics: Arc<Metrics>,

@@ -49,7 +49,7 @@ pub enum Claim {
 /// Whether `object` is to be adopted by or released from `job`; `None` leaves it as it is
 /// (the job's already, someone else's, or not matching).
 pub fn claim<J: TrainingJob, K: Resource>(job: &J, object: &K) -> Option<Claim> {
-    // Asked of every cached pod and service on every reconcile: nothing here allocates.
+    // Asked of each of a job's cached children on every reconcile: nothing here allocates.
     let job_meta = job.meta();
     // Upstream changes nothing for a job that is being deleted.
     if job_meta.deletion_timestamp.is_some() || object.meta().namespace != job_meta.namespace {
