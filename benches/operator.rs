@@ -372,10 +372,7 @@ async fn raw_limit<J: TrainingJob>(
     )
     .await?;
     let window = api_requests(client).await?;
-    let pending = ListParams::default()
-        .fields("status.phase=Pending")
-        .limit(1);
-    while !pods_api.list_metadata(&pending).await?.items.is_empty() {
+    while any_pending(&pods_api).await? {
         if start.elapsed() > limit {
             return Err("raw client: pods still Pending".into());
         }
@@ -389,6 +386,26 @@ async fn raw_limit<J: TrainingJob>(
             whole: per_job(&before, &after, jobs_wanted),
         },
     ))
+}
+
+/// Whether a pod in the namespace is Pending. The server filters a list by field after it
+/// reads a page, so a page can come back empty with more to read: the pages are followed
+/// until one has a pod or none is left. (Reading one page of one pod ended the wait while
+/// kwok still had most of the raw client's pods to start, and the operator's run paid for it.)
+async fn any_pending(pods: &Api<Pod>) -> Result<bool, Error> {
+    let mut params = ListParams::default()
+        .fields("status.phase=Pending")
+        .limit(500);
+    loop {
+        let page = pods.list_metadata(&params).await?;
+        if !page.items.is_empty() {
+            return Ok(true);
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(false),
+        }
+    }
 }
 
 #[tokio::main]
