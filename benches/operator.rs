@@ -22,11 +22,13 @@
 //! and resource, from its own `apiserver_request_total` counters (every client's requests:
 //! the scheduler's bindings, kwok's status patches and the controller-manager's endpoint
 //! slices are in both runs, the operator's own only in its run). Prints Markdown tables on
-//! stdout, progress on stderr.
+//! stdout, progress on stderr (the operator's fraction of the raw client's as soon as it is
+//! known: at 10,000 jobs the run goes on for most of an hour after).
 //!
-//! The measuring must not load the machine it measures: pods and services are followed as
-//! metadata only, and a run starts only once an earlier run's namespaces are gone (deleting
-//! 8,000 objects keeps the control plane busy for minutes) and waits for its own to go.
+//! Each phase starts on a cluster without the objects of the one before: a phase's namespace
+//! is deleted, and gone, before the next one's is created. The measuring must not load the
+//! machine it measures: pods and services are followed as metadata only, and a run starts only
+//! once an earlier run's namespaces are gone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -328,8 +330,7 @@ fn children<J: TrainingJob>(ns: &str, i: usize, with_job: bool) -> Result<Vec<Ch
 
 /// The raw limit: a bare client creates what the operator would for `jobs_wanted` jobs, at
 /// `concurrency` creates at once, in namespace `ns`. The time until every pod and service
-/// exists, and the API server's requests per job until every pod also left Pending (so the
-/// scheduler's and kwok's work is counted as in the operator's run).
+/// exists, and the API server's requests per job until then.
 async fn raw_limit<J: TrainingJob>(
     client: &Client,
     ns: &str,
@@ -337,7 +338,7 @@ async fn raw_limit<J: TrainingJob>(
     concurrency: usize,
     limit: Duration,
     with_jobs: bool,
-) -> Result<(Duration, Requests), Error> {
+) -> Result<(Duration, BTreeMap<String, f64>), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
@@ -372,40 +373,59 @@ async fn raw_limit<J: TrainingJob>(
     )
     .await?;
     let window = api_requests(client).await?;
-    while any_pending(&pods_api).await? {
-        if start.elapsed() > limit {
-            return Err("raw client: pods still Pending".into());
+    Ok((took, per_job(&before, &window, jobs_wanted)))
+}
+
+/// Delete a namespace of the bench and wait until it is gone. Its pods go first, each at once
+/// (grace period 0): a pod bound to a kwok node would otherwise wait for kwok to delete it, half
+/// an hour's work at 40,000 pods, which the next phase would share the machine with.
+async fn delete_namespace(client: &Client, ns: &str, limit: Duration) -> Result<(), Error> {
+    let since = Instant::now();
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let at_once = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::background()
+    };
+    loop {
+        let page = pods
+            .list_metadata(&ListParams::default().limit(500))
+            .await?;
+        if page.items.is_empty() {
+            break;
+        }
+        stream::iter(page.items.into_iter().filter_map(|p| p.metadata.name))
+            .map(|name| {
+                let (pods, at_once) = (&pods, &at_once);
+                async move {
+                    match pods.delete(&name, at_once).await {
+                        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                        done => done.map(drop),
+                    }
+                }
+            })
+            .buffer_unordered(32)
+            .try_collect::<Vec<_>>()
+            .await?;
+        if since.elapsed() > limit {
+            return Err(format!("pods of {ns} still there after {limit:?}").into());
+        }
+    }
+    let namespaces = Api::<Namespace>::all(client.clone());
+    match namespaces.delete(ns, &DeleteParams::background()).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        done => drop(done?),
+    }
+    while namespaces.get_opt(ns).await?.is_some() {
+        if since.elapsed() > limit {
+            return Err(format!("{ns} still exists after {limit:?}").into());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let after = api_requests(client).await?;
-    Ok((
-        took,
-        Requests {
-            window: per_job(&before, &window, jobs_wanted),
-            whole: per_job(&before, &after, jobs_wanted),
-        },
-    ))
-}
-
-/// Whether a pod in the namespace is Pending. The server filters a list by field after it
-/// reads a page, so a page can come back empty with more to read: the pages are followed
-/// until one has a pod or none is left. (Reading one page of one pod ended the wait while
-/// kwok still had most of the raw client's pods to start, and the operator's run paid for it.)
-async fn any_pending(pods: &Api<Pod>) -> Result<bool, Error> {
-    let mut params = ListParams::default()
-        .fields("status.phase=Pending")
-        .limit(500);
-    loop {
-        let page = pods.list_metadata(&params).await?;
-        if !page.items.is_empty() {
-            return Ok(true);
-        }
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(false),
-        }
-    }
+    say(&format!(
+        "{ns} deleted in {:.0}s",
+        since.elapsed().as_secs_f64()
+    ));
+    Ok(())
 }
 
 #[tokio::main]
@@ -443,12 +463,6 @@ async fn main() -> Result<(), Error> {
     // RAW_WITH_JOBS=1: a second bare client creates the jobs too, in a namespace of its own.
     let raw_jobs_ns = (setting("RAW_WITH_JOBS", 0) == 1)
         .then(|| format!("{NAMESPACE_PREFIX}raw-jobs-{}", std::process::id()));
-    for namespace in [Some(&raw_ns), raw_jobs_ns.as_ref(), Some(&ns)]
-        .into_iter()
-        .flatten()
-    {
-        create_namespace(&namespaces, namespace).await?;
-    }
     say(&format!(
         "namespaces {raw_ns} and {ns}, {jobs_wanted} jobs, concurrency {concurrency}"
     ));
@@ -461,24 +475,15 @@ async fn main() -> Result<(), Error> {
         limit,
     )
     .await;
+    // What a failed run left behind (a finished run has deleted its namespaces already).
     for namespace in [Some(&raw_ns), raw_jobs_ns.as_ref(), Some(&ns)]
         .into_iter()
         .flatten()
     {
-        let _ = namespaces
-            .delete(namespace, &DeleteParams::background())
-            .await;
+        delete_namespace(&client, namespace, limit).await?;
     }
     print(&result?, framework, jobs_wanted, concurrency);
-    // At 10,000 jobs the deletion of 160,000 objects takes longer than the run.
-    until_no_bench_namespace(&namespaces, limit).await?;
     Ok(())
-}
-
-/// A run's requests per job: until every pod and service existed, and in all.
-struct Requests {
-    window: BTreeMap<String, f64>,
-    whole: BTreeMap<String, f64>,
 }
 
 /// What one bench run measured.
@@ -487,13 +492,17 @@ struct Measured {
     raw: Duration,
     /// The bare client's time when it creates the jobs too (RAW_WITH_JOBS).
     raw_with_jobs: Option<Duration>,
-    raw_requests: Requests,
-    requests: Requests,
+    /// The raw client's requests per job until every pod and service existed.
+    raw_requests: BTreeMap<String, f64>,
+    /// The operator run's requests per job until every pod and service existed, and in all.
+    window: BTreeMap<String, f64>,
+    whole: BTreeMap<String, f64>,
     /// The operator's peak RSS in MB and CPU seconds.
     rss: f64,
     cpu: f64,
 }
 
+/// The phases in turn, each in its own namespace, deleted before the next begins.
 async fn run(
     client: &Client,
     framework: &'static Registered,
@@ -502,13 +511,22 @@ async fn run(
     concurrency: usize,
     limit: Duration,
 ) -> Result<Measured, Error> {
-    let raw = |ns, with_jobs| async move {
-        match framework.framework.kind {
-            "PyTorchJob" => {
-                raw_limit::<PyTorchJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs)
-                    .await
-            }
-            _ => raw_limit::<TFJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs).await,
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let raw = |ns, with_jobs| {
+        let namespaces = &namespaces;
+        async move {
+            create_namespace(namespaces, ns).await?;
+            let measured = match framework.framework.kind {
+                "PyTorchJob" => {
+                    raw_limit::<PyTorchJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs)
+                        .await
+                }
+                _ => {
+                    raw_limit::<TFJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs).await
+                }
+            };
+            delete_namespace(client, ns, limit).await?;
+            measured
         }
     };
     let (raw_took, raw_requests) = raw(raw_ns, false).await?;
@@ -517,6 +535,7 @@ async fn run(
         ns => Some(raw(ns, true).await?.0),
     };
 
+    create_namespace(&namespaces, ns).await?;
     // Another build of the operator, to measure two side by side: OPERATOR=path/to/mlkube.
     let binary = std::env::var("OPERATOR").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mlkube").into());
     let mut operator = std::process::Command::new(binary)
@@ -540,24 +559,43 @@ async fn run(
     let before = api_requests(client).await?;
     let measured = match framework.framework.kind {
         "PyTorchJob" => {
-            measure::<PyTorchJob>(client, ns, jobs_wanted, concurrency, framework, limit).await
+            measure::<PyTorchJob>(
+                client,
+                ns,
+                jobs_wanted,
+                concurrency,
+                framework,
+                limit,
+                raw_took,
+            )
+            .await
         }
-        _ => measure::<TFJob>(client, ns, jobs_wanted, concurrency, framework, limit).await,
+        _ => {
+            measure::<TFJob>(
+                client,
+                ns,
+                jobs_wanted,
+                concurrency,
+                framework,
+                limit,
+                raw_took,
+            )
+            .await
+        }
     };
     let after = api_requests(client).await;
     let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
     let _ = operator.wait();
     let (times, window) = measured?;
+    delete_namespace(client, ns, limit).await?;
     Ok(Measured {
         times,
         raw: raw_took,
         raw_with_jobs,
         raw_requests,
-        requests: Requests {
-            window: per_job(&before, &window, jobs_wanted),
-            whole: per_job(&before, &after?, jobs_wanted),
-        },
+        window: per_job(&before, &window, jobs_wanted),
+        whole: per_job(&before, &after?, jobs_wanted),
         rss,
         cpu,
     })
@@ -605,12 +643,12 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
 
     println!(
         "| API writes per second, raw client, until every pod and service exists | {:.0} |",
-        writes_per_second(&measured.raw_requests.window, jobs_wanted, measured.raw)
+        writes_per_second(&measured.raw_requests, jobs_wanted, measured.raw)
     );
     if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
         println!(
             "| API writes per second, operator run, until every pod and service exists | {:.0} |",
-            writes_per_second(&measured.requests.window, jobs_wanted, *took)
+            writes_per_second(&measured.window, jobs_wanted, *took)
         );
     }
     requests_table(measured, &minimum(framework));
@@ -630,25 +668,21 @@ fn writes_per_second(per_job: &BTreeMap<String, f64>, jobs: usize, took: Duratio
     writes * jobs as f64 / took.as_secs_f64()
 }
 
-/// Requests per job by verb and resource: the operator's run and the raw client's, each until
-/// every pod and service existed and in all, next to the operator's minimum.
+/// Requests per job by verb and resource: the operator's run until every pod and service
+/// existed and in all, and the raw client's until every pod and service existed, next to the
+/// operator's minimum.
 fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
-    let columns = [
-        &measured.requests.window,
-        &measured.requests.whole,
-        &measured.raw_requests.window,
-        &measured.raw_requests.whole,
-    ];
+    let columns = [&measured.window, &measured.whole, &measured.raw_requests];
     println!();
     println!(
-        "| API requests per job | operator run, until all exist | operator run | raw client, until all exist | raw client run | operator's minimum |"
+        "| API requests per job | operator run, until all exist | operator run | raw client, until all exist | operator's minimum |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     let mut keys: Vec<&String> = columns.iter().flat_map(|c| c.keys()).collect();
     keys.sort();
     keys.dedup();
     let cell = |n: Option<&f64>| n.map_or(String::new(), |n| format!("{n:.2}"));
-    let mut totals = [0.0; 4];
+    let mut totals = [0.0; 3];
     for key in keys {
         let row: Vec<Option<&f64>> = columns.iter().map(|c| c.get(key)).collect();
         for (total, n) in totals.iter_mut().zip(&row) {
@@ -677,6 +711,7 @@ async fn measure<J: TrainingJob>(
     concurrency: usize,
     framework: &Registered,
     limit: Duration,
+    raw: Duration,
 ) -> Result<(BTreeMap<&'static str, Duration>, BTreeMap<String, f64>), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
@@ -705,13 +740,15 @@ async fn measure<J: TrainingJob>(
     ));
 
     let want_pods = jobs_wanted * 4;
-    times.insert(
-        EVERY_CHILD_EXISTS,
-        until("every pod and service exists", start, limit, || {
-            pods.len() >= want_pods && services.len() >= want_pods
-        })
-        .await?,
-    );
+    let children_took = until("every pod and service exists", start, limit, || {
+        pods.len() >= want_pods && services.len() >= want_pods
+    })
+    .await?;
+    times.insert(EVERY_CHILD_EXISTS, children_took);
+    say(&format!(
+        "the operator's rate as a fraction of the raw client's: {:.2}",
+        raw.as_secs_f64() / children_took.as_secs_f64()
+    ));
     let window = api_requests(client).await?;
     times.insert(
         "3. every job is Running",
