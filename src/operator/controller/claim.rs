@@ -2,7 +2,6 @@
 //! carry (or no longer carry) its labels.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -11,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
 
 use super::by_job::ByJob;
+use super::records::FromChild;
 use super::{Context, ReconcileError};
 use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::adopt::{self, Claim};
@@ -26,25 +26,26 @@ fn controlled_by<K: Resource>(object: &K, uid: &str) -> bool {
 
 /// From one cache, of the objects it has for the job: those the job controls, and those it
 /// has to adopt or release (see `adopt::claim`).
-pub(super) fn children<J: TrainingJob, K: Resource<DynamicType = ()> + Clone>(
-    cache: &ByJob<K>,
+pub(super) fn children<J: TrainingJob, K: FromChild>(
+    cache: &ByJob,
     job: &J,
     namespace: &str,
     job_uid: &str,
-) -> (Vec<K>, Vec<Arc<K>>) {
-    let relevant: Vec<Arc<K>> = cache
+) -> (Vec<K>, Vec<K>) {
+    let relevant: Vec<K> = cache
         .of_job(namespace, &job.name_any())
-        .into_iter()
-        .filter(|o| controlled_by(o.as_ref(), job_uid) || adopt::claim(job, o.as_ref()).is_some())
-        .collect();
-    let controlled = relevant
         .iter()
-        .filter(|o| controlled_by(o.as_ref(), job_uid))
-        .map(|o| (**o).clone())
+        .map(|child| K::from_child(child))
+        .filter(|o| controlled_by(o, job_uid) || adopt::claim(job, o).is_some())
         .collect();
     let to_claim = relevant
+        .iter()
+        .filter(|o| adopt::claim(job, *o).is_some())
+        .cloned()
+        .collect();
+    let controlled = relevant
         .into_iter()
-        .filter(|o| adopt::claim(job, o.as_ref()).is_some())
+        .filter(|o| controlled_by(o, job_uid))
         .collect();
     (controlled, to_claim)
 }
@@ -94,8 +95,8 @@ pub(super) async fn claim_children<J: TrainingJob>(
     job: &J,
     ctx: &Context,
     namespace: &str,
-    pods: &[Arc<Pod>],
-    services: &[Arc<Service>],
+    pods: &[Pod],
+    services: &[Service],
 ) -> (Claimed, Option<ReconcileError>) {
     let mut claimed = Claimed::default();
     if pods.is_empty() && services.is_empty() {
@@ -104,10 +105,10 @@ pub(super) async fn claim_children<J: TrainingJob>(
     let mut first_error = None;
     let adopting = pods
         .iter()
-        .any(|p| adopt::claim(job, p.as_ref()) == Some(Claim::Adopt))
+        .any(|p| adopt::claim(job, p) == Some(Claim::Adopt))
         || services
             .iter()
-            .any(|s| adopt::claim(job, s.as_ref()) == Some(Claim::Adopt));
+            .any(|s| adopt::claim(job, s) == Some(Claim::Adopt));
     // The cache may not have seen the job deleted, or deleted and created again under the same
     // name: read it from the API server before giving it children, as upstream does.
     let may_adopt = adopting
@@ -146,21 +147,18 @@ pub(super) async fn claim_children<J: TrainingJob>(
 
 /// Claim each of `objects` (see `claim_one`) at once: returns those adopted, adds the UIDs of
 /// those released to `released`, and keeps the first error.
-async fn claim_all<J: TrainingJob, K>(
+async fn claim_all<J: TrainingJob, K: FromChild>(
     job: &J,
     api: &Api<K>,
-    objects: &[Arc<K>],
+    objects: &[K],
     kind: &'static str,
     may_adopt: bool,
     released: &mut BTreeSet<String>,
     first_error: &mut Option<ReconcileError>,
-) -> Vec<K>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
+) -> Vec<K> {
     let claims = objects
         .iter()
-        .map(|o| claim_one(job, api, o.as_ref(), kind, may_adopt));
+        .map(|o| claim_one(job, api, o, kind, may_adopt));
     let mut adopted = Vec::new();
     for result in join_all(claims).await {
         match result {
@@ -202,16 +200,13 @@ async fn reread_allows_adoption<J: TrainingJob>(
 
 /// Adopt or release one object, as `adopt::claim` says. `Ok(None)`: nothing was done (the
 /// object is gone, or adoption is not allowed); otherwise the object as patched.
-async fn claim_one<J: TrainingJob, K>(
+async fn claim_one<J: TrainingJob, K: FromChild>(
     job: &J,
     api: &Api<K>,
     object: &K,
     kind: &'static str,
     may_adopt: bool,
-) -> Result<Option<(Claim, K)>, ReconcileError>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
+) -> Result<Option<(Claim, K)>, ReconcileError> {
     let Some(claim) = adopt::claim(job, object) else {
         return Ok(None);
     };

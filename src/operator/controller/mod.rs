@@ -42,6 +42,7 @@ mod children;
 mod claim;
 mod pod_group;
 mod reconcile;
+mod records;
 mod status;
 
 use std::collections::{HashMap, HashSet};
@@ -50,7 +51,6 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, Shared, join_all};
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -75,8 +75,8 @@ const POD_GROUP_POLL: Duration = Duration::from_secs(2);
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {
     pub client: Client,
-    pub pods: Arc<ByJob<Pod>>,
-    pub services: Arc<ByJob<Service>>,
+    pub pods: Arc<ByJob>,
+    pub services: Arc<ByJob>,
     /// Where reconciles report events about jobs.
     events: Events,
     pub metrics: Arc<Metrics>,
