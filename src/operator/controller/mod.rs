@@ -44,6 +44,7 @@ mod pod_group;
 mod reconcile;
 mod records;
 mod status;
+mod stored_job;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -54,7 +55,7 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 
 use super::engine::build;
 use super::events::Events;
@@ -65,6 +66,7 @@ use super::lock;
 use super::metrics::Metrics;
 use crate::error_text::OneLine;
 use by_job::ByJob;
+use stored_job::StoredJob;
 
 pub use children::Children;
 pub use reconcile::{ReconcileError, error_policy, reconcile};
@@ -192,7 +194,7 @@ pub fn run_framework<J: TrainingJob>(
         Box::new(move |namespace, name| {
             route_queue.add(Some(namespace.to_owned()), name.to_owned());
             // Closed only once the controller has stopped.
-            let _ = trigger.unbounded_send(ObjectRef::<J>::new(name).within(namespace));
+            let _ = trigger.unbounded_send(ObjectRef::<StoredJob<J>>::new(name).within(namespace));
         }),
     );
     run_one::<J>(client, settings, metrics, children, queue, triggered, stop).boxed()
@@ -204,10 +206,11 @@ async fn run_one<J: TrainingJob>(
     metrics: Arc<Metrics>,
     children: Arc<Children>,
     queue: Arc<WorkQueue>,
-    children_changed: impl futures::Stream<Item = ObjectRef<J>> + Send + 'static,
+    children_changed: impl futures::Stream<Item = ObjectRef<StoredJob<J>>> + Send + 'static,
     stop: Stop,
 ) {
-    let jobs: Api<J> = match &settings.namespace {
+    // Cached compactly, and read into `J` for each reconcile (see `stored_job`).
+    let jobs: Api<StoredJob<J>> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -218,13 +221,13 @@ async fn run_one<J: TrainingJob>(
             .default_backoff()
             // Neither is read, and a `kubectl apply`'d job's last-applied annotation is as big
             // as the job again; a status write replaces the status alone.
-            .modify(|j: &mut J| {
+            .modify(|j: &mut StoredJob<J>| {
                 j.managed_fields_mut().clear();
                 j.meta_mut().annotations = None;
             })
             .reflect(job_writer)
             .touched_objects()
-            .inspect_ok(move |j: &J| queue.add(j.namespace(), j.name_any()))
+            .inspect_ok(move |j: &StoredJob<J>| queue.add(j.namespace(), j.name_any()))
     };
 
     let events = Events::start(

@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::Instrument;
 
+use super::stored_job::StoredJob;
 use super::{Context, carry_out, claim, status};
 use crate::error_text::OneLine;
 use crate::operator::api::MANAGED_BY_US;
@@ -28,6 +29,14 @@ const STALE_CACHE_BACKSTOP: Duration = Duration::from_secs(2);
 pub enum ReconcileError {
     #[error("{kind} {name} has no namespace")]
     NoNamespace { kind: &'static str, name: String },
+    #[error("cannot read {kind} {namespace}/{name} back from the operator's cache")]
+    ReadCachedJob {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("cannot read {kind} {namespace}/{name} back before adopting its orphans")]
     RereadJob {
         kind: &'static str,
@@ -98,7 +107,9 @@ impl ReconcileError {
     /// The operation, for metrics: a fixed set of names.
     fn operation(&self) -> &'static str {
         match self {
-            ReconcileError::NoNamespace { .. } | ReconcileError::RereadJob { .. } => "read_job",
+            ReconcileError::NoNamespace { .. }
+            | ReconcileError::ReadCachedJob { .. }
+            | ReconcileError::RereadJob { .. } => "read_job",
             ReconcileError::WriteStatus { .. } => "write_status",
             ReconcileError::Adopt { kind: "pod", .. } => "adopt_pod",
             ReconcileError::Adopt { .. } => "adopt_service",
@@ -135,7 +146,7 @@ impl ReconcileError {
 
 /// Retry a failed reconcile soon; conflicts (a stale cache) sooner.
 pub fn error_policy<J: TrainingJob>(
-    job: Arc<J>,
+    job: Arc<StoredJob<J>>,
     error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
@@ -157,30 +168,39 @@ pub fn error_policy<J: TrainingJob>(
 
 /// Reconcile one job.
 pub async fn reconcile<J: TrainingJob>(
-    job: Arc<J>,
+    stored: Arc<StoredJob<J>>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let name = job.name_any();
-    let namespace = job.namespace().ok_or_else(|| ReconcileError::NoNamespace {
-        kind: J::FRAMEWORK.kind,
-        name: name.clone(),
-    })?;
+    let name = stored.name_any();
+    let namespace = stored
+        .namespace()
+        .ok_or_else(|| ReconcileError::NoNamespace {
+            kind: J::FRAMEWORK.kind,
+            name: name.clone(),
+        })?;
+    let job = stored
+        .job()
+        .map_err(|source| ReconcileError::ReadCachedJob {
+            kind: J::FRAMEWORK.kind,
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
     let span = tracing::info_span!("reconcile", job = %format!("{namespace}/{name}"));
     ctx.queue.remove(&namespace, &name);
     ctx.metrics.in_flight_add(1);
     let started = Instant::now();
-    let result = reconcile_job(job, &ctx, &namespace).instrument(span).await;
+    let result = reconcile_job(&job, &ctx, &namespace).instrument(span).await;
     ctx.metrics.in_flight_add(-1);
     ctx.metrics.reconciled(started.elapsed());
     result
 }
 
 async fn reconcile_job<J: TrainingJob>(
-    job: Arc<J>,
+    job: &J,
     ctx: &Context,
     namespace: &str,
 ) -> Result<Action, ReconcileError> {
-    let job = job.as_ref();
     tracing::debug!("reconciling");
     if job.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
