@@ -25,10 +25,15 @@
 //! stdout, progress on stderr (the operator's fraction of the raw client's as soon as it is
 //! known: at 10,000 jobs the run goes on for most of an hour after).
 //!
-//! Each phase starts on a cluster without the objects of the one before: a phase's namespace
-//! is deleted, and gone, before the next one's is created. The measuring must not load the
-//! machine it measures: pods and services are followed as metadata only, and a run starts only
-//! once an earlier run's namespaces are gone.
+//! Each phase starts on a cluster without the objects of the one before, and quiet: a phase's
+//! namespace is deleted, and gone, and the controllers that follow a deletion (the endpoints
+//! of deleted services) have stopped writing, before the next one's is created. Before the
+//! first measured phase an unmeasured one warms the cluster up (WARMUP_JOBS jobs' pods and
+//! services from a bare client, by default as many as the run's jobs up to 1,000): a cluster's
+//! first thousands of creates are slower than the same creates later, which made the first
+//! measured limit the slower one. The measuring must not load the machine it measures: pods
+//! and services are followed as metadata only, and a run starts only once an earlier run's
+//! namespaces are gone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -428,6 +433,52 @@ async fn delete_namespace(client: &Client, ns: &str, limit: Duration) -> Result<
     Ok(())
 }
 
+/// Writes a second that a cluster at rest still serves: the node leases and statuses that kwok
+/// renews, the controllers' leader leases, the Events of the phase before. Anything above it is
+/// a controller still at work.
+const QUIET_WRITES_PER_SECOND: f64 = 2.0;
+
+/// Wait until the API server serves no more writes than a cluster at rest, over 5 seconds, not
+/// counting leases, nodes and events. A namespace is gone before the controllers that follow its
+/// deletion are done: at 40,000 services the controller-manager deletes their endpoints for
+/// minutes after, and the next phase would pay for it.
+async fn until_quiet(client: &Client, limit: Duration) -> Result<(), Error> {
+    let since = Instant::now();
+    let window = Duration::from_secs(5);
+    let at_rest = |key: &str| {
+        ["leases", "nodes", "events"]
+            .iter()
+            .any(|resource| key.contains(&format!(" {resource}")))
+    };
+    loop {
+        let before = api_requests(client).await?;
+        tokio::time::sleep(window).await;
+        let after = api_requests(client).await?;
+        let writes: f64 = per_job(&before, &after, 1)
+            .iter()
+            .filter(|(key, _)| is_write(key) && !at_rest(key))
+            .map(|(_, n)| n)
+            .sum();
+        if writes <= QUIET_WRITES_PER_SECOND * window.as_secs_f64() {
+            say(&format!(
+                "the cluster is quiet after {:.0}s",
+                since.elapsed().as_secs_f64()
+            ));
+            return Ok(());
+        }
+        if since.elapsed() > limit {
+            return Err(format!("still {writes} writes in {window:?} after {limit:?}").into());
+        }
+    }
+}
+
+/// A request that changes something: not a GET, LIST or WATCH.
+fn is_write(key: &str) -> bool {
+    !["GET ", "LIST ", "WATCH "]
+        .iter()
+        .any(|verb| key.starts_with(verb))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     // `cargo bench` passes `--bench`; nothing else is understood.
@@ -458,32 +509,47 @@ async fn main() -> Result<(), Error> {
 
     let namespaces = Api::<Namespace>::all(client.clone());
     until_no_bench_namespace(&namespaces, limit).await?;
-    let raw_ns = format!("{NAMESPACE_PREFIX}raw-{}", std::process::id());
-    let ns = format!("{NAMESPACE_PREFIX}{}", std::process::id());
+    until_quiet(&client, limit).await?;
+    let id = std::process::id();
+    let [warmup_ns, raw_ns, raw_jobs_ns, ns] =
+        ["warmup-", "raw-", "raw-jobs-", ""].map(|phase| format!("{NAMESPACE_PREFIX}{phase}{id}"));
     // RAW_WITH_JOBS=1: a second bare client creates the jobs too, in a namespace of its own.
-    let raw_jobs_ns = (setting("RAW_WITH_JOBS", 0) == 1)
-        .then(|| format!("{NAMESPACE_PREFIX}raw-jobs-{}", std::process::id()));
+    let raw_jobs_ns = (setting("RAW_WITH_JOBS", 0) == 1).then_some(raw_jobs_ns);
+    let warmup_jobs = setting("WARMUP_JOBS", jobs_wanted.min(1000));
     say(&format!(
-        "namespaces {raw_ns} and {ns}, {jobs_wanted} jobs, concurrency {concurrency}"
+        "namespaces {raw_ns} and {ns}, {jobs_wanted} jobs, concurrency {concurrency}, \
+         a warm-up of {warmup_jobs} jobs"
     ));
     let result = run(
         &client,
         framework,
-        [&raw_ns, raw_jobs_ns.as_deref().unwrap_or_default(), &ns],
-        jobs_wanted,
+        [
+            &warmup_ns,
+            &raw_ns,
+            raw_jobs_ns.as_deref().unwrap_or_default(),
+            &ns,
+        ],
+        [warmup_jobs, jobs_wanted],
         concurrency,
         limit,
     )
     .await;
-    // What a failed run left behind (a finished run has deleted its namespaces already).
-    for namespace in [Some(&raw_ns), raw_jobs_ns.as_ref(), Some(&ns)]
-        .into_iter()
-        .flatten()
+    if let Ok(measured) = &result {
+        print(measured, framework, jobs_wanted, concurrency);
+    }
+    // The operator's namespace, and what a failed run left behind.
+    for namespace in [
+        Some(&warmup_ns),
+        Some(&raw_ns),
+        raw_jobs_ns.as_ref(),
+        Some(&ns),
+    ]
+    .into_iter()
+    .flatten()
     {
         delete_namespace(&client, namespace, limit).await?;
     }
-    print(&result?, framework, jobs_wanted, concurrency);
-    Ok(())
+    result.map(drop)
 }
 
 /// What one bench run measured.
@@ -502,37 +568,43 @@ struct Measured {
     cpu: f64,
 }
 
-/// The phases in turn, each in its own namespace, deleted before the next begins.
+/// The phases in turn, each in its own namespace, deleted before the next begins, and the
+/// cluster quiet again: the warm-up, the raw limits, the operator. The operator's namespace is
+/// left for the caller to delete once the results are out.
 async fn run(
     client: &Client,
     framework: &'static Registered,
-    [raw_ns, raw_jobs_ns, ns]: [&str; 3],
-    jobs_wanted: usize,
+    [warmup_ns, raw_ns, raw_jobs_ns, ns]: [&str; 4],
+    [warmup_jobs, jobs_wanted]: [usize; 2],
     concurrency: usize,
     limit: Duration,
 ) -> Result<Measured, Error> {
     let namespaces = Api::<Namespace>::all(client.clone());
-    let raw = |ns, with_jobs| {
+    let raw = |ns, jobs, with_jobs| {
         let namespaces = &namespaces;
         async move {
             create_namespace(namespaces, ns).await?;
             let measured = match framework.framework.kind {
                 "PyTorchJob" => {
-                    raw_limit::<PyTorchJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs)
-                        .await
+                    raw_limit::<PyTorchJob>(client, ns, jobs, concurrency, limit, with_jobs).await
                 }
-                _ => {
-                    raw_limit::<TFJob>(client, ns, jobs_wanted, concurrency, limit, with_jobs).await
-                }
+                _ => raw_limit::<TFJob>(client, ns, jobs, concurrency, limit, with_jobs).await,
             };
             delete_namespace(client, ns, limit).await?;
+            until_quiet(client, limit).await?;
             measured
         }
     };
-    let (raw_took, raw_requests) = raw(raw_ns, false).await?;
+    if warmup_jobs > 0 {
+        say(&format!(
+            "warm-up, not measured: {warmup_jobs} jobs' pods and services"
+        ));
+        raw(warmup_ns, warmup_jobs, false).await?;
+    }
+    let (raw_took, raw_requests) = raw(raw_ns, jobs_wanted, false).await?;
     let raw_with_jobs = match raw_jobs_ns {
         "" => None,
-        ns => Some(raw(ns, true).await?.0),
+        ns => Some(raw(ns, jobs_wanted, true).await?.0),
     };
 
     create_namespace(&namespaces, ns).await?;
@@ -588,7 +660,6 @@ async fn run(
     let _ = operator.kill();
     let _ = operator.wait();
     let (times, window) = measured?;
-    delete_namespace(client, ns, limit).await?;
     Ok(Measured {
         times,
         raw: raw_took,
@@ -658,11 +729,7 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
 fn writes_per_second(per_job: &BTreeMap<String, f64>, jobs: usize, took: Duration) -> f64 {
     let writes: f64 = per_job
         .iter()
-        .filter(|(key, _)| {
-            !["GET ", "LIST ", "WATCH "]
-                .iter()
-                .any(|v| key.starts_with(v))
-        })
+        .filter(|(key, _)| is_write(key))
         .map(|(_, n)| n)
         .sum();
     writes * jobs as f64 / took.as_secs_f64()
