@@ -174,10 +174,8 @@ fn usage(pid: u32) -> Option<(f64, f64)> {
         .parse()
         .ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some((peak_kb / 1024.0, ticks / 100.0))
+    let (_, cpu, _) = process_cpu(&stat)?;
+    Some((peak_kb / 1024.0, cpu))
 }
 
 /// A job of 4 pods, 3 of them workers: TFJob 1 PS + 3 workers, PyTorchJob 1 Master + 3 workers.
@@ -258,6 +256,86 @@ async fn api_requests(client: &Client) -> Result<BTreeMap<String, f64>, Error> {
     Ok(requests)
 }
 
+/// CPU seconds each part of the local cluster has used since it started, from /proc: the
+/// control plane's processes and kwok (found by name), the operator (a child of the bench) and
+/// the bench itself. Empty when the cluster runs elsewhere.
+fn cpu_seconds() -> BTreeMap<String, f64> {
+    let me = std::process::id();
+    let parts = [
+        ("etcd", "etcd"),
+        ("kube-apiserver", "kube-apiserver"),
+        // /proc truncates a command's name to 15 characters.
+        ("kube-controller", "kube-controller-manager"),
+        ("kube-scheduler", "kube-scheduler"),
+        ("kwok", "kwok"),
+    ];
+    let mut cpu = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return cpu;
+    };
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((name, seconds, parent)) = process_cpu(&stat) else {
+            continue;
+        };
+        let part = if pid == me {
+            Some("the bench")
+        } else if parent == me {
+            Some("operator")
+        } else {
+            parts
+                .iter()
+                .find(|(comm, _)| *comm == name)
+                .map(|(_, part)| *part)
+        };
+        if let Some(part) = part {
+            *cpu.entry(part.to_owned()).or_insert(0.0) += seconds;
+        }
+    }
+    cpu
+}
+
+/// A process's name, CPU seconds (user and system) and parent, from its /proc stat line.
+fn process_cpu(stat: &str) -> Option<(&str, f64, u32)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1;
+    // Fields after the name, which is in parentheses and may contain spaces.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let parent = fields.get(1)?.parse().ok()?;
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some((name, ticks / 100.0, parent))
+}
+
+/// What the API server has served and the cluster's parts have spent, at one moment.
+struct Reading {
+    requests: BTreeMap<String, f64>,
+    cpu: BTreeMap<String, f64>,
+}
+
+async fn read(client: &Client) -> Result<Reading, Error> {
+    Ok(Reading {
+        requests: api_requests(client).await?,
+        cpu: cpu_seconds(),
+    })
+}
+
+/// Between two readings: requests per job, and CPU seconds in all.
+struct Spent {
+    requests: BTreeMap<String, f64>,
+    cpu: BTreeMap<String, f64>,
+}
+
+impl Spent {
+    fn between(before: &Reading, after: &Reading, jobs: usize) -> Spent {
+        Spent {
+            requests: per_job(&before.requests, &after.requests, jobs),
+            cpu: per_job(&before.cpu, &after.cpu, 1),
+        }
+    }
+}
+
 /// The requests served between two readings, per job.
 fn per_job(
     before: &BTreeMap<String, f64>,
@@ -335,7 +413,7 @@ fn children<J: TrainingJob>(ns: &str, i: usize, with_job: bool) -> Result<Vec<Ch
 
 /// The raw limit: a bare client creates what the operator would for `jobs_wanted` jobs, at
 /// `concurrency` creates at once, in namespace `ns`. The time until every pod and service
-/// exists, and the API server's requests per job until then.
+/// exists, and the API server's requests per job and the cluster's CPU until then.
 async fn raw_limit<J: TrainingJob>(
     client: &Client,
     ns: &str,
@@ -343,12 +421,12 @@ async fn raw_limit<J: TrainingJob>(
     concurrency: usize,
     limit: Duration,
     with_jobs: bool,
-) -> Result<(Duration, BTreeMap<String, f64>), Error> {
+) -> Result<(Duration, Spent), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
     let (pods, services) = follow_children(client, ns);
-    let before = api_requests(client).await?;
+    let before = read(client).await?;
     let start = Instant::now();
     let pp = PostParams::default();
     stream::iter(0..jobs_wanted)
@@ -377,8 +455,8 @@ async fn raw_limit<J: TrainingJob>(
         || pods.len() >= want && services.len() >= want,
     )
     .await?;
-    let window = api_requests(client).await?;
-    Ok((took, per_job(&before, &window, jobs_wanted)))
+    let window = read(client).await?;
+    Ok((took, Spent::between(&before, &window, jobs_wanted)))
 }
 
 /// Delete a namespace of the bench and wait until it is gone. Its pods go first, each at once
@@ -558,11 +636,11 @@ struct Measured {
     raw: Duration,
     /// The bare client's time when it creates the jobs too (RAW_WITH_JOBS).
     raw_with_jobs: Option<Duration>,
-    /// The raw client's requests per job until every pod and service existed.
-    raw_requests: BTreeMap<String, f64>,
-    /// The operator run's requests per job until every pod and service existed, and in all.
-    window: BTreeMap<String, f64>,
-    whole: BTreeMap<String, f64>,
+    /// The raw client's run until every pod and service existed.
+    raw_spent: Spent,
+    /// The operator run until every pod and service existed, and in all.
+    window: Spent,
+    whole: Spent,
     /// The operator's peak RSS in MB and CPU seconds.
     rss: f64,
     cpu: f64,
@@ -601,7 +679,7 @@ async fn run(
         ));
         raw(warmup_ns, warmup_jobs, false).await?;
     }
-    let (raw_took, raw_requests) = raw(raw_ns, jobs_wanted, false).await?;
+    let (raw_took, raw_spent) = raw(raw_ns, jobs_wanted, false).await?;
     let raw_with_jobs = match raw_jobs_ns {
         "" => None,
         ns => Some(raw(ns, jobs_wanted, true).await?.0),
@@ -628,7 +706,7 @@ async fn run(
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
-    let before = api_requests(client).await?;
+    let before = read(client).await?;
     let measured = match framework.framework.kind {
         "PyTorchJob" => {
             measure::<PyTorchJob>(
@@ -655,7 +733,7 @@ async fn run(
             .await
         }
     };
-    let after = api_requests(client).await;
+    let after = read(client).await;
     let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
     let _ = operator.wait();
@@ -664,9 +742,9 @@ async fn run(
         times,
         raw: raw_took,
         raw_with_jobs,
-        raw_requests,
-        window: per_job(&before, &window, jobs_wanted),
-        whole: per_job(&before, &after?, jobs_wanted),
+        raw_spent,
+        window: Spent::between(&before, &window, jobs_wanted),
+        whole: Spent::between(&before, &after?, jobs_wanted),
         rss,
         cpu,
     })
@@ -714,15 +792,16 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
 
     println!(
         "| API writes per second, raw client, until every pod and service exists | {:.0} |",
-        writes_per_second(&measured.raw_requests, jobs_wanted, measured.raw)
+        writes_per_second(&measured.raw_spent.requests, jobs_wanted, measured.raw)
     );
     if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
         println!(
             "| API writes per second, operator run, until every pod and service exists | {:.0} |",
-            writes_per_second(&measured.window, jobs_wanted, *took)
+            writes_per_second(&measured.window.requests, jobs_wanted, *took)
         );
     }
     requests_table(measured, &minimum(framework));
+    cpu_table(measured);
 }
 
 /// The API server's mutating requests per second over a window, from requests per job.
@@ -739,7 +818,11 @@ fn writes_per_second(per_job: &BTreeMap<String, f64>, jobs: usize, took: Duratio
 /// existed and in all, and the raw client's until every pod and service existed, next to the
 /// operator's minimum.
 fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
-    let columns = [&measured.window, &measured.whole, &measured.raw_requests];
+    let columns = [
+        &measured.window.requests,
+        &measured.whole.requests,
+        &measured.raw_spent.requests,
+    ];
     println!();
     println!(
         "| API requests per job | operator run, until all exist | operator run | raw client, until all exist | operator's minimum |"
@@ -769,6 +852,42 @@ fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
     println!("| all | {} | |", totals.join(" | "));
 }
 
+/// CPU seconds by part of the cluster, in the same windows as the requests, and how many of the
+/// machine's cores they kept busy on average until every pod and service existed.
+fn cpu_table(measured: &Measured) {
+    let columns = [
+        &measured.window.cpu,
+        &measured.whole.cpu,
+        &measured.raw_spent.cpu,
+    ];
+    if columns.iter().all(|c| c.is_empty()) {
+        return;
+    }
+    println!();
+    println!(
+        "| CPU seconds | operator run, until all exist | operator run | raw client, until all exist |"
+    );
+    println!("|---|---|---|---|");
+    let mut parts: Vec<&String> = columns.iter().flat_map(|c| c.keys()).collect();
+    parts.sort();
+    parts.dedup();
+    let cell = |n: Option<&f64>| n.map_or(String::new(), |n| format!("{n:.1}"));
+    for part in parts {
+        let cells: Vec<String> = columns.iter().map(|c| cell(c.get(part))).collect();
+        println!("| {part} | {} |", cells.join(" | "));
+    }
+    let all = |c: &BTreeMap<String, f64>| c.values().sum::<f64>();
+    let [window, whole, raw] = columns.map(all);
+    println!("| all | {window:.1} | {whole:.1} | {raw:.1} |");
+    if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
+        println!(
+            "| cores busy, on average | {:.2} | | {:.2} |",
+            window / took.as_secs_f64(),
+            raw / measured.raw.as_secs_f64()
+        );
+    }
+}
+
 const EVERY_CHILD_EXISTS: &str = "2. every pod and service exists";
 
 async fn measure<J: TrainingJob>(
@@ -779,7 +898,7 @@ async fn measure<J: TrainingJob>(
     framework: &Registered,
     limit: Duration,
     raw: Duration,
-) -> Result<(BTreeMap<&'static str, Duration>, BTreeMap<String, f64>), Error> {
+) -> Result<(BTreeMap<&'static str, Duration>, Reading), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
@@ -816,7 +935,7 @@ async fn measure<J: TrainingJob>(
         "the operator's rate as a fraction of the raw client's: {:.2}",
         raw.as_secs_f64() / children_took.as_secs_f64()
     ));
-    let window = api_requests(client).await?;
+    let window = read(client).await?;
     times.insert(
         "3. every job is Running",
         until("every job is Running", start, limit, || {
