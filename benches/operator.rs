@@ -308,27 +308,22 @@ fn process_cpu(stat: &str) -> Option<(&str, f64, u32)> {
     Some((name, ticks / 100.0, parent))
 }
 
-/// What the API server has served and the cluster's parts have spent, at one moment.
-struct Reading {
-    requests: BTreeMap<String, f64>,
-    cpu: BTreeMap<String, f64>,
-}
-
-async fn read(client: &Client) -> Result<Reading, Error> {
-    Ok(Reading {
-        requests: api_requests(client).await?,
-        cpu: cpu_seconds(),
-    })
-}
-
-/// Between two readings: requests per job, and CPU seconds in all.
+/// The API server's requests by verb and resource, and the CPU seconds of the cluster's parts:
+/// as read at one moment, or spent between two readings (the requests then per job).
 struct Spent {
     requests: BTreeMap<String, f64>,
     cpu: BTreeMap<String, f64>,
 }
 
 impl Spent {
-    fn between(before: &Reading, after: &Reading, jobs: usize) -> Spent {
+    async fn read(client: &Client) -> Result<Spent, Error> {
+        Ok(Spent {
+            requests: api_requests(client).await?,
+            cpu: cpu_seconds(),
+        })
+    }
+
+    fn between(before: &Spent, after: &Spent, jobs: usize) -> Spent {
         Spent {
             requests: per_job(&before.requests, &after.requests, jobs),
             cpu: per_job(&before.cpu, &after.cpu, 1),
@@ -426,7 +421,7 @@ async fn raw_limit<J: TrainingJob>(
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
     let (pods, services) = follow_children(client, ns);
-    let before = read(client).await?;
+    let before = Spent::read(client).await?;
     let start = Instant::now();
     let pp = PostParams::default();
     stream::iter(0..jobs_wanted)
@@ -455,7 +450,7 @@ async fn raw_limit<J: TrainingJob>(
         || pods.len() >= want && services.len() >= want,
     )
     .await?;
-    let window = read(client).await?;
+    let window = Spent::read(client).await?;
     Ok((took, Spent::between(&before, &window, jobs_wanted)))
 }
 
@@ -706,7 +701,7 @@ async fn run(
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
-    let before = read(client).await?;
+    let before = Spent::read(client).await?;
     let measured = match framework.framework.kind {
         "PyTorchJob" => {
             measure::<PyTorchJob>(
@@ -733,7 +728,7 @@ async fn run(
             .await
         }
     };
-    let after = read(client).await;
+    let after = Spent::read(client).await;
     let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
     let _ = operator.kill();
     let _ = operator.wait();
@@ -898,7 +893,7 @@ async fn measure<J: TrainingJob>(
     framework: &Registered,
     limit: Duration,
     raw: Duration,
-) -> Result<(BTreeMap<&'static str, Duration>, Reading), Error> {
+) -> Result<(BTreeMap<&'static str, Duration>, Spent), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let jobs = follow(jobs_api.clone());
@@ -935,7 +930,7 @@ async fn measure<J: TrainingJob>(
         "the operator's rate as a fraction of the raw client's: {:.2}",
         raw.as_secs_f64() / children_took.as_secs_f64()
     ));
-    let window = read(client).await?;
+    let window = Spent::read(client).await?;
     times.insert(
         "3. every job is Running",
         until("every job is Running", start, limit, || {
