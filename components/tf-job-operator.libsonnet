@@ -6,6 +6,8 @@ local component = 'tf-job-operator';
 local part = 'tf-job-operator';
 local metricsPort = 8080;
 local healthPort = 8081;
+// The operator's own --pytorch-init-container-image default (src/operator/frameworks/pytorch.rs).
+local operatorPytorchInitImage = 'alpine:3.10';
 
 {
   name: component,
@@ -18,7 +20,8 @@ local healthPort = 8081;
     and `--namespace` with deploymentScope `namespace`; a Role for its one leader-election Lease
     only when leaderElect is on; PodGroup rules only with gangScheduling, or for the gangScheduler
     it passes as --gang-scheduler), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
-    probes), a metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
+    probes; pytorchInitImage, when not alpine:3.10, passed as --pytorch-init-container-image), a
+    metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
     Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
     and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
     controller ConfigMap (grpcServerFilePath served v1alpha1 only, and the accelerator hostPath
@@ -37,6 +40,7 @@ local healthPort = 8081;
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     gangScheduler: { type: 'string', default: null, description: "Gang-schedule every job with this scheduler (--gang-scheduler): 'volcano', or a scheduler-plugins scheduler's name; grants its PodGroups." },
+    pytorchInitImage: { type: 'string', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
     minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
   } + u.resourceParams('100m', '128Mi'),
 
@@ -74,6 +78,12 @@ local healthPort = 8081;
       else if std.type(gangScheduler) != 'string' || gangScheduler == '' then
         u.fail(component, 'gangScheduler', "must be 'volcano' or a scheduler-plugins scheduler's name, got %s" % std.manifestJson(gangScheduler))
       else gangScheduler;
+    local pytorchInitImage = params.pytorchInitImage;
+    local spaces = function(s) std.length(std.filter(function(c) std.member([' ', '\t', '\n', '\r'], c), std.stringChars(s))) > 0;
+    local validPytorchInitImage =
+      if std.type(pytorchInitImage) != 'string' || pytorchInitImage == '' || spaces(pytorchInitImage) then
+        u.fail(component, 'pytorchInitImage', 'must be an image as the nodes pull it, e.g. alpine:3.10, got %s' % std.manifestJson(pytorchInitImage))
+      else pytorchInitImage;
     // Volcano's PodGroups, or scheduler-plugins' for any other scheduler (src/operator/engine/build.rs).
     local podGroupApis = std.set(
       (if params.gangScheduling then ['scheduling.volcano.sh', 'scheduling.x-k8s.io'] else [])
@@ -139,7 +149,10 @@ local healthPort = 8081;
       std.join(',', std.set(params.frameworks)),
     ] + (if clusterWide then [] else ['--namespace', env.namespace])
     + (if params.leaderElect then ['--leader-elect'] else [])
-    + (if validGangScheduler == null then [] else ['--gang-scheduler', validGangScheduler]);
+    + (if validGangScheduler == null then [] else ['--gang-scheduler', validGangScheduler])
+    // Left out at the operator's own default, and when it runs no PyTorchJobs.
+    + (if validPytorchInitImage == operatorPytorchInitImage || !std.member(params.frameworks, 'pytorch') then []
+       else ['--pytorch-init-container-image', validPytorchInitImage]);
 
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },

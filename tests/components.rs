@@ -304,6 +304,49 @@ fn tf_job_operator_gang_scheduler_is_passed_and_granted_its_pod_groups() {
     );
 }
 
+/// The value after `flag` in the operator's args, if it is passed.
+fn flag_value<'a>(args: &'a Value, flag: &str) -> Option<&'a str> {
+    let args = args.as_array().expect("args are a list");
+    let at = args.iter().position(|a| a == flag)?;
+    args.get(at + 1).and_then(Value::as_str)
+}
+
+/// A cluster that cannot pull `alpine:3.10` (air-gapped, or behind a mirror) could not run a
+/// PyTorchJob with a Master: its workers' `init-pytorch` image was fixed in the code.
+#[test]
+fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_default() {
+    let declared = &prototype("tf-job-operator")["params"]["pytorchInitImage"];
+    assert_eq!(declared["type"], "string");
+    // The operator's own default, so rendering it changes nothing and is left out.
+    assert_eq!(
+        declared["default"],
+        mlkube::operator::frameworks::pytorch::DEFAULT_INIT_IMAGE
+    );
+    let (args, _) = operator_args_and_pod_group_rules(&json!({})).unwrap();
+    assert_eq!(flag_value(&args, "--pytorch-init-container-image"), None);
+
+    let mirrored = json!({ "pytorchInitImage": "mirror.internal/library/alpine:3.19" });
+    let (args, _) = operator_args_and_pod_group_rules(&mirrored).unwrap();
+    assert_eq!(
+        flag_value(&args, "--pytorch-init-container-image"),
+        Some("mirror.internal/library/alpine:3.19")
+    );
+    // An operator that runs no PyTorchJobs is not given the flag.
+    let mut without_pytorch = mirrored.clone();
+    without_pytorch["frameworks"] = json!(["tensorflow"]);
+    let (args, _) = operator_args_and_pod_group_rules(&without_pytorch).unwrap();
+    assert_eq!(flag_value(&args, "--pytorch-init-container-image"), None);
+
+    for bad in [json!(""), json!("alpine 3.10"), json!(3)] {
+        let error =
+            operator_args_and_pod_group_rules(&json!({ "pytorchInitImage": bad })).unwrap_err();
+        assert!(
+            error.contains("component tf-job-operator: param pytorchInitImage: must be an image"),
+            "{bad}: {error}"
+        );
+    }
+}
+
 /// The operator's RBAC is exactly what the operator does on the API, and never a wildcard.
 #[test]
 fn tf_job_operator_rbac_lists_exact_verbs() {

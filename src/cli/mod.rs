@@ -570,6 +570,14 @@ pub struct OperatorArgs {
     /// Create a PodGroup per job for this gang scheduler (e.g. volcano, scheduler-plugins).
     #[arg(long, value_name = "NAME")]
     pub gang_scheduler: Option<String>,
+    /// The image of the `init-pytorch` container in which PyTorch workers wait for the Master;
+    /// another where the nodes cannot pull the default (air-gapped, or through a mirror).
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        default_value = crate::operator::frameworks::pytorch::DEFAULT_INIT_IMAGE
+    )]
+    pub pytorch_init_container_image: String,
     /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
     pub frameworks: Vec<&'static crate::operator::frameworks::Registered>,
@@ -607,6 +615,7 @@ impl OperatorArgs {
             health_addr: self.health_addr,
             concurrency: self.concurrency,
             gang_scheduler: self.gang_scheduler,
+            pytorch_init_image: self.pytorch_init_container_image,
             shutdown_timeout: self.shutdown_timeout,
             log_format: self.log_format,
             frameworks: if self.frameworks.is_empty() {

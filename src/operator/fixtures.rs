@@ -160,6 +160,26 @@ impl PodBuilder {
         self
     }
 
+    /// Running again after the kubelet restarted its `tensorflow` container `count` times, the
+    /// last run having exited with `code` (`lastState`), as `OnFailure` and `Always` pods do.
+    pub fn restarted(mut self, count: i32, code: i32) -> Self {
+        let reason = if code == 137 { "OOMKilled" } else { "Error" };
+        self.status().container_statuses = Some(vec![ContainerStatus {
+            name: "tensorflow".into(),
+            restart_count: count,
+            last_state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: code,
+                    reason: Some(reason.into()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        }]);
+        self.phase("Running")
+    }
+
     pub fn deleting(mut self) -> Self {
         self.pod.metadata.deletion_timestamp = Some(at(0));
         self

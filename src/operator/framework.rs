@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
+use super::engine::build::Options;
 
 /// A replica type: the key of the replica specs map (`Worker`) and its lower-case form, used in
 /// pod names and labels (`worker`).
@@ -153,8 +154,14 @@ pub trait TrainingJob:
     fn environment(&self, rtype: ReplicaType, index: i32, placement: &Placement<'_>)
     -> Vec<EnvVar>;
 
-    /// Init containers added before the template's own (PyTorch workers wait for the Master).
-    fn init_containers(&self, _rtype: ReplicaType, _index: i32) -> Vec<Container> {
+    /// Init containers added before the template's own (PyTorch workers wait for the Master),
+    /// with the images the operator was configured with.
+    fn init_containers(
+        &self,
+        _rtype: ReplicaType,
+        _index: i32,
+        _options: &Options,
+    ) -> Vec<Container> {
         Vec::new()
     }
 

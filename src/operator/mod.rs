@@ -52,6 +52,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// Create a PodGroup per job for this gang scheduler.
     pub gang_scheduler: Option<String>,
+    /// The image of PyTorch workers' `init-pytorch` container.
+    pub pytorch_init_image: String,
     /// After SIGTERM, how long reconciles in flight may take.
     pub shutdown_timeout: Duration,
     /// The frameworks whose jobs to run (`frameworks::ALL` for all).
@@ -93,6 +95,10 @@ pub enum OperatorError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "--pytorch-init-container-image {image:?} is not an image\nhint: give it as the cluster's nodes pull it, e.g. alpine:3.10 or mirror.internal/library/alpine:3.10"
+    )]
+    InitImage { image: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -229,6 +235,12 @@ pub async fn client(
     Client::try_from(config).map_err(|source| OperatorError::Client { source })
 }
 
+/// Whether `image` can name an image: not empty, and no spaces or control characters (the API
+/// server refuses them around it, and the kubelet inside, but only once a pod is created).
+fn is_image(image: &str) -> bool {
+    !image.is_empty() && !image.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// The namespace of the leader Lease: the pod's own, else `--namespace`, else `default`.
 fn lease_namespace(settings: &Settings) -> String {
     if let Ok(ns) = std::env::var("POD_NAMESPACE")
@@ -257,6 +269,11 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
         what: "health probes",
         source,
     })?;
+    if !is_image(&settings.pytorch_init_image) {
+        return Err(OperatorError::InitImage {
+            image: settings.pytorch_init_image.clone(),
+        });
+    }
     let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
         .map_err(|source| OperatorError::Signals { source })?;
     let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
@@ -294,6 +311,7 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
                 .ok()
                 .filter(|d| !d.is_empty()),
             gang_scheduler: settings.gang_scheduler.clone(),
+            pytorch_init_image: Some(settings.pytorch_init_image.clone()),
         },
         frameworks: settings.frameworks.clone(),
     };
@@ -348,6 +366,25 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
         lost = leader::hold(client.clone(), lease.clone()) => {
             metrics.set_leader(false);
             Err(OperatorError::Leader { source: lost })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_image;
+
+    #[test]
+    fn an_image_is_a_name_without_spaces() {
+        for image in [
+            "alpine:3.10",
+            "mirror.internal:5000/library/alpine:3.19",
+            "alpine@sha256:0123abcd",
+        ] {
+            assert!(is_image(image), "{image}");
+        }
+        for image in ["", " alpine:3.10", "alpine 3.10", "alpine:3.10\n"] {
+            assert!(!is_image(image), "{image:?}");
         }
     }
 }

@@ -8,6 +8,7 @@ mod frameworks;
 mod frameworks_more;
 mod identity;
 mod operator;
+mod operator_faults;
 mod operator_identity;
 mod preflight;
 mod simulation;

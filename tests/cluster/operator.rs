@@ -451,7 +451,13 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
     let _operator = start_operator(&ns).await;
     let jobs = submit(
         &ns,
-        &workers_job("flaky", 2, 0, "ExitCode", json!({ "backoffLimit": 2 })),
+        &workers_job(
+            "flaky",
+            2,
+            0,
+            "ExitCode",
+            json!({ "backoffLimit": 2, "cleanPodPolicy": "Running" }),
+        ),
     )
     .await;
     let before = await_running(&ns, "flaky", &["flaky-worker-0", "flaky-worker-1"]).await;
@@ -481,6 +487,7 @@ async fn regression_exit_code_restarts_count_toward_backoff_limit() {
         .clone()
         .unwrap();
     assert!(message.contains("backoff limit"), "{message}");
+    // cleanPodPolicy Running, as at every end of a job.
     eventually("the running worker to be stopped", TIMEOUT, || async {
         pods_running(&ns, "flaky").await.is_empty().then_some(())
     })

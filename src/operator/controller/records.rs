@@ -7,7 +7,8 @@
 //! - A record keeps, of the metadata, the name, namespace, UID, resource version, owner
 //!   references, deletion timestamp and the four labels the operator reads (operator name, job
 //!   name, replica type and index); of a pod's status, the phase, its reason and message, and
-//!   each container's name, restart count, exit code and reason, and waiting reason.
+//!   each container's name, restart count, exit code and reason, and waiting reason, and of its
+//!   last run (`lastState`, why it was restarted) the exit code and reason.
 //! - `FromChild` gives the engine the object it reads, with those fields and no others.
 //! - Pods are read from the watch into `PodRecord`, which skips the spec as it parses; services
 //!   are watched as metadata only.
@@ -168,6 +169,8 @@ pub struct ContainerRecord {
     #[serde(default)]
     pub restart_count: i32,
     pub state: Option<StateRecord>,
+    /// How the run before a restart ended: the backoff limit's message says it.
+    pub last_state: Option<StateRecord>,
 }
 
 /// A container's state: the running state's start time is not read.
@@ -234,23 +237,29 @@ impl StatusRecord {
 
 impl ContainerRecord {
     fn status(&self) -> ContainerStatus {
-        let state = self.state.as_ref().map(|state| ContainerState {
+        ContainerStatus {
+            name: self.name.clone(),
+            restart_count: self.restart_count,
+            state: self.state.as_ref().map(StateRecord::state),
+            last_state: self.last_state.as_ref().map(StateRecord::state),
+            ..ContainerStatus::default()
+        }
+    }
+}
+
+impl StateRecord {
+    fn state(&self) -> ContainerState {
+        ContainerState {
             running: None,
-            terminated: state.terminated.as_ref().map(|t| ContainerStateTerminated {
+            terminated: self.terminated.as_ref().map(|t| ContainerStateTerminated {
                 exit_code: t.exit_code,
                 reason: t.reason.clone(),
                 ..ContainerStateTerminated::default()
             }),
-            waiting: state.waiting.as_ref().map(|w| ContainerStateWaiting {
+            waiting: self.waiting.as_ref().map(|w| ContainerStateWaiting {
                 reason: w.reason.clone(),
                 ..ContainerStateWaiting::default()
             }),
-        });
-        ContainerStatus {
-            name: self.name.clone(),
-            restart_count: self.restart_count,
-            state,
-            ..ContainerStatus::default()
         }
     }
 }
@@ -310,6 +319,8 @@ mod tests {
                     "ready": false,
                     "state": { "terminated": { "exitCode": 137, "reason": "OOMKilled",
                                                "startedAt": "2026-11-23T09:00:00Z" } },
+                    "lastState": { "terminated": { "exitCode": 1, "reason": "Error",
+                                                   "finishedAt": "2026-11-23T08:59:00Z" } },
                 }],
                 "initContainerStatuses": [{
                     "name": "init", "restartCount": 1, "image": "i", "imageID": "", "ready": false,
@@ -329,6 +340,9 @@ mod tests {
             c.image = String::new();
             if let Some(t) = c.state.as_mut().and_then(|s| s.terminated.as_mut()) {
                 t.started_at = None;
+            }
+            if let Some(t) = c.last_state.as_mut().and_then(|s| s.terminated.as_mut()) {
+                t.finished_at = None;
             }
         }
         for c in status.init_container_statuses.iter_mut().flatten() {

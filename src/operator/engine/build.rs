@@ -42,6 +42,9 @@ pub struct Options {
     pub cluster_domain: Option<String>,
     /// The gang scheduler, when one is configured: `volcano` or a scheduler-plugins name.
     pub gang_scheduler: Option<String>,
+    /// The image of PyTorch workers' `init-pytorch` container
+    /// (`--pytorch-init-container-image`); `None`: upstream's default.
+    pub pytorch_init_image: Option<String>,
 }
 
 /// `{job}-{type}-{index}`, with `/` replaced by `-` as upstream does.
@@ -142,7 +145,7 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
             inject(container.env.get_or_insert_with(Vec::new), &environment);
         }
     }
-    let init = job.init_containers(rtype, index);
+    let init = job.init_containers(rtype, index, options);
     if !init.is_empty() {
         spec.init_containers
             .get_or_insert_with(Vec::new)

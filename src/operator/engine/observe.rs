@@ -1,10 +1,10 @@
 //! Observing: what the job's pods and services say, per replica type and index. Pure, and
 //! free of decisions: which pod fills which index, which are surplus, and what a pod's
-//! containers report (phase, exit code, why it failed, whether it is stuck).
+//! containers report (phase, exit code, why it failed or was restarted, whether it is stuck).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod, Service};
 use kube::ResourceExt;
 
 use super::build;
@@ -204,13 +204,7 @@ pub fn failure_reason(pod: &Pod, container: &str) -> String {
             .and_then(|s| s.terminated.as_ref())
             .filter(|t| t.exit_code != 0)
         {
-            return match t.reason.as_deref() {
-                Some("OOMKilled") => format!(
-                    "OOMKilled: exit code {} of container {}",
-                    t.exit_code, status.name
-                ),
-                _ => format!("exit code {} of container {}", t.exit_code, status.name),
-            };
+            return ended(t, &status.name);
         }
         if let Some(reason) = state
             .and_then(|s| s.waiting.as_ref())
@@ -220,6 +214,35 @@ pub fn failure_reason(pod: &Pod, container: &str) -> String {
         }
     }
     "the pod failed without a container exit".to_owned()
+}
+
+/// How the last run of a container the kubelet restarted ended (its `lastState`), the
+/// framework's `container` first, then the others and the init containers: why the pod's
+/// restarts count toward the backoff limit.
+pub fn last_exit(pod: &Pod, container: &str) -> Option<String> {
+    let status = pod.status.as_ref()?;
+    let mut restarted: Vec<&ContainerStatus> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .filter(|c| c.restart_count > 0)
+        .collect();
+    restarted.sort_by_key(|c| c.name != container);
+    restarted.into_iter().find_map(|c| {
+        let terminated = c.last_state.as_ref()?.terminated.as_ref()?;
+        Some(ended(terminated, &c.name))
+    })
+}
+
+/// How a run of `container` ended: `exit code N of container C`, after `OOMKilled: ` when the
+/// kernel killed it for memory.
+fn ended(terminated: &ContainerStateTerminated, container: &str) -> String {
+    let code = terminated.exit_code;
+    match terminated.reason.as_deref() {
+        Some("OOMKilled") => format!("OOMKilled: exit code {code} of container {container}"),
+        _ => format!("exit code {code} of container {container}"),
+    }
 }
 
 /// Container waiting reasons that mean the pod will not start without help.

@@ -22,12 +22,25 @@
 //! - `replicas: 0` means no pods and no services.
 //! - A pod being deleted is neither active nor failed (upstream counts a deleted Running pod as
 //!   failed, which failed ExitCode jobs on exit code 137); its index waits until it is gone.
-//! - The active deadline returns a requeue at the deadline, and passing it (or the backoff
-//!   limit) stops the running pods, as a Kubernetes Job does, whatever the cleanPodPolicy.
+//! - The active deadline returns a requeue at the deadline, and passing it stops the running
+//!   and pending pods whatever the cleanPodPolicy, as a Kubernetes Job does and as the field's
+//!   upstream documentation says ("before the system tries to terminate it"); the policy then
+//!   applies to the rest. Upstream deleted every pod and service at the deadline up to v1.9.3,
+//!   and since kubeflow/trainer#3420 deletes only what the policy says, so with the default
+//!   `None` its pods outlive the deadline.
 //! - Condition messages are upstream's, word for word, then say why: `Evicted`,
-//!   `OOMKilled`, `exit code N of container C`.
+//!   `OOMKilled`, `exit code N of container C`; at the backoff limit, how the last run of each
+//!   restarted container ended.
 //! - A job whose pod and service names would be longer than 63 characters fails at once
 //!   (upstream's service create fails every time, and the job stays Created).
+//!
+//! # Where it follows upstream's fix
+//! At the backoff limit the cleanPodPolicy alone decides which pods and services go, as at
+//! every other end of a job: with `None` they all stay, and with them the logs that explain
+//! the failure (a crash-looping pod keeps being restarted by the kubelet until it or the job is
+//! deleted); `Running` deletes the running and pending ones, `All` every one. Upstream deleted
+//! them all up to v1.9.3, because it set the Failed condition only after the cleanup
+//! (kubeflow/trainer#3419, fixed by #3420).
 //!
 //! # Assumptions
 //! The caller passes only the job's own pods and services (controller owner reference), and
@@ -101,6 +114,9 @@ struct Tally<'a> {
     restarts_wanted: Vec<(ReplicaType, &'a Pod, String)>,
     /// Restarts so far, by the operator and by the kubelet.
     restart_total: i32,
+    /// Why the replicas seen now were (or are about to be) restarted, e.g.
+    /// `worker 0: exit code 1 of container tensorflow`.
+    restart_reasons: Vec<String>,
     /// Replicas that will not start without help.
     stuck: Vec<String>,
 }
@@ -165,7 +181,7 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
             job.name,
             longest.len()
         );
-        fail(&job, observed, now, &mut plan, message, true);
+        fail(&job, observed, now, &mut plan, message, Stop::RunningPods);
         return plan;
     }
     if cond::is_true(&plan.status, cond::SUSPENDED) {
@@ -262,16 +278,20 @@ fn tally_replica<'a, J: TrainingJob>(
                 let why = failure_reason(pod, J::FRAMEWORK.container);
                 plan.events.push(failure_event(job, pod, &why));
                 if retries(policy, pod, J::FRAMEWORK.container) {
+                    tally.restart_reasons.push(replica_why(rtype, index, &why));
                     tally.restarts_wanted.push((rtype, pod, why));
                 } else {
                     status.failed += 1;
-                    failures.push(format!("{} {index}: {why}", rtype.lower()));
+                    failures.push(replica_why(rtype, index, &why));
                 }
             }
             "Running" => {
                 status.active += 1;
                 if policy != RestartPolicy::Never {
                     tally.restart_total += observe::kubelet_restarts(pod);
+                    if let Some(why) = observe::last_exit(pod, J::FRAMEWORK.container) {
+                        tally.restart_reasons.push(replica_why(rtype, index, &why));
+                    }
                 }
                 if let Some((reason, container)) = observe::stuck_reason(pod) {
                     tally.stuck.push(format!(
@@ -313,6 +333,19 @@ fn tally_replica<'a, J: TrainingJob>(
         tally.permanent_failures.push((rtype, policy, failures));
     }
     status
+}
+
+/// One replica's part in a condition message: `worker 0: exit code 1 of container tensorflow`.
+fn replica_why(rtype: ReplicaType, index: i32, why: &str) -> String {
+    format!("{} {index}: {why}", rtype.lower())
+}
+
+/// Upstream's condition message, then ours: why, replica by replica.
+fn explained(upstream: String, reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        return upstream;
+    }
+    format!("{upstream} {}", reasons.join("; "))
 }
 
 /// Whether a failed pod is run again under its replica's restart policy.
@@ -396,8 +429,8 @@ fn decide<J: TrainingJob>(
                 rtype,
             })
         };
-        let message = format!("{upstream} {}", failures.join("; "));
-        fail(job, observed, now, plan, message, false);
+        let message = explained(upstream, failures);
+        fail(job, observed, now, plan, message, Stop::ByPolicy);
         return;
     }
 
@@ -408,11 +441,12 @@ fn decide<J: TrainingJob>(
         && restarts > 0
         && restarts >= limit
     {
-        let message = format!(
-            "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}",
+        let upstream = format!(
+            "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}.",
             job.name,
         );
-        fail(job, observed, now, plan, message, true);
+        let message = explained(upstream, &tally.restart_reasons);
+        fail(job, observed, now, plan, message, Stop::ByPolicy);
         return;
     }
 
@@ -429,7 +463,7 @@ fn decide<J: TrainingJob>(
             if !tally.stuck.is_empty() {
                 message.push_str(&format!(" (stuck: {})", tally.stuck.join("; ")));
             }
-            fail(job, observed, now, plan, message, true);
+            fail(job, observed, now, plan, message, Stop::RunningPods);
             return;
         }
         let left = u64::try_from(deadline - elapsed).unwrap_or(0);
@@ -511,15 +545,25 @@ fn seconds_between(from: &Time, to: &Time) -> i64 {
     to.0.as_second() - from.0.as_second()
 }
 
-/// Mark the job Failed. `stop` also deletes running and pending pods whatever the
-/// cleanPodPolicy (deadline, backoff limit); the policy then applies to the rest.
+/// Which pods a failure deletes before the cleanPodPolicy applies to the rest.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// None: the policy alone decides, as at every end of a job (a replica failed for good,
+    /// the backoff limit).
+    ByPolicy,
+    /// The running and pending ones, whatever the policy: the job must not run on (the active
+    /// deadline, a name too long for its services).
+    RunningPods,
+}
+
+/// Mark the job Failed, stop what `stop` says, and clean up as a finished job.
 fn fail<J: TrainingJob>(
     job: &Job<'_, J>,
     observed: Observed<'_>,
     now: &Time,
     plan: &mut Plan,
     message: String,
-    stop: bool,
+    stop: Stop,
 ) {
     let reason = job.reason("Failed");
     cond::set(&mut plan.status, cond::FAILED, TRUE, &reason, &message, now);
@@ -529,7 +573,7 @@ fn fail<J: TrainingJob>(
     plan.create_pods.clear();
     plan.create_services.clear();
     plan.delete_pods.clear();
-    if stop {
+    if stop == Stop::RunningPods {
         for pod in observed
             .pods
             .iter()
@@ -537,6 +581,9 @@ fn fail<J: TrainingJob>(
         {
             plan.delete_pods.push(Deletion::of(pod));
         }
+    }
+    // Every policy but None deletes the running pods too.
+    if stop == Stop::RunningPods || job.clean_pod_policy != CleanPodPolicy::None {
         for status in plan.status.replica_statuses.values_mut() {
             status.active = 0;
         }
@@ -913,8 +960,8 @@ mod tests {
             "{}",
             message(&plan)
         );
-        // The running PS is stopped.
-        assert!(plan.delete_pods.iter().any(|d| d.name == "j-ps-0"));
+        // cleanPodPolicy None: the pods stay, with their logs.
+        assert!(plan.delete_pods.is_empty(), "{:?}", plan.delete_pods);
     }
 
     #[test]
@@ -968,7 +1015,7 @@ mod tests {
         let plan = run(&job, &pods, 30);
         assert_eq!(last(&plan), ("Failed", "True"));
         assert!(message(&plan).contains("active longer than specified deadline"));
-        // Running pods are stopped even with cleanPodPolicy None.
+        // Running pods are stopped even with cleanPodPolicy None: a deadline stops the job.
         assert_eq!(plan.delete_pods.len(), 2);
         assert_eq!(plan.status.completion_time, Some(at(30)));
     }
@@ -1171,7 +1218,7 @@ mod tests {
         assert_eq!(last(&plan), ("Failed", "True"));
         assert_eq!(
             message(&plan),
-            "Job j has failed because it has reached the specified backoff limit: 3 restarts, limit 3"
+            "Job j has failed because it has reached the specified backoff limit: 3 restarts, limit 3."
         );
 
         // A recreation that makes the count reach the limit is not made.
@@ -1184,6 +1231,80 @@ mod tests {
         let plan = run(&job, &pods, 2);
         assert_eq!(last(&plan), ("Failed", "True"));
         assert!(plan.create_pods.is_empty());
+    }
+
+    /// The names of the pods and of the services a plan deletes, sorted.
+    fn deleted(plan: &Plan) -> (Vec<&str>, Vec<&str>) {
+        let mut pods: Vec<&str> = plan.delete_pods.iter().map(|d| d.name.as_str()).collect();
+        let mut services: Vec<&str> = plan.delete_services.iter().map(String::as_str).collect();
+        pods.sort_unstable();
+        services.sort_unstable();
+        (pods, services)
+    }
+
+    /// The pods deleted at the backoff limit lost the logs that explain it: the real node showed
+    /// `kubectl logs` with nothing to read. The limit now cleans up as every other end does.
+    #[test]
+    fn regression_the_backoff_limit_cleans_up_by_the_clean_pod_policy() {
+        let everything = vec!["j-ps-0", "j-worker-0", "j-worker-1"];
+        let cases = [
+            (CleanPodPolicy::None, vec![], vec![]),
+            (
+                CleanPodPolicy::Running,
+                vec!["j-ps-0", "j-worker-0"],
+                vec!["j-ps-0", "j-worker-0"],
+            ),
+            (CleanPodPolicy::All, everything.clone(), everything),
+        ];
+        for (policy, pods_deleted, services_deleted) in cases {
+            let job = job("j")
+                .replica("Worker", 2)
+                .replica("PS", 1)
+                .restart("Worker", RestartPolicy::OnFailure)
+                .run_policy(|r| {
+                    r.backoff_limit = Some(1);
+                    r.clean_pod_policy = Some(policy);
+                })
+                .build();
+            let pods = [
+                pod(&job, W, 0).restarted(1, 1).build(),
+                pod(&job, W, 1).succeeded().build(),
+                // No status yet: Pending.
+                pod(&job, PS, 0).build(),
+            ];
+            let plan = run(&job, &pods, 1);
+            assert_eq!(last(&plan), ("Failed", "True"), "{policy:?}");
+            assert_eq!(
+                deleted(&plan),
+                (pods_deleted.clone(), services_deleted),
+                "{policy:?}"
+            );
+            let active = plan.status.replica_statuses["Worker"].active;
+            assert_eq!(active, i32::from(pods_deleted.is_empty()), "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn the_backoff_limit_message_says_how_each_restarted_container_ended() {
+        let job = job("j")
+            .replica("Worker", 3)
+            .restart("Worker", RestartPolicy::OnFailure)
+            .run_policy(|r| r.backoff_limit = Some(3))
+            .build();
+        let pods = [
+            pod(&job, W, 0).restarted(1, 1).build(),
+            pod(&job, W, 1).restarted(1, 137).build(),
+            pod(&job, W, 2).failed_by("Evicted").build(),
+        ];
+        let plan = run(&job, &pods, 1);
+        assert_eq!(last(&plan), ("Failed", "True"));
+        assert_eq!(
+            message(&plan),
+            "Job j has failed because it has reached the specified backoff limit: 3 restarts, limit 3. \
+             worker 0: exit code 1 of container tensorflow; \
+             worker 1: OOMKilled: exit code 137 of container tensorflow; \
+             worker 2: Evicted: The node was low on resource: Evicted"
+        );
     }
 
     #[test]

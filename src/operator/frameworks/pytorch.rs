@@ -8,7 +8,8 @@
 //! - with a Master: `MASTER_ADDR` and `PET_MASTER_ADDR` (`{job}-master-0`), `MASTER_PORT` and
 //!   `PET_MASTER_PORT` (the Master's port), `WORLD_SIZE` (pods × processes per node, `auto`
 //!   counting 1), `RANK` and `PET_NODE_RANK` (the Master 0, worker `i` `i + 1`); workers also
-//!   get an `init-pytorch` init container that waits until the Master's name resolves;
+//!   get an `init-pytorch` init container that waits until the Master's name resolves, its
+//!   image `--pytorch-init-container-image` (default `alpine:3.10`);
 //! - `PET_NPROC_PER_NODE` from `nprocPerNode` (default `auto`);
 //! - without `elasticPolicy`, `PET_NNODES` is the number of pods; with it, `PET_NNODES` is
 //!   `min:max`, plus `PET_RDZV_ENDPOINT` (`rdzvHost`, else `{job}-worker-0`, and `rdzvPort`,
@@ -31,6 +32,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
+use crate::operator::engine::build::Options;
 use crate::operator::framework::{
     Framework, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
 };
@@ -45,8 +47,9 @@ pub const PORT_NAME: &str = "pytorchjob-port";
 pub const DEFAULT_PORT: i32 = 23456;
 /// `nprocPerNode` when neither it nor `elasticPolicy.nProcPerNode` is set.
 pub const DEFAULT_NPROC_PER_NODE: &str = "auto";
-/// The image and tries of the init container that waits for the Master (upstream's defaults).
-const INIT_IMAGE: &str = "alpine:3.10";
+/// The image of the init container that waits for the Master when the operator is given none
+/// (`--pytorch-init-container-image`), and its tries: upstream's defaults.
+pub const DEFAULT_INIT_IMAGE: &str = "alpine:3.10";
 const INIT_TRIES: u32 = 100;
 
 pub static PYTORCH: Framework = Framework {
@@ -302,7 +305,12 @@ impl TrainingJob for PyTorchJob {
         env
     }
 
-    fn init_containers(&self, rtype: ReplicaType, _index: i32) -> Vec<Container> {
+    fn init_containers(
+        &self,
+        rtype: ReplicaType,
+        _index: i32,
+        options: &Options,
+    ) -> Vec<Container> {
         if rtype != WORKER || self.replicas_of(MASTER).is_none() {
             return Vec::new();
         }
@@ -318,7 +326,13 @@ impl TrainingJob for PyTorchJob {
         };
         vec![Container {
             name: "init-pytorch".to_owned(),
-            image: Some(INIT_IMAGE.to_owned()),
+            image: Some(
+                options
+                    .pytorch_init_image
+                    .as_deref()
+                    .unwrap_or(DEFAULT_INIT_IMAGE)
+                    .to_owned(),
+            ),
             image_pull_policy: Some("IfNotPresent".to_owned()),
             command: Some(vec![
                 "sh".to_owned(),
@@ -476,6 +490,30 @@ mod tests {
         assert!(init[0].command.as_ref().unwrap()[2].contains("nslookup mnist-master-0"));
         let master = build::pod(&job, MASTER, 0, &build::Options::default());
         assert!(master.spec.unwrap().init_containers.is_none());
+    }
+
+    /// A cluster that cannot pull `alpine:3.10` (air-gapped, or behind a mirror) could not run a
+    /// PyTorchJob with a Master: the image was fixed in the code.
+    #[test]
+    fn regression_the_init_container_image_is_the_operators_setting() {
+        let job =
+            job(json!({ "pytorchReplicaSpecs": { "Master": replica(1), "Worker": replica(1) } }));
+        let image = |options: &build::Options| {
+            let pod = build::pod(&job, WORKER, 0, options);
+            pod.spec.unwrap().init_containers.unwrap()[0].image.clone()
+        };
+        assert_eq!(
+            image(&build::Options::default()).as_deref(),
+            Some(DEFAULT_INIT_IMAGE)
+        );
+        let mirrored = build::Options {
+            pytorch_init_image: Some("mirror.internal/library/alpine:3.19".into()),
+            ..build::Options::default()
+        };
+        assert_eq!(
+            image(&mirrored).as_deref(),
+            Some("mirror.internal/library/alpine:3.19")
+        );
     }
 
     #[test]
