@@ -10,6 +10,7 @@ pub mod app;
 pub mod color;
 pub mod deploy;
 pub mod exit;
+pub mod logs;
 pub mod output;
 pub mod progress;
 pub mod settings;
@@ -156,6 +157,14 @@ pub enum Command {
   mlkube status dev
   mlkube status prod -o json")]
     Status(StatusArgs),
+    /// Print the logs of training jobs' replicas, each line tagged with its replica
+    /// (`worker-1 | ...`), from a job named KIND/NAME or the jobs an environment renders.
+    #[command(after_help = "Examples:
+  mlkube logs -n ml tfjob/mnist               every replica's logs, oldest line first
+  mlkube logs -n ml tfjob/mnist -f            follow, also pods that start later
+  mlkube logs local -c train --replica worker-0 --tail 50
+  mlkube logs -n ml pytorchjob/dist --previous --replica master")]
+    Logs(logs::LogsArgs),
     /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob, MXJob, XGBoostJob,
     /// JAXJob, PaddleJob) against the cluster.
     #[command(after_help = "Examples:
@@ -669,6 +678,7 @@ fn run(cli: Cli) -> Exit {
         Command::Delete(args) => deploy::delete(&cli.global, &args),
         Command::Validate(args) => deploy::validate(&cli.global, &args),
         Command::Status(args) => status::status(&cli.global, &args),
+        Command::Logs(args) => logs::logs(&cli.global, &args),
         Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
     }
 }

@@ -11,7 +11,8 @@
 //! ([`MemoryCluster::writes`]), and so is every dry run ([`MemoryCluster::dry_runs`]).
 //! Validation is modelled only as far as a test asks: an object it names is rejected, in a dry
 //! run as in a write ([`MemoryCluster::reject`]), or only its write fails
-//! ([`MemoryCluster::fail_applies_of`]). Defaulting and controllers are not modelled; the
+//! ([`MemoryCluster::fail_applies_of`]). Defaulting and controllers are not modelled: a test
+//! sets the status a controller or kubelet would write ([`MemoryCluster::set_status`]); the
 //! cluster tests prove the same decisions against a real API server.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +42,8 @@ struct Stored {
     configs: Vec<(String, Value)>,
     resource_version: u64,
     uid: u64,
+    /// The status a test set, as a controller or kubelet would ([`MemoryCluster::set_status`]).
+    status: Option<Value>,
 }
 
 #[derive(Debug, Default)]
@@ -200,6 +203,27 @@ impl MemoryCluster {
         state.writes.pop();
     }
 
+    /// Replace the status of an object that exists, as its controller (or the kubelet, for a
+    /// pod) would; not a write of any field manager, so not recorded.
+    pub fn set_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        status: Value,
+    ) {
+        let resolved = self
+            .resolve(api_version, kind)
+            .expect("a kind the memory cluster serves");
+        let mut state = self.state();
+        let stored = state
+            .objects
+            .get_mut(&object_key(&resolved, namespace, name))
+            .expect("the object exists");
+        stored.status = Some(status);
+    }
+
     /// The live object, as a GET would return it.
     pub fn object(
         &self,
@@ -340,6 +364,9 @@ fn live(resolved: &Resolved, namespace: Option<&str>, name: &str, stored: &Store
     if resolved.resource.kind == "CustomResourceDefinition" {
         object["status"] = json!({"conditions": [{"type": "Established", "status": "True"}]});
     }
+    if let Some(status) = &stored.status {
+        object["status"] = status.clone();
+    }
     object
 }
 
@@ -420,6 +447,7 @@ fn apply_locked(
         configs: Vec::new(),
         resource_version: 0,
         uid: state.next_version,
+        status: None,
     });
     let config = configuration(object);
     let mut mine = Vec::new();

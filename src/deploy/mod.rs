@@ -1,6 +1,7 @@
 //! Deploying a rendered manifest to a cluster: the plan (keys, tiers, membership labels), the
 //! inventory (ApplySet), the connection to the cluster, the diff, the server's verdict in a
-//! dry run, the apply with its prune and delete, and the wait for health.
+//! dry run, the apply with its prune and delete, and the wait for health; and the logs of the
+//! training jobs deployed.
 //!
 //! This layer sees rendering only through the manifest it is handed.
 
@@ -10,6 +11,7 @@ pub mod cancel;
 pub mod cluster;
 pub mod diff;
 pub mod key;
+pub mod logs;
 #[cfg(test)]
 pub mod memory;
 pub mod ownership;

@@ -8,6 +8,15 @@
 //! pods' scheduling failures, waiting containers), so it can show progress; this module prints
 //! nothing. At the end the objects still not ready are returned with why, so the caller can list
 //! them and exit 3.
+//!
+//! A workload whose pods can never start because their image cannot be pulled (`ErrImagePull`,
+//! `ImagePullBackOff`, `InvalidImageName`, `ErrImageNeverPull` on a container of its current pod
+//! template) is failed as soon as one of its pods reports it ([`image_pull_failure`]): the
+//! kubelet retries with a growing back-off, but nothing changes until the image does, so waiting
+//! out the timeout would only hide the reason.
+//!
+//! Caveats: a registry that fails one pull and serves the next (a rate limit, a network blip)
+//! fails the wait too; running the apply again waits afresh.
 
 use std::time::Duration;
 
@@ -265,12 +274,14 @@ async fn poll(cluster: &impl Cluster, watched: &mut [(Pending, Watched)]) -> Res
                 Some(object) => health(&p.key.group, &p.key.kind, object),
                 None => Health::Progressing("not found".into()),
             };
-            w.blockers = match &live {
-                Some(object) if w.health != Health::Ready => {
-                    pod_problems(cluster, &p.key, object).await
+            w.blockers = Vec::new();
+            if let Some(object) = live.as_ref().filter(|_| w.health != Health::Ready) {
+                let pods = pods_of(cluster, &p.key, object).await;
+                w.blockers = pods.iter().flat_map(pod_reasons).collect();
+                if let Some(why) = image_pull_failure(object, &pods) {
+                    w.health = Health::Failed(why);
                 }
-                _ => Vec::new(),
-            };
+            }
             Ok::<(), WaitError>(())
         })
         .collect();
@@ -281,9 +292,9 @@ async fn poll(cluster: &impl Cluster, watched: &mut [(Pending, Watched)]) -> Res
     results.into_iter().collect()
 }
 
-/// Why the pods of a workload are not ready: container waiting reasons, unschedulable pods.
-/// Best effort: a failure to list pods gives no reasons rather than an error.
-async fn pod_problems(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<String> {
+/// The pods of a workload, by its selector's labels. Best effort: a failure to list pods gives
+/// none rather than an error, so the wait goes on without their reasons.
+pub async fn pods_of(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<Value> {
     let Some(labels) = object["spec"]["selector"]["matchLabels"].as_object() else {
         return Vec::new();
     };
@@ -291,16 +302,82 @@ async fn pod_problems(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<
         .iter()
         .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
         .collect();
+    // An empty selector would be every pod of the namespace, none of them known to be its.
+    if selector.is_empty() {
+        return Vec::new();
+    }
     let Some(pods) = cluster.resolve("v1", "Pod") else {
         return Vec::new();
     };
-    let Ok(pods) = cluster
+    cluster
         .list(&pods, key.namespace.as_deref(), &selector.join(","))
         .await
-    else {
-        return Vec::new();
+        .unwrap_or_default()
+}
+
+/// The waiting reasons of a container whose image the kubelet cannot get. The kubelet retries,
+/// but only a change of the image (or of what the nodes can reach) ends them.
+const IMAGE_PULL_FAILURES: [&str; 4] = [
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+/// Why a workload can never become ready, if one of its pods says its image cannot be pulled:
+/// the image, the kubelet's message and what to do, on one line.
+///
+/// Only containers whose image is the one the workload's pod template has now count, and only
+/// pods not being deleted: a pod of the previous rollout, with the image an apply just fixed,
+/// is on its way out and says nothing about the new one.
+pub fn image_pull_failure(object: &Value, pods: &[Value]) -> Option<String> {
+    let template = &object["spec"]["template"]["spec"];
+    pods.iter()
+        .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
+        .find_map(|pod| {
+            ["initContainerStatuses", "containerStatuses"]
+                .iter()
+                .flat_map(|field| pod["status"][field].as_array().into_iter().flatten())
+                .find_map(|status| {
+                    let waiting = &status["state"]["waiting"];
+                    let reason = waiting["reason"].as_str()?;
+                    if !IMAGE_PULL_FAILURES.contains(&reason) {
+                        return None;
+                    }
+                    let name = status["name"].as_str()?;
+                    let image = image_of(&pod["spec"], name)?;
+                    (image_of(template, name) == Some(image))
+                        .then(|| image_pull_message(image, reason, waiting["message"].as_str()))
+                })
+        })
+}
+
+/// The image of the container (or init container) called `name` in a pod spec.
+fn image_of<'a>(spec: &'a Value, name: &str) -> Option<&'a str> {
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|field| spec[field].as_array().into_iter().flatten())
+        .find(|c| c["name"] == name)?["image"]
+        .as_str()
+}
+
+fn image_pull_message(image: &str, reason: &str, message: Option<&str>) -> String {
+    let what = match message.map(str::trim).filter(|m| !m.is_empty()) {
+        Some(message) => format!("{message} ({reason})"),
+        None => reason.to_string(),
     };
-    pods.iter().flat_map(pod_reasons).collect()
+    let hint = match reason {
+        "InvalidImageName" => "fix the image reference in the component's image param",
+        "ErrImageNeverPull" => {
+            "the pod's imagePullPolicy is Never: import the image into the nodes' container \
+             runtime, or set the component's image param to an image they have"
+        }
+        _ => {
+            "build the image and import it into the cluster's nodes (or push it to a registry \
+             they can pull from), or set the component's image param to an image that exists"
+        }
+    };
+    format!("image {image} cannot be pulled: {what}; hint: {hint}")
 }
 
 /// The problems of one pod, each as a line.
@@ -418,5 +495,158 @@ mod tests {
             pod_reasons(&pod),
             ["pod p: container c waiting: ImagePullBackOff no such image"]
         );
+    }
+
+    const SERVING: &str = "tensorflow/serving:2.18.0";
+
+    /// A Deployment `resnet` of one replica whose `serving` container runs `image`.
+    fn serving_deployment(image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "resnet", "namespace": "ml"},
+               "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "resnet"}},
+                        "template": {"metadata": {"labels": {"app": "resnet"}},
+                                     "spec": {"containers": [{"name": "serving", "image": image}]}}}})
+    }
+
+    /// A pod of `resnet` running `image`, its container waiting for `reason`.
+    fn waiting_pod(name: &str, image: &str, reason: &str, message: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": "ml", "labels": {"app": "resnet"}},
+               "spec": {"containers": [{"name": "serving", "image": image}]},
+               "status": {"phase": "Pending", "containerStatuses": [{"name": "serving",
+                   "ready": false, "image": image,
+                   "state": {"waiting": {"reason": reason, "message": message}}}]}})
+    }
+
+    #[test]
+    fn an_image_that_cannot_be_pulled_is_named_with_the_kubelets_message_and_a_hint() {
+        let message = format!("failed to pull and unpack image \"{SERVING}\": not found");
+        let pods = [waiting_pod("resnet-1", SERVING, "ErrImagePull", &message)];
+        let why = image_pull_failure(&serving_deployment(SERVING), &pods).expect("a failure");
+        assert_eq!(
+            why,
+            format!(
+                "image {SERVING} cannot be pulled: {message} (ErrImagePull); hint: build the \
+                 image and import it into the cluster's nodes (or push it to a registry they \
+                 can pull from), or set the component's image param to an image that exists"
+            )
+        );
+        for reason in ["ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"] {
+            let pods = [waiting_pod("resnet-1", SERVING, reason, "")];
+            let why = image_pull_failure(&serving_deployment(SERVING), &pods);
+            assert!(
+                why.as_deref().is_some_and(|w| w.contains(reason)),
+                "{reason}: {why:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_pods_of_the_current_template_that_are_not_going_away_fail_a_workload() {
+        let fixed = serving_deployment("tensorflow/serving:2.17.0");
+        // The pod of the rollout before the fix still backs off; it is on its way out.
+        let old = waiting_pod("resnet-old", SERVING, "ImagePullBackOff", "Back-off");
+        assert_eq!(image_pull_failure(&fixed, std::slice::from_ref(&old)), None);
+        let mut deleting = waiting_pod("resnet-1", SERVING, "ErrImagePull", "not found");
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(
+            image_pull_failure(&serving_deployment(SERVING), &[deleting]),
+            None
+        );
+        let creating = waiting_pod("resnet-1", SERVING, "ContainerCreating", "");
+        assert_eq!(
+            image_pull_failure(&serving_deployment(SERVING), &[creating]),
+            None
+        );
+    }
+
+    #[test]
+    fn an_init_container_whose_image_cannot_be_pulled_fails_the_workload_too() {
+        let mut deployment = serving_deployment(SERVING);
+        deployment["spec"]["template"]["spec"]["initContainers"] =
+            json!([{"name": "fetch", "image": "example/fetch:1"}]);
+        let mut pod = waiting_pod("resnet-1", SERVING, "PodInitializing", "");
+        pod["spec"]["initContainers"] = json!([{"name": "fetch", "image": "example/fetch:1"}]);
+        pod["status"]["initContainerStatuses"] = json!([{"name": "fetch",
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off"}}}]);
+        let why = image_pull_failure(&deployment, &[pod]).expect("a failure");
+        assert!(
+            why.starts_with("image example/fetch:1 cannot be pulled: Back-off (ImagePullBackOff)"),
+            "{why}"
+        );
+    }
+
+    /// The memory cluster with namespace `ml`, the Deployment `resnet` running `SERVING` (not
+    /// available: nothing runs its pods) and its pod `resnet-1` in the state `status`.
+    async fn serving_cluster(pod_status: Value) -> (crate::deploy::memory::MemoryCluster, Pending) {
+        let cluster = crate::deploy::memory::MemoryCluster::new();
+        cluster.create_as(
+            "test",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}),
+        );
+        cluster.create_as("test", serving_deployment(SERVING));
+        cluster.create_as(
+            "kube-controller-manager",
+            waiting_pod("resnet-1", SERVING, "", ""),
+        );
+        cluster.set_status("v1", "Pod", Some("ml"), "resnet-1", pod_status);
+        let pending = Pending {
+            key: Key {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                namespace: Some("ml".into()),
+                name: "resnet".into(),
+            },
+            resolved: cluster.resolve("apps/v1", "Deployment").expect("served"),
+        };
+        (cluster, pending)
+    }
+
+    #[tokio::test]
+    async fn the_wait_fails_a_deployment_whose_image_cannot_be_pulled_without_waiting_out_the_timeout()
+     {
+        let backing_off = waiting_pod("resnet-1", SERVING, "ImagePullBackOff", "Back-off pulling");
+        let (cluster, pending) = serving_cluster(backing_off["status"].clone()).await;
+        // The first poll decides: the memory cluster answers at once, so anything near the
+        // timeout means it was waited out.
+        let timeout = Duration::from_secs(60);
+        let started = Instant::now();
+        let not_ready = wait(&cluster, vec![pending], timeout, &|_, _| {}, &Cancel::new())
+            .await
+            .expect("the wait reads the cluster");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(not_ready.len(), 1, "{not_ready:?}");
+        assert!(
+            not_ready[0].reason.starts_with(&format!(
+                "image {SERVING} cannot be pulled: Back-off pulling"
+            )),
+            "{not_ready:?}"
+        );
+        assert!(not_ready[0].reason.contains("hint: "), "{not_ready:?}");
+        assert_eq!(
+            not_ready[0].pods,
+            ["pod resnet-1: container serving waiting: ImagePullBackOff Back-off pulling"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deployment_whose_pod_is_only_being_created_is_waited_for_until_the_timeout() {
+        let creating = waiting_pod("resnet-1", SERVING, "ContainerCreating", "");
+        let (cluster, pending) = serving_cluster(creating["status"].clone()).await;
+        let timeout = Duration::from_millis(500);
+        let started = Instant::now();
+        let not_ready = wait(&cluster, vec![pending], timeout, &|_, _| {}, &Cancel::new())
+            .await
+            .expect("the wait reads the cluster");
+        assert!(
+            started.elapsed() >= timeout,
+            "gave up after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(not_ready[0].reason, "0/1 available, 0 updated");
     }
 }

@@ -7,6 +7,8 @@ mod deploy;
 mod frameworks;
 mod frameworks_more;
 mod identity;
+mod image_pull;
+mod logs;
 mod operator;
 mod operator_faults;
 mod operator_identity;

@@ -1,0 +1,700 @@
+//! `logs` against a source in memory: jobs and pods as a test sets them, and log streams the
+//! test writes into line by line, so the reading, the merge and every turn of a follow (a pod
+//! that appears, a restart, a stream cut short, the end of the job) are checked without a
+//! kubelet.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::LogParams;
+use serde_json::{Value, json};
+
+use super::follow;
+use super::jobs::{self, JobRef};
+use super::source::{LogSource, LogStream, Refused, StreamOf};
+use super::*;
+use crate::operator::framework::TrainingJob;
+use crate::operator::frameworks::{pytorch, tensorflow};
+
+type Chunk = std::io::Result<Vec<u8>>;
+type Refusal = Box<dyn Fn() -> Refused + Send>;
+
+/// What the next open of a container's log gets.
+enum Planned {
+    Log(mpsc::UnboundedReceiver<Chunk>),
+    Refuse(Refusal),
+}
+
+#[derive(Default)]
+struct Inner {
+    jobs: Vec<Value>,
+    pods: Vec<Pod>,
+    planned: BTreeMap<(String, String), VecDeque<Planned>>,
+    opened: Vec<(String, LogParams)>,
+}
+
+/// A cluster in memory, as far as logs go.
+#[derive(Default, Clone)]
+struct Fake(Arc<Mutex<Inner>>);
+
+impl Fake {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_job(&self, job: Value) {
+        let mut inner = self.inner();
+        inner
+            .jobs
+            .retain(|j| j["metadata"]["name"] != job["metadata"]["name"]);
+        inner.jobs.push(job);
+    }
+
+    fn set_pod(&self, pod: Pod) {
+        let mut inner = self.inner();
+        inner.pods.retain(|p| p.metadata.name != pod.metadata.name);
+        inner.pods.push(pod);
+    }
+
+    /// The next stream of `pod`'s `container`: the test writes it through the sender, and
+    /// dropping the sender ends it.
+    fn stream(&self, pod: &str, container: &str) -> mpsc::UnboundedSender<Chunk> {
+        let (sender, receiver) = mpsc::unbounded();
+        self.plan(pod, container, Planned::Log(receiver));
+        sender
+    }
+
+    /// The next stream of `pod`'s `container`, already complete with `lines`.
+    fn log(&self, pod: &str, container: &str, lines: &[&str]) {
+        let sender = self.stream(pod, container);
+        for line in lines {
+            write(&sender, line);
+        }
+    }
+
+    fn refuse(&self, pod: &str, container: &str, refusal: Refusal) {
+        self.plan(pod, container, Planned::Refuse(refusal));
+    }
+
+    fn plan(&self, pod: &str, container: &str, planned: Planned) {
+        self.inner()
+            .planned
+            .entry((pod.into(), container.into()))
+            .or_default()
+            .push_back(planned);
+    }
+
+    /// Every open so far: the pod and the parameters.
+    fn opened(&self) -> Vec<(String, LogParams)> {
+        self.inner().opened.clone()
+    }
+}
+
+fn write(sender: &mpsc::UnboundedSender<Chunk>, line: &str) {
+    sender
+        .unbounded_send(Ok(format!("{line}\n").into_bytes()))
+        .expect("the stream is read");
+}
+
+impl LogSource for Fake {
+    async fn job(&self, job: &JobRef) -> Result<Option<Value>, LogsError> {
+        Ok(self
+            .inner()
+            .jobs
+            .iter()
+            .find(|j| {
+                j["kind"] == job.framework.kind
+                    && j["metadata"]["namespace"] == job.namespace.as_str()
+                    && j["metadata"]["name"] == job.name.as_str()
+            })
+            .cloned())
+    }
+
+    async fn pods(&self, job: &JobRef) -> Result<Vec<Pod>, LogsError> {
+        Ok(self
+            .inner()
+            .pods
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("training.kubeflow.org/job-name"))
+                    == Some(&job.name)
+            })
+            .cloned()
+            .collect())
+    }
+
+    async fn open(&self, of: &StreamOf, params: LogParams) -> Result<LogStream, Refused> {
+        let mut inner = self.inner();
+        inner.opened.push((of.pod.clone(), params));
+        let planned = inner
+            .planned
+            .get_mut(&(of.pod.clone(), of.container.clone()))
+            .and_then(VecDeque::pop_front);
+        match planned {
+            Some(Planned::Log(receiver)) => Ok(Box::pin(receiver.into_async_read())),
+            Some(Planned::Refuse(refusal)) => Err(refusal()),
+            None => Ok(Box::pin(futures::io::Cursor::new(Vec::new()))),
+        }
+    }
+}
+
+/// Lines and notes as they were written.
+#[derive(Default, Clone)]
+struct Recorder(Arc<Mutex<(Vec<String>, Vec<String>)>>);
+
+impl Recorder {
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().0.clone()
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.0.lock().unwrap().1.clone()
+    }
+}
+
+impl Output for Recorder {
+    fn line(&mut self, line: &str) -> std::io::Result<()> {
+        self.0.lock().unwrap().0.push(line.to_string());
+        Ok(())
+    }
+
+    fn note(&mut self, note: &str) {
+        self.0.lock().unwrap().1.push(note.to_string());
+    }
+}
+
+/// A TFJob in namespace `ml` whose last condition is `condition`, with `workers` workers.
+fn tfjob(name: &str, condition: &str, workers: i64) -> Value {
+    json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+           "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers}}},
+           "status": {"conditions": [{"type": "Created", "status": "True"},
+                                     {"type": condition, "status": "True"}]}})
+}
+
+fn tf(name: &str) -> JobRef {
+    JobRef {
+        framework: tensorflow::TFJob::FRAMEWORK,
+        namespace: "ml".into(),
+        name: name.into(),
+    }
+}
+
+fn running() -> Value {
+    json!({"running": {"startedAt": "2026-01-01T00:00:00Z"}})
+}
+
+fn terminated() -> Value {
+    json!({"terminated": {"exitCode": 0, "reason": "Completed"}})
+}
+
+fn waiting(reason: &str) -> Value {
+    json!({"waiting": {"reason": reason}})
+}
+
+/// The pod of replica `{replica_type}-{index}` of job `job`, its `tensorflow` container in
+/// `state` after `restarts` restarts.
+fn pod(job: &str, replica_type: &str, index: i32, state: Value, restarts: i32) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{job}-{replica_type}-{index}"), "namespace": "ml",
+                     "uid": format!("uid-{job}-{replica_type}-{index}"),
+                     "labels": {"training.kubeflow.org/job-name": job,
+                                "training.kubeflow.org/replica-type": replica_type,
+                                "training.kubeflow.org/replica-index": index.to_string()}},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "tensorflow", "image": "tf:1"}]},
+        "status": {"containerStatuses": [{"name": "tensorflow", "image": "tf:1", "imageID": "",
+                                          "ready": true, "restartCount": restarts, "state": state}]}
+    }))
+    .expect("a valid Pod")
+}
+
+fn request(jobs: Vec<JobRef>) -> Request {
+    Request {
+        jobs,
+        ..Request::default()
+    }
+}
+
+async fn read(fake: &Fake, request: &Request) -> (Result<(), LogsError>, Recorder) {
+    let recorder = Recorder::default();
+    let mut out = recorder.clone();
+    let result = logs(fake, request, &mut out, &Cancel::new()).await;
+    (result, recorder)
+}
+
+#[tokio::test]
+async fn the_replicas_lines_are_merged_in_the_order_they_were_written_and_tagged() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 2));
+    fake.set_pod(pod("mnist", "ps", 0, running(), 0));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.log(
+        "mnist-worker-0",
+        "tensorflow",
+        &[
+            "2026-01-01T10:00:01.5Z step 1",
+            "2026-01-01T10:00:03Z step 2",
+        ],
+    );
+    fake.log(
+        "mnist-ps-0",
+        "tensorflow",
+        &[
+            "2026-01-01T10:00:00Z listening",
+            "2026-01-01T10:00:02Z got 1",
+        ],
+    );
+    let (result, out) = read(&fake, &request(vec![tf("mnist")])).await;
+    result.expect("the logs are read");
+    assert_eq!(
+        out.lines(),
+        [
+            "ps-0     | listening",
+            "worker-0 | step 1",
+            "ps-0     | got 1",
+            "worker-0 | step 2",
+        ]
+    );
+    let timestamps = Request {
+        timestamps: true,
+        replicas: vec!["worker-0".into()],
+        ..request(vec![tf("mnist")])
+    };
+    fake.log(
+        "mnist-worker-0",
+        "tensorflow",
+        &["2026-01-01T10:00:01.5Z step 1"],
+    );
+    let (result, out) = read(&fake, &timestamps).await;
+    result.expect("the logs are read");
+    assert_eq!(out.lines(), ["worker-0 | 2026-01-01T10:00:01.5Z step 1"]);
+}
+
+#[tokio::test]
+async fn since_tail_and_previous_reach_the_api_server_and_timestamps_are_always_asked_for() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 2));
+    let asked = Request {
+        since: Some(Duration::from_secs(300)),
+        tail: Some(20),
+        previous: true,
+        ..request(vec![tf("mnist")])
+    };
+    let (result, _) = read(&fake, &asked).await;
+    result.expect("an empty log is no error");
+    let (pod, params) = &fake.opened()[0];
+    assert_eq!(pod, "mnist-worker-0");
+    assert_eq!(params.container.as_deref(), Some("tensorflow"));
+    assert_eq!(params.since_seconds, Some(300));
+    assert_eq!(params.tail_lines, Some(20));
+    assert!(params.previous && params.timestamps && !params.follow);
+}
+
+#[tokio::test]
+async fn containers_that_have_not_started_are_noted_and_none_at_all_is_an_error() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 2));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.set_pod(pod("mnist", "worker", 1, waiting("ImagePullBackOff"), 0));
+    fake.log("mnist-worker-0", "tensorflow", &["2026-01-01T10:00:00Z hi"]);
+    let (result, out) = read(&fake, &request(vec![tf("mnist")])).await;
+    result.expect("worker-0 is read");
+    assert_eq!(out.lines(), ["worker-0 | hi"]);
+    assert_eq!(
+        out.notes(),
+        ["worker-1: container tensorflow has not started (ImagePullBackOff)"]
+    );
+    let only_waiting = Request {
+        replicas: vec!["worker-1".into()],
+        ..request(vec![tf("mnist")])
+    };
+    let error = read(&fake, &only_waiting).await.0.unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "there are no logs to read yet: worker-1: container tensorflow has not started \
+             (ImagePullBackOff)\n  hint: follow them with -f"
+        ),
+        "{error}"
+    );
+    let previous = Request {
+        previous: true,
+        ..request(vec![tf("mnist")])
+    };
+    let error = read(&fake, &previous).await.0.unwrap_err().to_string();
+    assert!(
+        error.contains("worker-0: container tensorflow has not restarted, so it has no previous"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_kubelet_that_cannot_serve_logs_is_an_error_naming_the_node() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    let of = StreamOf {
+        namespace: "ml".into(),
+        pod: "mnist-worker-0".into(),
+        uid: "u".into(),
+        node: "node-1".into(),
+        container: "tensorflow".into(),
+        label: "worker-0".into(),
+    };
+    let refused = move || {
+        let status = json!({"status": "Failure", "code": 500, "reason": "InternalError",
+            "message": "Get \"https://10.0.0.1:10250/containerLogs/ml/mnist-worker-0/tensorflow\": dial tcp 10.0.0.1:10250: connect: connection refused"});
+        source::refusal(
+            kube::Error::Api(Box::new(serde_json::from_value(status).unwrap())),
+            &of,
+        )
+    };
+    fake.refuse("mnist-worker-0", "tensorflow", Box::new(refused));
+    let error = read(&fake, &request(vec![tf("mnist")]))
+        .await
+        .0
+        .unwrap_err();
+    assert!(matches!(error, LogsError::Kubelet { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(
+            "the kubelet did not serve the logs of worker-0 (pod ml/mnist-worker-0, container \
+             tensorflow, node node-1)\n  hint: "
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_exist_names_what_was_searched_and_a_job_of_another_kind() {
+    let fake = Fake::default();
+    let error = read(&fake, &request(vec![tf("mnist")]))
+        .await
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(
+            "tfjob mnist not found (searched tfjobs.kubeflow.org in namespace ml)\n  hint: no \
+             other kind of training job is called mnist there either"
+        ),
+        "{error}"
+    );
+    fake.set_job(
+        json!({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                        "metadata": {"name": "mnist", "namespace": "ml"}}),
+    );
+    let error = read(&fake, &request(vec![tf("mnist")]))
+        .await
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.ends_with(
+            "hint: there is a pytorchjob of that name: `mlkube logs -n ml pytorchjob/mnist`"
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn jobs_an_environment_renders_but_the_cluster_lacks_say_to_apply_it() {
+    let fake = Fake::default();
+    let env = Request {
+        env: Some("local".into()),
+        ..request(vec![tf("a"), tf("b")])
+    };
+    let error = read(&fake, &env).await.0.unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "tfjob ml/a, tfjob ml/b not found on the cluster\n  hint: the environment renders \
+         them: apply it first (`mlkube apply local`)"
+    );
+    // With one of them there, the other is a note and the lines say which job wrote them.
+    fake.set_job(tfjob("a", "Running", 1));
+    fake.set_pod(pod("a", "worker", 0, running(), 0));
+    fake.log("a-worker-0", "tensorflow", &["2026-01-01T10:00:00Z hi"]);
+    let (result, out) = read(&fake, &env).await;
+    result.expect("a is read");
+    assert_eq!(out.lines(), ["a/worker-0 | hi"]);
+    assert_eq!(
+        out.notes(),
+        ["tfjob ml/b not found on the cluster: not applied yet?"]
+    );
+}
+
+#[tokio::test]
+async fn a_job_without_pods_says_its_state_and_a_missing_replica_lists_the_others() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Created", 2));
+    let error = read(&fake, &request(vec![tf("mnist")]))
+        .await
+        .0
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("tfjob ml/mnist has no pods yet (Created)\n  hint: "),
+        "{error}"
+    );
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.set_pod(pod("mnist", "worker", 1, running(), 0));
+    let missing = Request {
+        replicas: vec!["worker-7".into()],
+        ..request(vec![tf("mnist")])
+    };
+    let error = read(&fake, &missing).await.0.unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "tfjob ml/mnist has no replica `worker-7`; its replicas are worker-0, worker-1\n  \
+             hint: "
+        ),
+        "{error}"
+    );
+}
+
+/// Follow `request` on `fake` in a task of its own, polling every 20 ms.
+fn start_following(
+    fake: &Fake,
+    request: Request,
+    cancel: &Cancel,
+) -> (tokio::task::JoinHandle<Result<(), LogsError>>, Recorder) {
+    let recorder = Recorder::default();
+    let (fake, mut out, cancel) = (fake.clone(), recorder.clone(), cancel.clone());
+    let task = tokio::spawn(async move {
+        let found = jobs::find(&fake, &request, &mut out).await?;
+        let poll = Duration::from_millis(20);
+        follow::follow_every(&fake, &request, &found, &mut out, &cancel, poll).await
+    });
+    (task, recorder)
+}
+
+/// Wait until the recorder has `line`; panic after five seconds.
+async fn until_printed(out: &Recorder, line: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !out.lines().iter().any(|l| l == line) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "`{line}` never came; lines: {:?}, notes: {:?}",
+            out.lines(),
+            out.notes()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn ended(task: tokio::task::JoinHandle<Result<(), LogsError>>) -> Result<(), LogsError> {
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the follow ends in time")
+        .expect("the follow does not panic")
+}
+
+#[tokio::test]
+async fn following_picks_up_new_pods_and_restarts_and_ends_with_the_job() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 2));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    let first = fake.stream("mnist-worker-0", "tensorflow");
+    let asked = Request {
+        follow: true,
+        tail: Some(10),
+        ..request(vec![tf("mnist")])
+    };
+    let (task, out) = start_following(&fake, asked, &Cancel::new());
+    write(&first, "2026-01-01T10:00:00Z w0 starts");
+    until_printed(&out, "worker-0 | w0 starts").await;
+
+    // worker-1's pod appears later, waits for its image, then starts.
+    fake.set_pod(pod("mnist", "worker", 1, waiting("ContainerCreating"), 0));
+    let second = fake.stream("mnist-worker-1", "tensorflow");
+    fake.set_pod(pod("mnist", "worker", 1, running(), 0));
+    write(&second, "2026-01-01T10:00:05Z w1 starts");
+    until_printed(&out, "worker-1 | w1 starts").await;
+
+    // worker-0 restarts: its first stream ends, the new instance is read from its start.
+    let restarted = fake.stream("mnist-worker-0", "tensorflow");
+    fake.set_pod(pod("mnist", "worker", 0, running(), 1));
+    drop(first);
+    write(&restarted, "2026-01-01T10:00:09Z w0 again");
+    until_printed(&out, "worker-0 | w0 again").await;
+
+    fake.set_job(tfjob("mnist", "Succeeded", 2));
+    fake.set_pod(pod("mnist", "worker", 0, terminated(), 1));
+    fake.set_pod(pod("mnist", "worker", 1, terminated(), 0));
+    drop((second, restarted));
+    ended(task).await.expect("the follow ends well");
+
+    let opened = fake.opened();
+    let tails: Vec<(&str, Option<i64>, bool)> = opened
+        .iter()
+        .map(|(pod, p)| (pod.as_str(), p.tail_lines, p.follow))
+        .collect();
+    assert_eq!(
+        tails,
+        [
+            ("mnist-worker-0", Some(10), true),
+            ("mnist-worker-1", None, true),
+            ("mnist-worker-0", None, true),
+        ],
+        "the first listing's containers as asked, the others from their start"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_short_is_opened_again_after_its_last_line_without_repeating_it() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.log(
+        "mnist-worker-0",
+        "tensorflow",
+        &["2026-01-01T10:00:01Z one", "2026-01-01T10:00:02.7Z two"],
+    );
+    let again = fake.stream("mnist-worker-0", "tensorflow");
+    let (task, out) = start_following(&fake, request_following("mnist"), &Cancel::new());
+    until_printed(&out, "worker-0 | two").await;
+    // The server sends from the start of the last line's second, so `two` comes again.
+    write(&again, "2026-01-01T10:00:02.7Z two");
+    write(&again, "2026-01-01T10:00:03Z three");
+    until_printed(&out, "worker-0 | three").await;
+    fake.set_job(tfjob("mnist", "Succeeded", 1));
+    fake.set_pod(pod("mnist", "worker", 0, terminated(), 0));
+    drop(again);
+    ended(task).await.expect("the follow ends well");
+    assert_eq!(
+        out.lines(),
+        ["worker-0 | one", "worker-0 | two", "worker-0 | three"]
+    );
+    let since: Vec<Option<String>> = fake.opened()[..2]
+        .iter()
+        .map(|(_, p)| p.since_time.map(|t| t.to_string()))
+        .collect();
+    assert_eq!(since, [None, Some("2026-01-01T10:00:02Z".into())]);
+}
+
+fn request_following(job: &str) -> Request {
+    Request {
+        follow: true,
+        ..request(vec![tf(job)])
+    }
+}
+
+#[tokio::test]
+async fn following_a_job_without_pods_waits_for_them_and_a_finished_one_is_an_error() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Created", 1));
+    let cancel = Cancel::new();
+    let (task, out) = start_following(&fake, request_following("mnist"), &cancel);
+    let note = "tfjob ml/mnist has no pods yet (Created); waiting for them";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while out.notes() != [note] {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", out.notes());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stream = fake.stream("mnist-worker-0", "tensorflow");
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    write(&stream, "2026-01-01T10:00:00Z hello");
+    until_printed(&out, "worker-0 | hello").await;
+    cancel.cancel();
+    ended(task).await.expect("Ctrl-C ends it well");
+
+    let fake = Fake::default();
+    let mut done = tfjob("mnist", "Succeeded", 1);
+    done["spec"]["runPolicy"] = json!({"cleanPodPolicy": "All"});
+    fake.set_job(done);
+    let (task, _) = start_following(&fake, request_following("mnist"), &Cancel::new());
+    let error = ended(task).await.unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "tfjob ml/mnist has no pods left: it Succeeded and cleanPodPolicy All deleted them"
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn following_a_kubelet_that_cannot_serve_logs_ends_with_its_error() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.refuse(
+        "mnist-worker-0",
+        "tensorflow",
+        Box::new(|| {
+            Refused::Failed(LogsError::LogTimeout {
+                server: "https://127.0.0.1:6443".into(),
+                context: "local".into(),
+                replica: "worker-0".into(),
+                namespace: "ml".into(),
+                pod: "mnist-worker-0".into(),
+                node: "node-1".into(),
+                timeout: "30s".into(),
+            })
+        }),
+    );
+    let (task, _) = start_following(&fake, request_following("mnist"), &Cancel::new());
+    let error = ended(task).await.unwrap_err();
+    assert!(matches!(error, LogsError::LogTimeout { .. }), "{error:?}");
+}
+
+#[test]
+fn a_pytorch_job_reads_its_own_container_not_the_init_container() {
+    let mut pod = pod("dist", "worker", 0, running(), 0);
+    let spec = pod.spec.as_mut().expect("a spec");
+    spec.containers[0].name = "pytorch".into();
+    spec.init_containers = Some(vec![
+        serde_json::from_value(json!({"name": "init-pytorch", "image": "busybox"}))
+            .expect("a container"),
+    ]);
+    let replica = replicas::replica(pytorch::PyTorchJob::FRAMEWORK, "dist", &pod);
+    let framework = pytorch::PyTorchJob::FRAMEWORK;
+    let names = |which: &Containers| -> Vec<String> {
+        replicas::chosen(&replica, framework, which)
+            .iter()
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&Containers::Main), ["pytorch"]);
+    assert_eq!(names(&Containers::All), ["init-pytorch", "pytorch"]);
+    assert_eq!(
+        names(&Containers::Named("init-pytorch".into())),
+        ["init-pytorch"]
+    );
+}
+
+#[tokio::test]
+async fn a_container_still_running_after_its_job_finished_is_followed_and_said_so() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "ps", 0, running(), 0));
+    let ps = fake.stream("mnist-ps-0", "tensorflow");
+    let (task, out) = start_following(&fake, request_following("mnist"), &Cancel::new());
+    write(&ps, "2026-01-01T10:00:00Z serving");
+    until_printed(&out, "ps-0 | serving").await;
+    fake.set_job(tfjob("mnist", "Succeeded", 1));
+    let told = "tfjob ml/mnist finished; still following ps-0 until its container ends (Ctrl-C \
+                to stop)";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !out.notes().iter().any(|n| n == told) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", out.notes());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        !task.is_finished(),
+        "the parameter server is still followed"
+    );
+    write(&ps, "2026-01-01T10:00:09Z still serving");
+    until_printed(&out, "ps-0 | still serving").await;
+    fake.set_pod(pod("mnist", "ps", 0, terminated(), 0));
+    drop(ps);
+    ended(task)
+        .await
+        .expect("the follow ends with the container");
+}

@@ -1,0 +1,302 @@
+//! `mlkube logs` against the real control plane, as far as kwok allows: its simulated nodes
+//! serve no container logs, so these tests cover what is decided before a log is read (the job
+//! found or not, with what was searched; a job without pods and its state; the pods listed by
+//! the operator's labels and named as replicas; a replica that does not exist) and a follow
+//! that ends with its job. The pods are made by hand, pinned to no node, so no kubelet is ever
+//! asked for a log; the lines themselves are tested on a real node.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use mlkube::operator::frameworks;
+use serde_json::{Value, json};
+
+use crate::operator::install_crd;
+use crate::support::{self, TestNamespace};
+
+/// An upper bound only: on a loaded 2-core machine the binary and the API server need room.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+/// `mlkube logs -n NS ARGS...`, its exit code and stderr.
+fn logs(ns: &TestNamespace, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec!["logs", "-n", &ns.name];
+    all.extend(args);
+    let output = mlkube(&std::env::temp_dir(), &all);
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn jobs(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("kubeflow.org", "v1", kind);
+    Api::namespaced_with(ns.client.clone(), &ns.name, &ApiResource::from_gvk(&gvk))
+}
+
+/// Create a job of `kind` with `workers` workers; no operator runs, so it gets no pods.
+async fn create_job(ns: &TestNamespace, kind: &str, name: &str, workers: i64) {
+    let framework = frameworks::ALL
+        .iter()
+        .map(|r| r.framework)
+        .find(|f| f.kind == kind)
+        .expect("a training job's kind");
+    let template = json!({"spec": {"containers": [
+        {"name": framework.container, "image": "example.invalid/train:1"}]}});
+    let job: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": kind,
+        "metadata": {"name": name},
+        "spec": {framework.replica_specs_field: {"Worker": {"replicas": workers, "template": template}}}
+    }))
+    .expect("a job");
+    jobs(ns, kind)
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("the {kind} is accepted: {e}"));
+}
+
+/// Give the TFJob `name` these conditions, as the operator would.
+async fn set_conditions(ns: &TestNamespace, name: &str, conditions: Value) {
+    let status = json!({"status": {"conditions": conditions}});
+    jobs(ns, "TFJob")
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("the job's status is patched");
+}
+
+fn condition(type_: &str) -> Value {
+    json!({"type": type_, "status": "True", "reason": format!("TFJob{type_}"),
+           "message": type_, "lastUpdateTime": "2026-01-01T00:00:00Z",
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+/// A pod of replica `worker-{index}` of the TFJob `job`, as the operator labels it, held to no
+/// node: it stays Pending and no kubelet is asked for its log.
+async fn create_pod(ns: &TestNamespace, job: &str, index: u32) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": format!("{job}-worker-{index}"),
+                     "labels": {"training.kubeflow.org/job-name": job,
+                                "training.kubeflow.org/operator-name": "tfjob-controller",
+                                "training.kubeflow.org/replica-type": "worker",
+                                "training.kubeflow.org/replica-index": index.to_string()}},
+        "spec": {"nodeSelector": {"mlkube.io/no-such-node": "true"},
+                 "containers": [{"name": "tensorflow", "image": "example.invalid/train:1"}]}
+    }))
+    .expect("a pod");
+    Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod is created");
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_exist_names_what_was_searched_and_the_kind_that_has_it() {
+    let ns = TestNamespace::new("logs-missing").await;
+    install_crd(&ns.client).await;
+    let (code, _, stderr) = logs(&ns, &["tfjob/absent"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tfjob absent not found (searched tfjobs.kubeflow.org in namespace {})",
+            ns.name
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: no other kind of training job is called absent"),
+        "{stderr}"
+    );
+    create_job(&ns, "PyTorchJob", "dist", 1).await;
+    let (code, _, stderr) = logs(&ns, &["tfjobs/dist"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "hint: there is a pytorchjob of that name: `mlkube logs -n {} pytorchjob/dist`",
+            ns.name
+        )),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_job_without_pods_says_its_state_and_its_pods_are_listed_as_replicas() {
+    let ns = TestNamespace::new("logs-pods").await;
+    install_crd(&ns.client).await;
+    create_job(&ns, "TFJob", "mnist", 2).await;
+    let (code, _, stderr) = logs(&ns, &["tfjob/mnist"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tfjob {}/mnist has no pods yet (no condition yet)",
+            ns.name
+        )),
+        "{stderr}"
+    );
+    set_conditions(&ns, "mnist", json!([condition("Created")])).await;
+    let (code, _, stderr) = logs(&ns, &["TFJob/mnist"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tfjob {}/mnist has no pods yet (Created)",
+            ns.name
+        )),
+        "{stderr}"
+    );
+
+    create_pod(&ns, "mnist", 1).await;
+    create_pod(&ns, "mnist", 0).await;
+    // Another job's pod, which the label selector leaves out.
+    create_pod(&ns, "other", 5).await;
+    let (code, _, stderr) = logs(&ns, &["tfjob/mnist", "--replica", "worker-7"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tfjob {}/mnist has no replica `worker-7`; its replicas are worker-0, worker-1",
+            ns.name
+        )),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = logs(&ns, &["tfjob/mnist"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains(
+            "there are no logs to read yet: worker-0: container tensorflow has not started \
+             (no status yet); worker-1: container tensorflow has not started (no status yet)"
+        ),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn following_waits_for_containers_to_start_and_ends_with_the_job() {
+    use std::io::{BufRead, BufReader};
+
+    let ns = TestNamespace::new("logs-follow").await;
+    install_crd(&ns.client).await;
+    create_job(&ns, "TFJob", "mnist", 1).await;
+    set_conditions(
+        &ns,
+        "mnist",
+        json!([condition("Created"), condition("Running")]),
+    )
+    .await;
+    create_pod(&ns, "mnist", 0).await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["logs", "-n", &ns.name, "tfjob/mnist", "-f"])
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the mlkube binary starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let (first_line, first) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = BufReader::new(stderr).lines().map_while(Result::ok);
+        let mut all = String::new();
+        if let Some(line) = lines.next() {
+            let _ = first_line.send(line.clone());
+            all = line + "\n";
+        }
+        for line in lines {
+            all += &line;
+            all.push('\n');
+        }
+        all
+    });
+    // The first note comes once the follow has listed the pod; then the job ends while its
+    // only container never started, and nothing is left to follow.
+    let note = first
+        .recv_timeout(TIMEOUT)
+        .expect("the follow tells what it waits for");
+    assert_eq!(
+        note,
+        "mlkube: worker-0: waiting for container tensorflow to start (no status yet)"
+    );
+    set_conditions(
+        &ns,
+        "mnist",
+        json!([
+            condition("Created"),
+            condition("Running"),
+            condition("Succeeded")
+        ]),
+    )
+    .await;
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the follow runs") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "the follow did not end with the job"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stderr = reader.join().expect("stderr is read");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_environments_jobs_not_applied_yet_say_to_apply_it() {
+    let ns = TestNamespace::new("logs-env").await;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let app_path = app.to_str().expect("a UTF-8 path");
+    let steps: [&[&str]; 2] = [
+        &["init", app_path, "--empty", "--namespace", &ns.name],
+        &[
+            "component",
+            "add",
+            "tf-job",
+            "train",
+            "--param",
+            "image=example.invalid/train:1",
+        ],
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        let output = mlkube(if i == 0 { tmp.path() } else { &app }, step);
+        assert!(
+            output.status.success(),
+            "{step:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let output = mlkube(&app, &["logs", "local", "-c", "train"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("tfjob {}/", ns.name))
+            && stderr.contains("not found on the cluster")
+            && stderr.contains("apply it first (`mlkube apply local`)"),
+        "{stderr}"
+    );
+    let output = mlkube(&app, &["logs", "local", "-n", "elsewhere"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "environment `local` has its own namespace, {}",
+            ns.name
+        )),
+        "{stderr}"
+    );
+}
