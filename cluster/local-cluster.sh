@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
 # The local Kubernetes control plane that mlkube's tests and quickstart run against.
 #
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from upstream
-# Go modules, with their version stamped as upstream's release build does, plus kwok to simulate
-# nodes and kubelets (its pod lifecycles are cluster/kwok-stages.yaml), caches the binaries
-# outside the repository keyed by version, and runs them on 127.0.0.1 with TLS.
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet and
+# kube-proxy from upstream Go modules, with their version stamped as upstream's release build
+# does, plus kwok to simulate nodes and kubelets (its pod lifecycles are
+# cluster/kwok-stages.yaml), caches the binaries outside the repository keyed by version, and
+# runs them on 127.0.0.1 with TLS.
+#
+# Two kinds of node (MLKUBE_CLUSTER_NODE, remembered by the cluster until `down`):
+#   kwok (default)  simulated nodes whose pods run no container: fast, for thousands of pods
+#   real            one real node (containerd, kubelet, kube-proxy, CoreDNS) where containers
+#                   run, in a network namespace of the cluster's own: see cluster/real-node.sh
 #
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
 #   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
 #   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH
 #   cluster/local-cluster.sh status   say what runs and whether the API server is ready
+#   cluster/local-cluster.sh node-kind [--running]
+#                                     kwok or real: the cluster's, else what `up` would start
+#   cluster/local-cluster.sh leftovers  list what a real node's `down` left (processes, mounts,
+#                                     cgroups, the namespace); exit 1 if anything
 #   cluster/local-cluster.sh operator NAMESPACE SERVICEACCOUNT [ARGS...]
 #                                     (re)start `mlkube operator ARGS` (mlkube from PATH, or
 #                                     $MLKUBE_BIN) beside the cluster as that ServiceAccount
@@ -23,7 +33,7 @@
 # other components and the operator's metrics and health endpoints take the 7 ports above it),
 # MLKUBE_CLUSTER_NODES (kwok nodes without GPUs, default 1: kwok-node-0, kwok-node-1, ...; one
 # GPU node is always added; a bench of tens of thousands of pods wants tens of nodes, as the
-# scheduler slows with the pods a node holds).
+# scheduler slows with the pods a node holds), MLKUBE_CLUSTER_NODE (kwok or real, above).
 set -euo pipefail
 
 K8S_VERSION=v1.35.4
@@ -32,13 +42,16 @@ ETCD_VERSION=v3.6.5
 KWOK_VERSION=v0.7.0
 # Part of the cache key: bump it when the build itself changes, so no stale binaries are reused.
 # 2: versions stamped (before, `kubectl version` said v0.0.0-master and exited 1).
-BUILD_REVISION=2
+# 3: kubelet and kube-proxy, for the real node.
+BUILD_REVISION=3
 
 CACHE_ROOT=${MLKUBE_CACHE:-$HOME/.cache/mlkube}
 BIN_DIR=$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-build$BUILD_REVISION/bin
 STATE_DIR=${MLKUBE_CLUSTER_DIR:-${TMPDIR:-/tmp}/mlkube-cluster}
 KUBECONFIG_FILE=$STATE_DIR/admin.kubeconfig
-KWOK_STAGES=$(cd "$(dirname "$0")" && pwd)/kwok-stages.yaml
+REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
+KWOK_STAGES=$REPO_DIR/cluster/kwok-stages.yaml
+PAUSE_IMAGE=docker.io/mlkube/pause:3.10
 
 API_PORT=${MLKUBE_CLUSTER_PORT:-16443}
 NODES=${MLKUBE_CLUSTER_NODES:-1}
@@ -51,7 +64,8 @@ OPERATOR_METRICS_PORT=$((API_PORT + 6))
 OPERATOR_HEALTH_PORT=$((API_PORT + 7))
 ALL_PORTS=("$API_PORT" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$CONTROLLER_MANAGER_PORT" "$SCHEDULER_PORT" "$KWOK_PORT"
   "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+KWOK_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
 
 say() { printf 'local-cluster: %s\n' "$*" >&2; }
 die() {
@@ -60,6 +74,24 @@ die() {
   for hint in "$@"; do printf '  hint: %s\n' "$hint" >&2; done
   exit 1
 }
+
+# A command that fails where no check expected it still says where, instead of exiting silently.
+set -E
+trap 'printf "local-cluster: error: \`%s\` failed (exit %s) at %s:%s; logs are in %s\n" "$BASH_COMMAND" "$?" "${BASH_SOURCE[0]##*/}" "$LINENO" "$STATE_DIR" >&2' ERR
+
+# The kind of node: the running cluster's, else MLKUBE_CLUSTER_NODE's.
+node_kind() {
+  local kind
+  kind=$(cat "$STATE_DIR/node-kind" 2>/dev/null || echo "${MLKUBE_CLUSTER_NODE:-kwok}")
+  case "$kind" in
+    kwok | real) echo "$kind" ;;
+    *) die "MLKUBE_CLUSTER_NODE=$kind is not a kind of node" "use kwok (simulated nodes, the default) or real" ;;
+  esac
+}
+NODE_KIND=$(node_kind)
+# shellcheck source=cluster/real-node.sh
+. "$REPO_DIR/cluster/real-node.sh"
+if [ "$NODE_KIND" = real ]; then COMPONENTS=("${REAL_COMPONENTS[@]}"); else COMPONENTS=("${KWOK_COMPONENTS[@]}"); fi
 
 # ---------------------------------------------------------------------------------------------
 # build
@@ -78,7 +110,7 @@ require_go() {
 
 have_binaries() {
   local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kwok; do
     [ -x "$BIN_DIR/$b" ] || return 1
   done
 }
@@ -155,7 +187,9 @@ build() {
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl
+      k8s.io/kubernetes/cmd/kubectl \
+      k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy
     # etcd's main package is its server module, so the binary comes out named after it.
     mv "$BIN_DIR/server" "$BIN_DIR/etcd"
   ) >>"$log" 2>&1 || die "building the Kubernetes control plane failed; the last lines of $log:" \
@@ -179,7 +213,7 @@ generate_pki() {
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=mlkube-local-ca" \
       -keyout ca.key -out ca.crt
     openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key -out apiserver.csr
-    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,IP:$NODE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
       "extendedKeyUsage=serverAuth" >apiserver.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile apiserver.ext -out apiserver.crt
@@ -235,18 +269,41 @@ is_running() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
+# Start a control-plane binary: on the host with kwok, in the node's network namespace otherwise.
 start() {
   local name=$1
   shift
+  if [ "$NODE_KIND" = real ]; then
+    start_in_netns "$name" "$BIN_DIR/$name" "$@"
+    return
+  fi
   setsid "$BIN_DIR/$name" "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
   echo $! >"$STATE_DIR/$name.pid"
+}
+
+# SIGTERM to each of the named processes at once, SIGKILL to those still running 15 s later;
+# returns once they are gone.
+stop_components() {
+  local name pid deadline
+  for name in "$@"; do
+    pid=$(pid_of "$name")
+    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  deadline=$((SECONDS + 15))
+  for name in "$@"; do
+    while is_running "$name" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+    if is_running "$name"; then kill -KILL "$(pid_of "$name")" 2>/dev/null || true; fi
+    while is_running "$name"; do sleep 0.1; done
+  done
 }
 
 port_owner() { ss -ltnpH "sport = :$1" 2>/dev/null | head -n1; }
 
 check_ports_free() {
-  local port owner
-  for port in "${ALL_PORTS[@]}"; do
+  local port owner ports=("${ALL_PORTS[@]}")
+  # With a real node only the forwarder and the operator beside the cluster listen on the host.
+  [ "$NODE_KIND" = kwok ] || ports=("$API_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
+  for port in "${ports[@]}"; do
     owner=$(port_owner "$port")
     if [ -n "$owner" ]; then
       die "port $port on 127.0.0.1 is already taken: $owner" \
@@ -270,6 +327,11 @@ wait_until() {
     fi
     sleep 0.2
   done
+}
+
+# Run a command where the control plane listens: the host with kwok, the node's namespace otherwise.
+in_cluster_net() {
+  if [ "$NODE_KIND" = real ]; then in_netns "$@"; else "$@"; fi
 }
 
 kubectl_local() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
@@ -331,20 +393,57 @@ up() {
     env_line
     return 0
   fi
-  if [ -d "$STATE_DIR" ]; then
+  if [ -d "$STATE_DIR" ] || { [ "$NODE_KIND" = real ] && [ -e "$NETNS_PATH" ]; }; then
     say "a previous cluster in $STATE_DIR is only partly running; stopping it first"
     down
+    NODE_KIND=$(node_kind)
   fi
   command -v openssl >/dev/null || die "openssl is not on PATH" "install it: apt-get install openssl"
   command -v curl >/dev/null || die "curl is not on PATH" "install it: apt-get install curl"
+  [ "$NODE_KIND" = kwok ] || require_real_node_host
   check_ports_free
   build
-  local started=$SECONDS pki=$STATE_DIR/pki
-  mkdir -p "$STATE_DIR/bin"
+  [ "$NODE_KIND" = kwok ] || build_coredns
+  local started=$SECONDS
+  mkdir -p "$STATE_DIR/bin" "$NODE_DIR"
+  echo "$NODE_KIND" >"$STATE_DIR/node-kind"
   # Only kubectl goes on the PATH that `env` prints, not the servers beside it.
   ln -sf "$BIN_DIR/kubectl" "$STATE_DIR/bin/kubectl"
   generate_pki
+  if [ "$NODE_KIND" = real ]; then
+    generate_node_pki
+    create_netns
+    start_forwarder
+  fi
+  start_control_plane
+  if [ "$NODE_KIND" = real ]; then start_node; else start_kwok_nodes; fi
+  # Pods need their namespace's default ServiceAccount, which the controller-manager creates.
+  wait_until "the default ServiceAccount" 60 kube-controller-manager \
+    "kubectl_local get serviceaccount default -n default"
+  say "up in $((SECONDS - started))s with nodes: $(kubectl_local get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
+  env_line
+}
 
+# The API server's flags that depend on the node: with kwok it advertises no endpoint (its only
+# address is loopback, which Endpoints reject, and nothing dials it); with a real node it
+# advertises the node's address, so pods reach it as the `kubernetes` Service, and it talks to
+# the kubelet (logs, exec) with a client certificate of its own.
+apiserver_node_flags() {
+  local pki=$STATE_DIR/pki
+  if [ "$NODE_KIND" = kwok ]; then
+    echo --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
+      --enable-admission-plugins OwnerReferencesPermissionEnforcement
+    return
+  fi
+  echo --bind-address 0.0.0.0 --advertise-address "$NODE_IP" \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
+    --enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction
+}
+
+start_control_plane() {
+  local pki=$STATE_DIR/pki
   start etcd --name mlkube-local --data-dir "$STATE_DIR/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
@@ -352,22 +451,21 @@ up() {
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "mlkube-local=http://127.0.0.1:$ETCD_PEER_PORT" \
     --unsafe-no-fsync --quota-backend-bytes 8589934592 --log-level warn
-  wait_until "etcd to serve" 30 etcd "curl -fsS --max-time 1 http://127.0.0.1:$ETCD_CLIENT_PORT/health | grep -q true"
+  wait_until "etcd to serve" 30 etcd "in_cluster_net curl -fsS --max-time 1 http://127.0.0.1:$ETCD_CLIENT_PORT/health | grep -q true"
 
   # OwnerReferencesPermissionEnforcement, as hardened clusters run it: blockOwnerDeletion needs
   # RBAC on the owner's finalizers, so the operator's cluster tests prove that rule too.
+  # shellcheck disable=SC2046
   start kube-apiserver \
-    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" --secure-port "$API_PORT" \
+    $(apiserver_node_flags) \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 \
     --authorization-mode Node,RBAC --allow-privileged=true \
-    --enable-admission-plugins OwnerReferencesPermissionEnforcement \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-    --endpoint-reconciler-type none \
     --profiling=false
   wait_until "kube-apiserver /readyz" 90 kube-apiserver api_ready
 
@@ -404,6 +502,9 @@ SCHEDULER
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
     --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --profiling=false
 
+}
+
+start_kwok_nodes() {
   start kwok --kubeconfig "$KUBECONFIG_FILE" --config "$KWOK_STAGES" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
@@ -418,26 +519,15 @@ SCHEDULER
     kubectl_local apply -f - >"$STATE_DIR/nodes.log" 2>&1 ||
     die "creating the kwok nodes failed; see $STATE_DIR/nodes.log"
   wait_until "the $((NODES + 1)) kwok nodes to be Ready" 60 kwok nodes_ready
-  # Pods need their namespace's default ServiceAccount, which the controller-manager creates.
-  wait_until "the default ServiceAccount" 60 kube-controller-manager \
-    "kubectl_local get serviceaccount default -n default"
-  say "up in $((SECONDS - started))s with nodes: $(kubectl_local get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
-  env_line
 }
 
 down() {
-  local c pid deadline
-  stop_operator
-  for c in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    pid=$(pid_of "$c")
-    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  deadline=$((SECONDS + 15))
-  for c in "${COMPONENTS[@]}"; do
-    while is_running "$c" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-    if is_running "$c"; then kill -KILL "$(pid_of "$c")" 2>/dev/null || true; fi
-    while is_running "$c"; do sleep 0.1; done
-  done
+  if [ "$NODE_KIND" = real ]; then
+    down_real
+  else
+    stop_operator
+    stop_components kwok kube-scheduler kube-controller-manager kube-apiserver etcd
+  fi
   rm -rf "$STATE_DIR"
   say "down"
 }
@@ -499,6 +589,7 @@ stop_operator() {
 
 status() {
   local c healthy=0
+  echo "node kind                $NODE_KIND$([ "$NODE_KIND" = kwok ] || echo ", network namespace $NETNS")"
   for c in "${COMPONENTS[@]}"; do
     if is_running "$c"; then
       printf '%-24s running (pid %s)\n' "$c" "$(pid_of "$c")"
@@ -530,6 +621,16 @@ status() {
 case "${1:-}" in
   build) build ;;
   up) up ;;
+  node-kind)
+    # The kind of node of the cluster in the state dir; with --running, fail when there is none.
+    if [ "${2:-}" = --running ] && [ ! -f "$STATE_DIR/node-kind" ]; then exit 1; fi
+    echo "$NODE_KIND"
+    ;;
+  leftovers)
+    # What a `down` of a real-node cluster left behind: nothing, or one line each.
+    found=$(leftovers_real)
+    [ -z "$found" ] || { echo "$found"; exit 1; }
+    ;;
   down) down ;;
   env) env_line ;;
   status) status ;;
@@ -538,7 +639,7 @@ case "${1:-}" in
     start_operator "$@"
     ;;
   *)
-    echo "usage: $0 build|up|down|env|status|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
+    echo "usage: $0 build|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

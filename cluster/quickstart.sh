@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install `mlkube` on PATH (a release build), start the local
-# control plane, create the default app, deploy its `local` environment to the cluster (waiting
-# until it is healthy), and run `mlkube operator` beside the cluster as the tf-job-operator
-# component's ServiceAccount, since kwok's simulated nodes run no containers. Running it again
-# is harmless: the build is incremental, the cluster and the app are reused, the apply changes
-# nothing, and the operator is restarted with a fresh token.
+# cluster, create the default app, deploy its `local` environment (waiting until it is healthy),
+# and train.
+#
+# As root it starts a real node (MLKUBE_CLUSTER_NODE=real: containerd, a kubelet, CoreDNS, in a
+# network namespace of the cluster's own), where the operator runs in the cluster from its image
+# and a TFJob of two workers really trains on the training image; the last lines are its logs,
+# tagged by replica, with the test accuracy. Otherwise (or with MLKUBE_CLUSTER_NODE=kwok) the
+# nodes are kwok's simulated ones, which run no container: the operator then runs beside the
+# cluster as the component's ServiceAccount, and jobs "run" for 5 seconds.
+#
+# Running it again is harmless: the builds are incremental, the cluster and the app are reused,
+# the apply changes nothing.
 #
 #   cluster/quickstart.sh [APP_DIR]     (default: $TMPDIR/mlkube-quickstart)
 set -euo pipefail
@@ -12,8 +19,22 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}
 app=${1:-${TMPDIR:-/tmp}/mlkube-quickstart}
+# The images the real node holds (image/node-images.sh builds them; nothing is pulled).
+IMAGE_TAG=0.1.0
+TRAINING_JOB=examples/tf-digits.yaml
 
 say() { printf 'quickstart: %s\n' "$*" >&2; }
+
+default_node_kind() {
+  if [ "$(id -u)" -eq 0 ]; then
+    echo real
+  else
+    say "not root: the nodes will be kwok's simulated ones (a real node needs root for its network namespace, cgroups and mounts)"
+    echo kwok
+  fi
+}
+MLKUBE_CLUSTER_NODE=${MLKUBE_CLUSTER_NODE:-$(cluster/local-cluster.sh node-kind --running 2>/dev/null || default_node_kind)}
+export MLKUBE_CLUSTER_NODE
 
 say "installing mlkube (cargo install --locked --path .; a release build, some minutes the first time)"
 cargo install --quiet --locked --path . --force
@@ -22,41 +43,78 @@ if [ "$(command -v mlkube)" != "$installed" ]; then
   say "warning: $(dirname "$installed") is not first on PATH, so \`mlkube\` is not the one just installed"
   say "  hint: add it to PATH, e.g. in ~/.profile: export PATH=\"$(dirname "$installed"):\$PATH\""
 fi
+mlkube() { "$installed" --app "$app" "$@"; }
 
-cluster/local-cluster.sh up
+cluster/local-cluster.sh up >/dev/null
 eval "$(cluster/local-cluster.sh env)"
 
 if [ ! -f "$app/app.yaml" ]; then
-  "$installed" init "$app"
+  "$installed" init "$app" >/dev/null
+  say "created the default app in $app"
 fi
-"$installed" --app "$app" apply local
-"$installed" --app "$app" diff local
 
-# The operator runs with the namespace, ServiceAccount and arguments of the Deployment that the
-# component rendered; only its listeners move to the cluster's own loopback ports.
-deployment='app.kubernetes.io/name=tf-job-operator'
-read -r namespace account < <(kubectl get deployments --all-namespaces -l "$deployment" \
-  -o jsonpath='{.items[0].metadata.namespace} {.items[0].spec.template.spec.serviceAccountName}{"\n"}')
-mapfile -t args < <(kubectl get deployments --namespace "$namespace" -l "$deployment" \
-  -o jsonpath='{range .items[0].spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}')
-operator_args=()
-for ((i = 1; i < ${#args[@]}; i++)); do # args[0] is the verb, `operator`
-  case "${args[i]}" in
-    --metrics-addr | --health-addr) i=$((i + 1)) ;;
-    *) operator_args+=("${args[i]}") ;;
-  esac
-done
-MLKUBE_BIN=$installed cluster/local-cluster.sh operator "$namespace" "$account" "${operator_args[@]}"
+# ---------------------------------------------------------------------------------------------
+# kwok: the operator beside the cluster, with the arguments of the Deployment the component renders
 
-cat <<NEXT
+run_operator_beside_the_cluster() {
+  local deployment='app.kubernetes.io/name=tf-job-operator' namespace account i operator_args=()
+  read -r namespace account < <(kubectl get deployments --all-namespaces -l "$deployment" \
+    -o jsonpath='{.items[0].metadata.namespace} {.items[0].spec.template.spec.serviceAccountName}{"\n"}')
+  mapfile -t args < <(kubectl get deployments --namespace "$namespace" -l "$deployment" \
+    -o jsonpath='{range .items[0].spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}')
+  for ((i = 1; i < ${#args[@]}; i++)); do # args[0] is the verb, `operator`
+    case "${args[i]}" in
+      --metrics-addr | --health-addr) i=$((i + 1)) ;;
+      *) operator_args+=("${args[i]}") ;;
+    esac
+  done
+  MLKUBE_BIN=$installed cluster/local-cluster.sh operator "$namespace" "$account" "${operator_args[@]}"
+}
 
-mlkube is installed as $installed.
-The default app is in $app; its local environment runs on the local control plane, and the
-TFJob operator runs beside it (cluster/local-cluster.sh status shows it).
+if [ "$MLKUBE_CLUSTER_NODE" = kwok ]; then
+  mlkube apply local
+  run_operator_beside_the_cluster
+  cat <<NEXT
+
+mlkube is installed as $installed. The default app is in $app; its local environment runs on
+the local control plane (simulated nodes), and the TFJob operator beside it.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
   kubectl apply -f examples/dist-mnist.yaml
-  kubectl get tfjobs --watch                  # Created, Running, then Succeeded
-  cd $app && mlkube show prod
+  kubectl get tfjobs --watch                  # Created, Running, then Succeeded (5 s of nothing)
   cluster/local-cluster.sh down               # stops the cluster and the operator
+NEXT
+  exit 0
+fi
+
+# ---------------------------------------------------------------------------------------------
+# a real node: the platform from local images, then a job that really trains
+
+# The hub and its notebooks run the notebook-hub image the node holds.
+mlkube param set notebook-hub image mlkube/notebook-hub --env local >/dev/null
+mlkube param set notebook-hub tag "$IMAGE_TAG" --env local >/dev/null
+mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env local >/dev/null
+mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
+say "applying the operator (from its image) and the notebook hub; TensorFlow Serving (mnist) and the"
+say "volume controller are left out: their images come from registries this machine cannot reach"
+mlkube apply local -c tf-job-operator -c notebook-hub
+
+job=$(sed -n 's/^  name: //p' "$TRAINING_JOB" | head -n1)
+say "training: $TRAINING_JOB (TFJob $job, 2 workers, MultiWorkerMirroredStrategy on the digits data)"
+kubectl delete -f "$TRAINING_JOB" --ignore-not-found --wait >/dev/null
+kubectl apply -f "$TRAINING_JOB" >/dev/null
+mlkube logs --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy' || true
+kubectl wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
+
+cat <<NEXT
+
+mlkube is installed as $installed. The default app is in $app; its local environment runs on
+the local cluster's real node: the operator from its image, and the notebook hub.
+TFJob $job trained on it; its workers' logs, tagged by replica, are above.
+Next:
+  eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
+  mlkube logs tfjob/$job --replica worker-0    # one replica's log
+  kubectl apply -f examples/jax-digits.yaml   # JAX, and examples/xgboost-digits.yaml
+  mlkube --app $app status local
+  cluster/local-cluster.sh down               # stops everything; nothing is left behind
 NEXT

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (`.ci/run`) and as the README tells a newcomer:
 # formatting, lints, the tests that need no cluster, the operator image (image/build.sh), then a
-# local control plane of its own, the cluster tests and the image's tests against it. The
-# control plane is stopped at the end, also on failure.
+# local control plane of its own with kwok's simulated nodes, the cluster tests and the image's
+# tests against it; then the same control plane with a real node (root only: it needs a network
+# namespace, cgroups and mounts), the real-node tests on it, and a check that its `down` left
+# nothing behind. Each cluster is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,3 +63,20 @@ cargo test --test cluster
 
 step "the operator image against the cluster"
 cargo test --test image
+cluster/local-cluster.sh down
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "run-tests: error: the real-node tests need root (a network namespace, cgroups, mounts)" >&2
+  echo "  hint: run this as root, e.g. sudo -E cluster/run-tests.sh" >&2
+  exit 1
+fi
+step "the local control plane with a real node (MLKUBE_CLUSTER_NODE=real)"
+MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
+
+step "tests on the real node"
+cargo test --test real_node
+
+step "the real node's down leaves nothing behind"
+cluster/local-cluster.sh down
+trap - EXIT
+cluster/local-cluster.sh leftovers

@@ -1,0 +1,20 @@
+//! Tests on the real node: `MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up`, where
+//! containers really run (containerd, a kubelet, kube-proxy and CoreDNS in the cluster's network
+//! namespace), from the images `image/node-images.sh` builds and the cluster imports.
+//!
+//! What only a real kubelet shows is proved here: the operator running in-cluster from its
+//! image as its ServiceAccount (in-cluster config, probes), real training jobs reading the
+//! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
+//! container logs through `mlkube logs`, and the notebook hub spawning a notebook.
+//!
+//! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
+//! default app's `local` environment with the operator, applied once by `mlkube apply`.
+
+mod failures;
+mod hub;
+mod jobs;
+mod platform;
+#[path = "../cluster/support.rs"]
+#[allow(dead_code)]
+mod support;
+mod training;

@@ -1,0 +1,103 @@
+//! The platform the real-node tests share: the default app (`mlkube init`) with its `local`
+//! environment's operator applied once by `mlkube apply`, from the image the node imported, and
+//! Ready. The app lives in a directory of the test run's own; its namespace is [`NAMESPACE`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::support;
+
+/// The `local` environment's namespace, where the operator runs.
+pub const NAMESPACE: &str = "mlkube-real";
+/// The operator component of the default app, and the label of its pods.
+pub const OPERATOR: &str = "tf-job-operator";
+const OPERATOR_LABEL: &str = "app.kubernetes.io/name=tf-job-operator";
+
+/// The app, created and its operator applied on first use; every later call waits for that.
+pub fn app() -> &'static Path {
+    static APP: OnceLock<PathBuf> = OnceLock::new();
+    APP.get_or_init(|| {
+        // One app for every run against this cluster: a second app of the same name would
+        // (rightly) be refused the first one's objects.
+        let dir = std::env::temp_dir().join("mlkube-real-node-app");
+        if !dir.join("app.yaml").exists() {
+            let init = mlkube(
+                &std::env::temp_dir(),
+                &[
+                    "init",
+                    dir.to_str().expect("a UTF-8 path"),
+                    "--namespace",
+                    NAMESPACE,
+                ],
+            );
+            assert_success("mlkube init", &init);
+        }
+        let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
+        assert_success("mlkube apply local -c tf-job-operator", &apply);
+        dir
+    })
+}
+
+/// Run the built binary in `dir` against the test cluster.
+pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+pub fn assert_success(what: &str, output: &Output) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The operator's pods in the platform's namespace.
+pub async fn operator_pods() -> Vec<Pod> {
+    let pods = Api::<Pod>::namespaced(support::client().await, NAMESPACE);
+    pods.list(&ListParams::default().labels(OPERATOR_LABEL))
+        .await
+        .expect("list the operator's pods")
+        .items
+}
+
+#[tokio::test]
+async fn the_operator_runs_in_cluster_from_its_image_as_its_service_account_and_is_ready() {
+    app();
+    let pods = operator_pods().await;
+    assert_eq!(pods.len(), 1, "one operator pod in the local environment");
+    let pod = &pods[0];
+    let spec = pod.spec.as_ref().expect("a pod has a spec");
+    assert_eq!(
+        spec.containers[0].image.as_deref(),
+        Some("mlkube/mlkube:0.1.0")
+    );
+    assert_eq!(spec.service_account_name.as_deref(), Some(OPERATOR));
+    let status = pod.status.as_ref().expect("a running pod has a status");
+    let container = &status
+        .container_statuses
+        .as_ref()
+        .expect("container statuses")[0];
+    assert!(container.ready, "the operator's probes pass: {container:?}");
+    assert_eq!(
+        container.restart_count, 0,
+        "the operator never restarted: {container:?}"
+    );
+    assert!(
+        container.image_id.contains("sha256:"),
+        "the container runs an image the node holds: {container:?}"
+    );
+}
