@@ -16,11 +16,13 @@ local uid = 1000;
     (port 8000; its API token is made per pod by an init container, never rendered), a headless
     Service for the hub, a user-facing Service (port 80, serviceType), a ConfigMap holding
     jupyterhub_config.py (the options form: image from notebookImages, CPU, memory and, when
-    notebookMaxGpus > 0, an nvidia.com/gpu limit) and settings.json from the params, a per-user
+    notebookMaxGpus > 0, an nvidia.com/gpu limit; the same checks hold for servers started
+    through the hub's REST API) and settings.json from the params, a per-user
     PersistentVolumeClaim at notebookPvcMount (created by KubeSpawner), RBAC for the hub (pods,
     claims, events in its namespace) and a ServiceAccount and Role for notebooks (TFJobs and a
-    read-only view of pods, logs, services and events). Hub state sits in an emptyDir, or in a
-    volume of hubDbStorage. Containers run as uid 1000 with read-only root filesystems.
+    read-only view of pods, logs, services and events). Hub state sits in an emptyDir (the hub
+    stops users' servers as it shuts down), or in a volume of hubDbStorage (servers outlive it).
+    Containers run as uid 1000 with read-only root filesystems.
     Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
     (gcpSecretName, accessLocalFs hostPath access; mount secrets through disks or an image
     instead); registry and repoName (notebookImages takes full image names); the v0.4 `ui`
@@ -42,13 +44,13 @@ local uid = 1000;
     notebookCpuLimit: { type: 'number', default: null, description: 'CPU limit of every notebook (and the most the form allows); null sets none.' },
     notebookMemoryLimitGb: { type: 'number', default: null, description: 'Memory limit of every notebook in GB (and the most the form allows); null sets none.' },
     notebookMaxGpus: { type: 'integer', default: 0, description: 'Most GPUs the form offers per notebook; 0 hides the option.' },
-    notebookPvcMount: { type: 'string', default: '/home/jovyan', description: "Where each user's own volume is mounted; '' gives notebooks none." },
+    notebookPvcMount: { type: 'string', default: '/home/jovyan', description: "Where each user's own volume is mounted; '' gives notebooks none (where no StorageClass provisions volumes, a claim would stay Pending)." },
     notebookStorage: { type: 'string', default: '10Gi', description: "Size of each user's volume." },
     notebookStorageClass: { type: 'string', default: null, description: "StorageClass of users' volumes; null uses the cluster default." },
     disks: { type: 'array', default: [], description: 'Existing PersistentVolumeClaims mounted into every notebook at /mnt/<claim>.' },
     notebookUid: { type: 'integer', default: 1000, description: 'User id notebooks run as.' },
     notebookGid: { type: 'integer', default: 100, description: 'Group id owning notebook volumes (fsGroup).' },
-    hubDbStorage: { type: 'string', default: null, description: "Size of a volume for the hub's database; null keeps it in an emptyDir." },
+    hubDbStorage: { type: 'string', default: null, description: "Size of a volume for the hub's database, whose users' servers then outlive a hub restart; null keeps it in an emptyDir, and the hub stops every server as it shuts down." },
   } + u.resourceParams('200m', '512Mi'),
 
   render(params, env):: (
@@ -91,6 +93,7 @@ local uid = 1000;
       disks: disks,
       notebookUid: params.notebookUid,
       notebookGid: params.notebookGid,
+      stopServersAtShutdown: params.hubDbStorage == null,
     };
     local configData = {
       'jupyterhub_config.py': importstr 'mlkube/notebook-hub/jupyterhub_config.py',
@@ -208,8 +211,11 @@ local uid = 1000;
                   command: ['jupyterhub', '--config', configDir + '/jupyterhub_config.py'],
                   workingDir: '/srv/jupyterhub',
                   ports: [{ name: 'hub', containerPort: hubPort, protocol: 'TCP' }],
-                  readinessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, periodSeconds: 10 },
-                  livenessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
+                  // Liveness waits for the start, which may migrate the database for minutes
+                  // after an upgrade; readiness is checked often, so users wait seconds, not ten.
+                  startupProbe: { httpGet: { path: '/hub/health', port: 'hub' }, periodSeconds: 2, failureThreshold: 150 },
+                  readinessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, periodSeconds: 2 },
+                  livenessProbe: { httpGet: { path: '/hub/health', port: 'hub' }, periodSeconds: 10, failureThreshold: 6 },
                   resources: u.resources(params),
                   securityContext: u.containerSecurity(uid),
                   volumeMounts: [
@@ -225,7 +231,7 @@ local uid = 1000;
                   // configurable-http-proxy takes its token only from the environment.
                   command: ['sh', '-c', 'export CONFIGPROXY_AUTH_TOKEN="$(cat /run/proxy/token)" && exec configurable-http-proxy --ip=0.0.0.0 --port=%d --api-ip=127.0.0.1 --api-port=8001 --default-target=http://127.0.0.1:%d --error-target=http://127.0.0.1:%d/hub/error' % [proxyPort, hubPort, hubPort]],
                   ports: [{ name: 'proxy', containerPort: proxyPort, protocol: 'TCP' }],
-                  readinessProbe: { httpGet: { path: '/_chp_healthz', port: 'proxy' }, periodSeconds: 10 },
+                  readinessProbe: { httpGet: { path: '/_chp_healthz', port: 'proxy' }, periodSeconds: 2 },
                   livenessProbe: { httpGet: { path: '/_chp_healthz', port: 'proxy' }, initialDelaySeconds: 10, periodSeconds: 10, failureThreshold: 6 },
                   resources: sidecarResources,
                   securityContext: u.containerSecurity(uid),

@@ -121,6 +121,69 @@ fn notebook_hub_with_default_params() {
 }
 
 #[test]
+fn notebook_hub_liveness_waits_for_the_start_and_readiness_is_probed_every_few_seconds() {
+    let objects = render("notebook-hub", "notebook-hub", &json!({})).unwrap();
+    let hub_set = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "StatefulSet")
+        .expect("the hub's StatefulSet");
+    let containers = &hub_set["spec"]["template"]["spec"]["containers"];
+    let hub = &containers[0];
+    let startup = &hub["startupProbe"];
+    assert_eq!(startup["httpGet"]["path"], "/hub/health");
+    let allowed =
+        startup["periodSeconds"].as_i64().unwrap() * startup["failureThreshold"].as_i64().unwrap();
+    assert!(
+        allowed >= 300,
+        "a start that migrates the database gets 5 minutes, not {allowed} s"
+    );
+    assert!(
+        hub["livenessProbe"]["initialDelaySeconds"].is_null(),
+        "the startup probe, not a guessed delay, holds liveness back: {hub}"
+    );
+    for container in containers.as_array().unwrap() {
+        let period = container["readinessProbe"]["periodSeconds"]
+            .as_i64()
+            .unwrap();
+        assert!(
+            period <= 2,
+            "{} turns Ready within seconds of starting, probed every {period} s",
+            container["name"]
+        );
+    }
+}
+
+#[test]
+fn notebook_hub_stops_servers_at_shutdown_unless_its_database_outlives_the_pod() {
+    for (overrides, volume, stops) in [
+        (json!({}), false, true),
+        (json!({ "hubDbStorage": "1Gi" }), true, false),
+    ] {
+        let objects = render("notebook-hub", "notebook-hub", &overrides).unwrap();
+        let objects = objects.as_array().unwrap();
+        let of_kind = |kind: &str| objects.iter().find(|o| o["kind"] == kind).unwrap();
+        let settings = of_kind("ConfigMap")["data"]["settings.json"]
+            .as_str()
+            .unwrap();
+        let settings: Value = serde_json::from_str(settings).unwrap();
+        assert_eq!(settings["stopServersAtShutdown"], stops, "{overrides}");
+        let hub_set = &of_kind("StatefulSet")["spec"];
+        assert_eq!(
+            hub_set["volumeClaimTemplates"].is_array(),
+            volume,
+            "{overrides}"
+        );
+        let volumes = hub_set["template"]["spec"]["volumes"].as_array().unwrap();
+        let empty_state = volumes
+            .iter()
+            .any(|v| v["name"] == "state" && v["emptyDir"].is_object());
+        assert_eq!(empty_state, !volume, "{overrides}");
+    }
+}
+
+#[test]
 fn tf_serving_with_default_params() {
     let objects = render("tf-serving", "mnist", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));

@@ -5,6 +5,7 @@
 # sidecar in its pod: the proxy's API listens on 127.0.0.1 only, and its token is generated per
 # pod by an init container into a memory-backed volume, so no secret is ever rendered.
 import json
+import math
 import os
 
 from jupyterhub.auth import Authenticator
@@ -28,8 +29,10 @@ c.JupyterHub.hub_port = 8081
 c.JupyterHub.hub_connect_ip = settings["hubHost"]
 c.JupyterHub.db_url = "sqlite:///" + os.path.join(STATE_DIR, "jupyterhub.sqlite")
 c.JupyterHub.cookie_secret_file = os.path.join(STATE_DIR, "jupyterhub_cookie_secret")
-# Notebook servers outlive a hub restart; the hub finds them again from its database.
-c.JupyterHub.cleanup_servers = False
+# With its database on a volume, the hub finds running servers again after a restart, so they
+# outlive it. In an emptyDir the database dies with the pod: the hub stops every server as it
+# shuts down rather than leave pods behind that no route reaches and nothing ever stops.
+c.JupyterHub.cleanup_servers = settings["stopServersAtShutdown"]
 c.JupyterHub.authenticate_prometheus = False
 
 c.ConfigurableHTTPProxy.should_start = False
@@ -111,46 +114,52 @@ def options_form(spawner):
     return form
 
 
-def _number(formdata, field, default, maximum, kind):
-    raw = formdata.get(field, [""])[0].strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise web.HTTPError(400, f"{field} must be a number, got {raw!r}")
-    if value <= 0 and field != "gpus":
-        raise web.HTTPError(400, f"{field} must be positive, got {raw}")
-    if maximum is not None and value > maximum:
-        raise web.HTTPError(400, f"{field} must be at most {maximum}, got {raw}")
-    return value
+OPTIONS = ("image", "cpu", "memory", "gpus")
 
 
 def options_from_form(formdata):
-    image = formdata.get("image", [settings["notebookImages"][0]])[0]
+    """The form's fields as they came; apply_user_options checks them, as it checks the API's."""
+    fields = {field: formdata.get(field, [""])[0].strip() for field in OPTIONS}
+    return {field: value for field, value in fields.items() if value}
+
+
+def _number(options, field, default, maximum, whole=False):
+    raw = options.get(field, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise web.HTTPError(400, f"{field} must be a number, got {raw!r}")
+    if not math.isfinite(value) or (whole and not value.is_integer()):
+        raise web.HTTPError(400, f"{field} must be a {'whole' if whole else 'finite'} number, got {raw!r}")
+    if value < 0 or (value == 0 and not whole):
+        raise web.HTTPError(400, f"{field} must be more than 0, got {raw!r}")
+    if maximum is not None and value > maximum:
+        raise web.HTTPError(400, f"{field} must be at most {maximum}, got {raw!r}")
+    return int(value) if whole else value
+
+
+def apply_user_options(spawner, user_options):
+    """Checks a user's options, from the form or the REST API alike, and sets every attribute they
+    decide: the spawner is reused by the user's next start, which must not inherit this one's GPUs."""
+    unknown = sorted(set(user_options) - set(OPTIONS))
+    if unknown:
+        raise web.HTTPError(400, f"unknown options {unknown}; the options are {list(OPTIONS)}")
+    image = user_options.get("image", settings["notebookImages"][0])
     if image not in settings["notebookImages"]:
-        raise web.HTTPError(400, f"image {image!r} is not offered")
-    return {
-        "image": image,
-        "cpu": _number(formdata, "cpu", settings["notebookCpu"], settings["notebookCpuLimit"], float),
-        "memory": _number(formdata, "memory", settings["notebookMemoryGb"], settings["notebookMemoryLimitGb"], float),
-        "gpus": _number(formdata, "gpus", 0, settings["notebookMaxGpus"], int),
-    }
-
-
-def apply_options(spawner):
-    options = spawner.user_options or {}
-    spawner.image = options.get("image", settings["notebookImages"][0])
-    spawner.cpu_guarantee = float(options.get("cpu", settings["notebookCpu"]))
-    spawner.mem_guarantee = f'{options.get("memory", settings["notebookMemoryGb"])}G'
-    gpus = int(options.get("gpus", 0))
-    if gpus > 0:
-        spawner.extra_resource_limits = {"nvidia.com/gpu": str(gpus)}
+        raise web.HTTPError(400, f"image {image!r} is not offered; the images are {settings['notebookImages']}")
+    spawner.image = image
+    cpu = _number(user_options, "cpu", settings["notebookCpu"], settings["notebookCpuLimit"])
+    spawner.cpu_guarantee = cpu
+    memory = _number(user_options, "memory", settings["notebookMemoryGb"], settings["notebookMemoryLimitGb"])
+    spawner.mem_guarantee = f"{memory}G"
+    gpus = _number(user_options, "gpus", 0, settings["notebookMaxGpus"], whole=True)
+    spawner.extra_resource_limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
 
 
 c.KubeSpawner.options_form = options_form
 c.KubeSpawner.options_from_form = options_from_form
-c.KubeSpawner.pre_spawn_hook = apply_options
+# Called for every start, also through the REST API, which never sees the form (JupyterHub 5.3).
+c.KubeSpawner.apply_user_options = apply_user_options
 c.JupyterHub.spawner_class = KubeSpawner
 
 c.KubeSpawner.namespace = settings["namespace"]
