@@ -75,10 +75,6 @@ die() {
   exit 1
 }
 
-# A command that fails where no check expected it still says where, instead of exiting silently.
-set -E
-trap 'printf "local-cluster: error: \`%s\` failed (exit %s) at %s:%s; logs are in %s\n" "$BASH_COMMAND" "$?" "${BASH_SOURCE[0]##*/}" "$LINENO" "$STATE_DIR" >&2' ERR
-
 # The kind of node: the running cluster's, else MLKUBE_CLUSTER_NODE's.
 node_kind() {
   local kind
@@ -388,6 +384,9 @@ nodes_ready() {
 }
 
 up() {
+  # A command that fails where no check expected it still says where, not exit silently.
+  set -E
+  trap 'printf "local-cluster: error: \`%s\` failed (exit %s) at %s:%s; logs are in %s\n" "$BASH_COMMAND" "$?" "${BASH_SOURCE[0]##*/}" "$LINENO" "$STATE_DIR" >&2' ERR
   if [ -d "$STATE_DIR" ] && all_running && api_ready; then
     say "already up"
     env_line

@@ -95,6 +95,8 @@ mlkube param set notebook-hub image mlkube/notebook-hub --env local >/dev/null
 mlkube param set notebook-hub tag "$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
+# No volume provisioner on the local node: notebooks keep their files in the pod.
+mlkube param set notebook-hub notebookPvcMount "" --env local >/dev/null
 say "applying the operator (from its image) and the notebook hub; TensorFlow Serving (mnist) and the"
 say "volume controller are left out: their images come from registries this machine cannot reach"
 mlkube apply local -c tf-job-operator -c notebook-hub

@@ -13,6 +13,7 @@
 mod failures;
 mod hub;
 mod jobs;
+mod network;
 mod platform;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
