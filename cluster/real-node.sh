@@ -34,8 +34,10 @@ CONTAINERD_SOCKET=$STATE_DIR/containerd.sock
 # Images survive `down`: imported once, kept per cluster port (two clusters never share a store).
 CONTAINERD_ROOT=$CACHE_ROOT/node/containerd-$API_PORT
 REAL_COMPONENTS=(forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns)
+# The node's tools, and the images' (image/node-images.sh): command or path, then its package.
 REAL_TOOLS=(nsenter:util-linux ip:iproute2 socat:socat containerd:containerd runc:runc
-  ctr:containerd iptables:iptables conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins)
+  ctr:containerd iptables:iptables conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins
+  mmdebstrap:mmdebstrap zstd:zstd musl-gcc:musl-tools npm:npm)
 
 in_netns() { nsenter --net="$NETNS_PATH" "$@"; }
 

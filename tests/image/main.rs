@@ -1,12 +1,14 @@
 //! The operator image that `image/build.sh` writes: its OCI archive is well formed (every blob
-//! matches its digest, skopeo reads it), its config runs `mlkube operator` as a non-root user
-//! with the metrics and health ports exposed, and the binary taken out of its layer is static,
+//! matches its digest, skopeo reads it, index.json names it as containerd imports it), its
+//! config runs `mlkube operator` as a non-root user with the metrics and health ports exposed,
+//! and the binary taken out of its layer is static, holds no path of the machine that built it,
 //! prints its version, and runs as the operator against the local control plane, as the
-//! component's ServiceAccount: ready on /readyz, then a clean exit on SIGTERM.
+//! component's ServiceAccount: ready on /readyz, then a clean exit on SIGTERM. Also the real
+//! node's sandbox image, which `image/pause/build.sh` builds here in a second.
 //!
-//! Needs the archive (`image/build.sh`; `MLKUBE_IMAGE_ARCHIVE` names another path) and, for the
-//! last test, the local control plane; `cluster/run-tests.sh` provides both. Without them the
-//! tests fail, saying how to get them.
+//! Needs the archive (`image/build.sh`; `MLKUBE_IMAGE_ARCHIVE` names another path), musl-gcc
+//! and, for the operator's run, the local control plane; `cluster/run-tests.sh` provides all
+//! three. Without them the tests fail, saying how to get them.
 
 #[path = "../cluster/operator_identity.rs"]
 #[allow(dead_code)]
@@ -58,14 +60,20 @@ struct Image {
 }
 
 impl Image {
+    /// The operator's image, from the archive `image/build.sh` wrote.
     fn unpack() -> Self {
-        let archive = archive_path();
+        let reference = format!("docker.io/mlkube/mlkube:{}", env!("CARGO_PKG_VERSION"));
+        Self::unpack_archive(&archive_path(), &reference)
+    }
+
+    /// The one image in `archive`, which index.json names `reference` (registry/name:tag).
+    fn unpack_archive(archive: &Path, reference: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let layout = dir.path().join("layout");
         std::fs::create_dir(&layout).unwrap();
         run(Command::new("tar")
             .arg("-xf")
-            .arg(&archive)
+            .arg(archive)
             .arg("-C")
             .arg(&layout));
 
@@ -74,10 +82,15 @@ impl Image {
             .as_array()
             .expect("index.json lists manifests");
         assert_eq!(manifests.len(), 1, "one image in the archive: {index}");
+        let annotations = &manifests[0]["annotations"];
         assert_eq!(
-            manifests[0]["annotations"]["org.opencontainers.image.ref.name"],
-            env!("CARGO_PKG_VERSION"),
-            "tagged with the crate's version"
+            annotations["io.containerd.image.name"], reference,
+            "named in full, as `ctr images import` names it"
+        );
+        let (_, tag) = reference.rsplit_once(':').expect("a reference with a tag");
+        assert_eq!(
+            annotations["org.opencontainers.image.ref.name"], tag,
+            "tagged, as skopeo's oci-archive:ARCHIVE:TAG selects it"
         );
         let manifest = blob_json(&layout, &manifests[0]);
         let config = blob_json(&layout, &manifest["config"]);
@@ -114,8 +127,16 @@ impl Image {
         Image { dir, config }
     }
 
+    /// A file of the image's root file system.
+    fn file(&self, path: &str) -> PathBuf {
+        self.dir
+            .path()
+            .join("rootfs")
+            .join(path.trim_start_matches('/'))
+    }
+
     fn binary(&self) -> PathBuf {
-        self.dir.path().join("rootfs/usr/local/bin/mlkube")
+        self.file("/usr/local/bin/mlkube")
     }
 }
 
@@ -221,6 +242,43 @@ fn the_binary_is_static_and_owned_by_root_and_prints_its_version() {
     );
 }
 
+/// Regression (issue 23): the binary held the absolute path of cargo's registry sources in the
+/// panic locations of its dependencies, so two machines built different binaries from one
+/// commit. `image/build.sh` maps cargo's home and the target directory to fixed prefixes; the
+/// checkout, whose files cargo names relatively, must not appear either.
+#[test]
+fn the_binary_holds_no_path_of_the_machine_that_built_it() {
+    let image = Image::unpack();
+    let elf = std::fs::read(image.binary()).unwrap();
+    let target = Path::new(env!("CARGO_BIN_EXE_mlkube"))
+        .ancestors()
+        .nth(2)
+        .expect("the binary is in <target>/<profile>/")
+        .to_path_buf();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cargo")
+        });
+    for (what, path) in [
+        ("the checkout", PathBuf::from(env!("CARGO_MANIFEST_DIR"))),
+        ("cargo's registry sources", cargo_home.join("registry/src")),
+        ("the target directory", target),
+    ] {
+        let path = path.canonicalize().unwrap_or(path);
+        let needle = path.to_str().expect("a UTF-8 path").as_bytes();
+        let at = elf
+            .windows(needle.len())
+            .position(|window| window == needle);
+        assert!(
+            at.is_none(),
+            "the binary holds the path of {what}, {}, at byte {at:?}: the image depends on where \
+             it was built",
+            path.display()
+        );
+    }
+}
+
 #[test]
 fn skopeo_reads_the_archive_as_an_image() {
     let archive = archive_path();
@@ -236,6 +294,17 @@ fn skopeo_reads_the_archive_as_an_image() {
     );
     let config: Value = serde_json::from_slice(&output.stdout).expect("skopeo prints JSON");
     assert_eq!(config["config"]["User"], USER);
+}
+
+/// A child process that is killed when dropped, so a failing test leaves none behind.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // Both fail harmlessly when the test has already waited for the child.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.
@@ -263,7 +332,7 @@ async fn the_binary_from_the_image_runs_the_operator_until_sigterm() {
     let ns = support::TestNamespace::new("image-operator").await;
     let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace)).await;
     let health = free_port();
-    let mut child = Command::new(image.binary())
+    let child = Command::new(image.binary())
         .args(["operator", "--namespace", &ns.name])
         .arg("--kubeconfig")
         .arg(identity.kubeconfig())
@@ -274,6 +343,8 @@ async fn the_binary_from_the_image_runs_the_operator_until_sigterm() {
         .stdout(Stdio::null())
         .spawn()
         .expect("the binary from the image starts");
+    let mut reaped = Reaped(child);
+    let child = &mut reaped.0;
     let timeout = Duration::from_secs(60);
     let ready = eventually("the operator's /readyz to answer 200", timeout, || {
         let exited = child.try_wait().expect("the child can be waited for");
@@ -288,6 +359,92 @@ async fn the_binary_from_the_image_runs_the_operator_until_sigterm() {
     let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(sent, 0, "SIGTERM was sent");
     let status = eventually("the operator to exit", timeout, || {
+        let exited = child.try_wait().expect("the child can be waited for");
+        async move { exited }
+    })
+    .await;
+    assert_eq!(status.code(), Some(0), "a clean exit on SIGTERM");
+}
+
+/// Whether the process `pid` catches `signal` (its SigCgt mask in /proc), i.e. has set up its
+/// handlers; `None` once it is gone.
+fn catches(pid: u32, signal: libc::c_int) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))?;
+    let mask = u64::from_str_radix(mask.trim(), 16).expect("SigCgt is hexadecimal");
+    Some(mask & (1 << (signal - 1)) != 0)
+}
+
+/// The sandbox image of the real node (`image/pause/build.sh`, which builds in a second): named
+/// for containerd, run as the pause user, a static binary that reaps the children it inherits
+/// and exits 0 on SIGTERM, as the kubelet stops a pod.
+#[tokio::test]
+async fn the_pause_image_reaps_children_and_exits_cleanly_on_sigterm() {
+    use std::io::BufRead;
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let archive = dir.path().join("pause.oci.tar");
+    let reference = "docker.io/mlkube/pause:3.10";
+    run(
+        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/image/pause/build.sh"))
+            .arg(&archive)
+            .arg(reference)
+            .env("SOURCE_DATE_EPOCH", "0"),
+    );
+    let image = Image::unpack_archive(&archive, reference);
+    assert_eq!(image.config["config"]["User"], "65535:65535");
+    assert_eq!(
+        image.config["config"]["Entrypoint"],
+        serde_json::json!(["/pause"])
+    );
+    let pause = image.file("/pause");
+    let metadata = std::fs::metadata(&pause).expect("/pause is in the layer");
+    assert_eq!((metadata.uid(), metadata.mode() & 0o777), (0, 0o755));
+    assert!(
+        !has_interpreter(&std::fs::read(&pause).unwrap()),
+        "statically linked"
+    );
+    let version = Command::new(&pause).arg("-v").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        "pause 3.10"
+    );
+
+    // The shell starts a child and becomes pause, which so inherits the child.
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"sleep 0.5 & echo $!; exec "$0""#)
+        .arg(&pause)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sh starts");
+    let mut reaped = Reaped(child);
+    let child = &mut reaped.0;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let orphan: u32 = line
+        .trim()
+        .parse()
+        .expect("the shell prints its child's pid");
+    let timeout = Duration::from_secs(10);
+    eventually("pause to reap the child it inherited", timeout, || {
+        let gone = !Path::new(&format!("/proc/{orphan}")).exists();
+        async move { gone.then_some(()) }
+    })
+    .await;
+    let pid = child.id();
+    eventually("pause to catch SIGTERM", timeout, || {
+        let ready = catches(pid, libc::SIGTERM).expect("pause is still running");
+        async move { ready.then_some(()) }
+    })
+    .await;
+    // SAFETY: the pid is our own child's, which has not been waited for yet.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = eventually("pause to exit", timeout, || {
         let exited = child.try_wait().expect("the child can be waited for");
         async move { exited }
     })

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Every image the real node runs, built without a container daemon and never pulled from a
+# registry, each only when its cached archive is missing or its inputs changed. Prints one line
+# per image on stdout, `<full image reference> <absolute path of its OCI archive>`, for
+# `ctr -n k8s.io images import`; progress and errors go to stderr, and any failure exits 1.
+#
+#   image/node-images.sh      (as root: the Debian-based images are built with mmdebstrap)
+#
+#   docker.io/mlkube/pause:3.10              image/pause/       the sandbox image
+#   docker.io/mlkube/mlkube:<version>        image/build.sh     the operator
+#   docker.io/mlkube/training:<version>      image/training/    Python with TF, JAX, sklearn, XGBoost
+#   docker.io/mlkube/notebook-hub:<version>  image/notebook-hub/  JupyterHub, and the notebooks
+#
+# <version> is the crate's. The archives are ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images/
+# <name>-<tag>.oci.tar, each with <archive>.key: the digest of what it was built from (its
+# directory under image/, the shared scripts, the examples copied in, the host's Debian
+# sources, its name and timestamp). The operator's archive is keyed by its binary, which cargo
+# rebuilds when the source changes. Downloads are cached beside them (image/debian.sh). Only
+# one run builds at a time; another waits for it.
+set -euo pipefail
+source "$(dirname "$0")/oci.sh"
+source "$(dirname "$0")/debian.sh"
+cd "$(dirname "$0")/.."
+
+REPOSITORY=docker.io/mlkube
+PAUSE_TAG=3.10
+
+crate_version() {
+  awk -F'"' '/^version *=/ { print $2; exit }' Cargo.toml
+}
+
+# The digest of the files under PATHS (names and contents) and of the extra text on stdin.
+inputs_digest() {
+  {
+    find "$@" -type f ! -path '*/__pycache__/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+    cat
+  } | sha256sum | awk '{print $1}'
+}
+
+# The time of the last commit that touched PATHS, so an image's timestamp changes with its
+# inputs only; the last commit's for new paths; 0 outside a git checkout.
+inputs_epoch() {
+  local epoch
+  epoch=$(git log -1 --format=%ct -- "$@" 2>/dev/null || true)
+  [ -n "$epoch" ] || epoch=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+  echo "$epoch"
+}
+
+# Builds NAME:TAG with BUILD (a script taking ARCHIVE and REF) unless the cached archive's key
+# matches, then prints its line: the only output on stdout. EXTRA is text that belongs in the
+# key besides the files of INPUTS (tool versions, the apt sources).
+cached_image() {
+  local name=$1 tag=$2 build=$3 extra=$4
+  shift 4
+  local ref=$REPOSITORY/$name:$tag archive=$CACHE/$name-$tag.oci.tar key epoch started
+  epoch=$(inputs_epoch "$@")
+  key=$(printf '%s\n' "$ref" "$epoch" "$extra" | inputs_digest "$@")
+  if [ -f "$archive" ] && [ "$(cat "$archive.key" 2>/dev/null)" = "$key" ]; then
+    say "$ref: up to date ($archive)"
+  else
+    say "$ref: building with $build"
+    started=$SECONDS
+    rm -f "$archive.key"
+    SOURCE_DATE_EPOCH=$epoch "$build" "$archive" "$ref" >&2 ||
+      die "$build could not build $ref" "its messages above say why"
+    echo "$key" >"$archive.key"
+    say "$ref: built in $((SECONDS - started)) s"
+  fi
+  echo "$ref $archive"
+}
+
+# The operator's image keeps its own key (image/build.sh): cargo decides whether the binary
+# changed, and the archive is written again only if it did.
+operator_image() {
+  local ref=$REPOSITORY/mlkube:$VERSION archive=$CACHE/mlkube-$VERSION.oci.tar
+  say "$ref: image/build.sh"
+  image/build.sh "$archive" >&2 || die "image/build.sh could not build $ref" "its messages above say why"
+  echo "$ref $archive"
+}
+
+# Waits for any other run, then clears the scratch directories that an interrupted one left.
+take_lock() {
+  local dir
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.lock"
+  if ! flock --nonblock 9; then
+    say "waiting for another image/node-images.sh to finish"
+    flock 9
+  fi
+  for dir in "$CACHE"/work.*; do debian_remove_workdir "$dir"; done
+}
+
+CACHE=$IMAGES_CACHE
+VERSION=$(crate_version)
+[ -n "$VERSION" ] || die "no version in Cargo.toml"
+debian_require_tools
+command -v musl-gcc >/dev/null ||
+  die "musl-gcc is not on PATH; it compiles the pause binary and the operator's C parts" \
+    "install it: apt-get install musl-tools"
+take_lock
+
+SOURCES=$(mktemp -d)
+trap 'rm -rf "$SOURCES"' EXIT
+debian_sources "$SOURCES"
+DEBIAN_SOURCES=$(cat "$SOURCES"/host.*)
+EXAMPLES=(examples/training/*.py)
+[ -f "${EXAMPLES[0]}" ] || EXAMPLES=()
+
+cached_image pause "$PAUSE_TAG" image/pause/build.sh "$(musl-gcc --version | head -1)" \
+  image/pause image/oci.sh
+operator_image
+cached_image training "$VERSION" image/training/build.sh "$DEBIAN_SOURCES" \
+  image/training image/oci.sh image/debian.sh "${EXAMPLES[@]}"
+cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCES" \
+  image/notebook-hub image/oci.sh image/debian.sh
