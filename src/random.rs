@@ -20,3 +20,8 @@ pub fn bytes() -> [u8; 16] {
     }
     bytes
 }
+
+/// An app's id: 128 random bits in hex, unique, not secret.
+pub fn id() -> String {
+    bytes().iter().map(|b| format!("{b:02x}")).collect()
+}

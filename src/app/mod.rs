@@ -209,7 +209,7 @@ impl App {
         App {
             root: dir.to_owned(),
             name: name.to_owned(),
-            id: Some(new_id()),
+            id: Some(crate::random::id()),
             environments: Vec::new(),
             components: IndexMap::new(),
         }
@@ -415,14 +415,6 @@ impl App {
     pub fn write(&self, file: &str, text: &str) -> Result<(), AppError> {
         write_file(&self.root.join(file), text)
     }
-}
-
-/// 128 random bits in hex: unique, not secret.
-fn new_id() -> String {
-    crate::random::bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Write a file through a temporary sibling and a rename, so a failure leaves the old file.
