@@ -1,5 +1,5 @@
 // The training-job operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 CRDs of the
-// frameworks it runs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob).
+// frameworks it runs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob).
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'tf-job-operator';
@@ -8,11 +8,13 @@ local metricsPort = 8080;
 local healthPort = 8081;
 // The operator's own --pytorch-init-container-image default (src/operator/frameworks/pytorch.rs).
 local operatorPytorchInitImage = 'alpine:3.10';
+// The operator's own --mpi-kubectl-delivery-image default (src/operator/frameworks/mpi.rs).
+local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
 
 {
   name: component,
   description: |||
-    The training-job operator: runs `mlkube operator`, which drives TFJobs, PyTorchJobs, MXJobs, XGBoostJobs, JAXJobs and PaddleJobs (kubeflow.org/v1)
+    The training-job operator: runs `mlkube operator`, which drives TFJobs, PyTorchJobs, MXJobs, XGBoostJobs, JAXJobs, PaddleJobs and MPIJobs (kubeflow.org/v1)
     to pods and services. Renders the CRDs of the `frameworks` it runs (crds/<plural>.kubeflow.org.yaml,
     generated from the operator's Rust types),
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
@@ -20,7 +22,8 @@ local operatorPytorchInitImage = 'alpine:3.10';
     and `--namespace` with deploymentScope `namespace`; a Role for its one leader-election Lease
     only when leaderElect is on; PodGroup rules only with gangScheduling, or for the gangScheduler
     it passes as --gang-scheduler), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
-    probes; pytorchInitImage, when not alpine:3.10, passed as --pytorch-init-container-image), a
+    probes; pytorchInitImage, when not alpine:3.10, passed as --pytorch-init-container-image, and
+    mpiKubectlDeliveryImage as --mpi-kubectl-delivery-image), a
     metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
     Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
     and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
@@ -32,16 +35,17 @@ local operatorPytorchInitImage = 'alpine:3.10';
   params: {
     image: { type: 'string', default: 'mlkube/mlkube', description: 'Operator image, without tag.' },
     tag: { type: 'string', default: '0.1.0', description: 'Operator image tag.' },
-    imagePullPolicy: { type: 'string', default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
-    replicas: { type: 'integer', default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
+    replicas: { type: 'integer', minimum: 1, default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
     leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
-    deploymentScope: { type: 'string', default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
-    frameworks: { type: 'array', default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle. Their CRDs and RBAC rules are rendered.' },
+    deploymentScope: { type: 'string', enum: ['cluster', 'namespace'], default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
+    frameworks: { type: 'array', items: { type: 'string', enum: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi'] }, default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi. Their CRDs and RBAC rules are rendered.' },
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     gangScheduler: { type: 'string', default: null, description: "Gang-schedule every job with this scheduler (--gang-scheduler): 'volcano', or a scheduler-plugins scheduler's name; grants its PodGroups." },
-    pytorchInitImage: { type: 'string', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
-    minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
+    pytorchInitImage: { type: 'image', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
+    mpiKubectlDeliveryImage: { type: 'image', default: operatorKubectlDeliveryImage, description: "Image of the kubectl-delivery init container that puts kubectl into MPIJob launchers (--mpi-kubectl-delivery-image); a mirror's where the nodes cannot pull the default." },
+    minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
   } + u.resourceParams('100m', '128Mi'),
 
   render(params, env):: (
@@ -63,6 +67,7 @@ local operatorPytorchInitImage = 'alpine:3.10';
       xgboost: { resource: 'xgboostjobs', crd: std.parseYaml(importstr 'mlkube/crds/xgboostjobs.kubeflow.org.yaml') },
       jax: { resource: 'jaxjobs', crd: std.parseYaml(importstr 'mlkube/crds/jaxjobs.kubeflow.org.yaml') },
       paddle: { resource: 'paddlejobs', crd: std.parseYaml(importstr 'mlkube/crds/paddlejobs.kubeflow.org.yaml') },
+      mpi: { resource: 'mpijobs', crd: std.parseYaml(importstr 'mlkube/crds/mpijobs.kubeflow.org.yaml') },
     };
     local frameworks =
       if std.length(params.frameworks) == 0 then u.fail(component, 'frameworks', 'must name at least one of %s' % std.join(', ', std.objectFields(known)))
@@ -84,6 +89,13 @@ local operatorPytorchInitImage = 'alpine:3.10';
       if std.type(pytorchInitImage) != 'string' || pytorchInitImage == '' || spaces(pytorchInitImage) then
         u.fail(component, 'pytorchInitImage', 'must be an image as the nodes pull it, e.g. alpine:3.10, got %s' % std.manifestJson(pytorchInitImage))
       else pytorchInitImage;
+    local kubectlDeliveryImage = params.mpiKubectlDeliveryImage;
+    local validKubectlDeliveryImage =
+      if std.type(kubectlDeliveryImage) != 'string' || kubectlDeliveryImage == '' || spaces(kubectlDeliveryImage) then
+        u.fail(component, 'mpiKubectlDeliveryImage', 'must be an image as the nodes pull it, e.g. %s, got %s' % [operatorKubectlDeliveryImage, std.manifestJson(kubectlDeliveryImage)])
+      else kubectlDeliveryImage;
+    local runsMpi = std.member(params.frameworks, 'mpi');
+    local runsPytorch = std.member(params.frameworks, 'pytorch');
     // Volcano's PodGroups, or scheduler-plugins' for any other scheduler (src/operator/engine/build.rs).
     local podGroupApis = std.set(
       (if params.gangScheduling then ['scheduling.volcano.sh', 'scheduling.x-k8s.io'] else [])
@@ -112,6 +124,24 @@ local operatorPytorchInitImage = 'alpine:3.10';
       // never watched.
       if std.length(podGroupApis) > 0 then [
         { apiGroups: podGroupApis, resources: ['podgroups'], verbs: ['get', 'create', 'patch', 'delete'] },
+      ] else []
+    ) + (
+      // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding
+      // (src/operator/frameworks/mpi/): read once, server-side applied; never watched or deleted
+      // (the job owns them). A Role may only grant what its writer holds: the launcher's exec
+      // into its workers, and the get kubectl exec does first.
+      if runsMpi then [
+        { apiGroups: [''], resources: ['configmaps', 'serviceaccounts'], verbs: ['get', 'create', 'patch'] },
+        { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: ['get', 'create', 'patch'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['get'] },
+        { apiGroups: [''], resources: ['pods/exec'], verbs: ['create'] },
+      ] else []
+    ) + (
+      // A PyTorchJob's HorizontalPodAutoscaler for elasticPolicy.metrics
+      // (src/operator/controller/autoscaler.rs): read, server-side applied, deleted when the
+      // policy's metrics go; never watched.
+      if runsPytorch then [
+        { apiGroups: ['autoscaling'], resources: ['horizontalpodautoscalers'], verbs: ['get', 'create', 'patch', 'delete'] },
       ] else []
     );
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
@@ -152,7 +182,9 @@ local operatorPytorchInitImage = 'alpine:3.10';
     + (if validGangScheduler == null then [] else ['--gang-scheduler', validGangScheduler])
     // Left out at the operator's own default, and when it runs no PyTorchJobs.
     + (if validPytorchInitImage == operatorPytorchInitImage || !std.member(params.frameworks, 'pytorch') then []
-       else ['--pytorch-init-container-image', validPytorchInitImage]);
+       else ['--pytorch-init-container-image', validPytorchInitImage])
+    + (if validKubectlDeliveryImage == operatorKubectlDeliveryImage || !runsMpi then []
+       else ['--mpi-kubectl-delivery-image', validKubectlDeliveryImage]);
 
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },

@@ -49,7 +49,7 @@ fn an_unknown_framework_is_rejected_naming_the_frameworks() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains(
-            "no framework caffe; the frameworks are tensorflow, pytorch, mxnet, xgboost, jax, paddle"
+            "no framework caffe; the frameworks are tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi"
         ),
         "{stderr}"
     );
@@ -146,6 +146,12 @@ fn unresponsive_api_server() -> std::net::SocketAddr {
                 };
                 let body = if method != "GET" || path.contains("watch=") {
                     None
+                } else if path.ends_with("/apis/kubeflow.org/v1") {
+                    // Discovery: the operator starts only the frameworks whose kind is served.
+                    Some(
+                        r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"kubeflow.org/v1","resources":[{"name":"tfjobs","singularName":"tfjob","namespaced":true,"kind":"TFJob","verbs":["get","list","watch"]}]}"#
+                            .to_string(),
+                    )
                 } else if path.contains("/tfjobs") {
                     Some(list(
                         "kubeflow.org/v1",

@@ -27,8 +27,8 @@ use super::{ClusterArgs, GlobalArgs, RequestArgs};
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// A training job as KIND/NAME (tfjob/mnist; KIND is tfjob, pytorchjob, mxjob, xgboostjob,
-    /// jaxjob or paddlejob, or its plural), or an environment of the app, whose training jobs
-    /// are read.
+    /// jaxjob, paddlejob or mpijob, or its plural), or an environment of the app, whose training
+    /// jobs are read.
     #[arg(value_name = "KIND/NAME|ENV")]
     pub target: String,
     /// The namespace of a KIND/NAME job (default: the kubeconfig context's).

@@ -51,7 +51,9 @@ pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefi
             ),
             "the name is too long for its pods and services, named <name>-<replica type>-<index>: at most 63 characters",
         );
-        if let Some(template) = pod_spec_schema(schema, specs) {
+        if J::CONTAINER_REQUIRED
+            && let Some(template) = pod_spec_schema(schema, specs)
+        {
             let container = J::FRAMEWORK.container;
             add_rule(
                 template,

@@ -7,6 +7,11 @@
 //! not created again: the first one's `series` is patched with the new count and time, so
 //! `kubectl describe` shows one line with a count, as for client-go's recorders.
 //!
+//! An event that reports a state rather than an act ([`Events::publish_state`]: a pod the
+//! scheduler cannot place) comes with the occurrence of the state it reports. Every reconcile
+//! sees the state again, and writes nothing: only another occurrence (the pod created again)
+//! counts into the series.
+//!
 //! # Guarantees
 //! - Memory is bounded: at most [`QUEUE`] events wait, and the series cache keeps at most
 //!   `SeriesCache::CAPACITY` entries of a few dozen bytes each. kube-runtime's `Recorder`
@@ -21,7 +26,8 @@
 //! # Caveats
 //! Events are best-effort, as everywhere in Kubernetes: when the queue is full (the API server
 //! is far behind) new events are dropped and counted in `mlkube_operator_events_dropped_total`,
-//! and a failed write is logged at debug level and not retried.
+//! and a failed write is logged at debug level and not retried. A state seen for longer than
+//! the API server keeps events (an hour by default) is not written again while it lasts.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -72,6 +78,8 @@ struct Pending {
     note: String,
     action: String,
     regarding: ObjectReference,
+    /// For a state: which occurrence of it this is (a hash).
+    occurrence: Option<u64>,
 }
 
 impl Pending {
@@ -126,8 +134,36 @@ impl Events {
         job: &J,
         type_: EventType,
         reason: String,
+        note: String,
+        action: &str,
+    ) {
+        self.queue(job, type_, reason, note, action, None);
+    }
+
+    /// Queue an event about a state `job` is in, of which this is `occurrence`: written only
+    /// if that occurrence was not recorded yet.
+    pub fn publish_state<J: kube::Resource<DynamicType = ()>>(
+        &self,
+        job: &J,
+        type_: EventType,
+        reason: String,
+        note: String,
+        action: &str,
+        occurrence: &str,
+    ) {
+        let mut hasher = DefaultHasher::new();
+        occurrence.hash(&mut hasher);
+        self.queue(job, type_, reason, note, action, Some(hasher.finish()));
+    }
+
+    fn queue<J: kube::Resource<DynamicType = ()>>(
+        &self,
+        job: &J,
+        type_: EventType,
+        reason: String,
         mut note: String,
         action: &str,
+        occurrence: Option<u64>,
     ) {
         if note.len() > NOTE_LIMIT {
             let mut cut = NOTE_LIMIT;
@@ -142,6 +178,7 @@ impl Events {
             note,
             action: action.to_owned(),
             regarding: job.object_ref(&()),
+            occurrence,
         };
         if let Err(e) = self.queue.try_send(pending) {
             self.metrics.object("mlkube_operator_events_dropped");
@@ -195,8 +232,11 @@ impl Writer {
     async fn write_in_turn(&self, event: &Pending, key: u64) -> Result<(), kube::Error> {
         let namespace = event.regarding.namespace.as_deref().unwrap_or("default");
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let repeat = lock(&self.series).repeat(key, Instant::now());
+        let repeat = lock(&self.series).repeat(key, Instant::now(), event.occurrence);
         if let Some(Repeat { name, count }) = repeat {
+            if count == 0 {
+                return Ok(());
+            }
             let series = EventSeries {
                 count,
                 last_observed_time: MicroTime(Timestamp::now()),
@@ -215,7 +255,7 @@ impl Writer {
         let created = api
             .create(&PostParams::default(), &self.event(event))
             .await?;
-        lock(&self.series).remember(key, created.name_any(), Instant::now());
+        lock(&self.series).remember(key, created.name_any(), Instant::now(), event.occurrence);
         Ok(())
     }
 
@@ -242,7 +282,8 @@ impl Writer {
     }
 }
 
-/// An event to patch rather than create: its name and the series count to write.
+/// An event to patch rather than create: its name and the series count to write; a count of
+/// 0 when the occurrence was recorded already, and nothing is to be written.
 #[derive(Debug, PartialEq, Eq)]
 struct Repeat {
     name: String,
@@ -259,6 +300,8 @@ struct Entry {
     name: String,
     count: i32,
     last: Instant,
+    /// The last occurrence counted, for a state's series.
+    occurrence: Option<u64>,
 }
 
 impl SeriesCache {
@@ -266,22 +309,31 @@ impl SeriesCache {
     const CAPACITY: usize = 4096;
 
     /// If `key` was recorded within the window, count this occurrence and say what to patch.
-    fn repeat(&mut self, key: u64, now: Instant) -> Option<Repeat> {
+    /// An occurrence of a state counted already is seen again: it keeps the series alive
+    /// and counts nothing (a count of 0).
+    fn repeat(&mut self, key: u64, now: Instant, occurrence: Option<u64>) -> Option<Repeat> {
         let entry = self.entries.get_mut(&key)?;
         if now.saturating_duration_since(entry.last) > SERIES_WINDOW {
             self.entries.remove(&key);
             return None;
         }
-        entry.count = entry.count.saturating_add(1);
         entry.last = now;
+        if occurrence.is_some() && entry.occurrence == occurrence {
+            return Some(Repeat {
+                name: entry.name.clone(),
+                count: 0,
+            });
+        }
+        entry.count = entry.count.saturating_add(1);
+        entry.occurrence = occurrence;
         Some(Repeat {
             name: entry.name.clone(),
             count: entry.count,
         })
     }
 
-    /// An event was created for `key`: later repeats extend it.
-    fn remember(&mut self, key: u64, name: String, now: Instant) {
+    /// An event was created for `key` (for `occurrence` of a state): later repeats extend it.
+    fn remember(&mut self, key: u64, name: String, now: Instant, occurrence: Option<u64>) {
         if self.entries.len() >= Self::CAPACITY && !self.entries.contains_key(&key) {
             self.make_room(now);
         }
@@ -291,6 +343,7 @@ impl SeriesCache {
                 name,
                 count: 1,
                 last: now,
+                occurrence,
             },
         );
     }
@@ -328,6 +381,7 @@ mod tests {
             note: note.into(),
             action: "Create".into(),
             regarding: job.object_ref(&()),
+            occurrence: None,
         }
     }
 
@@ -352,11 +406,11 @@ mod tests {
     fn a_repeat_within_the_window_extends_the_series() {
         let mut cache = SeriesCache::default();
         let t0 = Instant::now();
-        assert_eq!(cache.repeat(7, t0), None, "never seen: create");
-        cache.remember(7, "mnist.1".into(), t0);
+        assert_eq!(cache.repeat(7, t0, None), None, "never seen: create");
+        cache.remember(7, "mnist.1".into(), t0, None);
         let later = t0 + Duration::from_secs(60);
         assert_eq!(
-            cache.repeat(7, later),
+            cache.repeat(7, later, None),
             Some(Repeat {
                 name: "mnist.1".into(),
                 count: 2
@@ -364,18 +418,40 @@ mod tests {
         );
         // The window runs from the last occurrence.
         let much_later = later + SERIES_WINDOW;
-        assert_eq!(cache.repeat(7, much_later).map(|r| r.count), Some(3));
-        assert_eq!(cache.repeat(7, much_later + SERIES_WINDOW * 2), None);
+        assert_eq!(cache.repeat(7, much_later, None).map(|r| r.count), Some(3));
+        assert_eq!(cache.repeat(7, much_later + SERIES_WINDOW * 2, None), None);
         assert!(cache.entries.is_empty(), "an expired series is dropped");
+    }
+
+    #[test]
+    fn a_state_counts_once_per_occurrence() {
+        let mut cache = SeriesCache::default();
+        let t0 = Instant::now();
+        let (first, second) = (Some(1), Some(2));
+        cache.remember(7, "mnist.1".into(), t0, first);
+        for minute in 1..=3 {
+            let seen_again = cache.repeat(7, t0 + Duration::from_secs(60 * minute), first);
+            assert_eq!(seen_again.map(|r| r.count), Some(0), "nothing to write");
+        }
+        let another = t0 + Duration::from_secs(60 * 4);
+        assert_eq!(cache.repeat(7, another, second).map(|r| r.count), Some(2));
+        assert_eq!(
+            cache.repeat(7, another, second).map(|r| r.count),
+            Some(0),
+            "the second occurrence is counted once too"
+        );
+        // Seeing the state keeps the series: its window runs from the last time it was seen.
+        let later = t0 + Duration::from_secs(60 * 4) + SERIES_WINDOW;
+        assert_eq!(cache.repeat(7, later, first).map(|r| r.count), Some(3));
     }
 
     #[test]
     fn a_forgotten_series_starts_again() {
         let mut cache = SeriesCache::default();
         let t0 = Instant::now();
-        cache.remember(7, "mnist.1".into(), t0);
+        cache.remember(7, "mnist.1".into(), t0, None);
         cache.forget(7);
-        assert_eq!(cache.repeat(7, t0), None);
+        assert_eq!(cache.repeat(7, t0, None), None);
     }
 
     #[test]
@@ -384,12 +460,20 @@ mod tests {
         let t0 = Instant::now();
         let total = SeriesCache::CAPACITY as u64 * 3;
         for key in 0..total {
-            cache.remember(key, format!("e{key}"), t0 + Duration::from_millis(key));
+            cache.remember(
+                key,
+                format!("e{key}"),
+                t0 + Duration::from_millis(key),
+                None,
+            );
             assert!(cache.entries.len() <= SeriesCache::CAPACITY);
         }
         let now = t0 + Duration::from_millis(total);
-        assert!(cache.repeat(total - 1, now).is_some(), "the newest is kept");
-        assert!(cache.repeat(0, now).is_none(), "the oldest made room");
+        assert!(
+            cache.repeat(total - 1, now, None).is_some(),
+            "the newest is kept"
+        );
+        assert!(cache.repeat(0, now, None).is_none(), "the oldest made room");
     }
 
     #[test]
@@ -397,10 +481,10 @@ mod tests {
         let mut cache = SeriesCache::default();
         let t0 = Instant::now();
         for key in 0..SeriesCache::CAPACITY as u64 {
-            cache.remember(key, format!("e{key}"), t0);
+            cache.remember(key, format!("e{key}"), t0, None);
         }
         let later = t0 + SERIES_WINDOW + Duration::from_secs(1);
-        cache.remember(u64::MAX, "new".into(), later);
+        cache.remember(u64::MAX, "new".into(), later, None);
         assert_eq!(cache.entries.len(), 1, "every expired series was dropped");
     }
 }

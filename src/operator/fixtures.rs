@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    Pod, PodSpec, PodStatus, PodTemplateSpec,
+    Pod, PodCondition, PodSpec, PodStatus, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -145,6 +145,19 @@ impl PodBuilder {
                 ..ContainerState::default()
             }),
             ..ContainerStatus::default()
+        }]);
+        self.phase("Pending")
+    }
+
+    /// Pending, the scheduler having found no node for it since `since` (seconds).
+    pub fn unschedulable(mut self, message: &str, since: i64) -> Self {
+        self.status().conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some(message.into()),
+            last_transition_time: Some(at(since)),
+            ..PodCondition::default()
         }]);
         self.phase("Pending")
     }

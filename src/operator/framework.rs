@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{Container, EnvVar};
-use kube::Resource;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec;
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -149,6 +150,16 @@ pub trait TrainingJob:
     /// Whether this replica carries the `training.kubeflow.org/job-role=master` label.
     fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool;
 
+    /// The HorizontalPodAutoscaler the job asks for (PyTorch's `elasticPolicy.metrics`),
+    /// scaling it through its scale subresource; an error says why the job's policy cannot be
+    /// honoured.
+    fn autoscaler(&self) -> Option<Result<HorizontalPodAutoscalerSpec, String>> {
+        None
+    }
+
+    /// Whether jobs of this kind can ask for an autoscaler at all.
+    const AUTOSCALES: bool = false;
+
     /// The environment the framework's container of this replica gets, replacing any variable
     /// of the same name in the template.
     fn environment(&self, rtype: ReplicaType, index: i32, placement: &Placement<'_>)
@@ -162,6 +173,41 @@ pub trait TrainingJob:
         _index: i32,
         _options: &Options,
     ) -> Vec<Container> {
+        Vec::new()
+    }
+
+    /// The framework's defaults that come before the engine's, where the engine's would hide
+    /// what the user left out (MPIJob: Worker `replicas` 0, the spec's own `cleanPodPolicy`).
+    fn apply_early_defaults(&mut self) {}
+
+    /// Whether every pod template must have a container named `FRAMEWORK.container` (a CRD
+    /// rule). MPIJob's processes run in each template's first container, whatever its name.
+    const CONTAINER_REQUIRED: bool = true;
+
+    /// The name of the pod of replica `index` of type `rtype`: `{job}-{type}-{index}`
+    /// ([`build::name`](super::engine::build::name)), unless the framework names it otherwise.
+    fn pod_name(&self, rtype: ReplicaType, index: i32) -> String {
+        super::engine::build::name(&self.name_any(), rtype, index)
+    }
+
+    /// Whether each replica gets a headless service (MPIJob's reach each other by exec).
+    fn has_services(&self) -> bool {
+        true
+    }
+
+    /// Whether the pods of `rtype` are not created yet, given the replica statuses being
+    /// computed (MPIJob's Launcher waits until every Worker runs).
+    fn holds_back(&self, _rtype: ReplicaType, _status: &JobStatus) -> bool {
+        false
+    }
+
+    /// The framework's last changes to a replica's pod spec, after the environment and init
+    /// containers (MPIJob: its volumes, mounts and the launcher's ServiceAccount).
+    fn finish_pod(&self, _rtype: ReplicaType, _index: i32, _spec: &mut PodSpec) {}
+
+    /// Objects the job needs besides its pods and services, owned by it and written before its
+    /// pods (MPIJob: its ConfigMap, and the launcher's ServiceAccount, Role and RoleBinding).
+    fn companions(&self) -> Vec<Companion> {
         Vec::new()
     }
 
@@ -193,6 +239,25 @@ pub trait TrainingJob:
     fn replicas_of(&self, rtype: ReplicaType) -> Option<i32> {
         self.replica_spec(rtype).map(|r| r.replicas.unwrap_or(1))
     }
+}
+
+/// An object a job needs besides its pods and services, as it is to be applied: a whole
+/// object of one of the kinds in [`CompanionKind`], owned by the job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Companion {
+    pub kind: CompanionKind,
+    pub name: String,
+    /// The whole object, `apiVersion` and `kind` included.
+    pub object: serde_json::Value,
+}
+
+/// The kinds a job's companions may be: what the operator's RBAC lets it write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CompanionKind {
+    ConfigMap,
+    ServiceAccount,
+    Role,
+    RoleBinding,
 }
 
 /// A job state whose condition message each framework words its own way.

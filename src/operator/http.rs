@@ -3,13 +3,15 @@
 //! Plain HTTP/1.1 on a tokio listener, one request per connection: probes and scrapes need
 //! nothing more, and it keeps a web framework out of the binary.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use super::lock;
 use super::metrics::Metrics;
 
 /// What the probes report.
@@ -18,6 +20,36 @@ pub struct Health {
     /// Set once the caches have synced (and, with leader election, whether or not we lead:
     /// a standby replica is ready to take over).
     pub ready: AtomicBool,
+    /// The kinds the operator was asked to run whose CRD is not installed, with the CRD's
+    /// name: the operator is not ready while it cannot run them.
+    missing_crds: Mutex<BTreeMap<&'static str, String>>,
+}
+
+impl Health {
+    /// The CRD `crd` of `kind` is not installed.
+    pub fn crd_missing(&self, kind: &'static str, crd: String) {
+        lock(&self.missing_crds).insert(kind, crd);
+    }
+
+    /// The CRD of `kind` is installed (now).
+    pub fn crd_installed(&self, kind: &'static str) {
+        lock(&self.missing_crds).remove(kind);
+    }
+
+    /// Ready, or why not.
+    fn readiness(&self) -> Result<(), String> {
+        if !self.ready.load(Ordering::Relaxed) {
+            return Err("caches not synced yet\n".to_owned());
+        }
+        let missing = lock(&self.missing_crds);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(missing
+            .iter()
+            .map(|(kind, crd)| format!("{kind}s are not run: the CRD {crd} is not installed\n"))
+            .collect())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -91,13 +123,10 @@ fn respond(endpoints: &Endpoints, path: &str) -> (&'static str, String) {
     match (endpoints, path) {
         (Endpoints::Metrics(metrics), "/metrics") => ("200 OK", metrics.render()),
         (Endpoints::Health(_), "/healthz") => ("200 OK", "ok\n".to_owned()),
-        (Endpoints::Health(health), "/readyz") if health.ready.load(Ordering::Relaxed) => {
-            ("200 OK", "ok\n".to_owned())
-        }
-        (Endpoints::Health(_), "/readyz") => (
-            "503 Service Unavailable",
-            "caches not synced yet\n".to_owned(),
-        ),
+        (Endpoints::Health(health), "/readyz") => match health.readiness() {
+            Ok(()) => ("200 OK", "ok\n".to_owned()),
+            Err(why) => ("503 Service Unavailable", why),
+        },
         _ => ("404 Not Found", "not found\n".to_owned()),
     }
 }
@@ -209,5 +238,16 @@ mod tests {
         health.ready.store(true, Ordering::Relaxed);
         assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
+
+        health.crd_missing("MXJob", "mxjobs.kubeflow.org".to_owned());
+        let not_ready = get("/readyz").await;
+        assert!(not_ready.starts_with("HTTP/1.1 503"), "{not_ready}");
+        assert!(
+            not_ready
+                .ends_with("MXJobs are not run: the CRD mxjobs.kubeflow.org is not installed\n"),
+            "{not_ready}"
+        );
+        health.crd_installed("MXJob");
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
     }
 }

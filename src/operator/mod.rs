@@ -54,6 +54,8 @@ pub struct Settings {
     pub gang_scheduler: Option<String>,
     /// The image of PyTorch workers' `init-pytorch` container.
     pub pytorch_init_image: String,
+    /// The image of MPIJob launchers' `kubectl-delivery` container.
+    pub mpi_kubectl_delivery_image: String,
     /// After SIGTERM, how long reconciles in flight may take.
     pub shutdown_timeout: Duration,
     /// The frameworks whose jobs to run (`frameworks::ALL` for all).
@@ -99,6 +101,10 @@ pub enum OperatorError {
         "--pytorch-init-container-image {image:?} is not an image\nhint: give it as the cluster's nodes pull it, e.g. alpine:3.10 or mirror.internal/library/alpine:3.10"
     )]
     InitImage { image: String },
+    #[error(
+        "--mpi-kubectl-delivery-image {image:?} is not an image\nhint: give it as the cluster's nodes pull it, e.g. mlkube/kubectl-delivery:0.1.0 or mirror.internal/mlkube/kubectl-delivery:0.1.0"
+    )]
+    KubectlDeliveryImage { image: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -274,6 +280,11 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             image: settings.pytorch_init_image.clone(),
         });
     }
+    if !is_image(&settings.mpi_kubectl_delivery_image) {
+        return Err(OperatorError::KubectlDeliveryImage {
+            image: settings.mpi_kubectl_delivery_image.clone(),
+        });
+    }
     let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
         .map_err(|source| OperatorError::Signals { source })?;
     let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
@@ -312,6 +323,7 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
                 .filter(|d| !d.is_empty()),
             gang_scheduler: settings.gang_scheduler.clone(),
             pytorch_init_image: Some(settings.pytorch_init_image.clone()),
+            mpi_kubectl_delivery_image: Some(settings.mpi_kubectl_delivery_image.clone()),
         },
         frameworks: settings.frameworks.clone(),
     };
@@ -328,20 +340,13 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
         "starting the training-job operator"
     );
 
-    let ready = {
-        let health = health.clone();
-        move || {
-            health.ready.store(true, Ordering::Relaxed);
-            tracing::info!("caches synced");
-        }
-    };
     if !settings.leader_elect {
         metrics.set_leader(true);
         controller::run(
             client,
             controller_settings,
             metrics,
-            ready,
+            health,
             shutdown.requested(),
         )
         .await;
@@ -357,7 +362,7 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     metrics.set_leader(true);
     let stop = shutdown.requested();
     tokio::select! {
-        () = controller::run(client.clone(), controller_settings, metrics.clone(), || tracing::info!("caches synced"), stop) => {
+        () = controller::run(client.clone(), controller_settings, metrics.clone(), health, stop) => {
             // Hand the lease over now rather than make a standby wait for it to run out.
             leader::release(client, &lease).await;
             metrics.set_leader(false);

@@ -72,6 +72,7 @@ async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
         crd_names,
         BTreeSet::from([
             "jaxjobs.kubeflow.org",
+            "mpijobs.kubeflow.org",
             "mxjobs.kubeflow.org",
             "paddlejobs.kubeflow.org",
             "pytorchjobs.kubeflow.org",

@@ -76,6 +76,30 @@ const RUNS_JOBS: &[Uses] = &[
     ),
     // events.k8s.io/v1 only: one event per occurrence, a patch of its series on a repeat.
     uses("events.k8s.io", "events", &["create", "patch"]),
+    // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding: read once,
+    // server-side applied (which creates them the first time).
+    uses("", "configmaps", &["create", "get", "patch"]),
+    uses("", "serviceaccounts", &["create", "get", "patch"]),
+    uses(
+        "rbac.authorization.k8s.io",
+        "roles",
+        &["create", "get", "patch"],
+    ),
+    uses(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        &["create", "get", "patch"],
+    ),
+    // What the launcher's Role grants, which the operator must hold to grant it.
+    uses("", "pods", &["get"]),
+    uses("", "pods/exec", &["create"]),
+    // A PyTorchJob's HorizontalPodAutoscaler: read, server-side applied (which creates it the
+    // first time), deleted when its policy's metrics go; never watched.
+    uses(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        &["create", "delete", "get", "patch"],
+    ),
 ];
 
 /// With `leaderElect`, in the operator's own namespace: its one Lease.

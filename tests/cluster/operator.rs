@@ -22,6 +22,7 @@ use kube::{Api, Client, ResourceExt};
 use mlkube::operator::engine::build;
 use mlkube::operator::framework::TrainingJob;
 use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::http::Health;
 use mlkube::operator::{controller, frameworks, metrics::Metrics};
 use serde_json::json;
 
@@ -94,7 +95,7 @@ async fn start_operator_as(ns: &TestNamespace, scope: Scope, options: build::Opt
         identity.client.clone(),
         settings,
         metrics.clone(),
-        || {},
+        Arc::new(Health::default()),
         // Stopped by aborting the task when the test is done.
         std::future::pending(),
     ));

@@ -109,15 +109,27 @@ impl OperatorIdentity {
     /// Render the component's ServiceAccount and RBAC for `access` into `ns`, apply them as
     /// admin, and mint a token; returns once every rendered rule is in effect for the token.
     pub async fn new(ns: &TestNamespace, access: Access) -> Self {
-        let objects = render(&ns.name, access);
+        Self::on(&ns.client, &kubeconfig_path(), &ns.name, access).await
+    }
+
+    /// The same in `namespace` of the cluster that `admin` (from the kubeconfig at
+    /// `admin_kubeconfig`) reaches. On another cluster than the test cluster only in namespace
+    /// scope: cluster-scoped RBAC is deleted from the test cluster when this is dropped.
+    pub async fn on(
+        admin: &Client,
+        admin_kubeconfig: &Path,
+        namespace: &str,
+        access: Access,
+    ) -> Self {
+        let objects = render(namespace, access);
         let mut cluster_objects = ClusterObjects::default();
         for object in &objects {
-            let gvk = apply(&ns.client, object).await;
+            let gvk = apply(admin, object).await;
             if object.namespace().is_none() {
                 cluster_objects.0.push((gvk, object.name().to_owned()));
             }
         }
-        let kubeconfig = token_kubeconfig(&ns.client, &ns.name, COMPONENT).await;
+        let kubeconfig = token_kubeconfig_from(admin, admin_kubeconfig, namespace, COMPONENT).await;
         let client = client_from(&kubeconfig).await;
         let granted: BTreeSet<Permission> = objects
             .iter()
@@ -125,10 +137,10 @@ impl OperatorIdentity {
             .flat_map(|o| rules(&o.value["rules"]))
             .collect();
         eventually(
-            &format!("the RBAC of {COMPONENT} to take effect in {}", ns.name),
+            &format!("the RBAC of {COMPONENT} to take effect in {namespace}"),
             TIMEOUT,
             || async {
-                let permitted = permissions(&client, &ns.name).await;
+                let permitted = permissions(&client, namespace).await;
                 granted.is_subset(&permitted).then_some(())
             },
         )
@@ -244,6 +256,7 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
         server: None,
         context: None,
         empty: false,
+        with_jobs: false,
     })
     .unwrap_or_else(|e| panic!("mlkube init {}: {e}", root.display()));
     let params = json!({ "global": {}, "components": { COMPONENT: access.params() } });
@@ -303,6 +316,16 @@ pub async fn token_kubeconfig(
     namespace: &str,
     service_account: &str,
 ) -> tempfile::TempPath {
+    token_kubeconfig_from(admin, &kubeconfig_path(), namespace, service_account).await
+}
+
+/// The same for the cluster of the kubeconfig at `admin_kubeconfig`, whose client is `admin`.
+async fn token_kubeconfig_from(
+    admin: &Client,
+    admin_kubeconfig: &Path,
+    namespace: &str,
+    service_account: &str,
+) -> tempfile::TempPath {
     let request: TokenRequest =
         serde_json::from_value(json!({ "spec": { "audiences": [], "expirationSeconds": 3600 } }))
             .expect("a valid TokenRequest");
@@ -314,8 +337,8 @@ pub async fn token_kubeconfig(
         .expect("a TokenRequest is answered with a status")
         .token;
 
-    let path = kubeconfig_path();
-    let admin_config = Kubeconfig::read_from(&path)
+    let path = admin_kubeconfig;
+    let admin_config = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", path.display()));
     let cluster_name = admin_config
         .current_context

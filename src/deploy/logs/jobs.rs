@@ -319,8 +319,8 @@ mod tests {
         assert_eq!(
             error,
             "`deployment` is not a kind of training job\n  hint: name the job as KIND/NAME, KIND \
-             one of tfjob, pytorchjob, mxjob, xgboostjob, jaxjob, paddlejob (or its plural, e.g. \
-             tfjobs/mnist)"
+             one of tfjob, pytorchjob, mxjob, xgboostjob, jaxjob, paddlejob, mpijob (or its plural, \
+             e.g. tfjobs/mnist)"
         );
         for bad in ["tfjob/", "tfjob/a/b", "mnist"] {
             assert!(

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, Resource, ResourceExt};
 
-use super::{Context, POD_GROUP_POLL, ReconcileError, pod_group};
+use super::{Context, POD_GROUP_POLL, ReconcileError, companions, pod_group};
 use crate::error_text::OneLine;
 use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::build;
@@ -55,11 +55,20 @@ pub(super) async fn carry_out<J: TrainingJob>(
             }
         }
     }
+    // The pods use them (MPIJob's launcher runs as its ServiceAccount and mounts the
+    // ConfigMap): without them, no pod is created.
+    let mut companions_written = true;
+    if !conditions::is_finished(&plan.status)
+        && let Err(e) = companions::sync_companions(defaulted, ctx, namespace).await
+    {
+        companions_written = false;
+        first_error.get_or_insert(e);
+    }
     let waiting_for_pod_group = !pods_admitted && !plan.create_pods.is_empty();
     if waiting_for_pod_group {
         tracing::info!("waiting for the PodGroup to be admitted before creating pods");
     }
-    let (create_pods, pods_expiry) = if pods_admitted {
+    let (create_pods, pods_expiry) = if pods_admitted && companions_written {
         not_on_their_way(ctx, Kind::Pod, job, &plan.create_pods)
     } else {
         (Vec::new(), None)
@@ -391,7 +400,10 @@ fn not_on_their_way<J: TrainingJob>(
         .iter()
         .copied()
         .filter(|&(rtype, index)| {
-            let name = build::name(&job_name, rtype, index);
+            let name = match kind {
+                Kind::Pod => job.pod_name(rtype, index),
+                Kind::Service => build::name(&job_name, rtype, index),
+            };
             match ctx.expectations.awaiting(kind, &namespace, &name, now) {
                 Some(left) => {
                     first_expiry = Some(first_expiry.map_or(left, |f| f.min(left)));

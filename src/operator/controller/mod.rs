@@ -36,10 +36,13 @@
 //! short delay. A failed adoption does not hold the reconcile up: the pod it was for is not
 //! created again (its name is taken), and the retry adopts it.
 
+mod autoscaler;
 mod by_job;
 mod carry_out;
 mod children;
 mod claim;
+mod companions;
+mod installed;
 mod pod_group;
 mod reconcile;
 mod records;
@@ -47,6 +50,7 @@ mod status;
 mod stored_job;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,6 +66,7 @@ use super::events::Events;
 use super::expectations::Expectations;
 use super::framework::TrainingJob;
 use super::frameworks::Registered;
+use super::http::Health;
 use super::lock;
 use super::metrics::Metrics;
 use crate::error_text::OneLine;
@@ -93,6 +98,10 @@ pub struct Context {
     written: status::Written,
     /// The PodGroups last read or written, so a reconcile need not read them again.
     pod_groups: pod_group::SeenPodGroups,
+    /// The autoscalers last written, so a reconcile need not write them again.
+    autoscalers: autoscaler::SeenAutoscalers,
+    /// The companions last written, so a reconcile need not write them again.
+    companions: companions::SeenCompanions,
 }
 
 /// The jobs waiting for a reconcile because they, or one of their pods or services, changed;
@@ -134,19 +143,20 @@ pub struct Settings {
 /// One framework's controller, as [`run`] starts it: `run_framework::<J>`. It takes its jobs'
 /// children from the shared caches, and asks them for their changes before it returns.
 pub type RunFramework =
-    fn(Client, Settings, Arc<Metrics>, Arc<Children>, Stop) -> BoxFuture<'static, ()>;
+    fn(Client, Settings, Arc<Metrics>, Arc<Children>, Arc<Health>, Stop) -> BoxFuture<'static, ()>;
 
 /// The stop signal every framework's controller waits on.
 pub type Stop = Shared<BoxFuture<'static, ()>>;
 
 /// Run the controller until `stop` resolves and the reconciles in flight have finished.
 ///
-/// `ready` is called once the pod and service caches have synced.
+/// `health` turns ready once the pod and service caches have synced, and says which
+/// frameworks wait for their CRD (see `installed`).
 pub async fn run(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    ready: impl FnOnce() + Send + 'static,
+    health: Arc<Health>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let stop = stop.boxed().shared();
@@ -160,13 +170,15 @@ pub async fn run(
                 settings.clone(),
                 metrics.clone(),
                 children.clone(),
+                health.clone(),
                 stop.clone(),
             )
         })
         .collect();
     let synced = async move {
         if children.ready().await {
-            ready();
+            health.ready.store(true, Ordering::Relaxed);
+            tracing::info!("caches synced");
         }
         std::future::pending::<()>().await;
     };
@@ -181,6 +193,7 @@ pub fn run_framework<J: TrainingJob>(
     settings: Settings,
     metrics: Arc<Metrics>,
     children: Arc<Children>,
+    health: Arc<Health>,
     stop: Stop,
 ) -> BoxFuture<'static, ()> {
     let queue = Arc::new(WorkQueue {
@@ -197,7 +210,12 @@ pub fn run_framework<J: TrainingJob>(
             let _ = trigger.unbounded_send(ObjectRef::<StoredJob<J>>::new(name).within(namespace));
         }),
     );
-    run_one::<J>(client, settings, metrics, children, queue, triggered, stop).boxed()
+    async move {
+        if installed::await_installed::<J>(&client, &health, stop.clone()).await {
+            run_one::<J>(client, settings, metrics, children, queue, triggered, stop).await;
+        }
+    }
+    .boxed()
 }
 
 async fn run_one<J: TrainingJob>(
@@ -248,6 +266,8 @@ async fn run_one<J: TrainingJob>(
         queue: queue.clone(),
         written: status::Written::default(),
         pod_groups: pod_group::SeenPodGroups::default(),
+        autoscalers: autoscaler::SeenAutoscalers::default(),
+        companions: companions::SeenCompanions::default(),
     });
 
     let for_gone_jobs = context.clone();
@@ -270,6 +290,8 @@ async fn run_one<J: TrainingJob>(
                     queue.remove(namespace, &job.name);
                     for_gone_jobs.written.forget(namespace, &job.name);
                     for_gone_jobs.pod_groups.forget(namespace, &job.name);
+                    for_gone_jobs.autoscalers.forget(namespace, &job.name);
+                    for_gone_jobs.companions.forget(namespace, &job.name);
                 }
                 // `error_policy` has logged it.
                 Err(ControllerError::ReconcilerFailed(..)) => {}

@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use super::stored_job::StoredJob;
-use super::{Context, carry_out, claim, status};
+use super::{Context, autoscaler, carry_out, claim, status};
 use crate::error_text::OneLine;
 use crate::operator::api::MANAGED_BY_US;
 use crate::operator::engine::adopt;
@@ -77,6 +77,15 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "{kind} {namespace}/{name} exists and belongs to {owner}, so the job cannot use it\nhint: delete it, or rename the job"
+    )]
+    NotOurs {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        owner: String,
+    },
     #[error("cannot update {kind} {namespace}/{name}")]
     Update {
         kind: &'static str,
@@ -120,6 +129,23 @@ impl ReconcileError {
             ReconcileError::Create {
                 kind: "service", ..
             } => "create_service",
+            ReconcileError::Create {
+                kind: "HorizontalPodAutoscaler",
+                ..
+            }
+            | ReconcileError::NotOurs {
+                kind: "HorizontalPodAutoscaler",
+                ..
+            } => "apply_autoscaler",
+            ReconcileError::Create {
+                kind: "ConfigMap" | "ServiceAccount" | "Role" | "RoleBinding",
+                ..
+            }
+            | ReconcileError::NotOurs { .. } => "apply_companion",
+            ReconcileError::Delete {
+                kind: "HorizontalPodAutoscaler",
+                ..
+            } => "delete_autoscaler",
             ReconcileError::Create { .. } => "create_podgroup",
             ReconcileError::Delete { kind: "pod", .. } => "delete_pod",
             ReconcileError::Delete {
@@ -249,16 +275,24 @@ async fn reconcile_job<J: TrainingJob>(
     }
 
     let result = carry_out::carry_out(job, &defaulted, ctx, namespace, &uid, &plan).await;
+    let autoscaled = autoscaler::sync_autoscaler(&defaulted, ctx, namespace, &plan.status).await;
     for e in &plan.events {
         let kind = if e.warning {
             EventType::Warning
         } else {
             EventType::Normal
         };
-        ctx.events
-            .publish(job, kind, e.reason.clone(), e.message.clone(), "Reconcile");
+        let (reason, note) = (e.reason.clone(), e.message.clone());
+        match &e.occurrence {
+            Some(occurrence) => {
+                ctx.events
+                    .publish_state(job, kind, reason, note, "Reconcile", occurrence);
+            }
+            None => ctx.events.publish(job, kind, reason, note, "Reconcile"),
+        }
     }
     let look_again = result?;
+    autoscaled?;
     // Children that could not be claimed are claimed on the retry.
     if let Some(error) = claim_error {
         return Err(error);

@@ -6,9 +6,10 @@
 //! # Guarantees
 //! - A record keeps, of the metadata, the name, namespace, UID, resource version, owner
 //!   references, deletion timestamp and the four labels the operator reads (operator name, job
-//!   name, replica type and index); of a pod's status, the phase, its reason and message, and
-//!   each container's name, restart count, exit code and reason, and waiting reason, and of its
-//!   last run (`lastState`, why it was restarted) the exit code and reason.
+//!   name, replica type and index); of a pod's status, the phase, its reason and message, its
+//!   `PodScheduled` condition while it is False (the scheduler's why), and each container's
+//!   name, restart count, exit code and reason, and waiting reason, and of its last run
+//!   (`lastState`, why it was restarted) the exit code and reason.
 //! - `FromChild` gives the engine the object it reads, with those fields and no others.
 //! - Pods are read from the watch into `PodRecord`, which skips the spec as it parses; services
 //!   are watched as metadata only.
@@ -19,13 +20,13 @@ use std::fmt::Debug;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, Pod,
-    PodStatus, Service,
+    PodCondition, PodStatus, Service,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use kube::api::PartialObjectMeta;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 
 use crate::operator::engine::build::{
     LABEL_JOB_NAME, LABEL_OPERATOR, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE,
@@ -160,6 +161,32 @@ pub struct StatusRecord {
     pub message: Option<String>,
     pub container_statuses: Option<Vec<ContainerRecord>>,
     pub init_container_statuses: Option<Vec<ContainerRecord>>,
+    /// Of the pod's conditions, only `PodScheduled` while it is False: most pods never have
+    /// one, so the others are not kept.
+    #[serde(default, rename = "conditions", deserialize_with = "not_scheduled")]
+    pub not_scheduled: Option<ConditionRecord>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionRecord {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub last_transition_time: Option<Time>,
+}
+
+/// The pod's `PodScheduled` condition if it is False.
+fn not_scheduled<'de, D: Deserializer<'de>>(
+    conditions: D,
+) -> Result<Option<ConditionRecord>, D::Error> {
+    let conditions: Option<Vec<ConditionRecord>> = Option::deserialize(conditions)?;
+    Ok(conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False"))
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -230,6 +257,16 @@ impl StatusRecord {
             message: self.message.clone(),
             container_statuses: containers(&self.container_statuses),
             init_container_statuses: containers(&self.init_container_statuses),
+            conditions: self.not_scheduled.as_ref().map(|c| {
+                vec![PodCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    last_transition_time: c.last_transition_time.clone(),
+                    ..PodCondition::default()
+                }]
+            }),
             ..PodStatus::default()
         }
     }
@@ -326,6 +363,12 @@ mod tests {
                     "name": "init", "restartCount": 1, "image": "i", "imageID": "", "ready": false,
                     "state": { "waiting": { "reason": "CrashLoopBackOff", "message": "m" } },
                 }],
+                "conditions": [
+                    { "type": "Ready", "status": "False", "reason": "PodFailed" },
+                    { "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/2 nodes are available", "lastProbeTime": null,
+                      "lastTransitionTime": "2026-11-23T09:00:00Z" },
+                ],
             },
         });
         let record: PodRecord = serde_json::from_value(served.clone()).unwrap();
@@ -351,6 +394,11 @@ mod tests {
                 w.message = None;
             }
         }
+        status
+            .conditions
+            .as_mut()
+            .unwrap()
+            .retain(|c| c.type_ == "PodScheduled");
         assert_eq!(pod, want);
     }
 

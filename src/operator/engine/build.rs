@@ -45,6 +45,9 @@ pub struct Options {
     /// The image of PyTorch workers' `init-pytorch` container
     /// (`--pytorch-init-container-image`); `None`: upstream's default.
     pub pytorch_init_image: Option<String>,
+    /// The image of MPIJob launchers' `kubectl-delivery` container
+    /// (`--mpi-kubectl-delivery-image`); `None`: mlkube's default.
+    pub mpi_kubectl_delivery_image: Option<String>,
 }
 
 /// `{job}-{type}-{index}`, with `/` replaced by `-` as upstream does.
@@ -152,6 +155,8 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
             .extend(init);
     }
 
+    job.finish_pod(rtype, index, &mut spec);
+
     if let Some(scheduler) = options.gang_scheduler.as_deref() {
         gang(
             &mut spec,
@@ -165,7 +170,7 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
 
     Pod {
         metadata: ObjectMeta {
-            name: Some(name(&job_name, rtype, index)),
+            name: Some(job.pod_name(rtype, index)),
             namespace: Some(namespace),
             labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),

@@ -4,7 +4,8 @@
 //! `restartPolicy` to the framework's (Never for TFJob, OnFailure for PyTorchJob),
 //! `cleanPodPolicy` to None, and the framework's port (`tfjob-port` 2222) is appended to the
 //! framework's container (`tensorflow`, else container 0) unless a port of that name exists.
-//! The framework then adds its own (TFJob: `successPolicy` `""`).
+//! The framework adds its own, before the engine's where the engine's would hide what the user left
+//! out (MPIJob), and after (TFJob: `successPolicy` `""`).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ use crate::operator::framework::{Framework, TrainingJob};
 
 /// Apply upstream's defaults to a job: the engine's, then the framework's.
 pub fn apply<J: TrainingJob>(job: &mut J) {
+    job.apply_early_defaults();
     let specs = std::mem::take(job.replica_specs_mut());
     let mut normalised = BTreeMap::new();
     for (key, mut replica) in specs {
@@ -36,6 +38,10 @@ fn default_replica(framework: &Framework, replica: &mut ReplicaSpec) {
     replica
         .restart_policy
         .get_or_insert(framework.default_restart_policy);
+    // A framework without a port (MPIJob) gets none.
+    if framework.port_name.is_empty() {
+        return;
+    }
     let Some(pod) = replica.template.spec.as_mut() else {
         return;
     };

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    ContainerStateTerminated, ContainerStatus, Pod, PodCondition, Service,
+};
 use kube::ResourceExt;
 
 use super::build;
@@ -266,6 +268,17 @@ pub fn stuck_reason(pod: &Pod) -> Option<(String, String)> {
             .contains(&reason)
             .then(|| (reason.to_owned(), c.name.clone()))
     })
+}
+
+/// The scheduler's answer for a pod it has not placed: its `PodScheduled` condition while
+/// that is False (reason `Unschedulable`, message "0/2 nodes are available: ...").
+pub fn not_scheduled(pod: &Pod) -> Option<&PodCondition> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
 }
 
 /// Container restarts by the kubelet, init containers included.

@@ -54,6 +54,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::ResourceExt;
 
+use super::autoscaling;
 use super::build;
 use super::conditions::{self as cond, FALSE, TRUE};
 use super::observe::{
@@ -68,6 +69,10 @@ pub struct Event {
     pub warning: bool,
     pub reason: String,
     pub message: String,
+    /// For an event that reports a state rather than an act (a pod the scheduler cannot
+    /// place): which occurrence of the state it is. Every reconcile sees the state again, but
+    /// it is recorded once per occurrence (see `events`).
+    pub occurrence: Option<String>,
 }
 
 /// What happened to the job, for metrics.
@@ -101,6 +106,7 @@ impl Plan {
             warning,
             reason,
             message,
+            occurrence: None,
         });
     }
 }
@@ -204,8 +210,21 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
 
     let observation = observe::observe(job.job, observed);
     let tally = tally(&job, &observation, &mut plan);
+    hold_back(job.job, &mut plan);
     decide(&job, observed, now, tally, &mut plan);
+    autoscaling::check(job.job, now, &mut plan);
     plan
+}
+
+/// Leave out the pods the framework holds back for now (MPIJob's Launcher, until its Workers
+/// run), and the services of a framework without them.
+fn hold_back<J: TrainingJob>(job: &J, plan: &mut Plan) {
+    let status = &plan.status;
+    plan.create_pods
+        .retain(|&(rtype, _)| !job.holds_back(rtype, status));
+    if !job.has_services() {
+        plan.create_services.clear();
+    }
 }
 
 /// Count every replica type: its status, the pods and services to create and delete, and
@@ -310,12 +329,14 @@ fn tally_replica<'a, J: TrainingJob>(
                             job.job.namespace().unwrap_or_default(),
                             pod.name_any()
                         ),
+                        occurrence: None,
                     });
                     tally.stuck.push(format!(
                         "{} {index}: {reason} in container {container}",
                         rtype.lower()
                     ));
                 }
+                plan.events.extend(not_scheduled_event(pod));
             }
         }
     }
@@ -378,7 +399,33 @@ fn failure_event<J: TrainingJob>(job: &Job<'_, J>, pod: &Pod, why: &str) -> Even
             job.job.namespace().unwrap_or_default(),
             pod.name_any()
         ),
+        occurrence: None,
     }
+}
+
+/// Upstream's event for a pod the scheduler cannot place, word for word: its condition's
+/// reason (`Unschedulable`) and message. One occurrence per pod and transition of the
+/// condition: a pod created again, or scheduled and then not, is another.
+fn not_scheduled_event(pod: &Pod) -> Option<Event> {
+    let condition = observe::not_scheduled(pod)?;
+    let since = condition
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    Some(Event {
+        warning: true,
+        reason: condition
+            .reason
+            .clone()
+            .unwrap_or_else(|| "Unschedulable".to_owned()),
+        message: format!(
+            "Error pod {} condition message: {}",
+            pod.name_any(),
+            condition.message.as_deref().unwrap_or_default()
+        ),
+        occurrence: Some(format!("{}@{since}", pod.uid().unwrap_or_default())),
+    })
 }
 
 /// Decide the job's state from the tally: success first, then a failure for good, the backoff
@@ -534,9 +581,8 @@ pub const MAX_NAME: usize = 63;
 
 /// The longest of the job's pod and service names, if it is too long for a service.
 fn name_too_long<J: TrainingJob>(job: &J) -> Option<String> {
-    let name = job.name_any();
     job.replicas()
-        .map(|(rtype, spec)| build::name(&name, rtype, spec.replicas.unwrap_or(1).max(1) - 1))
+        .map(|(rtype, spec)| job.pod_name(rtype, spec.replicas.unwrap_or(1).max(1) - 1))
         .max_by_key(String::len)
         .filter(|longest| longest.len() > MAX_NAME)
 }
@@ -850,6 +896,38 @@ mod tests {
         let plan = run(&job, &[pod(&job, W, 0).running().build(), oom], 1);
         assert!(message(&plan).contains("OOMKilled"), "{}", message(&plan));
         assert!(plan.events.iter().any(|e| e.reason == "OOMKilled"));
+    }
+
+    #[test]
+    fn a_pod_the_scheduler_cannot_place_is_an_event_per_occurrence_in_upstreams_words() {
+        let job = job("j").replica("Worker", 2).build();
+        let why = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.";
+        let pending =
+            |uid: &str, since: i64| pod(&job, W, 0).uid(uid).unschedulable(why, since).build();
+        let events = |pods: &[Pod]| {
+            run(&job, pods, 10)
+                .events
+                .into_iter()
+                .filter(|e| e.reason == "Unschedulable")
+                .collect::<Vec<_>>()
+        };
+        let first = events(&[pending("a", 1), pod(&job, W, 1).running().build()]);
+        assert_eq!(
+            first,
+            [Event {
+                warning: true,
+                reason: "Unschedulable".into(),
+                message: format!("Error pod j-worker-0 condition message: {why}"),
+                occurrence: first[0].occurrence.clone(),
+            }]
+        );
+        let occurrence = |pods: &[Pod]| events(pods)[0].occurrence.clone().unwrap();
+        let seen = occurrence(&[pending("a", 1)]);
+        assert_eq!(seen, occurrence(&[pending("a", 1)]), "the same state");
+        assert_ne!(seen, occurrence(&[pending("b", 1)]), "another pod");
+        assert_ne!(seen, occurrence(&[pending("a", 5)]), "another transition");
+        let scheduled = pod(&job, W, 0).build();
+        assert!(events(&[scheduled]).is_empty());
     }
 
     #[test]

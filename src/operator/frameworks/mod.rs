@@ -5,6 +5,7 @@
 //! file (`MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::crd`), and a test.
 
 pub mod jax;
+pub mod mpi;
 pub mod mxnet;
 pub mod paddle;
 pub mod pytorch;
@@ -21,13 +22,14 @@ use super::crd;
 use super::framework::{Framework, TrainingJob};
 
 /// The frameworks the operator runs, in `--frameworks` order.
-pub static ALL: [Registered; 6] = [
+pub static ALL: [Registered; 7] = [
     Registered::of::<tensorflow::TFJob>(),
     Registered::of::<pytorch::PyTorchJob>(),
     Registered::of::<mxnet::MXJob>(),
     Registered::of::<xgboost::XGBoostJob>(),
     Registered::of::<jax::JAXJob>(),
     Registered::of::<paddle::PaddleJob>(),
+    Registered::of::<mpi::MPIJob>(),
 ];
 
 /// A framework the operator can run: its facts, its CRD and its controller.

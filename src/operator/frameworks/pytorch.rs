@@ -20,11 +20,14 @@
 //! The Master decides success when there is one; else every worker succeeding does, or with
 //! `elasticPolicy` any one.
 //!
-//! Not done: upstream's HorizontalPodAutoscaler for `elasticPolicy.metrics` (the field is kept
-//! but nothing acts on it).
+//! With `elasticPolicy.metrics`, a HorizontalPodAutoscaler owned by the job scales its Workers
+//! through the CRD's scale subresource, as upstream's does (see `autoscaler`).
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscalerSpec, MetricSpec,
+};
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::CustomResource;
@@ -164,7 +167,8 @@ pub struct ElasticPolicy {
     pub n_proc_per_node: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_restarts: Option<i32>,
-    /// Autoscaling metrics, kept as written (no autoscaler is created).
+    /// Autoscaling metrics (`autoscaling/v2` MetricSpecs): with them, a HorizontalPodAutoscaler
+    /// named after the job scales its Workers between minReplicas and maxReplicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserved_list")]
     pub metrics: Option<Vec<serde_json::Value>>,
@@ -232,6 +236,16 @@ impl TrainingJob for PyTorchJob {
         done(WORKER) >= workers || (self.spec.elastic_policy.is_some() && done(WORKER) > 0)
     }
 
+    const AUTOSCALES: bool = true;
+
+    /// Upstream's: named after the job, `minReplicas` and `maxReplicas` from the (defaulted)
+    /// policy, the metrics as written, scaling the job's Workers.
+    fn autoscaler(&self) -> Option<Result<HorizontalPodAutoscalerSpec, String>> {
+        let elastic = self.spec.elastic_policy.as_ref()?;
+        let metrics = elastic.metrics.as_ref()?;
+        Some(autoscaler_spec(self, elastic, metrics))
+    }
+
     fn running(&self, status: &JobStatus) -> bool {
         let leader = if self.replicas_of(MASTER).is_some() {
             MASTER
@@ -265,8 +279,13 @@ impl TrainingJob for PyTorchJob {
         }
     }
 
-    fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
-        rtype == MASTER
+    /// The Master, else worker 0 when the job has none (upstream's `IsMasterRole`: its SDK
+    /// finds an elastic job's logs by this label).
+    fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool {
+        if self.replicas().any(|(t, _)| t == MASTER) {
+            return rtype == MASTER;
+        }
+        rtype == WORKER && index == 0
     }
 
     fn environment(&self, rtype: ReplicaType, index: i32, _: &Placement<'_>) -> Vec<EnvVar> {
@@ -401,6 +420,70 @@ impl PyTorchJob {
     }
 }
 
+/// The autoscaler's spec, or why the policy cannot be honoured: a metric the autoscaling API
+/// would refuse (a `type` without its source), or bounds the other way round.
+fn autoscaler_spec(
+    job: &PyTorchJob,
+    elastic: &ElasticPolicy,
+    metrics: &[serde_json::Value],
+) -> Result<HorizontalPodAutoscalerSpec, String> {
+    let metrics = metrics
+        .iter()
+        .enumerate()
+        .map(|(i, metric)| {
+            let parsed: MetricSpec = serde_json::from_value(metric.clone())
+                .map_err(|e| format!("elasticPolicy.metrics[{i}] is not a metric: {e}"))?;
+            let has_source = match parsed.type_.as_str() {
+                "Resource" => parsed.resource.is_some(),
+                "Pods" => parsed.pods.is_some(),
+                "Object" => parsed.object.is_some(),
+                "External" => parsed.external.is_some(),
+                "ContainerResource" => parsed.container_resource.is_some(),
+                other => {
+                    return Err(format!(
+                        "elasticPolicy.metrics[{i}] has type {other:?}: one of Resource, Pods, Object, External, ContainerResource"
+                    ));
+                }
+            };
+            if !has_source {
+                return Err(format!(
+                    "elasticPolicy.metrics[{i}] has type {} but no {} field",
+                    parsed.type_,
+                    source_field(&parsed.type_)
+                ));
+            }
+            Ok(parsed)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (min, max) = (elastic.min_replicas, elastic.max_replicas.unwrap_or(1));
+    if max < 1 || min.is_some_and(|min| min < 1 || min > max) {
+        return Err(format!(
+            "elasticPolicy needs 1 <= minReplicas <= maxReplicas for an autoscaler, not {} and {max}",
+            min.map_or("unset".to_owned(), |m| m.to_string())
+        ));
+    }
+    Ok(HorizontalPodAutoscalerSpec {
+        scale_target_ref: CrossVersionObjectReference {
+            api_version: Some("kubeflow.org/v1".to_owned()),
+            kind: PYTORCH.kind.to_owned(),
+            name: job.metadata.name.clone().unwrap_or_default(),
+        },
+        min_replicas: min,
+        max_replicas: max,
+        metrics: Some(metrics),
+        behavior: None,
+    })
+}
+
+/// The field of a metric that its `type` names: `Resource` is `resource`, and so on.
+fn source_field(type_: &str) -> String {
+    let mut chars = type_.chars();
+    chars
+        .next()
+        .map(|first| first.to_ascii_lowercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
 fn var(name: &str, value: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
@@ -456,6 +539,49 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn elastic_metrics_ask_for_upstreams_autoscaler_or_say_why_not() {
+        let elastic = |policy: serde_json::Value| {
+            job(json!({ "elasticPolicy": policy, "pytorchReplicaSpecs": { "Worker": replica(2) } }))
+        };
+        let cpu = json!({ "type": "Resource", "resource": { "name": "cpu",
+            "target": { "type": "Utilization", "averageUtilization": 80 } } });
+        assert!(elastic(json!({ "maxReplicas": 3 })).autoscaler().is_none());
+        let spec = elastic(json!({ "maxReplicas": 3, "metrics": [cpu] }))
+            .autoscaler()
+            .unwrap()
+            .unwrap();
+        assert_eq!((spec.min_replicas, spec.max_replicas), (Some(3), 3));
+        assert_eq!(spec.scale_target_ref.name, "mnist");
+        assert_eq!(serde_json::to_value(&spec.metrics).unwrap(), json!([cpu]));
+        let refused = |policy| elastic(policy).autoscaler().unwrap().unwrap_err();
+        assert_eq!(
+            refused(json!({ "metrics": [{ "type": "Pods" }] })),
+            "elasticPolicy.metrics[0] has type Pods but no pods field"
+        );
+        assert!(refused(json!({ "metrics": [{ "type": "Cpu" }] })).contains("one of Resource"));
+        assert!(
+            refused(json!({ "minReplicas": 4, "maxReplicas": 2, "metrics": [cpu] }))
+                .contains("minReplicas <= maxReplicas")
+        );
+        assert!(
+            job(json!({ "pytorchReplicaSpecs": { "Worker": replica(2) } }))
+                .autoscaler()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_master_leads_else_worker_0() {
+        let led =
+            job(json!({ "pytorchReplicaSpecs": { "Master": replica(1), "Worker": replica(2) } }));
+        assert!(led.is_master_role(MASTER, 0));
+        assert!(!led.is_master_role(WORKER, 0));
+        let elastic = job(json!({ "pytorchReplicaSpecs": { "Worker": replica(2) } }));
+        assert!(elastic.is_master_role(WORKER, 0));
+        assert!(!elastic.is_master_role(WORKER, 1));
     }
 
     #[test]
