@@ -50,11 +50,11 @@ local parseTrafficRule(rule) =
   params: {
     modelName: { type: 'string', default: null, description: 'Model name served; null uses the component name.' },
     modelBasePath: { type: 'string', default: 'gs://kubeflow-examples-data/mnist', description: 'Model base path (gs://, s3:// or a path under /mnt with modelPvc).' },
-    image: { type: 'string', default: 'tensorflow/serving:2.18.0', description: 'Model server image without GPUs.' },
-    gpuImage: { type: 'string', default: 'tensorflow/serving:2.18.0-gpu', description: 'Model server image used when numGpus > 0.' },
-    numGpus: { type: 'integer', default: 0, description: 'nvidia.com/gpu per replica.' },
-    replicas: { type: 'integer', default: 1, description: 'Replicas of each version.' },
-    serviceType: { type: 'string', default: 'ClusterIP', description: 'Service type: ClusterIP, NodePort or LoadBalancer.' },
+    image: { type: 'image', default: 'tensorflow/serving:2.18.0', description: 'Model server image without GPUs.' },
+    gpuImage: { type: 'image', default: 'tensorflow/serving:2.18.0-gpu', description: 'Model server image used when numGpus > 0.' },
+    numGpus: { type: 'integer', minimum: 0, default: 0, description: 'nvidia.com/gpu per replica.' },
+    replicas: { type: 'integer', minimum: 1, default: 1, description: 'Replicas of each version.' },
+    serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'], default: 'ClusterIP', description: 'Service type: ClusterIP, NodePort or LoadBalancer.' },
     trafficRule: { type: 'string', default: 'v1:100', description: 'Versions and their traffic weights in percent, e.g. v1:90,v2:10.' },
     versionModelBasePaths: { type: 'object', default: {}, description: 'Per-version model base paths overriding modelBasePath, e.g. {v2: "gs://bucket/mnist-v2"}.' },
     istio: { type: 'boolean', default: false, description: 'Inject the Istio sidecar and render the VirtualService and DestinationRule.' },
@@ -63,7 +63,7 @@ local parseTrafficRule(rule) =
     credentialsSecret: { type: 'string', default: null, description: 'Secret whose keys become env vars (AWS_ACCESS_KEY_ID, AWS_REGION, S3_ENDPOINT, ...).' },
     gcpCredentialSecret: { type: 'string', default: null, description: 'Secret with key.json, mounted for GOOGLE_APPLICATION_CREDENTIALS.' },
     modelPvc: { type: 'string', default: null, description: 'PersistentVolumeClaim mounted read-only at /mnt (for NFS-held models).' },
-    minAvailable: { type: 'integer', default: null, description: 'PodDisruptionBudget minAvailable per version; null renders no budget.' },
+    minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable per version; null renders no budget.' },
   } + u.resourceParams('500m', '1Gi'),
 
   render(params, env):: (

@@ -1,4 +1,4 @@
-// Helpers shared by the four prototypes: labels, resources, security contexts, checks on
+// Helpers shared by the prototypes: labels, resources, security contexts, checks on
 // param values that a type alone cannot express, and the generated params line of each
 // description. Pure functions of their arguments; no prototype state lives here.
 {
@@ -78,9 +78,9 @@
 
   // The params every component shares for the main container's resources.
   resourceParams(cpu, memory):: {
-    cpuRequest: { type: 'string', default: cpu, description: 'CPU request of the main container.' },
-    memoryRequest: { type: 'string', default: memory, description: 'Memory request of the main container.' },
-    cpuLimit: { type: 'string', default: null, description: 'CPU limit of every container; null sets none.' },
-    memoryLimit: { type: 'string', default: null, description: 'Memory limit of every container; null sets none.' },
+    cpuRequest: { type: 'quantity', default: cpu, description: 'CPU request of the main container.' },
+    memoryRequest: { type: 'quantity', default: memory, description: 'Memory request of the main container.' },
+    cpuLimit: { type: 'quantity', default: null, description: 'CPU limit of every container; null sets none.' },
+    memoryLimit: { type: 'quantity', default: null, description: 'Memory limit of every container; null sets none.' },
   },
 }

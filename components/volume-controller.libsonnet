@@ -27,7 +27,7 @@ local templates = '/kvc-templates';
   params: {
     image: { type: 'string', default: 'volumecontroller/kube-volume-controller', description: 'Controller image, without tag.' },
     tag: { type: 'string', default: 'v0.1.0', description: 'Controller image tag.' },
-    logLevel: { type: 'integer', default: null, description: 'Log verbosity (--v=N); null keeps the default.' },
+    logLevel: { type: 'integer', minimum: 0, default: null, description: 'Log verbosity (--v=N); null keeps the default.' },
     installCrd: { type: 'boolean', default: true, description: 'Render the volumemanagers.kvc.kubeflow.org CRD.' },
     installStorageClass: { type: 'boolean', default: true, description: 'Render the no-provisioner StorageClass.' },
     storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' is what the controller's claims use)." },
@@ -49,7 +49,9 @@ local templates = '/kvc-templates';
     + (if params.installStorageClass then [{
          apiVersion: 'storage.k8s.io/v1',
          kind: 'StorageClass',
-         metadata: meta(params.storageClassName),
+         // Shared by every app and environment that renders it: no instance label, which
+         // would name this component.
+         metadata: { name: params.storageClassName, labels: { 'app.kubernetes.io/name': part } },
          provisioner: 'kubernetes.io/no-provisioner',
          volumeBindingMode: 'WaitForFirstConsumer',
          reclaimPolicy: 'Delete',

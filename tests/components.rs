@@ -11,16 +11,90 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 6] = [
+const PROTOTYPES: [&str; 18] = [
     "tf-job-operator",
     "notebook-hub",
     "tf-serving",
     "volume-controller",
     "tf-job",
     "tf-job-sweep",
+    "pytorch-job",
+    "jax-job",
+    "xgboost-job",
+    "paddle-job",
+    "mxnet-job",
+    "pytorch-job-sweep",
+    "jax-job-sweep",
+    "xgboost-job-sweep",
+    "paddle-job-sweep",
+    "mxnet-job-sweep",
+    "mpi-job",
+    "mpi-job-sweep",
+];
+/// A training-job prototype of a framework other than TensorFlow, as `src/operator/frameworks/`
+/// reads its job: the kind, the replica specs field, the container and its port (name and
+/// number), and the replica types its defaults render.
+struct JobPrototype {
+    name: &'static str,
+    kind: &'static str,
+    replica_specs: &'static str,
+    container: &'static str,
+    port_name: &'static str,
+    port: i64,
+    types: &'static [&'static str],
+}
+
+const JOB_PROTOTYPES: [JobPrototype; 5] = [
+    JobPrototype {
+        name: "pytorch-job",
+        kind: "PyTorchJob",
+        replica_specs: "pytorchReplicaSpecs",
+        container: "pytorch",
+        port_name: "pytorchjob-port",
+        port: 23456,
+        types: &["Master", "Worker"],
+    },
+    JobPrototype {
+        name: "jax-job",
+        kind: "JAXJob",
+        replica_specs: "jaxReplicaSpecs",
+        container: "jax",
+        port_name: "jaxjob-port",
+        port: 6666,
+        types: &["Worker"],
+    },
+    JobPrototype {
+        name: "xgboost-job",
+        kind: "XGBoostJob",
+        replica_specs: "xgbReplicaSpecs",
+        container: "xgboost",
+        port_name: "xgboostjob-port",
+        port: 9999,
+        types: &["Master", "Worker"],
+    },
+    JobPrototype {
+        name: "paddle-job",
+        kind: "PaddleJob",
+        replica_specs: "paddleReplicaSpecs",
+        container: "paddle",
+        port_name: "master",
+        port: 36543,
+        types: &["Worker"],
+    },
+    JobPrototype {
+        name: "mxnet-job",
+        kind: "MXJob",
+        replica_specs: "mxReplicaSpecs",
+        container: "mxnet",
+        port_name: "mxjob-port",
+        port: 9091,
+        types: &["Scheduler", "Server", "Worker"],
+    },
 ];
 const ENVIRONMENTS: [&str; 3] = ["local", "dev", "prod"];
-const TYPES: [&str; 6] = ["string", "integer", "number", "boolean", "array", "object"];
+const TYPES: [&str; 8] = [
+    "string", "integer", "number", "boolean", "array", "object", "quantity", "image",
+];
 
 /// Evaluate `source` as a file of a throwaway app that sees the embedded library.
 fn evaluate(source: &str) -> Result<Value, String> {
@@ -265,6 +339,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
         kinds_and_names(&objects),
         [
             "CustomResourceDefinition jaxjobs.kubeflow.org",
+            "CustomResourceDefinition mpijobs.kubeflow.org",
             "CustomResourceDefinition mxjobs.kubeflow.org",
             "CustomResourceDefinition paddlejobs.kubeflow.org",
             "CustomResourceDefinition pytorchjobs.kubeflow.org",
@@ -294,7 +369,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "--health-addr",
             ":8081",
             "--frameworks",
-            "jax,mxnet,paddle,pytorch,tensorflow,xgboost",
+            "jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
             "--namespace",
             "kubeflow",
             "--leader-elect"
@@ -379,7 +454,7 @@ fn flag_value<'a>(args: &'a Value, flag: &str) -> Option<&'a str> {
 #[test]
 fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_default() {
     let declared = &prototype("tf-job-operator")["params"]["pytorchInitImage"];
-    assert_eq!(declared["type"], "string");
+    assert_eq!(declared["type"], "image");
     // The operator's own default, so rendering it changes nothing and is left out.
     assert_eq!(
         declared["default"],
@@ -410,6 +485,65 @@ fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_de
     }
 }
 
+/// A cluster that cannot pull the operator's `kubectl-delivery` image gives MPIJob launchers
+/// another; an operator that runs no MPIJobs is granted nothing for them.
+#[test]
+fn tf_job_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_with_mpi() {
+    let declared = &prototype("tf-job-operator")["params"]["mpiKubectlDeliveryImage"];
+    assert_eq!(
+        declared["default"],
+        mlkube::operator::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
+    );
+    let (args, _) = operator_args_and_pod_group_rules(&json!({})).unwrap();
+    assert_eq!(flag_value(&args, "--mpi-kubectl-delivery-image"), None);
+    let mirrored = json!({ "mpiKubectlDeliveryImage": "mirror.internal/kubectl-delivery:1" });
+    let (args, _) = operator_args_and_pod_group_rules(&mirrored).unwrap();
+    assert_eq!(
+        flag_value(&args, "--mpi-kubectl-delivery-image"),
+        Some("mirror.internal/kubectl-delivery:1")
+    );
+
+    let rule_resources = |params: &Value| -> Vec<String> {
+        let objects = render("tf-job-operator", "tf-job-operator", params).unwrap();
+        let role = objects
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .cloned()
+            .expect("a ClusterRole");
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(str::to_owned))
+            .collect()
+    };
+    let with_mpi = rule_resources(&json!({}));
+    assert!(with_mpi.iter().any(|r| r == "pods/exec"), "{with_mpi:?}");
+    let without = rule_resources(
+        &json!({ "frameworks": ["tensorflow"], "mpiKubectlDeliveryImage": "mirror.internal/k:1" }),
+    );
+    for resource in [
+        "pods/exec",
+        "configmaps",
+        "roles",
+        "rolebindings",
+        "serviceaccounts",
+    ] {
+        assert!(
+            !without.iter().any(|r| r == resource),
+            "{resource}: {without:?}"
+        );
+    }
+    let (args, _) = operator_args_and_pod_group_rules(
+        &json!({ "frameworks": ["tensorflow"], "mpiKubectlDeliveryImage": "mirror.internal/k:1" }),
+    )
+    .unwrap();
+    assert_eq!(flag_value(&args, "--mpi-kubectl-delivery-image"), None);
+}
+
 /// The operator's RBAC is exactly what the operator does on the API, and never a wildcard.
 #[test]
 fn tf_job_operator_rbac_lists_exact_verbs() {
@@ -438,13 +572,18 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
         })
         .collect();
     insta::assert_yaml_snapshot!(rules, @r#"
-    - "[\"kubeflow.org\"] [\"jaxjobs\",\"mxjobs\",\"paddlejobs\",\"pytorchjobs\",\"tfjobs\",\"xgboostjobs\"] [\"get\",\"list\",\"watch\",\"delete\"]"
-    - "[\"kubeflow.org\"] [\"jaxjobs/status\",\"mxjobs/status\",\"paddlejobs/status\",\"pytorchjobs/status\",\"tfjobs/status\",\"xgboostjobs/status\"] [\"update\"]"
-    - "[\"kubeflow.org\"] [\"jaxjobs/finalizers\",\"mxjobs/finalizers\",\"paddlejobs/finalizers\",\"pytorchjobs/finalizers\",\"tfjobs/finalizers\",\"xgboostjobs/finalizers\"] [\"update\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs\",\"mpijobs\",\"mxjobs\",\"paddlejobs\",\"pytorchjobs\",\"tfjobs\",\"xgboostjobs\"] [\"get\",\"list\",\"watch\",\"delete\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs/status\",\"mpijobs/status\",\"mxjobs/status\",\"paddlejobs/status\",\"pytorchjobs/status\",\"tfjobs/status\",\"xgboostjobs/status\"] [\"update\"]"
+    - "[\"kubeflow.org\"] [\"jaxjobs/finalizers\",\"mpijobs/finalizers\",\"mxjobs/finalizers\",\"paddlejobs/finalizers\",\"pytorchjobs/finalizers\",\"tfjobs/finalizers\",\"xgboostjobs/finalizers\"] [\"update\"]"
     - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\"] [\"services\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
     - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"create\",\"patch\",\"delete\"]"
+    - "[\"\"] [\"configmaps\",\"serviceaccounts\"] [\"get\",\"create\",\"patch\"]"
+    - "[\"rbac.authorization.k8s.io\"] [\"roles\",\"rolebindings\"] [\"get\",\"create\",\"patch\"]"
+    - "[\"\"] [\"pods\"] [\"get\"]"
+    - "[\"\"] [\"pods/exec\"] [\"create\"]"
+    - "[\"autoscaling\"] [\"horizontalpodautoscalers\"] [\"get\",\"create\",\"patch\",\"delete\"]"
     "#);
 }
 
@@ -535,7 +674,7 @@ fn every_param_has_a_type_a_default_and_a_one_line_description() {
                 .unwrap_or_else(|| panic!("{what} has no default"));
             let fits = match ty {
                 _ if default.is_null() => true,
-                "string" => default.is_string(),
+                "string" | "quantity" | "image" => default.is_string(),
                 "integer" => default.is_i64() || default.is_u64(),
                 "number" => default.is_number(),
                 "boolean" => default.is_boolean(),
@@ -543,6 +682,18 @@ fn every_param_has_a_type_a_default_and_a_one_line_description() {
                 _ => default.is_object(),
             };
             assert!(fits, "{what}: default {default} is not a {ty}");
+            if let Some(allowed) = spec.get("enum") {
+                assert!(
+                    default.is_null() || allowed.as_array().unwrap().contains(default),
+                    "{what}: default {default} is not in its enum {allowed}"
+                );
+            }
+            if let (Some(min), Some(n)) = (spec.get("minimum"), default.as_f64()) {
+                assert!(
+                    n >= min.as_f64().unwrap(),
+                    "{what}: default below its minimum"
+                );
+            }
         }
     }
 }
@@ -1106,4 +1257,1012 @@ fn training_job_names_fit_the_pod_names_the_operator_derives() {
         "{error}"
     );
     assert!(error.contains(&format!("use at most {room}")), "{error}");
+}
+
+/// The combinations a sweep rendered, by job name, from each job's annotation.
+fn sweep_combinations(jobs: &Value) -> std::collections::BTreeMap<String, Value> {
+    jobs.as_array()
+        .expect("render gives an array")
+        .iter()
+        .map(|job| {
+            let text = job["metadata"]["annotations"]["sweep.mlkube.io/hyperparameters"]
+                .as_str()
+                .expect("each job carries its combination");
+            (
+                job["metadata"]["name"].as_str().unwrap().to_owned(),
+                serde_json::from_str(text).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn random_sweep(random: Value) -> Result<Value, String> {
+    render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({ "grid": {}, "random": random, "maxJobs": 200 }),
+    )
+}
+
+/// A random search draws from its ranges by a hash of the seed, the draw's index and the
+/// hyperparameter: the same seed renders the same jobs, a larger count keeps the earlier ones,
+/// another seed draws others, and every value lies in its range (log-uniform spread over the
+/// decades, integers whole, choices from the list).
+#[test]
+fn a_random_search_is_deterministic_for_a_seed_and_grows_without_renaming() {
+    let ranges = json!({
+        "learningRate": { "min": 0.0001, "max": 0.1, "log": true },
+        "layers": { "min": 2, "max": 5, "integer": true },
+        "dropout": { "min": 0.0, "max": 0.5, "digits": 2 },
+        "optimizer": ["adam", "sgd"],
+    });
+    let draw = |count: u32, seed: Value| {
+        sweep_combinations(
+            &random_sweep(json!({ "count": count, "seed": seed, "ranges": ranges })).unwrap(),
+        )
+    };
+    let twenty = draw(20, json!(1));
+    assert_eq!(twenty.len(), 20, "continuous ranges do not repeat a draw");
+    assert_eq!(draw(20, json!(1)), twenty, "the same seed, the same jobs");
+    let five = draw(5, json!(1));
+    assert!(
+        five.iter().all(|(name, c)| twenty.get(name) == Some(c)),
+        "a larger count keeps the earlier draws and their names"
+    );
+    let other = draw(20, json!("another"));
+    assert!(other.keys().all(|name| !twenty.contains_key(name)));
+
+    let mut decades = std::collections::BTreeSet::new();
+    for combination in twenty.values() {
+        let rate = combination["learningRate"].as_f64().unwrap();
+        assert!((0.0001..=0.1).contains(&rate), "{combination}");
+        decades.insert(rate.log10().floor() as i32);
+        let shown = combination["learningRate"].to_string();
+        assert!(shown.len() <= 9, "3 significant digits: {shown}");
+        let layers = combination["layers"].as_f64().unwrap();
+        assert!(
+            layers.fract() == 0.0 && (2.0..=5.0).contains(&layers),
+            "{combination}"
+        );
+        let dropout = combination["dropout"].as_f64().unwrap();
+        assert!((0.0..=0.5).contains(&dropout), "{combination}");
+        let significant: String = dropout
+            .to_string()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .skip_while(|&c| c == '0')
+            .collect();
+        assert!(significant.len() <= 2, "2 significant digits: {dropout}");
+        assert!(["adam", "sgd"].contains(&combination["optimizer"].as_str().unwrap()));
+    }
+    assert!(
+        decades.len() >= 3,
+        "log-uniform covers the decades of 1e-4..1e-1: {decades:?}"
+    );
+}
+
+/// A grid and a random search together: every grid combination with every draw, each value a
+/// flag and a label; a draw that repeats an earlier one is left out.
+#[test]
+fn a_grid_with_a_random_search_crosses_them_and_repeated_draws_are_left_out() {
+    let jobs = render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({
+            "grid": { "layers": [2, 3] },
+            "random": { "count": 3, "seed": 7, "ranges": { "learningRate": { "min": 0.001, "max": 0.1, "log": true } } },
+        }),
+    )
+    .unwrap();
+    let combinations = sweep_combinations(&jobs);
+    assert_eq!(combinations.len(), 6);
+    for job in jobs.as_array().unwrap() {
+        let labels = &job["metadata"]["labels"];
+        let rate = labels["sweep.mlkube.io/learningRate"].as_str().unwrap();
+        let layers = labels["sweep.mlkube.io/layers"].as_str().unwrap();
+        assert_eq!(
+            tensorflow_container(job, "Worker")["args"],
+            json!([
+                format!("--layers={layers}"),
+                format!("--learning-rate={rate}")
+            ])
+        );
+    }
+    // Two choices drawn 10 times: at most 2 distinct draws.
+    let few = sweep_combinations(
+        &random_sweep(
+            json!({ "count": 10, "seed": 1, "ranges": { "optimizer": ["adam", "sgd"] } }),
+        )
+        .unwrap(),
+    );
+    assert!(!few.is_empty() && few.len() <= 2, "{few:?}");
+}
+
+#[test]
+fn bad_random_searches_and_objectives_name_the_param() {
+    let range = json!({ "learningRate": { "min": 0.001, "max": 0.1 } });
+    let cases = [
+        (
+            json!({ "random": { "seed": 1, "ranges": range } }),
+            "param random: count must be a whole number of jobs",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": {} } }),
+            "param random: ranges is empty",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": range, "size": 3 } }),
+            "param random: has size; it takes count, seed and ranges",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": { "learningRate": { "min": 0, "max": 1, "log": true } } } }),
+            "a log range needs min above 0",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": { "learningRate": { "min": 1, "max": 1 } } } }),
+            "min (1) must be less than max (1)",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": { "layers": { "min": 1.5, "max": 4, "integer": true } } } }),
+            "an integer range needs whole min and max",
+        ),
+        (
+            json!({ "random": { "count": 2, "ranges": { "learning-rate": [1, 2] } } }),
+            "param random: hyperparameter \"learning-rate\" must be a letter",
+        ),
+        (
+            json!({ "grid": { "learningRate": [0.1] }, "random": { "count": 2, "ranges": range } }),
+            "param random: learningRate is in grid too",
+        ),
+        (
+            json!({ "random": { "count": 60, "ranges": range } }),
+            "param grid: gives 60 jobs, more than maxJobs (50)",
+        ),
+        (
+            json!({ "objective": { "metric": "loss", "goal": "lowest" } }),
+            "param objective: goal must be \"maximize\" or \"minimize\"",
+        ),
+        (
+            json!({ "objective": "accuracy" }),
+            "param objective: must be {\"metric\": <name>",
+        ),
+    ];
+    for (overrides, expected) in cases {
+        let mut params = json!({ "grid": {} });
+        if overrides.get("grid").is_none() && overrides.get("random").is_none() {
+            params["grid"] = json!({ "learningRate": [0.1] });
+        }
+        for (key, value) in overrides.as_object().unwrap() {
+            params[key] = value.clone();
+        }
+        let error =
+            render("tf-job-sweep", "sweep", &params).expect_err(&format!("{params} should fail"));
+        assert!(
+            error.contains("component tf-job-sweep: ") && error.contains(expected),
+            "{params}: {error}"
+        );
+    }
+}
+
+/// The objective goes on every job as an annotation, which `status -c` ranks by; without one
+/// the jobs are as before.
+#[test]
+fn a_sweep_objective_is_annotated_on_each_job() {
+    let jobs = render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({ "grid": { "layers": [2] }, "objective": { "metric": "loss", "goal": "minimize" } }),
+    )
+    .unwrap();
+    assert_eq!(
+        jobs[0]["metadata"]["annotations"]["sweep.mlkube.io/objective"],
+        r#"{"goal":"minimize","metric":"loss"}"#
+    );
+    let plain = render(
+        "tf-job-sweep",
+        "sweep",
+        &json!({ "grid": { "layers": [2] } }),
+    )
+    .unwrap();
+    assert!(plain[0]["metadata"]["annotations"]["sweep.mlkube.io/objective"].is_null());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The job prototypes of the other frameworks
+
+#[test]
+fn pytorch_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("pytorch-job", "mnist", &json!({})).unwrap());
+}
+
+#[test]
+fn jax_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("jax-job", "mnist", &json!({})).unwrap());
+}
+
+#[test]
+fn xgboost_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("xgboost-job", "iris", &json!({})).unwrap());
+}
+
+#[test]
+fn paddle_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("paddle-job", "check", &json!({})).unwrap());
+}
+
+#[test]
+fn mxnet_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("mxnet-job", "mnist", &json!({})).unwrap());
+}
+
+#[test]
+fn mpi_job_with_default_params() {
+    insta::assert_yaml_snapshot!(render("mpi-job", "mnist", &json!({})).unwrap());
+}
+
+/// An MPIJob as `src/operator/frameworks/mpi.rs` runs it: one Launcher running `mpirun` that
+/// mounts its API token (its kubectl execs into the Workers as the ServiceAccount the operator
+/// binds), Workers without a command (the operator's sleep) and without a token, no port, all
+/// non-root; the MPI fields go into the spec.
+#[test]
+fn mpi_job_renders_a_launcher_running_mpirun_with_a_token_and_workers_without() {
+    let job = &render("mpi-job", "mnist", &json!({})).unwrap()[0];
+    assert_eq!(job["kind"], "MPIJob");
+    assert_eq!(job["spec"]["slotsPerWorker"], 1);
+    assert!(job["spec"]["mpiImplementation"].is_null());
+    assert_eq!(job["spec"]["runPolicy"]["cleanPodPolicy"], "Running");
+    let specs = &job["spec"]["mpiReplicaSpecs"];
+    assert_eq!(specs["Launcher"]["replicas"], 1);
+    assert_eq!(specs["Worker"]["replicas"], 2);
+    let launcher = &specs["Launcher"]["template"]["spec"];
+    let worker = &specs["Worker"]["template"]["spec"];
+    assert_eq!(launcher["automountServiceAccountToken"], true);
+    assert!(
+        launcher["serviceAccountName"].is_null(),
+        "the operator binds <job>-launcher"
+    );
+    assert_eq!(worker["automountServiceAccountToken"], false);
+    for (rtype, pod) in [("Launcher", launcher), ("Worker", worker)] {
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{rtype}");
+        let c = &pod["containers"][0];
+        assert_eq!(c["name"], "mpi", "{rtype}");
+        assert!(c["ports"].is_null(), "{rtype}: MPI has no port");
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    }
+    let launcher = &launcher["containers"][0];
+    assert_eq!(launcher["command"], json!(["mpirun"]));
+    let args = launcher["args"].as_array().unwrap();
+    assert!(!args.contains(&json!("--allow-run-as-root")));
+    assert!(
+        !args.contains(&json!("-np")),
+        "mpirun fills the hostfile's slots"
+    );
+    assert!(worker["containers"][0]["command"].is_null());
+    assert!(worker["containers"][0]["args"].is_null());
+
+    let tuned = &render(
+        "mpi-job",
+        "mnist",
+        &json!({
+            "slotsPerWorker": 4,
+            "mpiImplementation": "Intel",
+            "runLauncherAsWorker": true,
+            "workerCommand": ["/usr/sbin/sshd"],
+            "workerArgs": ["-D"],
+            "serviceAccount": "trainer",
+        }),
+    )
+    .unwrap()[0];
+    assert_eq!(tuned["spec"]["slotsPerWorker"], 4);
+    assert_eq!(tuned["spec"]["mpiImplementation"], "Intel");
+    assert_eq!(tuned["spec"]["runLauncherAsWorker"], true);
+    let worker = &tuned["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
+    assert_eq!(
+        worker["containers"][0]["command"],
+        json!(["/usr/sbin/sshd"])
+    );
+    assert_eq!(worker["containers"][0]["args"], json!(["-D"]));
+    assert_eq!(worker["serviceAccountName"], "trainer");
+    assert_eq!(worker["automountServiceAccountToken"], true);
+}
+
+#[test]
+fn mpi_job_rejects_what_the_operator_would_not_run() {
+    for (overrides, expected) in [
+        (
+            json!({ "workerArgs": ["-D"] }),
+            "component mpi-job: param workerArgs: needs workerCommand",
+        ),
+        (
+            json!({ "launcherCommand": [] }),
+            "component mpi-job: param launcherCommand: is empty",
+        ),
+        (
+            json!({ "slotsPerWorker": 0 }),
+            "component mpi-job: param slotsPerWorker: must be 1 or more, got 0",
+        ),
+        (
+            json!({ "mpiImplementation": "LAM" }),
+            "component mpi-job: param mpiImplementation:",
+        ),
+        (
+            json!({ "launcherArgs": ["-np", 2] }),
+            "component mpi-job: param launcherArgs: must be a list of strings",
+        ),
+    ] {
+        let error = render("mpi-job", "job", &overrides).unwrap_err();
+        assert!(error.contains(expected), "{overrides}: {error}");
+    }
+}
+
+/// `local` one Worker on CPU, `prod` four Workers with a GPU each, set as a user would; the
+/// Launcher, which only runs mpirun, never gets a GPU.
+#[test]
+fn mpi_job_runs_one_cpu_worker_in_local_and_gpus_in_prod() {
+    use mlkube::app::change::{self, ParamAssignment};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("app");
+    let options = mlkube::app::init::InitOptions {
+        dir: root.clone(),
+        empty: true,
+        ..Default::default()
+    };
+    let mut app = mlkube::app::init::init(&options).unwrap();
+    change::add_component(&mut app, "mpi-job", "mpi", &[]).unwrap();
+    for (env, key, value) in [
+        ("local", "workerReplicas", "1"),
+        ("local", "cpuRequest", "250m"),
+        ("prod", "workerReplicas", "4"),
+        ("prod", "gpus", "1"),
+    ] {
+        let assignment = ParamAssignment {
+            component: "mpi".into(),
+            key: key.into(),
+            value: value.into(),
+            env: Some(env.into()),
+            as_string: false,
+        };
+        change::set_param(&app, &assignment).unwrap_or_else(|e| panic!("{env} {key}: {e}"));
+    }
+    let app = mlkube::app::App::load(&root).unwrap();
+    let specs_of = |env: &str| {
+        let manifest = app.render(env, &["mpi".to_owned()]).unwrap();
+        assert_eq!(manifest.objects.len(), 1, "{env}");
+        manifest.objects[0].value["spec"]["mpiReplicaSpecs"].clone()
+    };
+    let local = specs_of("local");
+    assert_eq!(local["Launcher"]["replicas"], 1);
+    assert_eq!(local["Worker"]["replicas"], 1);
+    for rtype in ["Launcher", "Worker"] {
+        let resources = &local[rtype]["template"]["spec"]["containers"][0]["resources"];
+        assert_eq!(resources["requests"]["cpu"], "250m", "local {rtype}");
+        assert!(resources["limits"].is_null(), "local {rtype}: no GPU");
+    }
+    let prod = specs_of("prod");
+    assert_eq!(prod["Launcher"]["replicas"], 1);
+    assert_eq!(prod["Worker"]["replicas"], 4);
+    let limits = |rtype: &str| {
+        prod[rtype]["template"]["spec"]["containers"][0]["resources"]["limits"].clone()
+    };
+    assert_eq!(limits("Worker")["nvidia.com/gpu"], 1);
+    assert!(limits("Launcher")["nvidia.com/gpu"].is_null());
+}
+
+/// A sweep of MPIJobs appends its flags to the Launcher's program, labels every pod, and
+/// leaves the Workers' command to the operator.
+#[test]
+fn mpi_job_sweep_appends_its_flags_to_the_launchers_args() {
+    let objects = render(
+        "mpi-job-sweep",
+        "sweep",
+        &json!({ "grid": { "lr": [0.1, 0.01] }, "workerReplicas": 1 }),
+    )
+    .unwrap();
+    let jobs = objects.as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let mut flags = Vec::new();
+    for job in jobs {
+        assert_eq!(job["kind"], "MPIJob");
+        let name = job["metadata"]["name"].as_str().unwrap();
+        assert!(
+            name.starts_with("sweep-") && name.len() == "sweep-".len() + 10,
+            "{name}"
+        );
+        let specs = &job["spec"]["mpiReplicaSpecs"];
+        let args = specs["Launcher"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap();
+        assert_eq!(
+            args[args.len() - 2],
+            "/horovod/examples/tensorflow2/tensorflow2_mnist.py"
+        );
+        flags.push(args.last().unwrap().as_str().unwrap().to_owned());
+        let worker = &specs["Worker"]["template"];
+        assert!(worker["spec"]["containers"][0]["args"].is_null());
+        assert_eq!(
+            worker["metadata"]["labels"]["sweep.mlkube.io/lr"],
+            job["metadata"]["labels"]["sweep.mlkube.io/lr"]
+        );
+    }
+    flags.sort();
+    assert_eq!(flags, ["--lr=0.01", "--lr=0.1"]);
+}
+
+/// Each job prototype renders one job of its kind whose replicas run the container the operator
+/// injects into, with the port it reads, non-root and without an API token, as tf-job's do.
+#[test]
+fn every_job_prototype_renders_its_frameworks_container_and_port_non_root_without_a_token() {
+    for JobPrototype {
+        name: prototype,
+        kind,
+        replica_specs: field,
+        container,
+        port_name: port,
+        port: number,
+        types,
+    } in JOB_PROTOTYPES
+    {
+        let objects = render(prototype, "job", &json!({})).unwrap();
+        let objects = objects.as_array().unwrap();
+        assert_eq!(objects.len(), 1, "{prototype}: one job");
+        let job = &objects[0];
+        assert_eq!(job["apiVersion"], "kubeflow.org/v1", "{prototype}");
+        assert_eq!(job["kind"], kind, "{prototype}");
+        assert_eq!(job["metadata"]["name"], "job", "{prototype}");
+        assert_eq!(
+            job["metadata"]["labels"]["app.kubernetes.io/name"],
+            prototype
+        );
+        assert_eq!(
+            job["spec"]["runPolicy"]["cleanPodPolicy"], "Running",
+            "{prototype}"
+        );
+        let specs = job["spec"][field]
+            .as_object()
+            .unwrap_or_else(|| panic!("{prototype}: {field}"));
+        let rendered: Vec<&str> = specs.keys().map(String::as_str).collect();
+        let mut expected = types.to_vec();
+        expected.sort_unstable();
+        assert_eq!(rendered, expected, "{prototype}: replica types");
+        for (rtype, spec) in specs {
+            let what = format!("{prototype} {rtype}");
+            assert_eq!(spec["replicas"], 1, "{what}");
+            let pod = &spec["template"]["spec"];
+            assert_eq!(pod["automountServiceAccountToken"], false, "{what}");
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+            let containers = pod["containers"].as_array().unwrap();
+            assert_eq!(containers.len(), 1, "{what}");
+            let c = &containers[0];
+            assert_eq!(c["name"], container, "{what}");
+            assert_eq!(
+                c["ports"],
+                json!([{ "name": port, "containerPort": number, "protocol": "TCP" }]),
+                "{what}"
+            );
+            assert_eq!(c["securityContext"]["runAsNonRoot"], true, "{what}");
+            assert_eq!(
+                c["securityContext"]["allowPrivilegeEscalation"], false,
+                "{what}"
+            );
+            assert!(c["resources"]["requests"]["cpu"].is_string(), "{what}");
+            assert!(
+                c["resources"]["limits"].is_null(),
+                "{what}: no limits by default"
+            );
+        }
+    }
+}
+
+/// What a sweep calls on a job prototype (`replicaCounts`, `longestPodSuffix` and `job` with a
+/// name, labels, annotations and extra args), the same for every framework as for tf-job.
+#[test]
+fn every_job_prototype_exposes_what_a_sweep_renders_it_with() {
+    for prototype in [
+        "tf-job",
+        "pytorch-job",
+        "jax-job",
+        "xgboost-job",
+        "paddle-job",
+        "mxnet-job",
+    ] {
+        let shaped = evaluate(&format!(
+            "local p = import 'mlkube/{prototype}.libsonnet';\n\
+             local params = {{ [k]: p.params[k].default for k in std.objectFields(p.params) }} + {{ name: 'sweep' }};\n\
+             {{\n\
+               suffix: p.longestPodSuffix(p.replicaCounts('a-sweep', params)),\n\
+               job: p.job('a-sweep', 'a-part', params, 'sweep-0123456789', labels={{ 'sweep.mlkube.io/lr': '0.1' }},\n\
+                          annotations={{ 'sweep.mlkube.io/hyperparameters': '{{}}' }}, extraArgs=['--lr=0.1']),\n\
+             }}\n"
+        ))
+        .unwrap_or_else(|e| panic!("{prototype}: {e}"));
+        let job = &shaped["job"];
+        assert_eq!(job["metadata"]["name"], "sweep-0123456789", "{prototype}");
+        assert_eq!(
+            job["metadata"]["labels"]["app.kubernetes.io/instance"],
+            "sweep"
+        );
+        assert_eq!(
+            job["metadata"]["labels"]["app.kubernetes.io/name"],
+            "a-part"
+        );
+        assert_eq!(job["metadata"]["labels"]["sweep.mlkube.io/lr"], "0.1");
+        assert_eq!(
+            job["metadata"]["annotations"]["sweep.mlkube.io/hyperparameters"],
+            "{}"
+        );
+        let specs = job["spec"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.ends_with("ReplicaSpecs"))
+            .unwrap()
+            .1;
+        for (rtype, spec) in specs.as_object().unwrap() {
+            let template = &spec["template"];
+            assert_eq!(
+                template["metadata"]["labels"]["sweep.mlkube.io/lr"], "0.1",
+                "{prototype} {rtype}"
+            );
+            let args = template["spec"]["containers"][0]["args"]
+                .as_array()
+                .unwrap();
+            assert_eq!(
+                args.last().unwrap(),
+                "--lr=0.1",
+                "{prototype} {rtype}: extra args come last"
+            );
+        }
+        let suffix = shaped["suffix"].as_str().unwrap();
+        assert!(
+            suffix.starts_with('-') && suffix.ends_with("-0"),
+            "{prototype}: {suffix}"
+        );
+    }
+}
+
+/// An app with a job of each framework, `local` one replica on CPU, `prod` more replicas with a
+/// GPU each, set with `param set --env` as a user would: the environments render what the issue
+/// asks, and only where the framework's replicas train.
+#[test]
+fn every_job_prototype_runs_one_cpu_replica_in_local_and_gpus_in_prod() {
+    use mlkube::app::change::{self, ParamAssignment};
+    /// What `local` and `prod` set, and the replica types that get GPUs in prod.
+    struct Environments {
+        prototype: &'static str,
+        local: &'static [(&'static str, &'static str)],
+        prod: &'static [(&'static str, &'static str)],
+        gpu_types: &'static [&'static str],
+    }
+    let cases = [
+        Environments {
+            prototype: "pytorch-job",
+            local: &[("workerReplicas", "0")],
+            prod: &[("workerReplicas", "4"), ("nprocPerNode", "gpu")],
+            gpu_types: &["Master", "Worker"],
+        },
+        Environments {
+            prototype: "jax-job",
+            local: &[],
+            prod: &[("workerReplicas", "4")],
+            gpu_types: &["Worker"],
+        },
+        Environments {
+            prototype: "xgboost-job",
+            local: &[("workerReplicas", "0")],
+            prod: &[("workerReplicas", "4")],
+            gpu_types: &["Master", "Worker"],
+        },
+        Environments {
+            prototype: "paddle-job",
+            local: &[],
+            prod: &[("workerReplicas", "4")],
+            gpu_types: &["Worker"],
+        },
+        Environments {
+            prototype: "mxnet-job",
+            local: &[("schedulerReplicas", "0"), ("serverReplicas", "0")],
+            prod: &[("serverReplicas", "2"), ("workerReplicas", "4")],
+            gpu_types: &["Worker"],
+        },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("app");
+    let options = mlkube::app::init::InitOptions {
+        dir: root.clone(),
+        empty: true,
+        ..Default::default()
+    };
+    let mut app = mlkube::app::init::init(&options).unwrap();
+    let set = |app: &mlkube::app::App, component: &str, env: &str, key: &str, value: &str| {
+        let assignment = ParamAssignment {
+            component: component.into(),
+            key: key.into(),
+            value: value.into(),
+            env: Some(env.into()),
+            as_string: false,
+        };
+        change::set_param(app, &assignment)
+            .unwrap_or_else(|e| panic!("{component}.{key}={value}: {e}"));
+    };
+    for Environments {
+        prototype,
+        local,
+        prod,
+        ..
+    } in &cases
+    {
+        let component = prototype.trim_end_matches("-job");
+        change::add_component(&mut app, prototype, component, &[]).unwrap();
+        set(&app, component, "local", "cpuRequest", "250m");
+        for (key, value) in local.iter() {
+            set(&app, component, "local", key, value);
+        }
+        set(&app, component, "prod", "gpus", "1");
+        for (key, value) in prod.iter() {
+            set(&app, component, "prod", key, value);
+        }
+    }
+    let app = mlkube::app::App::load(&root).unwrap();
+    for Environments {
+        prototype,
+        gpu_types,
+        ..
+    } in &cases
+    {
+        let component = prototype.trim_end_matches("-job").to_owned();
+        let job_of = |env: &str| {
+            let manifest = app
+                .render(env, std::slice::from_ref(&component))
+                .unwrap_or_else(|e| panic!("{env}/{component}: {e:?}"));
+            assert_eq!(manifest.objects.len(), 1, "{env}/{component}");
+            manifest.objects[0].value.clone()
+        };
+        let specs = |job: &Value| -> Vec<(String, Value)> {
+            let (_, specs) = job["spec"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .find(|(k, _)| k.ends_with("ReplicaSpecs"))
+                .unwrap();
+            specs
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let local = job_of("local");
+        let local_specs = specs(&local);
+        assert_eq!(
+            local_specs.len(),
+            1,
+            "local {prototype}: one replica type, {local_specs:?}"
+        );
+        assert_eq!(
+            local_specs[0].1["replicas"], 1,
+            "local {prototype}: one replica"
+        );
+        let container = &local_specs[0].1["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["resources"]["requests"]["cpu"], "250m",
+            "local {prototype}"
+        );
+        assert!(
+            container["resources"]["limits"].is_null(),
+            "local {prototype}: no GPU"
+        );
+
+        let prod = job_of("prod");
+        for (rtype, spec) in specs(&prod) {
+            let limits = &spec["template"]["spec"]["containers"][0]["resources"]["limits"];
+            let expected = if gpu_types.contains(&rtype.as_str()) {
+                json!(1)
+            } else {
+                Value::Null
+            };
+            assert_eq!(
+                limits["nvidia.com/gpu"], expected,
+                "prod {prototype} {rtype}"
+            );
+            if rtype == "Worker" {
+                assert_eq!(spec["replicas"], 4, "prod {prototype}: 4 workers");
+            }
+        }
+    }
+    assert_eq!(
+        app.render("prod", &["pytorch".to_owned()]).unwrap().objects[0].value["spec"]["nprocPerNode"],
+        "gpu"
+    );
+}
+
+#[test]
+fn pytorch_job_elastic_policy_and_processes_per_node() {
+    let job = &render(
+        "pytorch-job",
+        "elastic",
+        &json!({
+            "masterReplicas": 0,
+            "workerReplicas": 2,
+            "nprocPerNode": "4",
+            "elasticPolicy": { "minReplicas": 1, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": 3 },
+        }),
+    )
+    .unwrap()[0];
+    assert_eq!(job["spec"]["nprocPerNode"], "4");
+    assert_eq!(job["spec"]["elasticPolicy"]["maxReplicas"], 4);
+    assert_eq!(job["spec"]["elasticPolicy"]["rdzvBackend"], "c10d");
+    let types: Vec<&String> = job["spec"]["pytorchReplicaSpecs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(types, ["Worker"]);
+    assert_eq!(
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"],
+        "OnFailure"
+    );
+    let plain = &render("pytorch-job", "plain", &json!({})).unwrap()[0];
+    assert!(
+        plain["spec"].get("elasticPolicy").is_none() && plain["spec"].get("nprocPerNode").is_none()
+    );
+}
+
+#[test]
+fn mxnet_job_tuning_mode_takes_the_tuner_types() {
+    let job = &render(
+        "mxnet-job",
+        "tune",
+        &json!({ "jobMode": "MXTune", "gpus": 1 }),
+    )
+    .unwrap()[0];
+    assert_eq!(job["spec"]["jobMode"], "MXTune");
+    let specs = job["spec"]["mxReplicaSpecs"].as_object().unwrap();
+    let types: Vec<&String> = specs.keys().collect();
+    assert_eq!(types, ["Tuner", "TunerServer", "TunerTracker"]);
+    let gpus = |t: &str| {
+        specs[t]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+            .clone()
+    };
+    assert_eq!(gpus("TunerServer"), 1);
+    assert_eq!(gpus("Tuner"), Value::Null);
+    // A lone Worker decides an MXTrain job without a Scheduler.
+    let lone = &render(
+        "mxnet-job",
+        "lone",
+        &json!({ "schedulerReplicas": 0, "serverReplicas": 0 }),
+    )
+    .unwrap()[0];
+    let types: Vec<&String> = lone["spec"]["mxReplicaSpecs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(types, ["Worker"]);
+}
+
+#[test]
+fn job_prototypes_bad_values_name_the_component_and_the_param() {
+    let cases = [
+        (
+            "pytorch-job",
+            json!({ "masterReplicas": 2 }),
+            "component pytorch-job: param masterReplicas: must be 0 or 1, got 2",
+        ),
+        (
+            "pytorch-job",
+            json!({ "masterReplicas": 0, "workerReplicas": 0 }),
+            "component pytorch-job: param workerReplicas: the job has neither a Master nor a Worker",
+        ),
+        (
+            "pytorch-job",
+            json!({ "nprocPerNode": "many" }),
+            "component pytorch-job: param nprocPerNode: must be a number of processes, auto, cpu or gpu",
+        ),
+        (
+            "pytorch-job",
+            json!({ "elasticPolicy": { "minReplica": 1 } }),
+            "component pytorch-job: param elasticPolicy: has no field minReplica",
+        ),
+        (
+            "pytorch-job",
+            json!({ "elasticPolicy": { "rdzvBackend": "zk" } }),
+            "component pytorch-job: param elasticPolicy: rdzvBackend \"zk\" is not one of",
+        ),
+        (
+            "pytorch-job",
+            json!({ "elasticPolicy": { "nProcPerNode": 2 }, "nprocPerNode": "2" }),
+            "component pytorch-job: param elasticPolicy: nProcPerNode and the nprocPerNode param",
+        ),
+        (
+            "pytorch-job",
+            json!({ "workerReplicas": 0, "elasticPolicy": {} }),
+            "component pytorch-job: param elasticPolicy: needs Workers",
+        ),
+        (
+            "jax-job",
+            json!({ "workerReplicas": 0 }),
+            "component jax-job: param workerReplicas: must be at least 1",
+        ),
+        (
+            "xgboost-job",
+            json!({ "workerReplicas": -1 }),
+            "component xgboost-job: param workerReplicas: must not be negative",
+        ),
+        (
+            "paddle-job",
+            json!({ "workerReplicas": 0 }),
+            "component paddle-job: param workerReplicas: the job has neither a Master nor a Worker",
+        ),
+        (
+            "mxnet-job",
+            json!({ "jobMode": "MXServe" }),
+            "component mxnet-job: param jobMode: \"MXServe\" is not one of",
+        ),
+        (
+            "mxnet-job",
+            json!({ "tunerReplicas": 1 }),
+            "component mxnet-job: param tunerReplicas: Tuner replicas belong to the other job mode",
+        ),
+        (
+            "mxnet-job",
+            json!({ "schedulerReplicas": 0 }),
+            "component mxnet-job: param schedulerReplicas: the job has no Scheduler and not a lone Worker",
+        ),
+        (
+            "mxnet-job",
+            json!({ "jobMode": "MXTune", "tunerReplicas": 0 }),
+            "component mxnet-job: param tunerReplicas: an MXTune job needs its Tuner",
+        ),
+        (
+            "jax-job",
+            json!({ "schedulingPolicy": { "queue": "q", "minMember": 2 } }),
+            "component jax-job: param schedulingPolicy: has no field minMember",
+        ),
+        (
+            "xgboost-job",
+            json!({ "restartPolicy": "Sometimes" }),
+            "component xgboost-job: param restartPolicy: \"Sometimes\" is not one of",
+        ),
+        (
+            "paddle-job",
+            json!({ "args": ["--steps", 100] }),
+            "component paddle-job: param args: must be a list of strings",
+        ),
+    ];
+    for (prototype, overrides, expected) in cases {
+        let error = render(prototype, "x", &overrides)
+            .expect_err(&format!("{prototype} with {overrides} should fail"));
+        assert!(
+            error.contains(expected),
+            "{prototype} with {overrides}:\n{error}\nshould contain: {expected}"
+        );
+    }
+}
+
+#[test]
+fn a_scheduling_policy_goes_into_the_run_policy() {
+    let policy = json!({ "minAvailable": 2, "queue": "research", "priorityClass": "high" });
+    for prototype in ["tf-job", "jax-job"] {
+        let job = &render(prototype, "gang", &json!({ "schedulingPolicy": policy })).unwrap()[0];
+        assert_eq!(
+            job["spec"]["runPolicy"]["schedulingPolicy"], policy,
+            "{prototype}"
+        );
+    }
+}
+
+/// Each framework's sweep prototype, its kind, container and replica-specs field.
+const SWEEPS: [(&str, &str, &str, &str); 6] = [
+    ("tf-job-sweep", "TFJob", "tensorflow", "tfReplicaSpecs"),
+    (
+        "pytorch-job-sweep",
+        "PyTorchJob",
+        "pytorch",
+        "pytorchReplicaSpecs",
+    ),
+    ("jax-job-sweep", "JAXJob", "jax", "jaxReplicaSpecs"),
+    (
+        "xgboost-job-sweep",
+        "XGBoostJob",
+        "xgboost",
+        "xgbReplicaSpecs",
+    ),
+    (
+        "paddle-job-sweep",
+        "PaddleJob",
+        "paddle",
+        "paddleReplicaSpecs",
+    ),
+    ("mxnet-job-sweep", "MXJob", "mxnet", "mxReplicaSpecs"),
+];
+
+/// Every framework's sweep renders its own kind of job, each exactly the single job prototype's
+/// but for its name, its labels and annotation, and the flags after its args; a combination has
+/// the same name in every framework's sweep of the same component name.
+#[test]
+fn every_framework_has_a_sweep_whose_jobs_are_its_job_prototypes() {
+    let params = json!({
+        "grid": { "lr": [0.1, 0.01] },
+        "random": { "count": 2, "seed": 3, "ranges": { "momentum": { "min": 0.5, "max": 0.99, "log": true } } },
+    });
+    let mut names_by_sweep = Vec::new();
+    for (prototype, kind, container, specs) in SWEEPS {
+        let jobs = render(prototype, "s", &params).unwrap_or_else(|e| panic!("{prototype}: {e}"));
+        let jobs = jobs.as_array().unwrap();
+        assert_eq!(jobs.len(), 4, "{prototype}");
+        let single_prototype = prototype.trim_end_matches("-sweep");
+        let single = render(single_prototype, "s", &json!({})).unwrap();
+        for job in jobs {
+            assert_eq!(job["kind"], kind, "{prototype}");
+            let combination: Value = serde_json::from_str(
+                job["metadata"]["annotations"]["sweep.mlkube.io/hyperparameters"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let flags = [
+                format!("--lr={}", combination["lr"]),
+                format!("--momentum={}", combination["momentum"]),
+            ];
+            let mut expected = single[0].clone();
+            expected["metadata"] = job["metadata"].clone();
+            for (replica_type, spec) in expected["spec"][specs].as_object_mut().unwrap() {
+                let rendered = &job["spec"][specs][replica_type]["template"];
+                spec["template"]["metadata"] = rendered["metadata"].clone();
+                let main = spec["template"]["spec"]["containers"]
+                    .as_array_mut()
+                    .unwrap()
+                    .iter_mut()
+                    .find(|c| c["name"] == container)
+                    .unwrap_or_else(|| panic!("{prototype}: no {container} container"));
+                let mut args: Vec<Value> = main["args"].as_array().cloned().unwrap_or_default();
+                args.extend(flags.iter().map(|f| json!(f)));
+                main["args"] = json!(args);
+            }
+            assert_eq!(
+                job, &expected,
+                "{prototype}: only names, labels and flags differ"
+            );
+            assert_eq!(
+                job["metadata"]["labels"]["app.kubernetes.io/name"],
+                prototype
+            );
+            assert_eq!(
+                job["metadata"]["labels"]["sweep.mlkube.io/lr"],
+                combination["lr"].to_string()
+            );
+        }
+        names_by_sweep.push(job_names(&Value::Array(jobs.clone())));
+    }
+    assert!(
+        names_by_sweep.windows(2).all(|w| w[0] == w[1]),
+        "a combination's name is its hash, whatever the framework: {names_by_sweep:?}"
+    );
+}
+
+/// The sweep prototypes without a grid or a random search say what to set.
+#[test]
+fn a_sweep_without_a_grid_or_a_random_search_says_what_to_set() {
+    for (prototype, ..) in SWEEPS.iter().skip(1) {
+        let error = render(prototype, "s", &json!({})).unwrap_err();
+        assert!(
+            error.contains(&format!("component {prototype}: param grid: is empty; give each hyperparameter a list of values")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn pytorch_job_sweep_with_a_grid_and_a_random_search() {
+    let objects = render(
+        "pytorch-job-sweep",
+        "sweep",
+        &json!({
+            "grid": { "lr": [0.1, 0.01] },
+            "random": { "count": 1, "seed": 1, "ranges": { "momentum": { "min": 0.5, "max": 0.99 } } },
+            "objective": { "metric": "accuracy", "goal": "maximize" },
+        }),
+    )
+    .unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
 }

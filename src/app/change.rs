@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::params::{self, unknown_param};
+use super::params::{self, ValueSource, unknown_param};
 use super::prototype::{self, ParamType};
 use super::{
     App, AppError, Environment, PARAMS_FILE, check_name, check_server, component_file, edit,
@@ -35,13 +35,11 @@ pub fn add_environment(app: &mut App, new: &NewEnvironment) -> Result<String, Ap
     }
     let namespace = new.namespace.clone().unwrap_or_else(|| env.clone());
     check_name("namespace", &namespace)?;
-    if let Some(server) = &new.server {
-        check_server(server)?;
-    }
+    let server = new.server.as_deref().map(check_server).transpose()?;
     let environment = Environment {
         name: env.clone(),
         namespace,
-        server: new.server.clone(),
+        server,
         context: new.context.clone(),
     };
     let file = environment.params_file();
@@ -74,9 +72,11 @@ pub fn set_environment(
         check_name("namespace", namespace)?;
     }
     let non_empty = |value: &Option<String>| value.as_deref().is_some_and(|v| !v.is_empty());
-    if let Some(server) = change.server.as_ref().filter(|s| !s.is_empty()) {
-        check_server(server)?;
-    }
+    let server = match change.server.as_deref() {
+        Some("") => Some(None),
+        Some(server) => Some(Some(check_server(server)?)),
+        None => None,
+    };
     if non_empty(&change.server) && non_empty(&change.context) {
         return Err(AppError::Invalid(
             "pass --server or --context, not both: an environment is pinned to one".into(),
@@ -101,8 +101,8 @@ pub fn set_environment(
     }
     // An environment is pinned to a server or a context; setting one clears the other, and an
     // empty value unpins.
-    if let Some(server) = &change.server {
-        environment.server = (!server.is_empty()).then(|| server.clone());
+    if let Some(server) = server {
+        environment.server = server;
         environment.context = None;
     }
     if let Some(context) = &change.context {
@@ -205,13 +205,12 @@ fn component_values(
         let spec = prototype
             .param(key)
             .ok_or_else(|| unknown_param(name, prototype, key, "--param"))?;
-        let value = parse_value(raw, false, std::slice::from_ref(&spec.kind));
-        if !spec.accepts(&value) {
-            return Err(AppError::Invalid(format!(
-                "component `{name}`: param `{key}` must be {}, got {value}",
-                params::type_phrase(spec)
-            )));
-        }
+        let value = parse_value(raw, false, &[spec.kind()]);
+        let source = ValueSource {
+            describe: Some(&prototype.name),
+            ..ValueSource::default()
+        };
+        params::check_value(name, spec, &value, source)?;
         values.push((key.to_owned(), value));
     }
     Ok(values)
@@ -276,7 +275,7 @@ fn edit_file(
 /// A value from the command line: JSON when it parses (numbers stay numbers, `true` is a
 /// boolean), else a string; always a string with `--as-string` or for a string-typed param.
 fn parse_value(raw: &str, as_string: bool, declared: &[ParamType]) -> Value {
-    let string_param = !declared.is_empty() && declared.iter().all(|t| *t == ParamType::String);
+    let string_param = !declared.is_empty() && declared.iter().all(|t| t.is_text());
     if as_string || string_param {
         return Value::String(raw.to_owned());
     }
@@ -327,10 +326,18 @@ pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten
     }
     let evaluator = Evaluator::new(app.root());
     let (path, value) = if component == "global" {
-        let value = global_value(app, &evaluator, key, raw, *as_string)?;
+        let value = global_value(app, &evaluator, key, raw, *as_string, env.as_deref())?;
         (vec!["global", key.as_str()], value)
     } else {
-        let value = component_value(app, &evaluator, component, key, raw, *as_string)?;
+        let value = component_value(
+            app,
+            &evaluator,
+            component,
+            key,
+            raw,
+            *as_string,
+            env.as_deref(),
+        )?;
         (vec!["components", component.as_str(), key.as_str()], value)
     };
     let template = match env {
@@ -355,11 +362,12 @@ fn global_value(
     key: &str,
     raw: &str,
     as_string: bool,
+    env: Option<&str>,
 ) -> Result<Value, AppError> {
     let resolved = params::resolve(app, evaluator, None)?;
     let specs: Vec<_> = resolved
         .iter()
-        .filter_map(|c| c.prototype.as_ref()?.param(key))
+        .filter_map(|c| Some((c.component.name.as_str(), c.prototype.as_ref()?.param(key)?)))
         .collect();
     let hand_written = resolved.iter().any(|c| c.prototype.is_none());
     if specs.is_empty() && !hand_written {
@@ -368,13 +376,15 @@ fn global_value(
              hint: `mlkube param list` shows the params of every component"
         )));
     }
-    let kinds: Vec<ParamType> = specs.iter().map(|s| s.kind).collect();
+    let kinds: Vec<ParamType> = specs.iter().map(|(_, s)| s.kind()).collect();
     let value = parse_value(raw, as_string, &kinds);
-    if let Some(spec) = specs.iter().find(|s| !s.accepts(&value)) {
-        return Err(AppError::Invalid(format!(
-            "global param `{key}` must be {}, got {value}",
-            params::type_phrase(spec)
-        )));
+    for (component, spec) in specs {
+        let source = ValueSource {
+            env,
+            global: true,
+            ..ValueSource::default()
+        };
+        params::check_value(component, spec, &value, source)?;
     }
     Ok(value)
 }
@@ -387,6 +397,7 @@ fn component_value(
     key: &str,
     raw: &str,
     as_string: bool,
+    env: Option<&str>,
 ) -> Result<Value, AppError> {
     let entry = app.component(component)?;
     let Some(prototype_name) = &entry.prototype else {
@@ -396,13 +407,12 @@ fn component_value(
     let spec = prototype
         .param(key)
         .ok_or_else(|| unknown_param(component, &prototype, key, "the command line"))?;
-    let value = parse_value(raw, as_string, std::slice::from_ref(&spec.kind));
-    if !spec.accepts(&value) {
-        return Err(AppError::Invalid(format!(
-            "component `{component}`: param `{key}` must be {}, got {value}\nhint: \
-             `mlkube prototype describe {prototype_name}` lists the params and types",
-            params::type_phrase(spec)
-        )));
-    }
+    let value = parse_value(raw, as_string, &[spec.kind()]);
+    let source = ValueSource {
+        env,
+        describe: Some(prototype_name),
+        ..ValueSource::default()
+    };
+    params::check_value(component, spec, &value, source)?;
     Ok(value)
 }

@@ -186,6 +186,7 @@ pub fn resolve(
         };
         let values = merge(
             &component.name,
+            env.map(|e| e.name.as_str()),
             prototype.as_ref(),
             &app_params,
             env_params.as_ref(),
@@ -201,6 +202,7 @@ pub fn resolve(
 
 fn merge(
     component: &str,
+    env: Option<&str>,
     prototype: Option<&Prototype>,
     app_params: &ParamsFile,
     env_params: Option<&ParamsFile>,
@@ -249,16 +251,17 @@ fn merge(
                     None => {
                         return Err(unknown_param(component, prototype, name, &file.file));
                     }
-                    Some(spec) if !spec.accepts(value) => {
-                        return Err(AppError::Invalid(format!(
-                            "component `{component}`: param `{name}` must be {}, got {value} \
-                             (set in {}{})",
-                            type_phrase(spec),
-                            file.file,
-                            if global { ", global" } else { "" }
-                        )));
-                    }
-                    Some(_) => {}
+                    Some(spec) => check_value(
+                        component,
+                        spec,
+                        value,
+                        ValueSource {
+                            env,
+                            file: Some(&file.file),
+                            global,
+                            describe: None,
+                        },
+                    )?,
                 }
             }
             values.insert(
@@ -273,18 +276,52 @@ fn merge(
     Ok(values)
 }
 
-pub(crate) fn type_phrase(spec: &prototype::ParamSpec) -> String {
-    let article = match spec.kind {
-        prototype::ParamType::Integer
-        | prototype::ParamType::Array
-        | prototype::ParamType::Object => "an",
-        _ => "a",
+/// Where a checked value came from, for the error that names it.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ValueSource<'a> {
+    /// The environment it is set for or rendered in; `None` for the app-wide params.
+    pub env: Option<&'a str>,
+    /// The params file that set it, for values read from one.
+    pub file: Option<&'a str>,
+    /// Set in a `global` block (or with `param set global`).
+    pub global: bool,
+    /// `mlkube prototype describe <prototype>` is suggested (for values from the command line).
+    pub describe: Option<&'a str>,
+}
+
+/// Check `value` against `spec`; the error names the component, the environment, the param and
+/// what it may be.
+pub(crate) fn check_value(
+    component: &str,
+    spec: &prototype::ParamSpec,
+    value: &Value,
+    source: ValueSource<'_>,
+) -> Result<(), AppError> {
+    let Err(mismatch) = spec.check(value) else {
+        return Ok(());
     };
-    if spec.default.is_null() {
-        format!("{article} {} or null", spec.kind.as_str())
-    } else {
-        format!("{article} {}", spec.kind.as_str())
+    let mut message = format!("component `{component}`");
+    if let Some(env) = source.env {
+        message.push_str(&format!(" (environment `{env}`)"));
     }
+    message.push_str(&format!(
+        ": {}param `{}` must be {}, got {value}",
+        if source.global { "global " } else { "" },
+        spec.name,
+        mismatch.expected
+    ));
+    if let Some(file) = source.file {
+        message.push_str(&format!(" (set in {file})"));
+    }
+    if let Some(hint) = mismatch.hint {
+        message.push_str(&format!("\nhint: {hint}"));
+    }
+    if let Some(prototype) = source.describe {
+        message.push_str(&format!(
+            "\nhint: `mlkube prototype describe {prototype}` lists the params and types"
+        ));
+    }
+    Err(AppError::Invalid(message))
 }
 
 pub(crate) fn unknown_param(

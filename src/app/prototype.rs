@@ -11,69 +11,41 @@ use super::AppError;
 use crate::render::jsonnet::Evaluator;
 use crate::render::library;
 
-/// The types a prototype parameter can declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    Array,
-    Object,
-}
-
-impl ParamType {
-    fn parse(name: &str) -> Option<ParamType> {
-        Some(match name {
-            "string" => ParamType::String,
-            "integer" => ParamType::Integer,
-            "number" => ParamType::Number,
-            "boolean" => ParamType::Boolean,
-            "array" => ParamType::Array,
-            "object" => ParamType::Object,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ParamType::String => "string",
-            ParamType::Integer => "integer",
-            ParamType::Number => "number",
-            ParamType::Boolean => "boolean",
-            ParamType::Array => "array",
-            ParamType::Object => "object",
-        }
-    }
-
-    /// Whether `value` is of this type (`null` is checked by the caller, against the default).
-    pub fn accepts(self, value: &Value) -> bool {
-        match self {
-            ParamType::String => value.is_string(),
-            ParamType::Integer => {
-                value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
-            }
-            ParamType::Number => value.is_number(),
-            ParamType::Boolean => value.is_boolean(),
-            ParamType::Array => value.is_array(),
-            ParamType::Object => value.is_object(),
-        }
-    }
-}
+pub use super::param_type::{Mismatch, ParamType, ValueRule};
 
 /// One declared parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamSpec {
     pub name: String,
-    pub kind: ParamType,
+    /// Its type and the rules beyond it (bounds, allowed values).
+    pub rule: ValueRule,
     /// `null` means unset, and then `null` is an accepted value.
     pub default: Value,
     pub description: String,
 }
 
 impl ParamSpec {
+    pub fn kind(&self) -> ParamType {
+        self.rule.kind
+    }
+
+    /// Whether `value` may be this parameter's value; if not, what it must be.
+    pub fn check(&self, value: &Value) -> Result<(), Mismatch> {
+        if value.is_null() && self.default.is_null() {
+            return Ok(());
+        }
+        self.rule.check(value).map_err(|mismatch| Mismatch {
+            expected: if self.default.is_null() {
+                format!("{} or null", mismatch.expected)
+            } else {
+                mismatch.expected
+            },
+            hint: mismatch.hint,
+        })
+    }
+
     pub fn accepts(&self, value: &Value) -> bool {
-        (value.is_null() && self.default.is_null()) || self.kind.accepts(value)
+        self.check(value).is_ok()
     }
 }
 
@@ -146,26 +118,25 @@ fn load(evaluator: &Evaluator, name: &str) -> Result<Option<Prototype>, AppError
     };
     let mut specs = Vec::with_capacity(params.len());
     for (param, spec) in params {
-        let kind = spec["type"]
-            .as_str()
-            .and_then(ParamType::parse)
-            .ok_or_else(|| {
-                invalid(&format!(
-                    "param `{param}` needs a type: string, integer, number, boolean, array or \
-                     object"
-                ))
-            })?;
+        let Value::Object(spec) = spec else {
+            return Err(invalid(&format!("param `{param}` must be an object")));
+        };
+        let rule =
+            ValueRule::parse(&spec).map_err(|e| invalid(&format!("param `{param}`: {e}")))?;
         let spec = ParamSpec {
-            kind,
+            rule,
             default: spec.get("default").cloned().unwrap_or(Value::Null),
-            description: spec["description"].as_str().unwrap_or_default().to_owned(),
+            description: spec
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             name: param,
         };
-        if !spec.accepts(&spec.default) {
+        if let Err(mismatch) = spec.check(&spec.default) {
             return Err(invalid(&format!(
-                "the default of `{}` is not a {}",
-                spec.name,
-                kind.as_str()
+                "the default of `{}` must be {}",
+                spec.name, mismatch.expected
             )));
         }
         specs.push(spec);

@@ -1,0 +1,170 @@
+// What every training-job prototype shares (tf-job, pytorch-job, jax-job, xgboost-job, mpi-job,
+// paddle-job, mxnet-job): the params a user of any framework reaches for, the checks of their
+// values, and the kubeflow.org/v1 job itself, built from a framework's description. A prototype
+// adds its replica counts and its framework's own spec fields, and exposes, for sweeps, the same
+// three functions: `replicaCounts(prototype, params)`, `longestPodSuffix(counts)` and
+// `job(prototype, part, params, name, labels, annotations, extraArgs)`.
+local u = import 'mlkube/util.libsonnet';
+
+// Pods are named `<job>-<type>-<index>`, and each gets a headless Service of the same name,
+// which must be a DNS-1035 label.
+local maxServiceName = 63;
+local lowercase = 'abcdefghijklmnopqrstuvwxyz';
+local digits = '0123456789';
+
+local isDns1035(name) =
+  local chars = std.stringChars(name);
+  std.length(chars) > 0
+  && std.member(lowercase, chars[0])
+  && std.all([std.member(lowercase + digits + '-', c) for c in chars])
+  && chars[std.length(chars) - 1] != '-';
+
+local stringList(prototype, params, param) =
+  local values = params[param];
+  local bad = [v for v in values if !std.isString(v)];
+  if std.length(bad) > 0 then
+    u.fail(prototype, param, 'must be a list of strings, but holds %s; quote numbers, e.g. ["--steps", "100"]' % std.manifestJsonMinified(bad[0]))
+  else values;
+
+local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClass', 'scheduleTimeoutSeconds'];
+
+{
+  // The params every job prototype declares. `framework.gpuWords` names the replica types that
+  // get GPUs; `defaults` gives the image, command, args and restartPolicy of the framework's
+  // example job.
+  params(framework, defaults):: {
+    image: { type: 'image', default: defaults.image, description: 'Image of every replica.' },
+    gpuImage: { type: 'image', default: null, description: 'Image of the %s replicas when gpus > 0; null uses image.' % framework.gpuWords },
+    command: { type: 'array', items: { type: 'string' }, default: defaults.command, description: "Container command (list of strings); empty keeps the image's entrypoint." },
+    args: { type: 'array', items: { type: 'string' }, default: defaults.args, description: 'Container args (list of strings), e.g. ["--epochs=10"].' },
+    env: { type: 'object', default: {}, description: 'Environment variables of every replica, name to value.' },
+    gpus: { type: 'integer', minimum: 0, default: 0, description: 'nvidia.com/gpu limit of each %s pod.' % framework.gpuWords },
+    restartPolicy: { type: 'string', enum: ['Always', 'OnFailure', 'Never', 'ExitCode'], default: defaults.restartPolicy, description: 'Restart policy of every replica: Always, OnFailure, Never or ExitCode.' },
+    cleanPodPolicy: { type: 'string', enum: ['All', 'Running', 'None'], default: 'Running', description: 'Pods deleted when the job finishes: All, Running (e.g. parameter servers) or None.' },
+    backoffLimit: { type: 'integer', minimum: 0, default: null, description: 'Restarts before the job fails; null is the operator default.' },
+    activeDeadlineSeconds: { type: 'integer', minimum: 0, default: null, description: 'Seconds the job may run before it fails; null is no deadline.' },
+    ttlSecondsAfterFinished: { type: 'integer', minimum: 0, default: null, description: 'Seconds after finishing until the operator deletes the job; null keeps it.' },
+    suspend: { type: 'boolean', default: false, description: 'Suspend the job: its pods are deleted until it is resumed.' },
+    schedulingPolicy: { type: 'object', default: null, description: 'runPolicy.schedulingPolicy for a gang scheduler (%s); null sets none.' % std.join(', ', schedulingFields) },
+    runAsUser: { type: 'integer', minimum: 1, default: 1000, description: 'Non-root user id the containers run as.' },
+    serviceAccount: { type: 'string', default: null, description: "Service account of the pods; null uses the namespace's default, without a token." },
+    imagePullSecrets: { type: 'array', items: { type: 'string' }, default: [], description: 'Names of Secrets used to pull the images.' },
+  } + u.resourceParams('500m', '1Gi'),
+
+  notNegative(prototype, params, param)::
+    local value = params[param];
+    if value != null && value < 0 then u.fail(prototype, param, 'must not be negative, got %d' % value) else value,
+
+  // A replica count of 0 or 1: a type the framework allows once per job (a Chief, a Master).
+  oneAtMost(prototype, params, param, type)::
+    if params[param] > 1 then u.fail(prototype, param, 'must be 0 or 1, got %d; a job has one %s at most' % [params[param], type])
+    else $.notNegative(prototype, params, param),
+
+  // params.schedulingPolicy, its fields checked; null when unset.
+  schedulingPolicy(prototype, params)::
+    local policy = params.schedulingPolicy;
+    local unknown = if policy == null then [] else std.setDiff(std.objectFields(policy), std.set(schedulingFields));
+    if unknown != [] then
+      u.fail(prototype, 'schedulingPolicy', 'has no field %s; its fields are %s' % [unknown[0], std.join(', ', schedulingFields)])
+    else policy,
+
+  // The types whose count is not 0, from { <type>: <count> }.
+  present(counts):: { [t]: counts[t] for t in std.objectFields(counts) if counts[t] > 0 },
+
+  // The longest `-<type>-<index>` the operator appends to the job's name for a pod.
+  longestPodSuffix(counts):: std.foldl(
+    function(longest, suffix) if std.length(suffix) > std.length(longest) then suffix else longest,
+    ['-%s-%d' % [std.asciiLower(t), counts[t] - 1] for t in std.objectFields(counts)],
+    '',
+  ),
+
+  // params[param], checked to be a list of strings.
+  strings(prototype, params, param):: stringList(prototype, params, param),
+
+  // One job of `framework` named `name` for the component `params.name`, made by `prototype`
+  // (named in errors), with `counts` replicas per type (types with 0 left out by the caller);
+  // `labels` and `annotations` go on the job and its pods, `extraArgs` after params.args, and
+  // `spec` holds the framework's own fields (nprocPerNode, jobMode, ...). `commands` gives a
+  // type its own { command, args } in place of params.command, params.args and extraArgs (an
+  // MPIJob's Launcher and Workers run different programs).
+  //
+  // `framework` is { kind, replicaSpecs (the spec's map field), container, portName, port (null
+  // for none), gpuTypes (the replica types that get params.gpus and gpuImage), and optionally
+  // tokenTypes (the replica types whose pods mount their service account's API token whatever
+  // params.serviceAccount is) and longestPodSuffix(counts) (when its pods are not all named
+  // `<job>-<type>-<index>`) }.
+  job(framework, prototype, part, params, name, counts, labels={}, annotations={}, extraArgs=[], spec={}, commands={}):: (
+    local fail(param, message) = u.fail(prototype, param, message);
+    local suffix = if std.objectHas(framework, 'longestPodSuffix') then framework.longestPodSuffix(counts) else $.longestPodSuffix(counts);
+    local longest = name + suffix;
+    local jobName =
+      if !isDns1035(name) then
+        fail('name', 'the %s name %s is not a DNS-1035 label: lowercase letters, digits and "-", starting with a letter; rename the component' % [framework.kind, std.manifestJsonMinified(name)])
+      else if std.length(longest) > maxServiceName then
+        fail('name', 'the %s name %s is too long: its pod and service %s would be %d characters, more than %d; rename the component' % [framework.kind, std.manifestJsonMinified(name), longest, std.length(longest), maxServiceName])
+      else name;
+    local restartPolicy = u.oneOf(prototype, params, 'restartPolicy', ['Always', 'OnFailure', 'Never', 'ExitCode']);
+    local cleanPodPolicy = u.oneOf(prototype, params, 'cleanPodPolicy', ['All', 'Running', 'None']);
+    local gpus = $.notNegative(prototype, params, 'gpus');
+    local uid = if params.runAsUser < 1 then fail('runAsUser', 'must be a non-root user id, 1 or more, got %d' % params.runAsUser) else params.runAsUser;
+    local envVars = [
+      local value = params.env[key];
+      if std.isObject(value) || std.isArray(value) || value == null then
+        fail('env', 'the value of %s must be a string, number or boolean, got %s' % [key, std.manifestJsonMinified(value)])
+      else { name: key, value: std.toString(value) }
+      for key in std.objectFields(params.env)
+    ];
+    local sharedCommand = {
+      command: stringList(prototype, params, 'command'),
+      args: stringList(prototype, params, 'args') + extraArgs,
+    };
+    local pullSecrets = stringList(prototype, params, 'imagePullSecrets');
+    local podLabels = u.selector(params.name, part) + labels;
+
+    local template(type) =
+      local withGpus = gpus > 0 && std.member(framework.gpuTypes, type);
+      local run = if std.objectHas(commands, type) then commands[type] else sharedCommand;
+      local withToken = params.serviceAccount != null || std.member(std.get(framework, 'tokenTypes', []), type);
+      {
+        metadata: {
+          labels: podLabels,
+          [if annotations != {} then 'annotations']: annotations,
+        },
+        spec: {
+          securityContext: u.podSecurity(uid),
+          [if params.serviceAccount != null then 'serviceAccountName']: params.serviceAccount,
+          automountServiceAccountToken: withToken,
+          [if pullSecrets != [] then 'imagePullSecrets']: [{ name: s } for s in pullSecrets],
+          containers: [{
+            name: framework.container,
+            image: if withGpus && params.gpuImage != null then params.gpuImage else params.image,
+            [if run.command != [] then 'command']: run.command,
+            [if run.args != [] then 'args']: run.args,
+            [if envVars != [] then 'env']: envVars,
+            [if framework.port != null then 'ports']: [{ name: framework.portName, containerPort: framework.port, protocol: 'TCP' }],
+            resources: u.resources(params, if withGpus then { 'nvidia.com/gpu': gpus } else {}),
+            securityContext: u.containerSecurity(uid) { readOnlyRootFilesystem: false },
+          }],
+        },
+      };
+
+    {
+      apiVersion: 'kubeflow.org/v1',
+      kind: framework.kind,
+      metadata: u.metadata(jobName, part, labels, params.name) + (if annotations != {} then { annotations: annotations } else {}),
+      spec: spec {
+        runPolicy: std.prune({
+          cleanPodPolicy: cleanPodPolicy,
+          backoffLimit: $.notNegative(prototype, params, 'backoffLimit'),
+          activeDeadlineSeconds: $.notNegative(prototype, params, 'activeDeadlineSeconds'),
+          ttlSecondsAfterFinished: $.notNegative(prototype, params, 'ttlSecondsAfterFinished'),
+          schedulingPolicy: $.schedulingPolicy(prototype, params),
+        }) + { suspend: params.suspend },
+        [framework.replicaSpecs]: {
+          [type]: { replicas: counts[type], restartPolicy: restartPolicy, template: template(type) }
+          for type in std.objectFields(counts)
+        },
+      },
+    }
+  ),
+}
