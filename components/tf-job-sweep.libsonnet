@@ -1,4 +1,5 @@
-// A hyperparameter grid sweep of TFJobs: job-sweep.libsonnet's sweep over tf-job.
+// A hyperparameter sweep of TFJobs: the sweep of job-sweep.libsonnet over tf-job, with the grid
+// that apps made before the other frameworks' sweeps got by default.
 local sweep = import 'mlkube/job-sweep.libsonnet';
 local tfJob = import 'mlkube/tf-job.libsonnet';
 

@@ -21,6 +21,38 @@ const DEFAULT_COMPONENTS: &[(&str, &str)] = &[
     ("volume-controller", "volume-controller"),
 ];
 
+/// A training job `init --with-jobs` adds, and what `local` and `prod` set for it.
+struct JobComponent {
+    name: &'static str,
+    prototype: &'static str,
+    local: &'static [(&'static str, &'static str)],
+    prod: &'static [(&'static str, &'static str)],
+}
+
+/// The jobs of `init --with-jobs`, one per framework most users start with: `local` runs one
+/// replica on CPU, `prod` four workers with a GPU each.
+const JOB_COMPONENTS: &[JobComponent] = &[
+    JobComponent {
+        name: "train-tf",
+        prototype: "tf-job",
+        local: &[],
+        prod: &[("workerReplicas", "4"), ("gpus", "1")],
+    },
+    JobComponent {
+        name: "train-pytorch",
+        prototype: "pytorch-job",
+        // The Master alone: rank 0 of one.
+        local: &[("workerReplicas", "0")],
+        prod: &[("workerReplicas", "4"), ("gpus", "1")],
+    },
+    JobComponent {
+        name: "train-jax",
+        prototype: "jax-job",
+        local: &[],
+        prod: &[("workerReplicas", "4"), ("gpus", "1")],
+    },
+];
+
 const DEFAULT_NAMESPACE: &str = "kubeflow";
 
 /// What `init` is asked to create.
@@ -32,8 +64,10 @@ pub struct InitOptions {
     pub namespace: Option<String>,
     pub server: Option<String>,
     pub context: Option<String>,
-    /// No components.
+    /// No platform components.
     pub empty: bool,
+    /// Also a TensorFlow, a PyTorch and a JAX training job.
+    pub with_jobs: bool,
 }
 
 /// Create the app `options` describe, and give it back as saved.
@@ -50,9 +84,7 @@ pub fn init(options: &InitOptions) -> Result<App, AppError> {
     let name = app_name(dir)?;
     let namespace = options.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
     check_name("namespace", namespace)?;
-    if let Some(server) = &options.server {
-        check_server(server)?;
-    }
+    let server = options.server.as_deref().map(check_server).transpose()?;
     if options.server.is_some() && options.context.is_some() {
         return Err(AppError::Invalid(
             "pass --server or --context, not both".into(),
@@ -63,23 +95,36 @@ pub fn init(options: &InitOptions) -> Result<App, AppError> {
         app.environments_mut().push(Environment {
             name: env.to_owned(),
             namespace: format!("{namespace}{suffix}"),
-            server: options.server.clone(),
+            server: server.clone(),
             context: options.context.clone(),
         });
     }
-    let params = app_params(&app, options.empty)?;
-    write_files(&mut app, &params, options.empty)?;
+    let components = components(options);
+    let params = app_params(&app, &components)?;
+    write_files(&mut app, &params, &components, options)?;
     Ok(app)
 }
 
-/// `components/params.libsonnet`, with an empty entry per default component.
-fn app_params(app: &App, empty: bool) -> Result<String, AppError> {
+/// The components `options` ask for, (name, prototype): the platform's unless empty, then the
+/// training jobs when asked for.
+fn components(options: &InitOptions) -> Vec<(&'static str, &'static str)> {
+    let platform = if options.empty {
+        &[][..]
+    } else {
+        DEFAULT_COMPONENTS
+    };
+    let jobs = JOB_COMPONENTS
+        .iter()
+        .filter(|_| options.with_jobs)
+        .map(|job| (job.name, job.prototype));
+    platform.iter().copied().chain(jobs).collect()
+}
+
+/// `components/params.libsonnet`, with an empty entry per component.
+fn app_params(app: &App, components: &[(&str, &str)]) -> Result<String, AppError> {
     let mut params = template::APP_PARAMS.to_owned();
-    if empty {
-        return Ok(params);
-    }
     let evaluator = Evaluator::new(app.root());
-    for (component, prototype) in DEFAULT_COMPONENTS {
+    for (component, prototype) in components {
         super::prototype::find(&evaluator, prototype)?;
         params = edit::set_field(&params, &["components", component], "{}").map_err(|source| {
             AppError::Edit {
@@ -91,29 +136,54 @@ fn app_params(app: &App, empty: bool) -> Result<String, AppError> {
     Ok(params)
 }
 
-fn write_files(app: &mut App, params: &str, empty: bool) -> Result<(), AppError> {
-    if !empty {
-        for (component, prototype) in DEFAULT_COMPONENTS {
-            app.record_component(component, prototype);
-        }
+fn write_files(
+    app: &mut App,
+    params: &str,
+    components: &[(&str, &str)],
+    options: &InitOptions,
+) -> Result<(), AppError> {
+    for (component, prototype) in components {
+        app.record_component(component, prototype);
     }
     app.write(PARAMS_FILE, params)?;
     for env in app.environments() {
         let text = match library::default_environment_params(&env.name) {
-            Some(shipped) if !empty => shipped.to_owned(),
+            Some(shipped) if !options.empty => shipped.to_owned(),
             _ => template::env_params(&env.name),
+        };
+        let text = if options.with_jobs {
+            with_job_overrides(&text, &env.name).map_err(|source| AppError::Edit {
+                file: env.params_file(),
+                source,
+            })?
+        } else {
+            text
         };
         app.write(&env.params_file(), &text)?;
     }
-    if !empty {
-        for (component, prototype) in DEFAULT_COMPONENTS {
-            app.write(
-                &component_file(component),
-                &template::component(component, prototype),
-            )?;
-        }
+    for (component, prototype) in components {
+        app.write(
+            &component_file(component),
+            &template::component(component, prototype),
+        )?;
     }
     app.save()
+}
+
+/// An environment's params with what it sets for the training jobs of `--with-jobs`.
+fn with_job_overrides(text: &str, env: &str) -> Result<String, edit::EditError> {
+    let mut text = text.to_owned();
+    for job in JOB_COMPONENTS {
+        let overrides = match env {
+            "local" => job.local,
+            "prod" => job.prod,
+            _ => &[],
+        };
+        for (key, value) in overrides {
+            text = edit::set_field(&text, &["components", job.name, key], value)?;
+        }
+    }
+    Ok(text)
 }
 
 /// The app's name, from its directory; it becomes the `app.kubernetes.io/part-of` label.
@@ -133,4 +203,100 @@ fn app_name(dir: &Path) -> Result<String, AppError> {
         ))
     })?;
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The replica types of the one job `component` renders in `env`, each with its count and
+    /// its main container's GPU limit.
+    fn replicas(app: &App, env: &str, component: &str) -> Vec<(String, u64, Value)> {
+        let manifest = app
+            .render(env, &[component.to_string()])
+            .unwrap_or_else(|e| panic!("{env}/{component}: {e:?}"));
+        assert_eq!(manifest.objects.len(), 1, "{env}/{component}");
+        let job = &manifest.objects[0].value;
+        let (_, specs) = job["spec"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(field, _)| field.ends_with("ReplicaSpecs"))
+            .expect("a job has replica specs");
+        specs
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(replica_type, spec)| {
+                let container = &spec["template"]["spec"]["containers"][0];
+                (
+                    replica_type.clone(),
+                    spec["replicas"].as_u64().unwrap(),
+                    container["resources"]["limits"]["nvidia.com/gpu"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_jobs_adds_a_tensorflow_a_pytorch_and_a_jax_job_small_locally_on_gpus_in_prod() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = InitOptions {
+            dir: dir.path().join("platform"),
+            with_jobs: true,
+            ..InitOptions::default()
+        };
+        init(&options).unwrap();
+        let app = App::load(&options.dir).unwrap();
+        let names: Vec<String> = app
+            .components()
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        for component in [
+            "mnist",
+            "tf-job-operator",
+            "train-tf",
+            "train-pytorch",
+            "train-jax",
+        ] {
+            assert!(
+                names.iter().any(|n| n == component),
+                "{component} in {names:?}"
+            );
+        }
+        let one_cpu = |replica_type: &str| vec![(replica_type.to_string(), 1, Value::Null)];
+        assert_eq!(replicas(&app, "local", "train-tf"), one_cpu("Worker"));
+        assert_eq!(replicas(&app, "local", "train-pytorch"), one_cpu("Master"));
+        assert_eq!(replicas(&app, "local", "train-jax"), one_cpu("Worker"));
+        for component in ["train-tf", "train-pytorch", "train-jax"] {
+            let prod = replicas(&app, "prod", component);
+            let workers = prod.iter().find(|(t, ..)| t == "Worker").expect("workers");
+            assert_eq!(workers.1, 4, "{component}: {prod:?}");
+            assert!(
+                prod.iter().all(|(.., gpus)| gpus == 1),
+                "{component}: a GPU each: {prod:?}"
+            );
+        }
+
+        let bare = InitOptions {
+            dir: dir.path().join("jobs-only"),
+            empty: true,
+            with_jobs: true,
+            ..InitOptions::default()
+        };
+        init(&bare).unwrap();
+        let app = App::load(&bare.dir).unwrap();
+        let names: Vec<String> = app
+            .components()
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!(replicas(&app, "local", "train-pytorch"), one_cpu("Master"));
+    }
 }

@@ -1,6 +1,7 @@
 //! `mlkube status <env>` as the command line runs it: resolve the settings (the environment
 //! rendered, its cluster) as the other cluster verbs do, read its status from the cluster, print
-//! it as a table or JSON, and choose the exit code.
+//! it as a table or JSON, and choose the exit code. With `-c COMPONENT`, the training jobs of
+//! that component instead, ranked by their metrics ([`super::sweep`]).
 //!
 //! Exit codes: 0 every member healthy and none drifted; 1 all healthy but some drifted (as
 //! `diff` gives 1 for differences); 3 some member failed, missing or not ready yet, drifted or
@@ -21,6 +22,9 @@ use super::settings::{self, Deployment, Selection};
 use super::{GlobalArgs, ListFormat, StatusArgs};
 
 pub fn status(global: &GlobalArgs, args: &StatusArgs) -> Exit {
+    if let Some(component) = &args.component {
+        return super::sweep::status(global, args, component);
+    }
     let selection = Selection {
         env: &args.env,
         components: &[],
@@ -40,7 +44,7 @@ pub fn status_deployment(deployment: &Deployment, args: &StatusArgs) -> Result<E
         let plan = deployment.plan(&[])?;
         let status = match status::status(&cluster, &plan).await {
             Ok(status) => status,
-            Err(never @ StatusError::NeverApplied { .. }) => {
+            Err(never @ (StatusError::NeverApplied { .. } | StatusError::Deleted { .. })) => {
                 eprintln!("mlkube: {never}");
                 return Ok(Exit::NeverApplied);
             }

@@ -1,0 +1,532 @@
+//! The results of a sweep: each training job a component renders (a sweep's, or a single job)
+//! with its hyperparameters, its state on the cluster and the final metrics it reported, ranked
+//! best first. `mlkube status <env> -c <component>` prints it.
+//!
+//! How a job reports a metric, in the order they are looked for:
+//! - an annotation `metric.mlkube.io/<name>: "<value>"` on the job, written by whatever knows
+//!   the result (`kubectl annotate`, a step after training, a controller);
+//! - else, once the job Succeeded, a line `metric <name>=<value>` in the log of its lead
+//!   replica (the pod the operator labels `training.kubeflow.org/job-role=master`: the Chief or
+//!   Master, else worker 0), read through [`crate::deploy::logs`]; the last such line of a name
+//!   wins.
+//!
+//! Expected flow: take the rendered training jobs of the component with their combinations
+//! (the annotation `sweep.mlkube.io/hyperparameters`, none for a single job), read each job
+//! from the cluster, take its metrics ([`metrics_of`]), then rank the jobs ([`rank`]) by the
+//! objective: the annotation `sweep.mlkube.io/objective` (`{"metric": ..., "goal": "maximize"
+//! or "minimize"}`), or the first metric name any job reported, highest first.
+//!
+//! Caveats: a job whose pods its `cleanPodPolicy` deleted has no log left to read; the sweep
+//! prototypes keep no pods by default only when the job prototype does not (`cleanPodPolicy:
+//! None` keeps them). kwok's simulated nodes serve no logs, so there only annotations report.
+//! A log that cannot be read is a note on its job, never an error of the whole report.
+
+// Errors end the report: what matters is the fields they carry for the message, not their size.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::deploy::cancel::Cancel;
+use crate::deploy::logs::jobs::{self, JobRef};
+use crate::deploy::logs::{self, LogSource, LogsError, Output, Request};
+use crate::operator::engine::build::LABEL_JOB_ROLE;
+
+pub const COMBINATION_ANNOTATION: &str = "sweep.mlkube.io/hyperparameters";
+pub const OBJECTIVE_ANNOTATION: &str = "sweep.mlkube.io/objective";
+/// A metric reported as an annotation: `metric.mlkube.io/accuracy: "0.98"`.
+pub const METRIC_ANNOTATION_PREFIX: &str = "metric.mlkube.io/";
+/// A metric reported in the lead replica's log: `metric accuracy=0.98`.
+pub const METRIC_LINE_PREFIX: &str = "metric ";
+
+/// Which way a metric is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Goal {
+    Maximize,
+    Minimize,
+}
+
+/// The metric the jobs are ranked by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Objective {
+    pub metric: String,
+    pub goal: Goal,
+    /// Declared by the sweep (its `objective` param), not guessed from the first metric.
+    pub declared: bool,
+}
+
+/// Where a job's metrics came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricSource {
+    Annotation,
+    Log,
+}
+
+/// One job of the sweep.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepJob {
+    pub kind: String,
+    pub name: String,
+    pub hyperparameters: BTreeMap<String, Value>,
+    /// The job's last condition (`Succeeded`, `Running`, ...), `Missing` when it is not on the
+    /// cluster, `Pending` before the operator gave it a condition.
+    pub state: String,
+    pub metrics: BTreeMap<String, f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_from: Option<MetricSource>,
+    /// Why there is no metric, when it is not obvious (a log that could not be read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl SweepJob {
+    pub fn succeeded(&self) -> bool {
+        self.state == "Succeeded"
+    }
+}
+
+/// A component's jobs, best first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub component: String,
+    pub objective: Option<Objective>,
+    pub jobs: Vec<SweepJob>,
+}
+
+impl Sweep {
+    /// Every job succeeded.
+    pub fn all_succeeded(&self) -> bool {
+        self.jobs.iter().all(SweepJob::succeeded)
+    }
+
+    /// How many jobs are in each state, in the order states first appear.
+    pub fn states(&self) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for job in &self.jobs {
+            match counts.iter_mut().find(|(state, _)| *state == job.state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((job.state.clone(), 1)),
+            }
+        }
+        counts
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(
+        "component `{component}` renders no training job in environment `{env}`\n  hint: -c \
+         lists the jobs of a sweep (or of a training job) with their metrics; `mlkube status \
+         {env}` shows every object"
+    )]
+    NoJobs { component: String, env: String },
+    #[error("{job}: the annotation {COMBINATION_ANNOTATION} is not a JSON object: {text}")]
+    BadCombination { job: String, text: String },
+    #[error(transparent)]
+    Logs(#[from] LogsError),
+}
+
+/// The jobs `rendered` (the component's objects as rendered) holds, read from `source`, with
+/// their metrics, best first.
+pub async fn sweep(
+    source: &impl LogSource,
+    component: &str,
+    env: &str,
+    namespace: &str,
+    rendered: &[Value],
+) -> Result<Sweep, SweepError> {
+    let declared = rendered.iter().find_map(declared_objective);
+    let mut found = Vec::new();
+    for object in rendered {
+        let Some(job) = jobs::rendered(object, namespace) else {
+            continue;
+        };
+        let hyperparameters = combination(&job, object)?;
+        let live = source.job(&job).await?;
+        found.push(read_job(source, job, hyperparameters, live.as_ref()).await?);
+    }
+    if found.is_empty() {
+        return Err(SweepError::NoJobs {
+            component: component.to_string(),
+            env: env.to_string(),
+        });
+    }
+    let objective = declared.or_else(|| first_metric(&found));
+    rank(&mut found, objective.as_ref());
+    Ok(Sweep {
+        component: component.to_string(),
+        objective,
+        jobs: found,
+    })
+}
+
+/// A job as the cluster has it (`None`: missing), with its metrics.
+async fn read_job(
+    source: &impl LogSource,
+    job: JobRef,
+    hyperparameters: BTreeMap<String, Value>,
+    live: Option<&Value>,
+) -> Result<SweepJob, SweepError> {
+    let mut result = SweepJob {
+        kind: job.framework.kind.to_string(),
+        name: job.name.clone(),
+        hyperparameters,
+        state: match live {
+            None => "Missing".into(),
+            Some(object) => jobs::condition(object).unwrap_or("Pending").to_string(),
+        },
+        metrics: BTreeMap::new(),
+        metrics_from: None,
+        note: None,
+    };
+    let Some(live) = live else {
+        return Ok(result);
+    };
+    let annotated = metrics_in_annotations(live);
+    if !annotated.is_empty() {
+        result.metrics = annotated;
+        result.metrics_from = Some(MetricSource::Annotation);
+    } else if result.succeeded() {
+        match metrics_in_log(source, &job, live).await {
+            Ok(metrics) if metrics.is_empty() => {
+                result.note = Some("its lead replica logged no `metric <name>=<value>`".into());
+            }
+            Ok(metrics) => {
+                result.metrics = metrics;
+                result.metrics_from = Some(MetricSource::Log);
+            }
+            // A cluster that stops answering ends the report; a log that cannot be read is
+            // this job's note.
+            Err(error @ LogsError::Cluster(_)) => return Err(error.into()),
+            Err(error) => result.note = Some(first_line(&error.to_string())),
+        }
+    }
+    Ok(result)
+}
+
+/// The metrics in the log of the job's lead replica.
+async fn metrics_in_log(
+    source: &impl LogSource,
+    job: &JobRef,
+    live: &Value,
+) -> Result<BTreeMap<String, f64>, LogsError> {
+    let pods = source.pods(job).await?;
+    let Some(lead) = lead_pod(&pods) else {
+        return Err(jobs::no_pods(job, live));
+    };
+    let request = Request {
+        jobs: vec![job.clone()],
+        replicas: vec![lead],
+        ..Request::default()
+    };
+    let mut collected = Collected::default();
+    logs::logs(source, &request, &mut collected, &Cancel::new()).await?;
+    Ok(collected.metrics)
+}
+
+/// The lines of a log, as the metrics in them.
+#[derive(Default)]
+struct Collected {
+    metrics: BTreeMap<String, f64>,
+}
+
+impl Output for Collected {
+    fn line(&mut self, line: &str) -> std::io::Result<()> {
+        // `worker-0 | text`: the replica's label, then the line as the container wrote it.
+        let text = line.split_once(" | ").map_or(line, |(_, text)| text);
+        if let Some((name, value)) = parse_metric_line(text) {
+            self.metrics.insert(name, value);
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, _note: &str) {}
+}
+
+/// The pod whose log carries the job's result: the one the operator labels as the job's
+/// master role, else the first by name.
+pub fn lead_pod(pods: &[Pod]) -> Option<String> {
+    let role = |pod: &&Pod| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|labels| labels.get(LABEL_JOB_ROLE))
+            .is_some_and(|role| role == "master")
+    };
+    let mut sorted: Vec<&Pod> = pods.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    sorted
+        .iter()
+        .copied()
+        .find(role)
+        .or(sorted.first().copied())
+        .and_then(|pod| pod.metadata.name.clone())
+}
+
+/// `metric accuracy=0.98` as (`accuracy`, 0.98). The name is letters, digits and `_-./`; the
+/// value a finite number; anything else is not a metric line.
+pub fn parse_metric_line(text: &str) -> Option<(String, f64)> {
+    let rest = text.trim().strip_prefix(METRIC_LINE_PREFIX)?;
+    let (name, value) = rest.split_once('=')?;
+    let name = name.trim();
+    let valid_name = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    let value: f64 = value.trim().parse().ok()?;
+    (valid_name && value.is_finite()).then(|| (name.to_string(), value))
+}
+
+/// The metrics a job carries as `metric.mlkube.io/<name>` annotations; one whose value is not
+/// a number is left out.
+pub fn metrics_in_annotations(job: &Value) -> BTreeMap<String, f64> {
+    let Some(annotations) = job["metadata"]["annotations"].as_object() else {
+        return BTreeMap::new();
+    };
+    annotations
+        .iter()
+        .filter_map(|(key, value)| {
+            let name = key.strip_prefix(METRIC_ANNOTATION_PREFIX)?;
+            let value: f64 = value.as_str()?.trim().parse().ok()?;
+            value.is_finite().then(|| (name.to_string(), value))
+        })
+        .collect()
+}
+
+/// The hyperparameters of a rendered job, from its annotation; none for a job that is no
+/// sweep's.
+fn combination(job: &JobRef, object: &Value) -> Result<BTreeMap<String, Value>, SweepError> {
+    let Some(text) = object["metadata"]["annotations"][COMBINATION_ANNOTATION].as_str() else {
+        return Ok(BTreeMap::new());
+    };
+    serde_json::from_str(text).map_err(|_| SweepError::BadCombination {
+        job: job.to_string(),
+        text: text.to_string(),
+    })
+}
+
+/// The objective a rendered job declares.
+pub fn declared_objective(object: &Value) -> Option<Objective> {
+    let text = object["metadata"]["annotations"][OBJECTIVE_ANNOTATION].as_str()?;
+    let declared: Value = serde_json::from_str(text).ok()?;
+    Some(Objective {
+        metric: declared["metric"].as_str()?.to_string(),
+        goal: match declared["goal"].as_str() {
+            Some("minimize") => Goal::Minimize,
+            _ => Goal::Maximize,
+        },
+        declared: true,
+    })
+}
+
+/// Without a declared objective: the first metric name (in name order) any job reported,
+/// highest first.
+fn first_metric(jobs: &[SweepJob]) -> Option<Objective> {
+    jobs.iter()
+        .flat_map(|job| job.metrics.keys())
+        .min()
+        .map(|metric| Objective {
+            metric: metric.clone(),
+            goal: Goal::Maximize,
+            declared: false,
+        })
+}
+
+/// Best first: the jobs that reported the objective's metric by its goal, then the others;
+/// ties and the others by name.
+pub fn rank(jobs: &mut [SweepJob], objective: Option<&Objective>) {
+    let key = |job: &SweepJob| objective.and_then(|o| job.metrics.get(&o.metric).copied());
+    jobs.sort_by(|a, b| {
+        let by_metric = match (key(a), key(b)) {
+            (Some(x), Some(y)) => match objective.map(|o| o.goal) {
+                Some(Goal::Minimize) => x.total_cmp(&y),
+                _ => y.total_cmp(&x),
+            },
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        };
+        by_metric.then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn job(name: &str, state: &str, metrics: &[(&str, f64)]) -> SweepJob {
+        SweepJob {
+            kind: "XGBoostJob".into(),
+            name: name.into(),
+            hyperparameters: BTreeMap::new(),
+            state: state.into(),
+            metrics: metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            metrics_from: None,
+            note: None,
+        }
+    }
+
+    fn names(jobs: &[SweepJob]) -> Vec<&str> {
+        jobs.iter().map(|j| j.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_metric_line_is_a_name_and_a_finite_number_after_metric() {
+        assert_eq!(
+            parse_metric_line("metric accuracy=0.9800"),
+            Some(("accuracy".into(), 0.98))
+        );
+        assert_eq!(
+            parse_metric_line("  metric val/loss = 1.5e-3 "),
+            Some(("val/loss".into(), 0.0015))
+        );
+        for not_one in [
+            "test accuracy 0.9800 (450 held-out digits)",
+            "metric accuracy",
+            "metric accuracy=high",
+            "metric accuracy=NaN",
+            "metric accuracy=inf",
+            "metric =0.5",
+            "metric two words=0.5",
+            "metrics accuracy=0.5",
+            "a metric accuracy=0.5",
+        ] {
+            assert_eq!(parse_metric_line(not_one), None, "{not_one}");
+        }
+    }
+
+    #[test]
+    fn the_last_metric_line_of_a_name_wins_and_the_replica_tag_is_taken_off() {
+        let mut collected = Collected::default();
+        for line in [
+            "master-0 | epoch 1 loss 0.5",
+            "master-0 | metric accuracy=0.91",
+            "master-0 | metric loss=0.2",
+            "master-0 | metric accuracy=0.95",
+        ] {
+            collected.line(line).unwrap();
+        }
+        assert_eq!(
+            collected.metrics,
+            BTreeMap::from([("accuracy".into(), 0.95), ("loss".into(), 0.2)])
+        );
+    }
+
+    #[test]
+    fn annotations_report_metrics_and_other_annotations_or_bad_values_are_left_out() {
+        let object = json!({"metadata": {"annotations": {
+            "metric.mlkube.io/accuracy": "0.97",
+            "metric.mlkube.io/loss": "n/a",
+            "sweep.mlkube.io/hyperparameters": "{}",
+        }}});
+        assert_eq!(
+            metrics_in_annotations(&object),
+            BTreeMap::from([("accuracy".into(), 0.97)])
+        );
+        assert!(metrics_in_annotations(&json!({"metadata": {}})).is_empty());
+    }
+
+    #[test]
+    fn the_best_comes_first_by_the_goal_and_jobs_without_the_metric_last() {
+        let mut jobs = vec![
+            job("c", "Running", &[]),
+            job("a", "Succeeded", &[("accuracy", 0.90)]),
+            job("b", "Succeeded", &[("accuracy", 0.97)]),
+            job("d", "Succeeded", &[("loss", 0.1)]),
+            job("e", "Succeeded", &[("accuracy", 0.90)]),
+        ];
+        let objective = first_metric(&jobs).expect("a metric was reported");
+        assert_eq!(
+            objective,
+            Objective {
+                metric: "accuracy".into(),
+                goal: Goal::Maximize,
+                declared: false
+            }
+        );
+        rank(&mut jobs, Some(&objective));
+        assert_eq!(names(&jobs), ["b", "a", "e", "c", "d"]);
+
+        let loss = Objective {
+            metric: "loss".into(),
+            goal: Goal::Minimize,
+            declared: true,
+        };
+        let mut jobs = vec![
+            job("x", "Succeeded", &[("loss", 0.3)]),
+            job("y", "Succeeded", &[("loss", 0.1)]),
+            job("z", "Failed", &[]),
+        ];
+        rank(&mut jobs, Some(&loss));
+        assert_eq!(names(&jobs), ["y", "x", "z"]);
+
+        let mut unranked = vec![job("b", "Running", &[]), job("a", "Pending", &[])];
+        rank(&mut unranked, None);
+        assert_eq!(names(&unranked), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_declared_objective_is_read_from_the_rendered_annotation() {
+        let object = json!({"metadata": {"annotations": {
+            OBJECTIVE_ANNOTATION: r#"{"goal":"minimize","metric":"loss"}"#
+        }}});
+        assert_eq!(
+            declared_objective(&object),
+            Some(Objective {
+                metric: "loss".into(),
+                goal: Goal::Minimize,
+                declared: true
+            })
+        );
+        assert_eq!(declared_objective(&json!({"metadata": {}})), None);
+    }
+
+    fn pod(name: &str, master: bool) -> Pod {
+        let mut labels = BTreeMap::new();
+        if master {
+            labels.insert(LABEL_JOB_ROLE.to_string(), "master".to_string());
+        }
+        let mut pod = Pod::default();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.labels = Some(labels);
+        pod
+    }
+
+    #[test]
+    fn the_lead_is_the_master_role_else_the_first_pod() {
+        let pods = [pod("j-worker-0", false), pod("j-master-0", true)];
+        assert_eq!(lead_pod(&pods).as_deref(), Some("j-master-0"));
+        let workers = [pod("j-worker-1", false), pod("j-worker-0", false)];
+        assert_eq!(lead_pod(&workers).as_deref(), Some("j-worker-0"));
+        assert_eq!(lead_pod(&[]), None);
+    }
+
+    #[test]
+    fn states_are_counted_in_the_order_they_first_appear() {
+        let sweep = Sweep {
+            component: "s".into(),
+            objective: None,
+            jobs: vec![
+                job("a", "Succeeded", &[]),
+                job("b", "Running", &[]),
+                job("c", "Succeeded", &[]),
+            ],
+        };
+        assert_eq!(
+            sweep.states(),
+            [("Succeeded".to_string(), 2), ("Running".to_string(), 1)]
+        );
+        assert!(!sweep.all_succeeded());
+    }
+}
