@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Deploy speed, side by side: mlkube apply/diff against kubectl apply --server-side / kubectl diff
-# --server-side on the same manifests, against the local control plane.
+# Deploy speed, side by side and by size: mlkube against kubectl (server-side apply and diff),
+# kapp and Grafana Tanka on the same synthetic objects, against the local control plane.
 #
 #   cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
-#   benches/deploy.sh            # prints a Markdown table on stdout, progress on stderr
+#   benches/deploy.sh            # Markdown tables on stdout, progress on stderr
 #
-# Scenarios: a synthetic environment of N objects (ConfigMaps, Services, Deployments; N=500 by
-# default) and, when `mlkube show` works, the default app's `local` environment. For each: the
-# first apply (once, into a fresh namespace), then the no-op re-apply and the no-op diff (RUNS
-# times each, median reported). mlkube applies with --no-wait, since kubectl apply does not wait.
+# For each size (SIZES, default "500 5000": ConfigMaps, Services and Deployments in equal
+# parts), each tool gets a namespace of its own and runs, in that order:
+#   first     the first apply into the empty namespace (once)
+#   reapply   the same apply again, nothing to change (RUNS times, median)
+#   diff      the diff of the same objects, nothing to change (RUNS times, median)
+#   change    an apply that changes every ConfigMap (a third of the objects; once)
+# The tools take turns in a rotated order (the first tool of one size is the last of the next),
+# and the cluster settles (every Deployment available) after each first apply, so the no-op
+# steps measure the tools and not the cluster catching up. mlkube applies with --no-wait and
+# kapp with --wait=false, since kubectl apply does not wait.
 #
-# Settings (environment): MLKUBE (the binary; default: release build if present, else debug),
-# KUBECTL (default: the one the local cluster script built), N, RUNS (default 5).
+# The tables give each step's time per object (milliseconds), so a tool whose work grows
+# linearly shows the same figure at every size; the last table is mlkube's growth: the
+# per-object time at the largest size over the one at the smallest.
+#
+# The peers run only when found: kubectl (KUBECTL, default the local cluster's own), kapp (KAPP)
+# and tk (TK), each by default in ~/.cache/mlkube/peers/bin or on PATH; the README's "Deploy
+# speed" says how to build kapp and Tanka there from their Go modules. Tanka drives kubectl: it runs with the server-side apply and diff strategies and finds the
+# cluster by the API server's address in KUBECONFIG.
+#
+# Settings (environment): MLKUBE (default: the release build), KUBECTL, KAPP, TK, SIZES, RUNS
+# (default 3), TOOLS (default "mlkube kubectl kapp tanka", those found).
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}
+peers=$HOME/.cache/mlkube/peers/bin
 if [ -z "${MLKUBE:-}" ]; then
   if [ -x "$target/release/mlkube" ]; then MLKUBE=$target/release/mlkube; else MLKUBE=$target/debug/mlkube; fi
 fi
-KUBECTL=${KUBECTL:-$HOME/.cache/mlkube/controlplane/k8s-v1.35.4-etcd-v3.6.5-kwok-v0.7.0/bin/kubectl}
-N=${N:-500}
-RUNS=${RUNS:-5}
+find_tool() { # name, override
+  if [ -n "$2" ]; then echo "$2"; return; fi
+  if [ -x "$peers/$1" ]; then echo "$peers/$1"; return; fi
+  command -v "$1" || true
+}
+KUBECTL=$(find_tool kubectl "${KUBECTL:-$(ls -d "$HOME"/.cache/mlkube/controlplane/k8s-*/bin/kubectl 2>/dev/null | tail -n1)}")
+KAPP=$(find_tool kapp "${KAPP:-}")
+TK=$(find_tool tk "${TK:-}")
+SIZES=${SIZES:-500 5000}
+RUNS=${RUNS:-3}
+TOOLS=${TOOLS:-mlkube kubectl kapp tanka}
 
 die() { printf 'deploy bench: error: %s\n' "$*" >&2; exit 1; }
 say() { printf 'deploy bench: %s\n' "$*" >&2; }
@@ -29,6 +52,17 @@ say() { printf 'deploy bench: %s\n' "$*" >&2; }
 [ -x "$KUBECTL" ] || die "no kubectl at $KUBECTL; run cluster/local-cluster.sh build, or set KUBECTL"
 [ -n "${KUBECONFIG:-}" ] || die "KUBECONFIG is not set; run: eval \"\$(cluster/local-cluster.sh env)\""
 "$KUBECTL" get --raw /readyz >/dev/null 2>&1 || die "the cluster in $KUBECONFIG is not ready; run cluster/local-cluster.sh up"
+server=$("$KUBECTL" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+
+tools=()
+for tool in $TOOLS; do
+  case $tool in
+    mlkube | kubectl) tools+=("$tool") ;;
+    kapp) if [ -x "$KAPP" ]; then tools+=(kapp); else say "kapp not found: skipped (set KAPP)"; fi ;;
+    tanka) if [ -x "$TK" ]; then tools+=(tanka); else say "tk not found: skipped (set TK)"; fi ;;
+    *) die "unknown tool $tool in TOOLS" ;;
+  esac
+done
 
 work=$(mktemp -d)
 namespaces=()
@@ -45,13 +79,13 @@ time_it() {
   local start end status
   start=$(date +%s.%N)
   set +e
-  "$@" >"$work/out" 2>"$work/err"
+  "$@" >"$work/out" 2>"$work/err" </dev/null
   status=$?
   set -e
   end=$(date +%s.%N)
   case " $allowed " in
     *" $status "*) ;;
-    *) say "command failed ($status): $*"; tail -n 20 "$work/err" >&2; exit 1 ;;
+    *) say "command failed ($status): $*"; tail -n 20 "$work/err" "$work/out" >&2; exit 1 ;;
   esac
   echo "$end - $start" | bc -l | xargs printf '%.3f\n'
 }
@@ -64,21 +98,22 @@ repeat() {
   for _ in $(seq "$RUNS"); do time_it "$allowed" "$@"; done | median
 }
 
-# The synthetic environment: JSON documents are YAML documents, for both tools.
+# The synthetic objects, as JSON documents (which are YAML documents too). `level` is what the
+# change step changes.
 synthetic() {
-  local ns=$1 n=$2
-  python3 - "$ns" "$n" <<'EOF'
+  local ns=$1 n=$2 level=$3
+  python3 - "$ns" "$n" "$level" <<'EOF'
 import json, sys
-ns, n = sys.argv[1], int(sys.argv[2])
+ns, n, level = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 kinds = ["ConfigMap", "Service", "Deployment"]
 for i in range(n):
     kind = kinds[i % 3]
-    name = f"obj-{i:04d}"
+    name = f"obj-{i:05d}"
     labels = {"app.kubernetes.io/managed-by": "bench", "mlkube.io/component": f"c{i % 10}"}
     meta = {"name": name, "namespace": ns, "labels": labels}
     if kind == "ConfigMap":
         obj = {"apiVersion": "v1", "kind": kind, "metadata": meta,
-               "data": {"index": str(i), "settings.yaml": "replicas: 1\nlevel: info\n"}}
+               "data": {"index": str(i), "settings.yaml": f"replicas: 1\nlevel: {level}\n"}}
     elif kind == "Service":
         obj = {"apiVersion": "v1", "kind": kind, "metadata": meta,
                "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
@@ -93,64 +128,117 @@ for i in range(n):
 EOF
 }
 
-# Let the controllers finish reacting to a first apply (ReplicaSets, pods), so the no-op steps
-# measure the tools and not the cluster catching up.
+# A Tanka project whose one environment evaluates to the objects of a manifest (JSON is
+# Jsonnet), pinned to this cluster and namespace, applied and diffed server-side.
+tanka_project() {
+  local dir=$1 ns=$2 manifest=$3
+  mkdir -p "$dir/environments/bench"
+  echo '{"version": 1, "dependencies": [], "legacyImports": true}' >"$dir/jsonnetfile.json"
+  printf '{"apiVersion": "tanka.dev/v1alpha1", "kind": "Environment", "metadata": {"name": "environments/bench"}, "spec": {"apiServer": "%s", "namespace": "%s", "applyStrategy": "server", "diffStrategy": "server"}}\n' \
+    "$server" "$ns" >"$dir/environments/bench/spec.json"
+  python3 - "$manifest" >"$dir/environments/bench/main.jsonnet" <<'EOF'
+import json, sys
+docs = [json.loads(d) for d in open(sys.argv[1]).read().split("---\n") if d.strip()]
+print(json.dumps({d["kind"] + "-" + d["metadata"]["name"]: d for d in docs}))
+EOF
+}
+
+# The command of one tool for one step: apply (first, reapply, change) or diff.
+command_for() {
+  local tool=$1 step=$2 ns=$3 manifest=$4
+  case $tool:$step in
+    mlkube:apply) echo "$MLKUBE" apply "$ns" --manifest "$manifest" --no-wait --yes --force-conflicts ;;
+    mlkube:diff) echo "$MLKUBE" diff "$ns" --manifest "$manifest" ;;
+    kubectl:apply) echo "$KUBECTL" apply --server-side --force-conflicts -f "$manifest" ;;
+    kubectl:diff) echo "$KUBECTL" diff --server-side --force-conflicts -f "$manifest" ;;
+    kapp:apply) echo "$KAPP" deploy -a bench -n "$ns" -f "$manifest" --yes --wait=false ;;
+    kapp:diff) echo "$KAPP" deploy -a bench -n "$ns" -f "$manifest" --diff-run ;;
+    tanka:apply) echo "$TK" apply "$work/tanka-$ns/environments/bench" --auto-approve always ;;
+    tanka:diff) echo "$TK" diff "$work/tanka-$ns/environments/bench" ;;
+  esac
+}
+
+# Let the controllers finish reacting to a first apply (ReplicaSets, pods).
 settle() {
-  "$KUBECTL" wait --for=condition=Available deployment --all -n "$1" --timeout=300s >/dev/null
+  "$KUBECTL" wait --for=condition=Available deployment --all -n "$1" --timeout=600s >/dev/null
 }
 
 declare -A results
-scenario() {
-  local label=$1 manifest_for=$2
-  local ns_m="bench-$label-mlkube-$$" ns_k="bench-$label-kubectl-$$"
-  namespaces+=("$ns_m" "$ns_k")
-  "$manifest_for" "$ns_m" >"$work/$label-mlkube.yaml"
-  "$manifest_for" "$ns_k" >"$work/$label-kubectl.yaml"
-  "$KUBECTL" create namespace "$ns_k" >/dev/null
-  local m=("$MLKUBE" apply "$ns_m" --manifest "$work/$label-mlkube.yaml" --no-wait --yes --force-conflicts)
-  local md=("$MLKUBE" diff "$ns_m" --manifest "$work/$label-mlkube.yaml")
-  local k=("$KUBECTL" apply --server-side --force-conflicts -f "$work/$label-kubectl.yaml")
-  local kd=("$KUBECTL" diff --server-side --force-conflicts -f "$work/$label-kubectl.yaml")
-  # One tool after the other: the default app's cluster-scoped objects are shared, and the
-  # other tool's apply in between would be a real difference for the diff that follows.
-  say "$label: mlkube: first apply, no-op re-apply x$RUNS, no-op diff x$RUNS"
-  results[$label,first,mlkube]=$(time_it 0 "${m[@]}")
-  settle "$ns_m"
-  results[$label,reapply,mlkube]=$(repeat 0 "${m[@]}")
+run_tool() {
+  local tool=$1 n=$2
+  local ns="bench-$n-$tool-$$"
+  namespaces+=("$ns")
+  local manifest=$work/$ns.yaml changed=$work/$ns-changed.yaml
+  synthetic "$ns" "$n" info >"$manifest"
+  synthetic "$ns" "$n" debug >"$changed"
+  [ "$tool" = mlkube ] || "$KUBECTL" create namespace "$ns" >/dev/null
+  # shellcheck disable=SC2207
+  local apply=($(command_for "$tool" apply "$ns" "$manifest"))
+  # shellcheck disable=SC2207
+  local diff=($(command_for "$tool" diff "$ns" "$manifest"))
+  # shellcheck disable=SC2207
+  local change=($(command_for "$tool" apply "$ns" "$changed"))
+  if [ "$tool" = tanka ]; then tanka_project "$work/tanka-$ns" "$ns" "$manifest"; fi
+  say "$n objects, $tool: first apply, no-op re-apply x$RUNS, no-op diff x$RUNS, change"
+  results[$n,first,$tool]=$(time_it 0 "${apply[@]}")
+  settle "$ns"
+  results[$n,reapply,$tool]=$(repeat 0 "${apply[@]}")
   # Exit 0 only: a no-op diff that finds differences would be noise, and is a failure here.
-  results[$label,diff,mlkube]=$(repeat 0 "${md[@]}")
-  say "$label: kubectl: first apply, no-op re-apply x$RUNS, no-op diff x$RUNS"
-  results[$label,first,kubectl]=$(time_it 0 "${k[@]}")
-  settle "$ns_k"
-  results[$label,reapply,kubectl]=$(repeat 0 "${k[@]}")
-  results[$label,diff,kubectl]=$(repeat 0 "${kd[@]}")
+  results[$n,diff,$tool]=$(repeat 0 "${diff[@]}")
+  if [ "$tool" = tanka ]; then tanka_project "$work/tanka-$ns" "$ns" "$changed"; fi
+  results[$n,change,$tool]=$(time_it 0 "${change[@]}")
+  # The next tool starts on a cluster without this one's objects and pods.
+  "$KUBECTL" delete namespace "$ns" --timeout=600s >/dev/null
 }
 
-synthetic_n() { synthetic "$1" "$N"; }
-default_app() {
-  # The default app's local environment, in an app of its own per namespace. Both tools share its
-  # cluster-scoped objects (CRDs, a StorageClass), hence --force-conflicts on both sides.
-  "$MLKUBE" init "$work/app-$1" --namespace "$1" >/dev/null 2>&1
-  (cd "$work/app-$1" && "$MLKUBE" show local)
-}
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+rotation=0
+for n in $SIZES; do
+  count=${#tools[@]}
+  for i in $(seq 0 $((count - 1))); do
+    run_tool "${tools[$(((i + rotation) % count))]}" "$n"
+  done
+  rotation=$((rotation + 1))
+done
 
-scenario "synthetic$N" synthetic_n
-labels=("synthetic$N")
-if "$MLKUBE" init "$work/probe" >/dev/null 2>&1 && (cd "$work/probe" && "$MLKUBE" show local >/dev/null 2>&1); then
-  scenario default default_app
-  labels+=(default)
-else
-  say "skipping the default app: 'mlkube init' / 'mlkube show' do not work in this build"
-fi
-
-echo "| scenario | step | mlkube (s) | kubectl (s) | speed-up |"
-echo "|---|---|---:|---:|---:|"
-for label in "${labels[@]}"; do
-  for step in first reapply diff; do
-    m=${results[$label,$step,mlkube]}
-    k=${results[$label,$step,kubectl]}
-    printf '| %s | %s | %s | %s | %.1fx |\n' "$label" "$step" "$m" "$k" "$(echo "$k / $m" | bc -l)"
+per_object() { echo "$1 * 1000 / $2" | bc -l | xargs printf '%.3f'; }
+header="| objects | step |"
+rule="|---:|---|"
+for tool in "${tools[@]}"; do header+=" $tool ms/object (s) |"; rule+="---:|"; done
+echo "$header"
+echo "$rule"
+for n in $SIZES; do
+  for step in first reapply diff change; do
+    row="| $n | $step |"
+    for tool in "${tools[@]}"; do
+      t=${results[$n,$step,$tool]}
+      row+=" $(per_object "$t" "$n") ($t) |"
+    done
+    echo "$row"
   done
 done
+sizes=($SIZES)
+small=${sizes[0]} large=${sizes[-1]}
+if [ "$small" != "$large" ]; then
+  echo
+  echo "| step | growth of the time per object, $small to $large objects: $(printf '%s, ' "${tools[@]}" | sed 's/, $//') |"
+  echo "|---|---|"
+  for step in first reapply diff change; do
+    row="| $step |"
+    for tool in "${tools[@]}"; do
+      a=$(per_object "${results[$small,$step,$tool]}" "$small")
+      b=$(per_object "${results[$large,$step,$tool]}" "$large")
+      row+=" $tool $(echo "$b / $a" | bc -l | xargs printf '%.2f')x"
+    done
+    echo "$row |"
+  done
+  m=${results[$large,diff,mlkube]}
+  for tool in "${tools[@]}"; do
+    [ "$tool" = mlkube ] && continue
+    echo
+    printf 'no-op diff at %s objects: mlkube %ss, %s %ss: %.1fx\n' "$large" "$m" "$tool" \
+      "${results[$large,diff,$tool]}" "$(echo "${results[$large,diff,$tool]} / $m" | bc -l)"
+  done
+fi
 echo
-echo "mlkube: $MLKUBE; kubectl: $("$KUBECTL" version --client 2>/dev/null | head -n1); runs: $RUNS (median); $(nproc) cores"
+echo "mlkube: $MLKUBE; kubectl: $("$KUBECTL" version --client 2>/dev/null | head -n1)$([ -x "$KAPP" ] && echo "; kapp: $("$KAPP" version 2>/dev/null | head -n1)")$([ -x "$TK" ] && echo "; tk: $("$TK" --version 2>&1 | head -n1)"); runs: $RUNS (median); $(nproc) cores; load average at the start: $load"

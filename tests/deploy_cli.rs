@@ -165,3 +165,54 @@ fn an_api_server_that_never_answers_fails_after_the_request_timeout() {
         }
     }
 }
+
+#[test]
+fn a_failed_apply_prune_or_delete_with_json_output_still_prints_one_document() {
+    // Accepts every connection and never says a word.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let init = mlkube(tmp.path(), &["init", app.to_str().unwrap()]);
+    assert!(init.status.success());
+    let kubeconfig = kubeconfig_for(tmp.path(), &format!("https://127.0.0.1:{port}"));
+    for verb in ["apply", "prune", "delete"] {
+        let out = mlkube(
+            &app,
+            &[
+                verb,
+                "local",
+                "--yes",
+                "-o",
+                "json",
+                "--request-timeout",
+                "1s",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb}: {stderr}");
+        let document: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{verb}: one JSON document on stdout ({e}): {stderr}"));
+        let message = document["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("did not answer within 1s"),
+            "{verb}: {document:#}"
+        );
+        assert!(
+            document["error"]["hints"][0]
+                .as_str()
+                .is_some_and(|h| h.contains("--request-timeout")),
+            "{verb}: {document:#}"
+        );
+        assert_eq!(document["objects"], serde_json::json!([]), "{verb}");
+        assert_eq!(document["interrupted"], false, "{verb}");
+    }
+}

@@ -16,6 +16,7 @@
 pub mod change;
 pub mod edit;
 pub mod init;
+pub mod param_type;
 pub mod params;
 pub mod prototype;
 pub mod render;
@@ -452,31 +453,38 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<(), AppError> {
     }
 }
 
-/// An API server URL, as a kubeconfig's `server`: `https://` or `http://`, then a host and an
-/// optional port.
-pub(crate) fn check_server(server: &str) -> Result<(), AppError> {
-    let authority = server
-        .strip_prefix("https://")
-        .or_else(|| server.strip_prefix("http://"))
-        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
-    let valid = authority.is_some_and(|authority| {
-        let (host, port) = split_port(authority);
-        let host_ok = !host.is_empty()
-            && !host.contains('@')
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '[' | ']' | ':'));
-        host_ok && port.is_none_or(|p| !p.is_empty() && p.parse::<u16>().is_ok())
-    });
-    if valid {
-        Ok(())
-    } else {
-        Err(AppError::Invalid(format!(
+/// An API server URL, as a kubeconfig's `server`: `https://` or `http://` (in any case), then a
+/// host and an optional port. Gives it as it is stored: scheme and host in lowercase (both are
+/// case-insensitive) and without a lone trailing `/`.
+pub(crate) fn check_server(server: &str) -> Result<String, AppError> {
+    let invalid = || {
+        AppError::Invalid(format!(
             "`{server}` is not an API server URL\nhint: give https:// (or http://) with a host \
              and an optional port, e.g. https://10.0.0.1:6443, or pin a kubeconfig context \
              with --context"
-        )))
+        ))
+    };
+    let (scheme, rest) = server.split_once("://").ok_or_else(invalid)?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "https" && scheme != "http" {
+        return Err(invalid());
     }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let (host, port) = split_port(authority);
+    let host_ok = !host.is_empty()
+        && !host.contains('@')
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '[' | ']' | ':'));
+    if !host_ok || port.is_some_and(|p| p.is_empty() || p.parse::<u16>().is_err()) {
+        return Err(invalid());
+    }
+    let path = if path == "/" { "" } else { path };
+    Ok(format!(
+        "{scheme}://{}{path}",
+        authority.to_ascii_lowercase()
+    ))
 }
 
 /// `host` and `port` of `host:port`, `[v6]:port` or a bare host.
@@ -504,6 +512,16 @@ mod tests {
             "https://[::1]:6443",
         ] {
             assert!(check_server(good).is_ok(), "{good}");
+        }
+        for (given, stored) in [
+            (
+                "HTTPS://API.Example.com:6443/",
+                "https://api.example.com:6443",
+            ),
+            ("Http://10.0.0.1:8080", "http://10.0.0.1:8080"),
+            ("https://[::1]:6443/k8s/", "https://[::1]:6443/k8s/"),
+        ] {
+            assert_eq!(check_server(given).unwrap(), stored);
         }
         for bad in [
             "not a url",

@@ -8,18 +8,26 @@
 // Errors end the run: what matters is the fields they carry for the message, not their size.
 #![allow(clippy::result_large_err)]
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
+use serde_json::Value;
+
+use crate::app::App;
+use crate::app::prototype;
 use crate::deploy::apply::{
     self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
 };
 use crate::deploy::applyset::ApplySet;
 use crate::deploy::cancel::Cancel;
-use crate::deploy::cluster::{ClusterError, KubeCluster};
+use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
+use crate::deploy::key::Key;
 use crate::deploy::plan::{self, Plan, PlanError};
-use crate::deploy::preflight::{self, PreflightError, Validation};
+use crate::deploy::preflight::{self, Blocker, PreflightError, Refusal, Rejection, Validation};
+use crate::deploy::schema;
 use crate::deploy::status::{self, LastApply, StatusError};
+use crate::render::jsonnet::Evaluator;
 
 use super::exit::Exit;
 use super::output::{self, Confirmation, Printer};
@@ -45,6 +53,12 @@ pub enum DeployError {
     Status(#[from] StatusError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    /// The apply's refusal of kinds the cluster does not serve, with the params that stop
+    /// rendering them.
+    #[error("the cluster does not serve these kinds: {kinds}\n  hint: {hint}")]
+    Unserved { kinds: String, hint: String },
+    #[error("cannot read the API server's OpenAPI schemas")]
+    Schemas(#[source] kube::Error),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
@@ -64,20 +78,47 @@ pub(super) fn finish(result: Result<Exit, DeployError>) -> Exit {
 }
 
 /// Resolve a cluster verb's settings (the environment rendered, or `--manifest` read, and the
-/// cluster it pins with the flags' overrides), run `verb` on them, and turn the outcome into
-/// the exit code, printing the error when there is one.
+/// cluster it pins with the flags' overrides), and run `verb` on them.
 fn on_deployment(
     global: &GlobalArgs,
     selection: Selection<'_>,
     cluster: &ClusterArgs,
     request: &RequestArgs,
     verb: impl FnOnce(&Deployment) -> Result<Exit, DeployError>,
-) -> Exit {
-    finish(
-        settings::deployment(global, selection, cluster, request)
-            .map_err(DeployError::from)
-            .and_then(|d| verb(&d)),
-    )
+) -> Result<Exit, DeployError> {
+    settings::deployment(global, selection, cluster, request)
+        .map_err(DeployError::from)
+        .and_then(|d| verb(&d))
+}
+
+/// The exit code of an apply, prune or delete; a failure is printed on stderr, and with
+/// `-o json` also as the one document on stdout, with what was done before it.
+fn finish_printed(result: Result<Exit, DeployError>, printer: &Printer) -> Exit {
+    if let Err(error) = &result
+        && printer.json()
+    {
+        output::print_failure(printer, super::exit::error_json(error), refused_json(error));
+    }
+    finish(result)
+}
+
+/// The objects a failed apply names as refused, each with its outcome and message.
+fn refused_json(error: &DeployError) -> Vec<Value> {
+    let (refused, word): (&[(Key, Refusal)], &str) = match error {
+        DeployError::Apply(ApplyError::Preflight(PreflightError::Rejected { refused, .. }))
+        | DeployError::Preflight(PreflightError::Rejected { refused, .. }) => (refused, "rejected"),
+        DeployError::Apply(ApplyError::Objects { refused, .. }) => (refused, "failed"),
+        _ => (&[], ""),
+    };
+    refused
+        .iter()
+        .map(|(key, refusal)| {
+            let mut object = serde_json::to_value(key).unwrap_or_default();
+            object["outcome"] = (if refusal.conflict { "conflict" } else { word }).into();
+            object["message"] = refusal.message.clone().into();
+            object
+        })
+        .collect()
 }
 
 impl Deployment {
@@ -100,9 +141,13 @@ pub fn diff(global: &GlobalArgs, args: &DiffArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        diff_deployment(d, args)
-    })
+    finish(on_deployment(
+        global,
+        selection,
+        &args.cluster,
+        &args.request,
+        |d| diff_deployment(d, args),
+    ))
 }
 
 /// `mlkube diff` on an environment already rendered.
@@ -113,7 +158,13 @@ pub fn diff_deployment(deployment: &Deployment, args: &DiffArgs) -> Result<Exit,
         let options = DiffOptions {
             show_secrets: args.show_secrets,
         };
-        let changes = diff::diff(&cluster, &plan, options).await?;
+        let mut changes = diff::diff(&cluster, &plan, options).await?;
+        for failure in &mut changes.failures {
+            let component = failure.component.as_deref().unwrap_or_default();
+            if let Some(message) = unserved(deployment, &cluster, &plan, &failure.key, component) {
+                failure.message = message;
+            }
+        }
         let mut stdout = std::io::stdout().lock();
         if args.output == ListFormat::Json {
             let _ = writeln!(stdout, "{:#}", diff::render_json(&changes));
@@ -139,9 +190,11 @@ pub fn apply(global: &GlobalArgs, args: &ApplyArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        apply_deployment(d, args)
-    })
+    let printer = Printer::new(args.output == ListFormat::Json, args.dry_run);
+    let result = on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        apply_deployment(d, args, &printer)
+    });
+    finish_printed(result, &printer)
 }
 
 /// Ctrl-C cancels the verb: no request is started any more, those in flight finish, and the
@@ -174,9 +227,12 @@ fn exit_of(report: &ApplyReport) -> Exit {
 }
 
 /// `mlkube apply` on an environment already rendered.
-pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exit, DeployError> {
+pub fn apply_deployment(
+    deployment: &Deployment,
+    args: &ApplyArgs,
+    printer: &Printer,
+) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
-    let printer = Printer::new(args.output == ListFormat::Json, args.dry_run);
     let cancel = Cancel::new();
     let options = ApplyOptions {
         dry_run: args.dry_run,
@@ -187,7 +243,7 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
         timeout: args.timeout,
         allow_empty: args.allow_empty,
         adopt: args.adopt,
-        observer: &printer,
+        observer: printer,
         cancel: &cancel,
     };
     runtime()?.block_on(async {
@@ -198,15 +254,20 @@ pub fn apply_deployment(deployment: &Deployment, args: &ApplyArgs) -> Result<Exi
             deployment.target.env, cluster.context, cluster.server
         );
         let plan = deployment.plan(&args.components)?;
-        let report = apply::apply(&cluster, &plan, &options).await?;
-        for (key, why) in &report.unchecked {
-            eprintln!("mlkube: not checked by the server: {key}: {why}");
+        let report = match apply::apply(&cluster, &plan, &options).await {
+            Err(ApplyError::UnknownKinds { kinds }) => {
+                return Err(unserved_kinds(deployment, &cluster, &plan, kinds));
+            }
+            report => report?,
+        };
+        for line in unchecked_lines(&report.unchecked) {
+            eprintln!("mlkube: {line}");
         }
         if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
             status::record_last_apply(&cluster, &plan.applyset, &last).await?;
         }
-        output::print_report("apply", &report, &printer);
+        output::print_report("apply", &report, printer);
         Ok(exit_of(&report))
     })
 }
@@ -220,21 +281,26 @@ pub fn prune(global: &GlobalArgs, args: &PruneArgs) -> Exit {
         components: &[],
         manifest: None,
     };
-    on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        prune_deployment(d, args)
-    })
+    let printer = Printer::new(args.output == ListFormat::Json, false);
+    let result = on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        prune_deployment(d, args, &printer)
+    });
+    finish_printed(result, &printer)
 }
 
 /// `mlkube prune` on an environment already rendered.
-pub fn prune_deployment(deployment: &Deployment, args: &PruneArgs) -> Result<Exit, DeployError> {
+pub fn prune_deployment(
+    deployment: &Deployment,
+    args: &PruneArgs,
+    printer: &Printer,
+) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
-    let printer = Printer::new(args.output == ListFormat::Json, false);
     let cancel = Cancel::new();
     let options = PruneOptions {
         dry_run: false,
         consent: &consent,
         allow_empty: args.allow_empty,
-        observer: &printer,
+        observer: printer,
         cancel: &cancel,
     };
     runtime()?.block_on(async {
@@ -248,7 +314,7 @@ pub fn prune_deployment(deployment: &Deployment, args: &PruneArgs) -> Result<Exi
                 deployment.target.env
             );
         }
-        output::print_report("prune", &report, &printer);
+        output::print_report("prune", &report, printer);
         Ok(exit_of(&report))
     })
 }
@@ -262,34 +328,40 @@ pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
-    on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        delete_deployment(d, args)
-    })
+    let printer = Printer::new(args.output == ListFormat::Json, false);
+    let result = on_deployment(global, selection, &args.cluster, &args.request, |d| {
+        delete_deployment(d, args, &printer)
+    });
+    finish_printed(result, &printer)
 }
 
 /// `mlkube delete` for an environment (only its app name and target are used).
-pub fn delete_deployment(deployment: &Deployment, args: &DeleteArgs) -> Result<Exit, DeployError> {
+pub fn delete_deployment(
+    deployment: &Deployment,
+    args: &DeleteArgs,
+    printer: &Printer,
+) -> Result<Exit, DeployError> {
     let consent = Confirmation::from_flag(args.yes);
-    let printer = Printer::new(args.output == ListFormat::Json, false);
     let cancel = Cancel::new();
     let options = DeleteOptions {
         components: args.components.clone(),
         delete_namespace: args.delete_namespace,
         consent: &consent,
-        observer: &printer,
+        observer: printer,
         cancel: &cancel,
     };
     runtime()?.block_on(async {
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
-        if report.pruned.is_empty() && !printer.json() {
+        let touched = report.pruned.len() + report.released.len() + report.kept.len();
+        if touched == 0 && !printer.json() {
             eprintln!(
                 "mlkube: environment `{}` has nothing applied on context `{}`",
                 deployment.target.env, cluster.context
             );
         }
-        output::print_report("delete", &report, &printer);
+        output::print_report("delete", &report, printer);
         Ok(exit_of(&report))
     })
 }
@@ -303,9 +375,13 @@ pub fn validate(global: &GlobalArgs, args: &ValidateArgs) -> Exit {
         components: &args.components,
         manifest: None,
     };
-    on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        validate_deployment(d, args)
-    })
+    finish(on_deployment(
+        global,
+        selection,
+        &args.cluster,
+        &args.request,
+        |d| validate_deployment(d, args),
+    ))
 }
 
 /// `mlkube validate` on an environment already rendered.
@@ -316,14 +392,24 @@ pub fn validate_deployment(
     runtime()?.block_on(async {
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
-        let validation = preflight::validate(&cluster, &plan).await?;
+        let mut validation = preflight::validate(&cluster, &plan).await?;
+        schema::check_required(&cluster.client, &plan, &mut validation)
+            .await
+            .map_err(DeployError::Schemas)?;
+        for rejected in &mut validation.rejected {
+            let (key, component) = (&rejected.key, rejected.component.as_str());
+            if let Some(message) = unserved(deployment, &cluster, &plan, key, component) {
+                rejected.message = message;
+            }
+        }
         if args.output == ListFormat::Json {
             let json = serde_json::to_value(&validation).unwrap_or_default();
             let _ = writeln!(std::io::stdout().lock(), "{json:#}");
         } else {
             print_validation(&validation);
         }
-        if validation.valid == 0 && validation.rejected.is_empty() {
+        let checked = validation.valid + validation.schema_only.len();
+        if checked == 0 && validation.rejected.is_empty() {
             eprintln!("mlkube: error: {}", nothing_checked(&validation));
             return Ok(Exit::Error);
         }
@@ -343,27 +429,219 @@ fn nothing_checked(validation: &Validation) -> String {
             .into();
     }
     format!(
-        "nothing was checked: all {} object(s) need something an apply creates first (listed \
-         above)\n  hint: apply the environment first, or create what the reasons name (its \
+        "nothing was checked: all {} object(s) need something an apply creates first (the \
+         line above says what)\n  hint: apply the environment first, or create what the reasons name (its \
          namespace, its CustomResourceDefinitions), then validate again",
         validation.skipped.len()
     )
 }
 
 fn print_validation(validation: &Validation) {
-    for skipped in &validation.skipped {
-        eprintln!("mlkube: not checked: {}: {}", skipped.key, skipped.message);
-    }
     for rejected in &validation.rejected {
         eprintln!(
             "mlkube: error: {} (component {}): {}",
             rejected.key, rejected.component, rejected.message
         );
     }
-    eprintln!(
-        "{} valid, {} rejected, {} not checked",
+    let mut line = format!(
+        "{} valid, {} rejected",
         validation.valid,
-        validation.rejected.len(),
-        validation.skipped.len()
+        validation.rejected.len()
     );
+    let schema_only = partly_checked(&validation.schema_only, SCHEMA_ONLY);
+    let skipped = partly_checked(&validation.skipped, "were not checked");
+    for part in schema_only.into_iter().chain(skipped) {
+        line.push_str("; ");
+        line.push_str(&part);
+    }
+    eprintln!("{line}");
+}
+
+/// How far `validate` checked the objects of a namespace that does not exist yet.
+const SCHEMA_ONLY: &str = "were checked against the server's schema only (fields, types, required \
+                           fields); the server checks the rest once the namespace exists";
+
+/// The objects of `list` grouped by why, each group told in a few words: `10 object(s) in
+/// namespace `ml`, which apply creates, <what>`, or `2 object(s) <what>: <why>`.
+fn partly_checked(list: &[Rejection], what: &str) -> Vec<String> {
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for rejection in list {
+        *by_reason.entry(rejection.message.as_str()).or_default() += 1;
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, count)| match namespace_created(why) {
+            Some(namespace) => {
+                format!("{count} object(s) in namespace `{namespace}`, which apply creates, {what}")
+            }
+            None if why == Blocker::Kind.to_string() => format!(
+                "{count} object(s) {what}: their CustomResourceDefinitions come with this apply"
+            ),
+            None => format!("{count} object(s) {what}: {why}"),
+        })
+        .collect()
+}
+
+/// The namespace a blocker's reason names, when it is a namespace the apply creates.
+fn namespace_created(why: &str) -> Option<&str> {
+    let rest = why.strip_prefix("namespace `")?;
+    let (namespace, rest) = rest.split_once('`')?;
+    rest.starts_with(" does not exist yet").then_some(namespace)
+}
+
+/// What `apply --dry-run` could not check, a line per reason rather than per object.
+fn unchecked_lines(unchecked: &[(Key, String)]) -> Vec<String> {
+    let mut by_reason: BTreeMap<&str, Vec<&Key>> = BTreeMap::new();
+    for (key, why) in unchecked {
+        by_reason.entry(why.as_str()).or_default().push(key);
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, keys)| match keys.as_slice() {
+            [key] => format!("not checked by the server: {key}: {why}"),
+            keys => format!("{} object(s) not checked by the server: {why}", keys.len()),
+        })
+        .collect()
+}
+
+/// For an object whose kind the cluster does not serve, what to say: the kind, and how to stop
+/// rendering it (the component's param that turns it off) or to serve it.
+fn unserved(
+    deployment: &Deployment,
+    cluster: &KubeCluster,
+    plan: &Plan,
+    key: &Key,
+    component: &str,
+) -> Option<String> {
+    if cluster.resolve_group_kind(&key.group, &key.kind).is_some() {
+        return None;
+    }
+    let desired = plan.objects.iter().find(|d| d.key == *key)?;
+    let switch = deployment
+        .dir
+        .as_deref()
+        .and_then(|dir| param_rendering(dir, component, &key.kind));
+    let hint = match switch {
+        Some(param) => format!(
+            "`mlkube param set {component} {param} false --env {env}` stops rendering it, or \
+             install the CustomResourceDefinition that serves it",
+            env = deployment.target.env
+        ),
+        None => "install the CustomResourceDefinition that serves it, or check the apiVersion"
+            .to_owned(),
+    };
+    Some(format!(
+        "the cluster does not serve {} {}\n  hint: {hint}",
+        desired.api_version, key.kind
+    ))
+}
+
+/// The apply's refusal of the kinds the cluster does not serve, naming the params that stop
+/// rendering them where the components have such params.
+fn unserved_kinds(
+    deployment: &Deployment,
+    cluster: &KubeCluster,
+    plan: &Plan,
+    kinds: String,
+) -> DeployError {
+    let env = &deployment.target.env;
+    let mut switches: Vec<String> = plan
+        .objects
+        .iter()
+        .filter(|d| cluster.resolve(&d.api_version, &d.key.kind).is_none())
+        .filter_map(|d| {
+            let param = param_rendering(deployment.dir.as_deref()?, &d.component, &d.key.kind)?;
+            Some(format!(
+                "`mlkube param set {} {param} false --env {env}`",
+                d.component
+            ))
+        })
+        .collect();
+    switches.sort();
+    switches.dedup();
+    if switches.is_empty() {
+        return DeployError::Apply(ApplyError::UnknownKinds { kinds });
+    }
+    let hint = format!(
+        "{} stops rendering them, or install their CustomResourceDefinitions",
+        switches.join(" and ")
+    );
+    DeployError::Unserved { kinds, hint }
+}
+
+/// The boolean param of `component`'s prototype whose description says it renders `kind`.
+fn param_rendering(app_dir: &std::path::Path, component: &str, kind: &str) -> Option<String> {
+    let app = App::load(app_dir).ok()?;
+    let prototype_name = app.component(component).ok()?.prototype?;
+    let evaluator = Evaluator::new(app.root());
+    let prototype = prototype::of_component(&evaluator, component, &prototype_name).ok()?;
+    prototype
+        .params
+        .into_iter()
+        .find(|p| {
+            p.default.is_boolean()
+                && p.description
+                    .split(|c: char| !c.is_ascii_alphanumeric())
+                    .any(|word| word == kind)
+        })
+        .map(|p| p.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        Key {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ml".into()),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn what_a_dry_run_could_not_check_is_one_line_per_reason() {
+        let why = "namespace `ml` does not exist yet; apply creates it".to_owned();
+        let unchecked = vec![
+            (key("a"), why.clone()),
+            (key("b"), why.clone()),
+            (
+                key("c"),
+                "its CustomResourceDefinition is created by this apply".into(),
+            ),
+        ];
+        assert_eq!(
+            unchecked_lines(&unchecked),
+            [
+                "not checked by the server: ConfigMap ml/c: its CustomResourceDefinition is \
+                 created by this apply",
+                "2 object(s) not checked by the server: namespace `ml` does not exist yet; apply \
+                 creates it",
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_checked_in_part_are_counted_by_reason() {
+        let rejection = |name: &str, message: &str| Rejection {
+            key: key(name),
+            component: "c".into(),
+            message: message.into(),
+        };
+        let why = "namespace `ml` does not exist yet; apply creates it";
+        let list = [rejection("a", why), rejection("b", why)];
+        assert_eq!(
+            partly_checked(&list, "were checked in part"),
+            ["2 object(s) in namespace `ml`, which apply creates, were checked in part"]
+        );
+        let crd = [rejection(
+            "w",
+            "its CustomResourceDefinition is created by this apply",
+        )];
+        assert_eq!(
+            partly_checked(&crd, "were not checked"),
+            ["1 object(s) were not checked: their CustomResourceDefinitions come with this apply"]
+        );
+    }
 }

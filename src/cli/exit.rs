@@ -81,6 +81,27 @@ pub(super) fn error_lines(error: &(dyn std::error::Error + 'static), color: bool
     lines
 }
 
+/// The error as data, for the `-o json` document of a verb that failed: `message` (the error
+/// without its `hint:` lines), `causes` and `hints`, as [`error_lines`] tells them.
+pub fn error_json(error: &(dyn std::error::Error + 'static)) -> serde_json::Value {
+    let mut hints = Vec::new();
+    let mut texts = Vec::new();
+    for link in error_text::chain(error) {
+        texts.push(without_hints(&link.text, &mut hints));
+        hints.extend(link.http_status.and_then(status_hint).map(str::to_owned));
+    }
+    let hints: Vec<String> = hints
+        .iter()
+        .map(|h| h.trim_start().trim_start_matches("hint:").trim().to_owned())
+        .collect();
+    let message = if texts.is_empty() {
+        String::new()
+    } else {
+        texts.remove(0)
+    };
+    serde_json::json!({"message": message, "causes": texts, "hints": hints})
+}
+
 /// `message` without its `hint:` lines, which go to `hints`.
 fn without_hints(message: &str, hints: &mut Vec<String>) -> String {
     let (hint_lines, rest): (Vec<&str>, Vec<&str>) = message
@@ -133,6 +154,20 @@ mod tests {
                 "  caused by: ServiceError: refused",
                 "hint: pass --config FILE",
             ]
+        );
+    }
+
+    #[test]
+    fn the_json_of_an_error_has_its_message_causes_and_hints_apart() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = Outer::Read(Repeating(refused));
+        assert_eq!(
+            super::error_json(&error),
+            serde_json::json!({
+                "message": "cannot read the config",
+                "causes": ["ServiceError: refused"],
+                "hints": ["pass --config FILE"],
+            })
         );
     }
 

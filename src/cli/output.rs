@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
@@ -80,12 +81,23 @@ pub fn use_color() -> bool {
 
 /// How the cluster verbs print: in text, a line per object on stdout as soon as it is applied
 /// or removed, progress while waiting on stderr, and a summary at the end; in JSON, nothing
-/// until the one document at the end.
+/// until the one document at the end, which a failed verb prints too. It remembers what it
+/// was told, for that document and to say at which stage an interrupted verb stopped.
 pub struct Printer {
     json: bool,
     dry_run: bool,
     started: Instant,
     progress: WaitProgress,
+    told: Mutex<Told>,
+}
+
+/// What the verb told the printer so far.
+#[derive(Default)]
+struct Told {
+    /// Objects applied, deleted and released, as the report of a verb that failed holds them.
+    report: ApplyReport,
+    /// The wait for health began.
+    waited: bool,
 }
 
 impl Printer {
@@ -95,7 +107,12 @@ impl Printer {
             dry_run,
             started: Instant::now(),
             progress: WaitProgress::stderr(),
+            told: Mutex::default(),
         }
+    }
+
+    fn told(&self) -> std::sync::MutexGuard<'_, Told> {
+        self.told.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn suffix(&self) -> &'static str {
@@ -120,18 +137,35 @@ impl Printer {
 
 impl Observer for Printer {
     fn applied(&self, key: &Key, outcome: Outcome) {
+        self.told().report.applied.push((key.clone(), outcome));
         self.object_line(key, outcome_word(outcome));
+    }
+
+    fn namespace_created(&self, key: &Key) {
+        self.told().report.namespace_created = Some(key.clone());
+        self.object_line(key, "created (the environment's namespace)");
     }
 
     fn removed(&self, key: &Key, removal: Removal) {
         let word = match removal {
             Removal::Deleted => "deleted",
-            Removal::Released => "released",
+            Removal::Released | Removal::Unused => "released",
         };
+        let mut told = self.told();
+        match removal {
+            Removal::Deleted => told.report.pruned.push(key.clone()),
+            Removal::Released => told.report.released.push(key.clone()),
+            Removal::Unused => {
+                told.report.released.push(key.clone());
+                told.report.unused.push(key.clone());
+            }
+        }
+        drop(told);
         self.object_line(key, word);
     }
 
     fn waiting(&self, elapsed: Duration, objects: &[Watched]) {
+        self.told().waited = true;
         if self.json {
             return;
         }
@@ -220,9 +254,16 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
     };
     serde_json::json!({
         "dry_run": dry_run,
+        "error": null,
         "interrupted": report.interrupted,
+        "namespace_created": report.namespace_created.as_ref().map(|key| key.name.clone()),
         "objects": objects,
         "adopted": report.adopted.iter().map(|(k, owner)| with(k, "owner", owner)).collect::<Vec<_>>(),
+        "removed_fields": report.removed_fields.iter().map(|(k, removed)| {
+            let mut object = with(k, "field", &removed.field);
+            object["managers"] = serde_json::json!(removed.managers);
+            object
+        }).collect::<Vec<_>>(),
         "kept": report.kept.iter().map(|(k, reason)| with(k, "reason", reason)).collect::<Vec<_>>(),
         "not_ready": report.not_ready,
         "summary": Counts::of(report),
@@ -243,19 +284,18 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
     for (key, owner) in &report.adopted {
         eprintln!("mlkube: adopted {key} (it was {owner})");
     }
-    for key in &report.released {
-        eprintln!(
-            "mlkube: kept {key}: other environments still use it; only this one's claim was removed"
-        );
+    for (key, removed) in &report.removed_fields {
+        let verb = if printer.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
+        eprintln!("mlkube: adopting {key} {verb} {removed}");
     }
-    for (key, reason) in &report.kept {
-        eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
-    }
-    if !report.not_ready.is_empty() {
-        eprintln!(
-            "mlkube: {} object(s) not ready before the timeout:",
-            report.not_ready.len()
-        );
+    print_released_and_kept(verb, report);
+    let waited = printer.told().waited;
+    if !report.not_ready.is_empty() || (report.interrupted && waited) {
+        eprintln!("mlkube: {}", not_ready_headline(report, waited));
         for not_ready in &report.not_ready {
             eprintln!("  {}: {}", not_ready.key, not_ready.reason);
             for pod in &not_ready.pods {
@@ -263,13 +303,104 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
             }
         }
     }
-    if report.interrupted {
+    if report.interrupted && !waited {
         eprintln!(
-            "mlkube: interrupted: the objects above were written and the inventory covers them; \
-             run the same command again to finish"
+            "mlkube: {}",
+            interrupted_note(verb, report, printer.dry_run)
         );
     }
     eprintln!("{}", summary_line(verb, report, printer.dry_run, elapsed));
+}
+
+/// What happened to the objects a prune or delete did not delete, and what a plain apply left.
+fn print_released_and_kept(verb: &str, report: &ApplyReport) {
+    for key in &report.released {
+        if report.unused.contains(key) {
+            eprintln!(
+                "mlkube: released {key}: no environment uses it any more, but a \
+                 CustomResourceDefinition is never deleted (that would delete every object of its \
+                 kind); delete it with kubectl once nothing uses it"
+            );
+        } else {
+            eprintln!(
+                "mlkube: released {key}: other environments still use it; only this \
+                 environment's claim was removed"
+            );
+        }
+    }
+    for (key, reason) in &report.kept {
+        if verb == "delete" {
+            eprintln!("mlkube: kept {key}: {reason}");
+        } else {
+            eprintln!("mlkube: kept {key}: no longer rendered, but {reason}");
+        }
+    }
+    if !report.not_rendered.is_empty() {
+        eprintln!(
+            "mlkube: {} object(s) no longer rendered were left on the cluster; `apply --prune` \
+             removes them",
+            report.not_rendered.len()
+        );
+    }
+}
+
+/// What heads the list of objects not ready: the timeout ran out, or Ctrl-C stopped the wait.
+fn not_ready_headline(report: &ApplyReport, waited: bool) -> String {
+    let count = report.not_ready.len();
+    match (report.interrupted && waited, count) {
+        (true, 0) => "interrupted during the wait: everything was applied and is ready".into(),
+        (true, _) => format!(
+            "interrupted during the wait: everything was applied; {count} object(s) not ready yet:"
+        ),
+        (false, _) => format!("{count} object(s) not ready before the timeout:"),
+    }
+}
+
+/// What an apply, prune or delete that Ctrl-C stopped before its wait had done, and what to do.
+fn interrupted_note(verb: &str, report: &ApplyReport, dry_run: bool) -> String {
+    let removed = !report.pruned.is_empty() || !report.released.is_empty();
+    let written = removed
+        || report.namespace_created.is_some()
+        || report.applied.iter().any(|(_, o)| *o != Outcome::Unchanged);
+    if dry_run {
+        return "interrupted: a dry run writes nothing".into();
+    }
+    if verb == "apply" && written {
+        return "interrupted: the objects above were written and the inventory covers them; run \
+                the same command again to finish"
+            .into();
+    }
+    if verb == "apply" {
+        return "interrupted before anything was written: nothing changed on the cluster; run the \
+                same command again to apply"
+            .into();
+    }
+    if !removed {
+        return "interrupted before anything was deleted: nothing changed on the cluster".into();
+    }
+    let what = if report.released.is_empty() {
+        "deleted"
+    } else {
+        "deleted or released"
+    };
+    format!(
+        "interrupted: the objects above were {what}; the inventory still lists the others; run \
+         the same command again to finish"
+    )
+}
+
+/// Print the `-o json` document of a verb that failed: what it did before (as its report
+/// would have said), each object refused with why, and the error.
+pub fn print_failure(printer: &Printer, error: serde_json::Value, refused: Vec<serde_json::Value>) {
+    printer.progress.finish();
+    let told = printer.told();
+    let mut json = report_json(&told.report, printer.dry_run, printer.elapsed());
+    drop(told);
+    json["error"] = error;
+    if let Some(objects) = json["objects"].as_array_mut() {
+        objects.extend(refused);
+    }
+    let _ = writeln!(std::io::stdout().lock(), "{json:#}");
 }
 
 #[cfg(test)]
@@ -290,5 +421,80 @@ mod tests {
         ));
         assert!(Confirmation::Given.confirm("prune", &[key]).is_ok());
         assert!(Confirmation::Absent.confirm("prune", &[]).is_ok());
+    }
+
+    use crate::deploy::wait::NotReady;
+
+    fn key(name: &str) -> Key {
+        Key {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("n".into()),
+            name: name.into(),
+        }
+    }
+
+    fn interrupted() -> ApplyReport {
+        ApplyReport {
+            interrupted: true,
+            ..ApplyReport::default()
+        }
+    }
+
+    #[test]
+    fn an_interrupted_verb_says_what_it_had_done_at_the_stage_it_stopped() {
+        let mut report = interrupted();
+        assert_eq!(
+            interrupted_note("apply", &report, false),
+            "interrupted before anything was written: nothing changed on the cluster; run the \
+             same command again to apply"
+        );
+        report.applied.push((key("a"), Outcome::Unchanged));
+        assert!(interrupted_note("apply", &report, false).starts_with("interrupted before"));
+        report.applied.push((key("b"), Outcome::Created));
+        assert!(
+            interrupted_note("apply", &report, false)
+                .starts_with("interrupted: the objects above were written")
+        );
+        assert_eq!(
+            interrupted_note("apply", &report, true),
+            "interrupted: a dry run writes nothing"
+        );
+
+        let mut report = interrupted();
+        assert_eq!(
+            interrupted_note("delete", &report, false),
+            "interrupted before anything was deleted: nothing changed on the cluster"
+        );
+        report.pruned.push(key("a"));
+        let note = interrupted_note("delete", &report, false);
+        assert!(
+            note.starts_with("interrupted: the objects above were deleted;")
+                && !note.contains("written"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_wait_is_not_a_timeout() {
+        let mut report = interrupted();
+        assert_eq!(
+            not_ready_headline(&report, true),
+            "interrupted during the wait: everything was applied and is ready"
+        );
+        report.not_ready.push(NotReady {
+            key: key("a"),
+            reason: "0/1 available".into(),
+            pods: Vec::new(),
+        });
+        assert_eq!(
+            not_ready_headline(&report, true),
+            "interrupted during the wait: everything was applied; 1 object(s) not ready yet:"
+        );
+        report.interrupted = false;
+        assert_eq!(
+            not_ready_headline(&report, true),
+            "1 object(s) not ready before the timeout:"
+        );
     }
 }

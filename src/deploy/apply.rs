@@ -37,7 +37,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member};
+use crate::deploy::adopt::{RemovedField, removals};
+use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member, NotOurs};
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
@@ -45,10 +46,12 @@ use crate::deploy::cluster::{
 };
 use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
+use crate::deploy::live;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::preflight::{
-    Blocker, Preflight, PreflightError, Written, apply_failure, conflict_failure,
+    Blocker, Preflight, PreflightError, Refusal, Written, apply_failure, conflict_failure,
+    write_hint,
 };
 use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
@@ -67,6 +70,9 @@ pub trait Consent: Sync {
 pub trait Observer: Sync {
     /// An object was applied (in a dry run: would be), with what that did.
     fn applied(&self, _key: &Key, _outcome: Outcome) {}
+    /// The environment's namespace, which the app does not render, was created (in a dry run:
+    /// would be).
+    fn namespace_created(&self, _key: &Key) {}
     /// A member was deleted, or only this set's claim on a shared object was released.
     fn removed(&self, _key: &Key, _removal: Removal) {}
     /// How long the wait has run and where every waited-for object stands.
@@ -107,10 +113,18 @@ pub enum Outcome {
 pub struct ApplyReport {
     pub applied: Vec<(Key, Outcome)>,
     pub pruned: Vec<Key>,
-    /// Shared objects no longer rendered that other sets still use: only the claim went.
+    /// Shared objects whose claim this set released: other sets still use them, or (those also
+    /// in `unused`) none does, but mlkube never deletes them.
     pub released: Vec<Key>,
+    /// Released objects no set uses any more: CustomResourceDefinitions, which stay.
+    pub unused: Vec<Key>,
+    /// Without `--prune`: the members no longer rendered that a prune would remove.
+    pub not_rendered: Vec<Key>,
     /// Objects taken over with `--adopt`, and whose they were.
     pub adopted: Vec<(Key, String)>,
+    /// The fields of adopted objects that the adopt removes (in a dry run: would remove), and
+    /// who wrote them.
+    pub removed_fields: Vec<(Key, RemovedField)>,
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
@@ -119,6 +133,9 @@ pub struct ApplyReport {
     pub unchecked: Vec<(Key, String)>,
     /// Cancelled before the end: the lists say what was done, the inventory covers it.
     pub interrupted: bool,
+    /// The environment's namespace, when this apply created it because the app does not render
+    /// it: told apart from `applied`, which holds what the app renders, as `diff` counts it.
+    pub namespace_created: Option<Key>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,8 +164,16 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
-    #[error("{count} object(s) failed to apply; nothing after their tier was applied:\n{details}")]
-    Objects { count: usize, details: String },
+    #[error(
+        "{count} object(s) failed to apply; nothing after their tier was applied:\n{details}{}",
+        write_hint(refused)
+    )]
+    Objects {
+        count: usize,
+        details: String,
+        /// Every object refused, in the order of `details`.
+        refused: Vec<(Key, Refusal)>,
+    },
     #[error("{what} did not become established within {timeout:?}:\n{details}")]
     NotEstablished {
         what: String,
@@ -217,11 +242,14 @@ pub async fn apply(
         let consent = (!options.dry_run).then_some(options.consent);
         decide_prune(plan, &members, options.allow_empty, consent, &mut report)?
     } else {
+        let (left, _) = split_prunable(plan, &members);
+        report.not_rendered = left.iter().map(|m| m.key.clone()).collect();
         Vec::new()
     };
 
     // A dry run reports the server's answers to the checks instead of asking again.
     let answers = std::mem::take(&mut checks.accepted);
+    report.removed_fields = removed_by_adopting(plan, &adopted, &answers);
     let sending = Sending {
         answers: &answers,
         ..sending
@@ -330,7 +358,7 @@ pub async fn apply(
 }
 
 /// Refuse rendered objects that exist but are not this environment's, or with `--adopt` take
-/// them over: the keys adopted, also told in the report.
+/// them over: the keys adopted with their live objects as read, also told in the report.
 async fn adopt(
     cluster: &impl Cluster,
     plan: &Plan,
@@ -338,21 +366,23 @@ async fn adopt(
     resolved: &BTreeMap<Key, Resolved>,
     options: &ApplyOptions<'_>,
     report: &mut ApplyReport,
-) -> Result<BTreeSet<Key>, ApplyError> {
+) -> Result<BTreeMap<Key, Value>, ApplyError> {
     let foreign = foreign(cluster, plan, listed, resolved).await?;
     if !foreign.is_empty() && !options.adopt {
-        let details: Vec<String> = foreign.iter().map(|(k, v)| format!("  {k}: {v}")).collect();
+        let details: Vec<String> = foreign
+            .iter()
+            .map(|(k, v, _)| format!("  {k}: {v}"))
+            .collect();
         return Err(ApplyError::NotOurs {
             count: foreign.len(),
             details: details.join("\n"),
         });
     }
-    let adopted: BTreeSet<Key> = foreign.iter().map(|(k, _)| k.clone()).collect();
     report.adopted = foreign
-        .into_iter()
-        .map(|(k, v)| (k, v.to_string()))
+        .iter()
+        .map(|(k, v, _)| (k.clone(), v.to_string()))
         .collect();
-    Ok(adopted)
+    Ok(foreign.into_iter().map(|(k, _, live)| (k, live)).collect())
 }
 
 /// The members a prune deletes, confirmed by `consent` (none in a dry run); the others kept
@@ -412,50 +442,61 @@ async fn wait_for_health(
     Ok(())
 }
 
+/// The fields of each adopted object that its other managers wrote and the render lacks, as
+/// the server's check of its apply tells them.
+fn removed_by_adopting(
+    plan: &Plan,
+    adopted: &BTreeMap<Key, Value>,
+    answers: &BTreeMap<Key, Value>,
+) -> Vec<(Key, RemovedField)> {
+    plan.objects
+        .iter()
+        .filter(|d| adopted.contains_key(&d.key))
+        .filter_map(|d| Some((d, answers.get(&d.key)?)))
+        .flat_map(|(d, answer)| {
+            let removed = removals(answer, plan.manager(d));
+            removed.into_iter().map(|r| (d.key.clone(), r))
+        })
+        .collect()
+}
+
 /// The rendered objects that exist on the cluster but are not this set's to write (see
-/// [`ownership::judge`]), with the verdict on each. Members are this set's by definition; the
-/// others are read once each.
+/// [`ownership::judge`]), with the verdict on each and the object as read. Members are this
+/// set's by definition; the others are read at once ([`live::read`]).
 async fn foreign(
     cluster: &impl Cluster,
     plan: &Plan,
     listed: &BTreeMap<&Key, &Member>,
     resolved: &BTreeMap<Key, Resolved>,
-) -> Result<Vec<(Key, Verdict)>, ApplyError> {
-    let mut unknown: Vec<(&Desired, &Resolved)> = Vec::new();
+) -> Result<Vec<(Key, Verdict, Value)>, ApplyError> {
+    let mut unknown: Vec<&Desired> = Vec::new();
+    let mut wanted: Vec<live::Wanted<'_>> = Vec::new();
     for desired in &plan.objects {
         if desired.tier != Tier::Namespaces
             && !listed.contains_key(&desired.key)
             && let Some(resolved) = resolved.get(&desired.key)
         {
-            unknown.push((desired, resolved));
+            unknown.push(desired);
+            wanted.push((&desired.key, resolved));
         }
     }
-    let reads: Vec<_> = unknown
-        .into_iter()
-        .map(|(desired, resolved)| async move {
-            let key = &desired.key;
-            let live = cluster
-                .get(resolved, key.namespace.as_deref(), &key.name)
-                .await
-                .map_err(|source| ApplyError::Read {
-                    key: key.clone(),
-                    source,
-                })?;
-            let verdict = live.map(|live| ownership::judge(&plan.applyset, desired.shared, &live));
-            Ok::<_, ApplyError>(
-                verdict
-                    .filter(|v| *v != Verdict::Ours)
-                    .map(|v| (key.clone(), v)),
-            )
-        })
-        .collect();
-    let judged: Vec<Result<Option<(Key, Verdict)>, ApplyError>> = futures::stream::iter(reads)
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
+    let mut read = live::read(cluster, &wanted).await;
     let mut foreign = Vec::new();
-    for verdict in judged {
-        foreign.extend(verdict?);
+    for desired in unknown {
+        let key = &desired.key;
+        let live = match read.remove(key) {
+            Some(Ok(live)) => live,
+            Some(Err(source)) => {
+                let key = key.clone();
+                return Err(ApplyError::Read { key, source });
+            }
+            None => None,
+        };
+        let Some(live) = live else { continue };
+        match ownership::judge(&plan.applyset, desired.shared, &live) {
+            Verdict::Ours => {}
+            verdict => foreign.push((key.clone(), verdict, live)),
+        }
     }
     Ok(foreign)
 }
@@ -474,7 +515,7 @@ async fn first_checks<'p>(
         .iter()
         .filter(|d| !unchanged_member(d, listed))
         .collect();
-    let known: Vec<(Key, String)> = sent
+    let known: Vec<(Key, Refusal)> = sent
         .iter()
         .filter_map(|d| {
             let conflict = secret_conflict(d, listed.get(&d.key).copied(), sending.mode(d))?;
@@ -485,13 +526,19 @@ async fn first_checks<'p>(
     Ok(checks)
 }
 
-/// What the apply has written so far: every object it applied that was not unchanged.
+/// What the apply has written so far: the namespace it created, and every object it applied
+/// that was not unchanged.
 fn written(report: &ApplyReport) -> Vec<Key> {
-    report
+    let applied = report
         .applied
         .iter()
         .filter(|(_, outcome)| *outcome != Outcome::Unchanged)
-        .map(|(key, _)| key.clone())
+        .map(|(key, _)| key);
+    report
+        .namespace_created
+        .iter()
+        .chain(applied)
+        .cloned()
         .collect()
 }
 
@@ -508,22 +555,23 @@ fn secret_conflict(
     desired: &Desired,
     before: Option<&Member>,
     mode: ApplyMode<'_>,
-) -> Option<String> {
+) -> Option<Refusal> {
     let member = before.filter(|_| !mode.force && is_secret(&desired.key))?;
     let conflicts = value_conflicts(&desired.value, &member.value, mode.manager);
-    (!conflicts.is_empty()).then(|| conflict_failure(&conflicts, None))
+    (!conflicts.is_empty()).then(|| Refusal::conflict(conflict_failure(&conflicts, None)))
 }
 
 /// Resolve every planned kind; kinds whose CRD is in the plan may stay unresolved for now.
 fn resolve_all(cluster: &impl Cluster, plan: &Plan) -> Result<BTreeMap<Key, Resolved>, ApplyError> {
     let mut resolved = BTreeMap::new();
     let mut unknown = BTreeSet::new();
+    let defined = plan.defined_kinds();
     for desired in &plan.objects {
         match cluster.resolve(&desired.api_version, &desired.key.kind) {
             Some(r) => {
                 resolved.insert(desired.key.clone(), r);
             }
-            None if plan.defines(&desired.key.group, &desired.key.kind) => {}
+            None if defined.contains(&(desired.key.group.as_str(), desired.key.kind.as_str())) => {}
             None => {
                 unknown.insert(format!("{} {}", desired.api_version, desired.key.kind));
             }
@@ -570,9 +618,9 @@ async fn rediscover(
 fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, Vec<(Key, String)>) {
     let mut prune = Vec::new();
     let mut kept = Vec::new();
-    for (member, verdict) in prunable(plan, members) {
-        match verdict {
-            Ok(()) => prune.push(member),
+    for (member, _) in prunable(plan, members) {
+        match removal(&plan.applyset, member) {
+            Ok(_) => prune.push(member),
             Err(reason) => kept.push((member.key.clone(), reason.to_string())),
         }
     }
@@ -622,8 +670,8 @@ async fn ensure_namespace(
         )
         .await
         .map_err(error)?;
-    sending.observer.applied(&key, Outcome::Created);
-    report.applied.push((key, Outcome::Created));
+    sending.observer.namespace_created(&key);
+    report.namespace_created = Some(key);
     Ok(())
 }
 
@@ -633,8 +681,9 @@ struct Sending<'a> {
     plan: &'a Plan,
     dry_run: bool,
     force: bool,
-    /// Objects taken over with `--adopt`: their conflicting fields are forced.
-    adopted: &'a BTreeSet<Key>,
+    /// Objects taken over with `--adopt`, as read: their conflicting fields are forced, and
+    /// the fields other managers wrote are taken over before the apply.
+    adopted: &'a BTreeMap<Key, Value>,
     /// In a dry run, the server's answer to each object's check, which stands for its apply.
     answers: &'a BTreeMap<Key, Value>,
     observer: &'a dyn Observer,
@@ -648,7 +697,7 @@ impl Sending<'_> {
     {
         ApplyMode {
             dry_run: self.dry_run,
-            force: self.force || self.adopted.contains(&desired.key),
+            force: self.force || self.adopted.contains_key(&desired.key),
             manager: self.plan.manager(desired),
         }
     }
@@ -662,7 +711,7 @@ async fn apply_tier(
     sending: Sending<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
-    let results: Vec<Option<(Key, Result<Outcome, String>)>> = futures::stream::iter(
+    let results: Vec<Option<(Key, Result<Outcome, Refusal>)>> = futures::stream::iter(
         objects
             .iter()
             .map(|desired| async move {
@@ -701,36 +750,47 @@ async fn apply_tier(
     }
     failures.sort_by(|a, b| a.0.cmp(&b.0));
     let mut details = String::new();
-    for (key, message) in &failures {
-        let _ = writeln!(details, "  {key}: {message}");
+    for (key, refusal) in &failures {
+        let _ = writeln!(details, "  {key}: {}", refusal.message);
     }
     Err(ApplyError::Objects {
         count: failures.len(),
         details: details.trim_end().to_string(),
+        refused: failures,
     })
 }
 
 /// Apply one object (or skip it when it is unchanged since the last apply), and judge what that
-/// did; a failure is the message to list.
+/// did; a failure is why it was refused.
 async fn apply_one(
     cluster: &impl Cluster,
     desired: &Desired,
     resolved: &BTreeMap<Key, Resolved>,
     listed: &BTreeMap<&Key, &Member>,
     sending: Sending<'_>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Refusal> {
     let Some(r) = resolved.get(&desired.key) else {
-        return Err(format!(
+        return Err(Refusal::rejected(format!(
             "the cluster does not serve {} {}",
             desired.api_version, desired.key.kind
-        ));
+        )));
     };
     if unchanged_member(desired, listed) {
         return Ok(Outcome::Unchanged);
     }
     let namespace = desired.key.namespace.as_deref();
     let mode = sending.mode(desired);
-    let before = listed.get(&desired.key).copied();
+    // A shared object another set claims is not listed as this one's: read it, to tell what the
+    // apply does to it as `diff` tells it.
+    let unlisted = match listed.get(&desired.key) {
+        None if desired.shared => cluster
+            .get(r, namespace, &desired.key.name)
+            .await
+            .map_err(|e| Refusal::rejected(cluster::api_message(&e)))?
+            .and_then(|live| Member::of(live, &sending.plan.applyset)),
+        _ => None,
+    };
+    let before = listed.get(&desired.key).copied().or(unlisted.as_ref());
     if let Some(conflict) = secret_conflict(desired, before, mode) {
         return Err(conflict);
     }
@@ -741,6 +801,14 @@ async fn apply_one(
             Some(answer) => outcome(answer, before, mode),
             None => Outcome::Created,
         });
+    }
+    if let Some(live) = sending.adopted.get(&desired.key) {
+        // The fields the other managers wrote become mlkube's, so the apply removes those the
+        // render lacks.
+        cluster
+            .take_over(r, live, mode.manager)
+            .await
+            .map_err(|e| apply_failure(&e))?;
     }
     if let (Some(answer), Some(member)) = (answer, before)
         && *answer == member.value
@@ -841,7 +909,8 @@ async fn delete_members(
             .or_default()
             .push(member);
     }
-    let (mut deleted, mut released, mut failures) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut deleted, mut released, mut unused) = (Vec::new(), Vec::new(), Vec::new());
+    let mut failures = Vec::new();
     for (_, members) in by_tier.into_iter().rev() {
         let results: Vec<Option<(Key, Result<Removal, String>)>> = futures::stream::iter(
             members
@@ -865,6 +934,10 @@ async fn delete_members(
             match result {
                 Ok(Removal::Deleted) => deleted.push(key),
                 Ok(Removal::Released) => released.push(key),
+                Ok(Removal::Unused) => {
+                    unused.push(key.clone());
+                    released.push(key);
+                }
                 Err(message) => failures.push(format!("  {key}: {message}")),
             }
         }
@@ -872,7 +945,8 @@ async fn delete_members(
     if failures.is_empty() {
         deleted.sort();
         released.sort();
-        (report.pruned, report.released) = (deleted, released);
+        unused.sort();
+        (report.pruned, report.released, report.unused) = (deleted, released, unused);
         report.interrupted = cancel.is_cancelled();
         Ok(())
     } else {
@@ -884,30 +958,42 @@ async fn delete_members(
     }
 }
 
-/// What removing `members` deletes: the consent is asked for these. A shared object another set
-/// still claims is only released, which deletes nothing.
+/// What removing `members` deletes: the consent is asked for these. A shared object whose claim
+/// is only released is not deleted.
 fn deletions(set: &ApplySet, members: &[&Member]) -> Vec<Key> {
     members
         .iter()
-        .filter(|m| !released(set, m))
+        .filter(|m| removal(set, m) == Ok(Removal::Deleted))
         .map(|m| m.key.clone())
         .collect()
 }
 
-fn released(set: &ApplySet, member: &Member) -> bool {
-    member.shared && !ownership::other_users(set, &member.value).is_empty()
-}
-
-/// What removing one member did.
+/// What removing one member does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Removal {
     Deleted,
     /// A shared object other sets still use: only this set's claim went.
     Released,
+    /// The last claim on a shared object mlkube never deletes (a CustomResourceDefinition) went:
+    /// no set uses it any more, and it stays.
+    Unused,
 }
 
-/// Delete one member, or release it when it is shared and another set still uses it: applying
-/// an empty configuration under this set's manager removes its claim and the fields only it set.
+/// What removing `member` does (see [`ownership`]), or why it is not mlkube's to remove.
+fn removal(set: &ApplySet, member: &Member) -> Result<Removal, NotOurs> {
+    let others = member.shared && !ownership::other_users(set, &member.value).is_empty();
+    match applyset::ownership(&member.value) {
+        Ok(()) if others => Ok(Removal::Released),
+        Ok(()) => Ok(Removal::Deleted),
+        Err(NotOurs::Definition) if others => Ok(Removal::Released),
+        Err(NotOurs::Definition) if member.shared => Ok(Removal::Unused),
+        Err(reason) => Err(reason),
+    }
+}
+
+/// Remove one member as [`removal`] decides. A release is conditional on the object being as it
+/// was listed: when another set changed it meanwhile (releasing its own claim, say), it is read
+/// again and the decision taken anew.
 async fn remove(
     cluster: &impl Cluster,
     set: &ApplySet,
@@ -918,31 +1004,83 @@ async fn remove(
         // Its kind is gone (CRD deleted), and with it the object.
         return Ok(Removal::Deleted);
     };
-    let namespace = member.key.namespace.as_deref();
-    let name = &member.key.name;
-    if released(set, member) {
-        if !dry_run {
-            let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
-                               "metadata": {"name": name}});
-            let mode = ApplyMode {
-                dry_run,
-                force: false,
-                manager: &set.shared_manager,
-            };
-            cluster
-                .apply(&resolved, namespace, name, &empty, mode)
-                .await
-                .map_err(|e| cluster::api_message(&e))?;
+    let mut current = member.clone();
+    for _ in 0..3 {
+        let decided = removal(set, &current).map_err(|reason| reason.to_string())?;
+        if dry_run {
+            return Ok(decided);
         }
-        return Ok(Removal::Released);
-    }
-    if !dry_run {
-        cluster
-            .delete(&resolved, namespace, name)
+        match carry_out(cluster, set, &resolved, &current, decided).await {
+            Ok(()) => return Ok(decided),
+            Err(e) if modified_meanwhile(&e) => {}
+            Err(e) => return Err(cluster::api_message(&e)),
+        }
+        let namespace = current.key.namespace.as_deref();
+        let live = cluster
+            .get(&resolved, namespace, &current.key.name)
             .await
             .map_err(|e| cluster::api_message(&e))?;
+        match live.and_then(|live| Member::of(live, set)) {
+            Some(again) => current = again,
+            // Gone meanwhile: nothing of this set's is left on it.
+            None => return Ok(decided),
+        }
     }
-    Ok(Removal::Deleted)
+    Err("it kept changing while its claim was released; run the same command again".into())
+}
+
+/// Delete `member`, or release this set's claim on it.
+async fn carry_out(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    resolved: &Resolved,
+    member: &Member,
+    removal: Removal,
+) -> Result<(), kube::Error> {
+    match removal {
+        Removal::Deleted => {
+            let namespace = member.key.namespace.as_deref();
+            cluster.delete(resolved, namespace, &member.key.name).await
+        }
+        Removal::Released => release(cluster, set, resolved, member).await,
+        Removal::Unused => {
+            let (manager, label) = (&set.shared_manager, set.claim_label());
+            cluster
+                .disown(resolved, &member.value, manager, &label)
+                .await
+        }
+    }
+}
+
+/// Whether a conditional write failed because the object changed since it was read (a 409 that
+/// names no field manager's conflict).
+fn modified_meanwhile(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
+        && cluster::conflicts(error).is_none_or(|found| found.is_empty())
+}
+
+/// Release this set's claim on a shared object others still use: an empty configuration applied
+/// under the set's manager drops the fields it alone owned (its claim among them) and the manager
+/// itself, on the condition that the object is still as listed.
+async fn release(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    resolved: &Resolved,
+    member: &Member,
+) -> Result<(), kube::Error> {
+    let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
+                       "metadata": {"name": member.key.name,
+                                    "resourceVersion": member.resource_version}});
+    let mode = ApplyMode {
+        dry_run: false,
+        force: false,
+        manager: &set.shared_manager,
+    };
+    let namespace = member.key.namespace.as_deref();
+    cluster
+        .apply(resolved, namespace, &member.key.name, &empty, mode)
+        .await
+        .map(|_| ())
 }
 
 #[derive(Clone, Copy)]
@@ -1029,8 +1167,8 @@ pub async fn delete(
         if !in_scope {
             continue;
         }
-        match applyset::ownership(&member.value) {
-            Ok(()) => doomed.push(member),
+        match removal(set, member) {
+            Ok(_) => doomed.push(member),
             Err(reason) => report.kept.push((member.key.clone(), reason.to_string())),
         }
     }
@@ -1052,7 +1190,8 @@ pub async fn delete(
         return Ok(report);
     }
     if options.components.is_empty() && inventory.is_some() {
-        applyset::delete_parent(cluster, set).await?;
+        let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
+        applyset::write_tombstone(cluster, set, &now.to_string()).await?;
     }
     if options.delete_namespace {
         cluster
@@ -1094,6 +1233,52 @@ mod tests {
             force: false,
             manager: FIELD_MANAGER,
         }
+    }
+
+    #[tokio::test]
+    async fn a_release_decides_again_when_the_object_changed_since_it_was_listed() {
+        use crate::deploy::memory::MemoryCluster;
+        let cluster = MemoryCluster::new();
+        let (a, b) = (
+            ApplySet::new("app", "a", "a"),
+            ApplySet::new("app", "b", "b"),
+        );
+        let resolved = cluster
+            .resolve("storage.k8s.io/v1", "StorageClass")
+            .expect("served");
+        for set in [&a, &b] {
+            let claimed = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                "metadata": {"name": "kvc", "labels": {set.claim_label(): "volumes"}},
+                "provisioner": "kubernetes.io/no-provisioner"});
+            let mode = ApplyMode {
+                manager: &set.shared_manager,
+                ..real()
+            };
+            cluster
+                .apply(&resolved, None, "kvc", &claimed, mode)
+                .await
+                .expect("claimed");
+        }
+        let listed = |set: &ApplySet| {
+            let live = cluster.object("storage.k8s.io/v1", "StorageClass", None, "kvc");
+            Member::of(live.expect("the StorageClass"), set).expect("a member")
+        };
+        let stale = listed(&a);
+        assert_eq!(
+            remove(&cluster, &b, &listed(&b), false).await,
+            Ok(Removal::Released)
+        );
+        // a listed it while b still claimed it: its release is refused, and a, the last user
+        // now, deletes it.
+        assert_eq!(
+            remove(&cluster, &a, &stale, false).await,
+            Ok(Removal::Deleted)
+        );
+        assert!(
+            cluster
+                .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
+                .is_none()
+        );
     }
 
     #[test]

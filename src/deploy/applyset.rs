@@ -9,6 +9,11 @@
 //! Shared cluster-scoped objects are not members in that sense: each set that uses one holds a
 //! claim on it instead (see [`super::ownership`]), and [`members`] lists them by their claim.
 //!
+//! `delete` leaves the parent behind as a tombstone: no members, and the time of the delete
+//! ([`DELETED_AT_ANNOTATION`]), so `status` can say the environment was deleted and when. [`read`]
+//! takes a tombstone for no inventory at all (the environment is not on the cluster), and the next
+//! apply writes the parent over it.
+//!
 //! Guarantees: the parent's group-kinds are widened *before* members are applied and narrowed
 //! only after a prune removed the rest, so an apply interrupted at any point leaves an
 //! inventory that still finds every member. A member is deleted only when it carries this
@@ -37,6 +42,8 @@ pub const COMPONENT_LABEL: &str = "mlkube.io/component";
 pub const CLAIM_PREFIX: &str = "used-by.mlkube.io/";
 /// The parent's record of the app's id, so two apps of one name never share a set.
 pub const APP_ID_ANNOTATION: &str = "mlkube.io/app-id";
+/// On a parent `delete` left behind: when the environment was deleted (RFC 3339, UTC).
+pub const DELETED_AT_ANNOTATION: &str = "mlkube.io/deleted-at";
 
 /// The ApplySet of one app and environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +223,23 @@ pub enum ApplySetError {
         theirs: String,
         ours: String,
     },
+    #[error(
+        "environment `{env}` of app `{app}` would use the inventory Secret {namespace}/{name}, but \
+         it belongs to the app `{app}` with id {theirs}, and this app has no id (it was made \
+         before ids)\n  hint: if this is that app, add the line `id: {theirs}` to its app.yaml; \
+         if it is another one, give it an id of its own (the line `id: {suggested}` in its \
+         app.yaml) and rename it (`name` in app.yaml) or move this environment to another \
+         namespace"
+    )]
+    NoAppId {
+        app: String,
+        env: String,
+        namespace: String,
+        name: String,
+        theirs: String,
+        /// A fresh id the user may take.
+        suggested: String,
+    },
     #[error("cannot list the {group_kind} members of environment `{env}`")]
     ListMembers {
         env: String,
@@ -259,18 +283,12 @@ pub async fn read(
             id: id.to_string(),
         });
     }
-    let theirs = metadata["annotations"][APP_ID_ANNOTATION].as_str();
-    if let (Some(theirs), Some(ours)) = (theirs, set.app_id.as_deref())
-        && theirs != ours
-    {
-        return Err(ApplySetError::OtherApp {
-            app: set.app.clone(),
-            env: set.env.clone(),
-            namespace: set.namespace.clone(),
-            name: set.name.clone(),
-            theirs: theirs.to_string(),
-            ours: ours.to_string(),
-        });
+    if deleted_at(&parent).is_some() {
+        // A tombstone: nothing of any app is left in it, so whoever applies next takes it.
+        return Ok(None);
+    }
+    if let Some(refusal) = other_app(set, metadata["annotations"][APP_ID_ANNOTATION].as_str()) {
+        return Err(refusal);
     }
     let split = |annotation: &str| -> BTreeSet<String> {
         metadata["annotations"][annotation]
@@ -288,6 +306,38 @@ pub async fn read(
         group_kinds: split(GROUP_KINDS_ANNOTATION),
         namespaces,
     }))
+}
+
+/// When the environment of this parent was deleted, if it is the tombstone `delete` leaves.
+pub fn deleted_at(parent: &Value) -> Option<&str> {
+    parent["metadata"]["annotations"][DELETED_AT_ANNOTATION].as_str()
+}
+
+/// The refusal of an inventory that records another app's id (`theirs`): an app of the same
+/// name, or an app without an id, which cannot be the app that recorded it.
+fn other_app(set: &ApplySet, theirs: Option<&str>) -> Option<ApplySetError> {
+    let theirs = theirs?.to_string();
+    let (app, env) = (set.app.clone(), set.env.clone());
+    let (namespace, name) = (set.namespace.clone(), set.name.clone());
+    match set.app_id.as_deref() {
+        Some(ours) if ours == theirs => None,
+        Some(ours) => Some(ApplySetError::OtherApp {
+            app,
+            env,
+            namespace,
+            name,
+            theirs,
+            ours: ours.to_string(),
+        }),
+        None => Some(ApplySetError::NoAppId {
+            app,
+            env,
+            namespace,
+            name,
+            theirs,
+            suggested: crate::random::id(),
+        }),
+    }
 }
 
 /// Record `inventory` on the parent (created when missing).
@@ -320,13 +370,28 @@ pub async fn write(
     Ok(())
 }
 
-/// Delete the parent (after its members).
-pub async fn delete_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<(), ApplySetError> {
+/// Leave the parent as the tombstone of an environment deleted at `at` (after its members): an
+/// inventory of nothing. Written by the inventory's own manager, so the next apply's inventory
+/// write drops the mark.
+pub async fn write_tombstone(
+    cluster: &impl Cluster,
+    set: &ApplySet,
+    at: &str,
+) -> Result<(), ApplySetError> {
+    let mut tombstone = set.parent(&Inventory::default());
+    tombstone["metadata"]["annotations"][DELETED_AT_ANNOTATION] = json!(at);
+    let mode = ApplyMode {
+        dry_run: false,
+        force: true,
+        manager: FIELD_MANAGER,
+    };
     cluster
-        .delete(
+        .apply(
             &ApplySet::parent_resource(),
             Some(&set.namespace),
             &set.name,
+            &tombstone,
+            mode,
         )
         .await
         .map_err(|source| ApplySetError::WriteParent {
@@ -334,7 +399,8 @@ pub async fn delete_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<(),
             namespace: set.namespace.clone(),
             name: set.name.clone(),
             source,
-        })
+        })?;
+    Ok(())
 }
 
 /// An object on the cluster that carries this set's membership label.
@@ -347,6 +413,29 @@ pub struct Member {
     pub component: Option<String>,
     pub resource_version: String,
     pub value: Value,
+}
+
+impl Member {
+    /// The live object `value` as a member of `set`; `None` when it has no kind or name.
+    pub fn of(value: Value, set: &ApplySet) -> Option<Member> {
+        let key = Key::of(&value)?;
+        let labels = &value["metadata"]["labels"];
+        // A shared object names no component: this set's claim does.
+        let component = labels[set.claim_label()]
+            .as_str()
+            .or(labels[COMPONENT_LABEL].as_str());
+        Some(Member {
+            shared: key.namespace.is_none(),
+            component: component.map(str::to_string),
+            key,
+            api_version: value["apiVersion"].as_str().unwrap_or_default().to_string(),
+            resource_version: value["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            value,
+        })
+    }
 }
 
 /// Every live member of the set, listed once per group-kind of the inventory. Group-kinds the
@@ -385,22 +474,7 @@ pub async fn members(
     let mut members: Vec<Member> = lists
         .into_iter()
         .flatten()
-        .filter_map(|value| {
-            let key = Key::of(&value)?;
-            Some(Member {
-                shared: key.namespace.is_none(),
-                key,
-                api_version: value["apiVersion"].as_str().unwrap_or_default().to_string(),
-                component: value["metadata"]["labels"][COMPONENT_LABEL]
-                    .as_str()
-                    .map(str::to_string),
-                resource_version: value["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                value,
-            })
-        })
+        .filter_map(|value| Member::of(value, set))
         .collect();
     members.sort_by(|a, b| a.key.cmp(&b.key));
     members.dedup_by(|a, b| a.key == b.key);
@@ -432,8 +506,9 @@ impl std::fmt::Display for NotOurs {
             NotOurs::Controlled { owner } => write!(f, "it is owned by the controller of {owner}"),
             NotOurs::Definition => write!(
                 f,
-                "deleting a CustomResourceDefinition deletes every object of its kind in every \
-                 namespace, so mlkube never does; delete it with kubectl once nothing uses it"
+                "a CustomResourceDefinition is never deleted (that would delete every object of \
+                 its kind in every namespace): only this environment's claim on it is released; \
+                 delete it with kubectl once nothing uses it"
             ),
         }
     }

@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kube::Client;
+use kube::Resource as _;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::discovery::{ApiResource, Discovery, Scope};
@@ -373,6 +374,29 @@ pub trait Cluster: Sync {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> impl Future<Output = Result<Vec<Value>, kube::Error>> + Send;
+
+    /// Take the field manager `manager` and the label `label` off the object `live` (as read),
+    /// leaving every other field where it is; refused (409) when the object changed since it
+    /// was read. How the last claim on an object mlkube never deletes is released (see
+    /// [`crate::deploy::ownership::disowning`]).
+    fn disown(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+        label: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Make `manager` the owner of every field other managers wrote on the object `live` (as
+    /// read), so that its next apply removes what it does not send; refused (409) when the
+    /// object changed since it was read. How `apply --adopt` takes an object over (see
+    /// [`crate::deploy::adopt`]).
+    fn take_over(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 }
 
 /// The cluster of one run: a client, the context it came from, and the discovery cache.
@@ -456,6 +480,46 @@ impl KubeCluster {
 }
 
 impl Cluster for KubeCluster {
+    async fn disown(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+        label: &str,
+    ) -> Result<(), kube::Error> {
+        // A merge patch of the managed fields, which the server takes as the object's new ones.
+        let patch = crate::deploy::ownership::disowning(live, manager, label);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let namespace = live["metadata"]["namespace"].as_str();
+        let name = live["metadata"]["name"].as_str().unwrap_or_default();
+        self.api(resolved, namespace)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    async fn take_over(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+    ) -> Result<(), kube::Error> {
+        let patch = crate::deploy::adopt::transfer(live, manager);
+        let params = PatchParams {
+            field_manager: Some(manager.into()),
+            ..PatchParams::default()
+        };
+        let namespace = live["metadata"]["namespace"].as_str();
+        let name = live["metadata"]["name"].as_str().unwrap_or_default();
+        self.api(resolved, namespace)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
     async fn refresh(&self) -> Result<(), ClusterError> {
         let discovery = discover(&self.client, &self.context, &self.server, self.timeout).await?;
         *self.discovery.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(discovery);
@@ -548,26 +612,22 @@ impl Cluster for KubeCluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, kube::Error> {
+        // The items are read straight into JSON values: through `DynamicObject` each would be
+        // decoded twice, and a list of thousands is what a no-op diff spends its time on.
+        let namespace = namespace.filter(|_| resolved.namespaced);
+        let url = DynamicObject::url_path(&resolved.resource, namespace);
         let params = ListParams::default().labels(label_selector);
-        let list = self.api(resolved, namespace).list(&params).await?;
-        let api_version = resolved.resource.api_version.clone();
-        let kind = resolved.resource.kind.clone();
-        list.items
+        let mut request = kube::core::Request::new(url)
+            .list(&params)
+            .map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("list");
+        let list: Items = self.client.request(request).await?;
+        let (api_version, kind) = (&resolved.resource.api_version, &resolved.resource.kind);
+        Ok(list
+            .items
             .into_iter()
-            .map(|item| {
-                // Items of a list carry no type; put it back, first, so they read like single
-                // objects.
-                let mut typed = serde_json::Map::new();
-                typed.insert("apiVersion".into(), Value::String(api_version.clone()));
-                typed.insert("kind".into(), Value::String(kind.clone()));
-                if let Value::Object(map) = to_value(item)? {
-                    for (k, v) in map {
-                        typed.entry(k).or_insert(v);
-                    }
-                }
-                Ok(Value::Object(typed))
-            })
-            .collect()
+            .map(|item| typed(item, api_version, kind))
+            .collect())
     }
 }
 
@@ -592,6 +652,26 @@ pub struct ApplyMode<'m> {
     pub force: bool,
     /// The field manager.
     pub manager: &'m str,
+}
+
+/// The items of a list response; the rest of it (its `metadata`) is not read.
+#[derive(serde::Deserialize)]
+struct Items {
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+/// Items of a list carry no type; put it back, first, so they read like single objects.
+fn typed(item: Value, api_version: &str, kind: &str) -> Value {
+    let mut typed = serde_json::Map::new();
+    typed.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    typed.insert("kind".into(), Value::String(kind.to_string()));
+    if let Value::Object(map) = item {
+        for (k, v) in map {
+            typed.entry(k).or_insert(v);
+        }
+    }
+    Value::Object(typed)
 }
 
 fn to_value(object: DynamicObject) -> Result<Value, kube::Error> {

@@ -12,7 +12,7 @@
 //! One object failing (a webhook without dry-run support, a rejected field) does not hide the
 //! others: it is listed with its error and the verb exits 2.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use futures::StreamExt;
@@ -20,11 +20,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::deploy::adopt::{self, RemovedField};
 use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, namespace_resource,
+    self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, Resolved, namespace_resource,
 };
 use crate::deploy::key::Key;
+use crate::deploy::live;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::secret::{is_secret, value_conflicts};
@@ -46,10 +48,12 @@ pub struct Change {
     pub key: Key,
     pub component: Option<String>,
     pub action: Action,
-    /// Normalised live object (masked), `None` for a creation.
+    /// Normalised live object (masked), `None` for a creation and for a member known unchanged
+    /// without asking the server (there is nothing to show).
     #[serde(skip)]
     pub before: Option<Value>,
-    /// Normalised object after the apply (masked), `None` for a prune.
+    /// Normalised object after the apply (masked), `None` for a prune and for a member known
+    /// unchanged without asking the server.
     #[serde(skip)]
     pub after: Option<Value>,
     /// Why the diff was computed without the server, or what else to know.
@@ -62,6 +66,10 @@ pub struct Change {
     /// not ours`. The apply refuses it without `--adopt`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Of an object that is not ours: the fields other managers wrote that the render lacks,
+    /// which `apply --adopt` removes (see [`crate::deploy::adopt`]); `after` is without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<RemovedField>,
 }
 
 /// An object the server would not dry-run.
@@ -97,11 +105,19 @@ pub struct Summary {
     pub failed: usize,
     /// Rendered objects that exist but are not this environment's.
     pub not_ours: usize,
+    /// The environment's namespace does not exist, and the app does not render it: apply
+    /// creates it. Not in `create`, which counts what the app renders, as apply counts it.
+    pub creates_namespace: bool,
 }
 
 impl ChangeSet {
     pub fn summary(&self) -> Summary {
-        let count = |a| self.changes.iter().filter(|c| c.action == a).count();
+        let rendered = || {
+            self.changes
+                .iter()
+                .filter(|c| !c.is_environment_namespace())
+        };
+        let count = |a| rendered().filter(|c| c.action == a).count();
         Summary {
             create: count(Action::Create),
             update: count(Action::Update),
@@ -109,6 +125,7 @@ impl ChangeSet {
             unchanged: count(Action::Unchanged),
             failed: self.failures.len(),
             not_ours: self.changes.iter().filter(|c| c.owner.is_some()).count(),
+            creates_namespace: self.changes.iter().any(Change::is_environment_namespace),
         }
     }
 
@@ -116,7 +133,18 @@ impl ChangeSet {
     /// environment's is a difference even when its content matches.
     pub fn has_differences(&self) -> bool {
         let s = self.summary();
-        s.create + s.update + s.prune + s.not_ours > 0
+        s.create + s.update + s.prune + s.not_ours > 0 || s.creates_namespace
+    }
+}
+
+impl Change {
+    /// The environment's namespace that apply creates, which the app does not render
+    /// ([`missing_namespace`]): the only change of no component that creates a Namespace.
+    fn is_environment_namespace(&self) -> bool {
+        self.action == Action::Create
+            && self.component.is_none()
+            && self.key.group.is_empty()
+            && self.key.kind == "Namespace"
     }
 }
 
@@ -127,6 +155,9 @@ impl std::fmt::Display for Summary {
             "{} to create, {} to update, {} to prune, {} unchanged",
             self.create, self.update, self.prune, self.unchanged
         )?;
+        if self.creates_namespace {
+            write!(f, ", and the environment's namespace")?;
+        }
         if self.not_ours > 0 {
             write!(f, ", {} not ours", self.not_ours)?;
         }
@@ -165,8 +196,38 @@ pub async fn diff(
         Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,
         None => Vec::new(),
     };
-    let live: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+    diff_members(cluster, plan, &members, options).await
+}
+
+/// Compare the plan with the cluster whose live members were listed already (`status` lists
+/// them for itself): no list is sent twice.
+///
+/// Linear in the objects: each planned object looks its member up by key, the unchanged ones
+/// ([`crate::deploy::plan::unchanged`]) cost no request, and the others one dry run each,
+/// `CONCURRENCY` in flight. Objects that are not members are read first ([`live::read`]: a list
+/// per kind and namespace where they are many).
+pub async fn diff_members(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    members: &[Member],
+    options: DiffOptions,
+) -> Result<ChangeSet, DiffError> {
+    let listed: HashMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
+    let defined = plan.defined_kinds();
     let masker = Masker::new(options.show_secrets);
+    let resolved: Vec<Option<Resolved>> = plan
+        .objects
+        .iter()
+        .map(|d| cluster.resolve(&d.api_version, &d.key.kind))
+        .collect();
+    let wanted: Vec<live::Wanted<'_>> = plan
+        .objects
+        .iter()
+        .zip(&resolved)
+        .filter(|(d, _)| !listed.contains_key(&d.key))
+        .filter_map(|(d, r)| Some((&d.key, r.as_ref()?)))
+        .collect();
+    let others = live::read(cluster, &wanted).await;
 
     let mut set = ChangeSet::default();
     if let Some(change) = missing_namespace(cluster, plan).await? {
@@ -175,13 +236,17 @@ pub async fn diff(
     let results: Vec<Result<Change, Failure>> = futures::stream::iter(
         plan.objects
             .iter()
-            .map(|desired| {
-                diff_one(
-                    cluster,
+            .zip(&resolved)
+            .map(|(desired, resolved)| {
+                let seen = match listed.get(&desired.key) {
+                    Some(member) => Seen::Member(&member.value),
+                    None => Seen::Other(others.get(&desired.key)),
+                };
+                let planned = Planned {
                     plan,
-                    desired,
-                    live.get(&desired.key).map(|m| &m.value),
-                )
+                    defined: &defined,
+                };
+                diff_one(cluster, planned, desired, resolved.as_ref(), seen)
             })
             .collect::<Vec<_>>(),
     )
@@ -194,7 +259,7 @@ pub async fn diff(
             Err(failure) => set.failures.push(failure),
         }
     }
-    for (member, verdict) in prunable(plan, &members) {
+    for (member, verdict) in prunable(plan, members) {
         match verdict {
             Ok(()) => set.changes.push(Change {
                 key: member.key.clone(),
@@ -216,6 +281,7 @@ pub async fn diff(
                     .flatten(),
                 conflicts: Vec::new(),
                 owner: None,
+                removed: Vec::new(),
             }),
             Err(reason) => set.kept.push(Kept {
                 key: member.key.clone(),
@@ -232,9 +298,10 @@ pub async fn diff(
 /// The members a prune would consider: no longer planned, in the `-c` scope, with the verdict on
 /// whether they are mlkube's to delete.
 pub fn prunable<'m>(plan: &Plan, members: &'m [Member]) -> Vec<(&'m Member, Result<(), NotOurs>)> {
+    let planned = plan.keys();
     members
         .iter()
-        .filter(|m| !plan.contains(&m.key) && plan.covers_component(m.component.as_deref()))
+        .filter(|m| !planned.contains(&m.key) && plan.covers_component(m.component.as_deref()))
         .map(|m| (m, applyset::ownership(&m.value)))
         .collect()
 }
@@ -268,14 +335,31 @@ async fn missing_namespace(
         note: Some("the environment's namespace; apply creates it".into()),
         conflicts: Vec::new(),
         owner: None,
+        removed: Vec::new(),
     }))
+}
+
+/// The plan, and the kinds its CustomResourceDefinitions define.
+#[derive(Clone, Copy)]
+struct Planned<'p> {
+    plan: &'p Plan,
+    defined: &'p HashSet<(&'p str, &'p str)>,
+}
+
+/// What was read of a planned object before its dry run.
+enum Seen<'a> {
+    /// It is a member: its value as listed.
+    Member(&'a Value),
+    /// It is not: its live object, if it exists, as read (`None`: not read).
+    Other(Option<&'a Result<Option<Value>, kube::Error>>),
 }
 
 async fn diff_one(
     cluster: &impl Cluster,
-    plan: &Plan,
+    Planned { plan, defined }: Planned<'_>,
     desired: &Desired,
-    listed: Option<&Value>,
+    resolved: Option<&Resolved>,
+    seen: Seen<'_>,
 ) -> Result<Change, Failure> {
     let failure = |message: String| Failure {
         key: desired.key.clone(),
@@ -291,9 +375,10 @@ async fn diff_one(
         note: Some(note),
         conflicts: Vec::new(),
         owner: None,
+        removed: Vec::new(),
     };
-    let Some(resolved) = cluster.resolve(&desired.api_version, &desired.key.kind) else {
-        if plan.defines(&desired.key.group, &desired.key.kind) {
+    let Some(resolved) = resolved else {
+        if defined.contains(&(desired.key.group.as_str(), desired.key.kind.as_str())) {
             return Ok(static_create(
                 "its CustomResourceDefinition is created by this apply".into(),
             ));
@@ -304,27 +389,34 @@ async fn diff_one(
             desired.api_version, desired.key.kind
         )));
     };
+    let listed = match seen {
+        Seen::Member(value) => Some(value),
+        Seen::Other(_) => None,
+    };
     if let Some(live) = listed
         && crate::deploy::plan::unchanged(desired, live)
     {
-        let live = normalize(live);
+        // Nothing to show, so nothing is copied: a no-op diff stays cheap at any size.
         return Ok(Change {
             key: desired.key.clone(),
             component: Some(desired.component.clone()),
             action: Action::Unchanged,
-            before: Some(live.clone()),
-            after: Some(live),
+            before: None,
+            after: None,
             note: None,
             conflicts: Vec::new(),
             owner: None,
+            removed: Vec::new(),
         });
     }
     let namespace = desired.key.namespace.as_deref();
     let name = &desired.key.name;
-    let live = match listed {
-        Some(value) => Some(value.clone()),
-        None => cluster
-            .get(&resolved, namespace, name)
+    let live = match seen {
+        Seen::Member(value) => Some(value.clone()),
+        Seen::Other(Some(Ok(value))) => value.clone(),
+        Seen::Other(Some(Err(e))) => return Err(failure(cluster::api_message(e))),
+        Seen::Other(None) => cluster
+            .get(resolved, namespace, name)
             .await
             .map_err(|e| failure(cluster::api_message(&e)))?,
     };
@@ -344,7 +436,7 @@ async fn diff_one(
         manager: plan.manager(desired),
     };
     let after = match cluster
-        .apply(&resolved, namespace, name, &desired.value, mode)
+        .apply(resolved, namespace, name, &desired.value, mode)
         .await
     {
         Ok(after) => after,
@@ -356,7 +448,7 @@ async fn diff_one(
                 manager: plan.manager(desired),
             };
             cluster
-                .apply(&resolved, namespace, name, &desired.value, forced)
+                .apply(resolved, namespace, name, &desired.value, forced)
                 .await
                 .map_err(|e| failure(cluster::api_message(&e)))?
         }
@@ -371,6 +463,12 @@ async fn diff_one(
     if let Some(live) = live.as_ref().filter(|_| is_secret(&desired.key)) {
         conflicts.extend(value_conflicts(&desired.value, live, mode.manager));
     }
+    // Adopting an object removes what its other managers wrote and the render lacks.
+    let removed = match &owner {
+        Some(_) => adopt::removals(&after, mode.manager),
+        None => Vec::new(),
+    };
+    let after = adopt::without(&after, &removed);
     let note = (!conflicts.is_empty()).then(|| {
         "another field manager owns some of these fields: apply refuses them unless --force-conflicts".to_string()
     });
@@ -384,6 +482,7 @@ async fn diff_one(
             note,
             conflicts,
             owner: owner.clone(),
+            removed,
         },
         Some(live) => {
             let (before, after) = (normalize(&live), normalize(&after));
@@ -401,6 +500,7 @@ async fn diff_one(
                 note,
                 conflicts,
                 owner: owner.clone(),
+                removed,
             }
         }
     };
@@ -413,6 +513,14 @@ pub fn normalize(object: &Value) -> Value {
     if let Some(map) = object.as_object_mut() {
         map.remove("status");
         if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            // Listed objects keep the server's order of fields, answers to an apply kube's:
+            // metadata, labels and annotations in key order read the same from both.
+            metadata.sort_keys();
+            for field in ["labels", "annotations"] {
+                if let Some(map) = metadata.get_mut(field).and_then(Value::as_object_mut) {
+                    map.sort_keys();
+                }
+            }
             for field in [
                 "managedFields",
                 "resourceVersion",
@@ -671,6 +779,9 @@ pub fn render_summary(set: &ChangeSet) -> String {
         if let Some(owner) = &change.owner {
             let _ = write!(line, "; {owner}");
         }
+        if !change.removed.is_empty() {
+            let _ = write!(line, "; adopting removes {} field(s)", change.removed.len());
+        }
         if !change.conflicts.is_empty() {
             let _ = write!(line, "; {} conflict(s)", change.conflicts.len());
         }
@@ -692,6 +803,9 @@ pub fn render_text(set: &ChangeSet, color: bool) -> String {
         let _ = writeln!(out, "{}", paint("1", &format!("# {}", headline(change))));
         if let Some(owner) = &change.owner {
             let _ = writeln!(out, "# {owner}: apply refuses it unless --adopt");
+        }
+        for removal in &change.removed {
+            let _ = writeln!(out, "# adopting removes {removal}");
         }
         if let Some(note) = &change.note {
             let _ = writeln!(out, "# note: {note}");
@@ -779,6 +893,7 @@ mod tests {
             note: None,
             conflicts: Vec::new(),
             owner: None,
+            removed: Vec::new(),
         }
     }
 
@@ -848,6 +963,7 @@ mod tests {
             note: None,
             conflicts: Vec::new(),
             owner: None,
+            removed: Vec::new(),
         };
         let text = unified(&change);
         let changed: Vec<&str> = text
@@ -860,6 +976,62 @@ mod tests {
             .collect();
         assert_eq!(changed, ["-  replicas: 1", "+  replicas: 2"]);
         assert!(text.contains("--- live/Deployment.apps/ns/d"), "{text}");
+    }
+
+    /// A cluster where `count` ConfigMaps of environment `local` were applied, and their plan.
+    async fn applied_config_maps(count: usize) -> (crate::deploy::memory::MemoryCluster, Plan) {
+        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent, Quiet};
+        use crate::render::manifest::{Manifest, Object};
+        struct Yes;
+        impl Consent for Yes {
+            fn confirm(&self, _: &'static str, _: &[Key]) -> Result<(), ApplyError> {
+                Ok(())
+            }
+        }
+        let objects = (0..count)
+            .map(|i| Object {
+                component: "c".into(),
+                value: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("cm-{i}"), "namespace": "ml"},
+                    "data": {"i": i.to_string()}}),
+            })
+            .collect();
+        let set = crate::deploy::applyset::ApplySet::new("app", "local", "ml");
+        let plan = crate::deploy::plan::plan(&Manifest { objects }, &set, &[]).unwrap();
+        let cluster = crate::deploy::memory::MemoryCluster::new();
+        let cancel = crate::deploy::cancel::Cancel::new();
+        let options = ApplyOptions {
+            dry_run: false,
+            prune: false,
+            consent: &Yes,
+            force_conflicts: false,
+            wait: false,
+            timeout: std::time::Duration::from_secs(5),
+            allow_empty: false,
+            adopt: false,
+            observer: &Quiet,
+            cancel: &cancel,
+        };
+        apply::apply(&cluster, &plan, &options).await.unwrap();
+        (cluster, plan)
+    }
+
+    #[tokio::test]
+    async fn a_no_op_diff_and_the_drift_check_of_status_list_each_kind_once_and_read_nothing_per_object()
+     {
+        let (cluster, plan) = applied_config_maps(300).await;
+        let (lists, gets) = cluster.reads();
+        let changes = diff(&cluster, &plan, DiffOptions::default()).await.unwrap();
+        assert_eq!(changes.summary().unchanged, 300);
+        // The inventory's parent and the environment's namespace are read; the one kind listed.
+        assert_eq!(cluster.reads(), (lists + 1, gets + 2), "diff");
+
+        let (lists, gets) = cluster.reads();
+        crate::deploy::status::status(&cluster, &plan)
+            .await
+            .unwrap();
+        // `status` reads the parent twice (the inventory, then its record of the last apply).
+        assert_eq!(cluster.reads(), (lists + 1, gets + 3), "status");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! versions that move only when an object changes, and server-side apply with one configuration
 //! per field manager: the live object is the merge of every manager's last configuration in the
 //! order they were written, a field set to another value by another manager is a conflict
-//! unless forced, a field a manager stops sending goes away unless another manager sends it too,
-//! and a Secret's `stringData` lands in `data`. Every write is recorded
+//! unless forced, a field a manager stops sending goes away unless another manager sends it too
+//! (one that sends nothing is dropped), a resource version sent is a precondition, a manager taken off an object leaves the fields only it
+//! sent owned by nobody ([`Cluster::disown`]), and a Secret's `stringData` lands in `data`. Every write is recorded
 //! ([`MemoryCluster::writes`]), and so is every dry run ([`MemoryCluster::dry_runs`]).
 //! Validation is modelled only as far as a test asks: an object it names is rejected, in a dry
 //! run as in a write ([`MemoryCluster::reject`]), or only its write fails
@@ -33,6 +34,16 @@ pub enum Write {
     },
     Delete {
         object: String,
+    },
+    /// A field manager taken off the object, its fields left in place.
+    Disown {
+        object: String,
+        manager: String,
+    },
+    /// The fields of the other managers given to this one (`apply --adopt`).
+    TakeOver {
+        object: String,
+        manager: String,
     },
 }
 
@@ -60,6 +71,9 @@ struct State {
     failing: BTreeSet<String>,
     /// Objects the server rejects, dry run or not, with its message.
     rejected: BTreeMap<String, String>,
+    /// How many lists and gets were sent ([`MemoryCluster::reads`]).
+    lists: usize,
+    gets: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +165,12 @@ impl MemoryCluster {
         let mut state = self.state();
         state.writes.clear();
         state.dry_runs.clear();
+    }
+
+    /// How many lists and gets were sent so far.
+    pub fn reads(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.lists, state.gets)
     }
 
     /// Every dry-run apply so far, in order.
@@ -355,6 +375,7 @@ fn live(resolved: &Resolved, namespace: Option<&str>, name: &str, stored: &Store
         stored
             .configs
             .iter()
+            .filter(|(manager, _)| manager != ORPHANED)
             .map(|(manager, config)| {
                 json!({"manager": manager, "operation": "Apply", "fieldsType": "FieldsV1",
                        "fieldsV1": fields_v1(config)})
@@ -384,6 +405,10 @@ fn string_data_into_data(secret: &mut Value) {
         secret["data"][key] = Value::String(encoded);
     }
 }
+
+/// The fields of disowned managers that no other manager set: they stay on the object, owned by
+/// nobody, until a manager applies them ([`Cluster::disown`]).
+const ORPHANED: &str = "";
 
 /// Only what a manager configures: identity and bookkeeping are the server's.
 fn configuration(object: &Value) -> Value {
@@ -443,6 +468,14 @@ fn apply_locked(
     }
     let key = object_key(resolved, namespace, name);
     let before = state.objects.get(&key).cloned();
+    if let (Some(expected), Some(before)) =
+        (object["metadata"]["resourceVersion"].as_str(), &before)
+        && expected != before.resource_version.to_string()
+    {
+        // A resource version in the configuration is a precondition, as on the server.
+        let message = format!("{described}: the object has been modified");
+        return Err(status(409, "Conflict", message, vec![]));
+    }
     let mut stored = before.clone().unwrap_or_else(|| Stored {
         configs: Vec::new(),
         resource_version: 0,
@@ -454,6 +487,13 @@ fn apply_locked(
     leaves(&config, &mut Vec::new(), &mut mine);
     let mut conflicts = Vec::new();
     for (manager, other) in stored.configs.iter_mut() {
+        if manager == ORPHANED {
+            // Fields no manager owns are taken by whoever applies them.
+            for (path, _) in &mine {
+                remove_at(other, path);
+            }
+            continue;
+        }
         if manager == mode.manager {
             continue;
         }
@@ -480,7 +520,10 @@ fn apply_locked(
     // The last write comes last, so it wins where paths do not overlap but values do (a
     // Secret's `data` and `stringData`).
     stored.configs.retain(|(m, _)| m != mode.manager);
-    stored.configs.push((mode.manager.to_string(), config));
+    if !mine.is_empty() {
+        // A manager that sets nothing any more owns nothing, and the server drops it.
+        stored.configs.push((mode.manager.to_string(), config));
+    }
     let changed = before.as_ref().is_none_or(|before| {
         strip(&live(resolved, namespace, name, before))
             != strip(&live(resolved, namespace, name, &stored))
@@ -571,7 +614,119 @@ fn selects(selector: &str, labels: &Value) -> bool {
         })
 }
 
+fn disown_locked(
+    state: &mut State,
+    resolved: &Resolved,
+    live: &Value,
+    manager: &str,
+    label: &str,
+) -> Result<(), kube::Error> {
+    let namespace = live["metadata"]["namespace"].as_str();
+    let name = live["metadata"]["name"].as_str().unwrap_or_default();
+    let described = describe(resolved, namespace, name);
+    let key = object_key(resolved, namespace, name);
+    let Some(stored) = state.objects.get_mut(&key) else {
+        return Err(status(
+            404,
+            "NotFound",
+            format!("{described} not found"),
+            vec![],
+        ));
+    };
+    if live["metadata"]["resourceVersion"] != stored.resource_version.to_string().as_str() {
+        let message = format!("{described}: the object has been modified");
+        return Err(status(409, "Conflict", message, vec![]));
+    }
+    let label_path = [
+        "metadata".to_string(),
+        "labels".to_string(),
+        label.to_string(),
+    ];
+    let mut orphaned = json!({});
+    for (owner, config) in &mut stored.configs {
+        remove_at(config, &label_path);
+        if owner == manager || owner == ORPHANED {
+            merge(&mut orphaned, config);
+        }
+    }
+    stored
+        .configs
+        .retain(|(owner, _)| owner != manager && owner != ORPHANED);
+    stored.configs.insert(0, (ORPHANED.to_string(), orphaned));
+    stored.resource_version = state.next_version;
+    state.next_version += 1;
+    state.writes.push(Write::Disown {
+        object: described,
+        manager: manager.to_string(),
+    });
+    Ok(())
+}
+
+/// Merge the configurations of every manager but the subresources' and mlkube's into
+/// `manager`'s, as [`crate::deploy::adopt::transfer`] does to the managed fields.
+fn take_over_locked(
+    state: &mut State,
+    resolved: &Resolved,
+    live: &Value,
+    manager: &str,
+) -> Result<(), kube::Error> {
+    let namespace = live["metadata"]["namespace"].as_str();
+    let name = live["metadata"]["name"].as_str().unwrap_or_default();
+    let described = describe(resolved, namespace, name);
+    let Some(stored) = state
+        .objects
+        .get_mut(&object_key(resolved, namespace, name))
+    else {
+        return Err(status(
+            404,
+            "NotFound",
+            format!("{described} not found"),
+            vec![],
+        ));
+    };
+    if live["metadata"]["resourceVersion"] != stored.resource_version.to_string().as_str() {
+        let message = format!("{described}: the object has been modified");
+        return Err(status(409, "Conflict", message, vec![]));
+    }
+    let taken =
+        |owner: &str| owner == manager || !(owner.starts_with("mlkube") || owner == ORPHANED);
+    let mut merged = json!({});
+    for (owner, config) in &stored.configs {
+        if taken(owner) {
+            merge(&mut merged, config);
+        }
+    }
+    stored.configs.retain(|(owner, _)| !taken(owner));
+    stored.configs.push((manager.to_string(), merged));
+    stored.resource_version = state.next_version;
+    state.next_version += 1;
+    state.writes.push(Write::TakeOver {
+        object: described,
+        manager: manager.to_string(),
+    });
+    Ok(())
+}
+
 impl Cluster for MemoryCluster {
+    async fn take_over(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+    ) -> Result<(), kube::Error> {
+        take_over_locked(&mut self.state(), resolved, live, manager)
+    }
+
+    async fn disown(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+        label: &str,
+    ) -> Result<(), kube::Error> {
+        disown_locked(&mut self.state(), resolved, live, manager, label)
+    }
+
     fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         self.state()
@@ -602,7 +757,8 @@ impl Cluster for MemoryCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, kube::Error> {
-        let state = self.state();
+        let mut state = self.state();
+        state.gets += 1;
         Ok(state
             .objects
             .get(&object_key(resolved, namespace, name))
@@ -642,7 +798,8 @@ impl Cluster for MemoryCluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, kube::Error> {
-        let state = self.state();
+        let mut state = self.state();
+        state.lists += 1;
         Ok(state
             .objects
             .iter()

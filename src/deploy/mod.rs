@@ -5,20 +5,24 @@
 //!
 //! This layer sees rendering only through the manifest it is handed.
 
+pub mod adopt;
 pub mod apply;
 pub mod applyset;
 pub mod cancel;
 pub mod cluster;
 pub mod diff;
 pub mod key;
+pub mod live;
 pub mod logs;
 #[cfg(test)]
 pub mod memory;
 pub mod ownership;
 pub mod plan;
 pub mod preflight;
+pub mod schema;
 pub mod secret;
 pub mod status;
+pub mod sweep;
 #[cfg(test)]
 mod tests;
 pub mod wait;

@@ -12,8 +12,9 @@
 //!   with a field manager of its own, `mlkube@<ApplySet id>`. Server-side apply keeps each
 //!   manager's fields apart, so one set's apply never removes another's claim (no flip-flop),
 //!   and fields every set sets to the same value are co-owned, not conflicts. A shared object
-//!   carries neither the app's nor the environment's name (the renderer leaves those labels
-//!   off cluster-scoped objects), so the sets' configurations agree.
+//!   carries neither the app's, the environment's nor the component's name (the renderer leaves
+//!   those labels off cluster-scoped objects), so the sets' configurations agree, whatever their
+//!   apps and components are called, and `--force-conflicts` has nothing of another's to take.
 //!
 //! Before anything is written, every rendered object that exists on the cluster is judged
 //! ([`judge`]):
@@ -23,33 +24,44 @@
 //! | absent | create it |
 //! | exclusive, labelled with this set | ours |
 //! | shared, claimed by any mlkube set (or labelled by one, as before claims) | share it |
+//! | shared, unclaimed but labelled as mlkube's (a CRD its last set released) | share it |
 //! | labelled with another ApplySet | **owned by** that set: refused |
 //! | no ApplySet label (and, if shared, no claim) | **exists, not ours**: refused |
 //!
 //! `diff` marks refused objects and exits 1; `apply` refuses them all, naming each object and its
-//! owner, before writing anything (exit 2), unless `--adopt`: then it takes them over (the
-//! fields other managers own with different values are forced) and says so. An adopted object is
-//! a member like any other, so a later prune may delete it.
+//! owner, before writing anything (exit 2), unless `--adopt`: then it takes them over and says
+//! so. Taking over makes mlkube's manager own every field the other managers wrote (`adopt`),
+//! so the forced apply that follows removes the fields the render does not have. An adopted
+//! object is a member like any other, so a later prune may delete it.
 //!
 //! Prune and delete only ever remove members: exclusive objects labelled with this set and
 //! applied by `mlkube` (so created or adopted by it), never owned by a controller. A shared
-//! object is released instead: this set applies an empty configuration under its manager,
-//! which removes its claim and the fields only it set. It is deleted only when no other claim
-//! remains (the last user), and CustomResourceDefinitions never are (deleting one deletes every
-//! object of its kind, in every namespace): they keep their claims.
+//! object another set still claims is released instead, and completely: this set applies an
+//! empty configuration under its manager. Server-side apply then drops every field that manager
+//! alone owned (its claim label among them) and the manager itself, and leaves the fields the
+//! others co-own: the object is exactly what the remaining claimants applied, and none of them
+//! can ever conflict with a manager whose set is gone. The last user deletes the object, except
+//! a CustomResourceDefinition (deleting one deletes every object of its kind, in every
+//! namespace): an empty apply would strip its spec, so the last claim on a CRD is released by
+//! taking the manager and the claim label off it ([`disowning`]), leaving its fields in place
+//! and owned by nobody. Such a CRD (unclaimed, labelled as mlkube's) is shared again by the next
+//! set that renders it.
 //!
 //! Identity: the inventory (the ApplySet parent) records the app's id from `app.yaml`. An apply
-//! whose parent exists but records another app's id refuses, naming both apps: two apps that
-//! share a name never share an ApplySet.
+//! whose parent exists but records another app's id refuses, naming both apps (an app without an
+//! id is refused too, told how to give it one): two apps that share a name never share an
+//! ApplySet.
 //!
-//! Caveats: two sets releasing the same shared object at the same moment may both see the other's
-//! claim and both keep it; the object then stays until one of them is applied and deleted again.
-//! An app without an id (written before ids) is not checked against another app of its name.
+//! Caveats: a release is conditional on the object being as it was listed; two sets releasing
+//! the same shared object at the same moment make one of them read it again and decide anew. An
+//! app with an id is not checked against an inventory written by an app without one (it may be
+//! that app, given an id since).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::applyset::{ApplySet, CLAIM_PREFIX, PART_OF_LABEL};
 use super::cluster::FIELD_MANAGER;
+use crate::render::manifest::labels::{MANAGED_BY, MANAGER};
 
 /// What this ApplySet may do with a rendered object that exists on the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +99,10 @@ pub fn judge(set: &ApplySet, shared: bool, live: &Value) -> Verdict {
     }
     if shared && part_of.is_some() && managers(live).iter().any(|m| m == FIELD_MANAGER) {
         // Applied by mlkube before claims: another environment's, shared the same way.
+        return Verdict::Ours;
+    }
+    if shared && part_of.is_none() && labels[MANAGED_BY].as_str() == Some(MANAGER) {
+        // Rendered by mlkube and released by every set that used it (a CRD is never deleted).
         return Verdict::Ours;
     }
     match part_of {
@@ -147,4 +163,73 @@ pub fn other_users(set: &ApplySet, live: &Value) -> Vec<String> {
         users.push(id.to_string());
     }
     users
+}
+
+/// The merge patch that takes `manager` and the label `label` off `live`, on the condition that
+/// `live` is still the object's state (its resource version). The server takes managed fields
+/// written by a patch as the object's new ones; every field stays, and those only `manager`
+/// owned are owned by nobody. A list of no managers would be read as "not given", so one empty
+/// entry stands for none.
+pub fn disowning(live: &Value, manager: &str, label: &str) -> Value {
+    let mut remaining: Vec<Value> = live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] != manager)
+        .cloned()
+        .collect();
+    if remaining.is_empty() {
+        remaining.push(json!({}));
+    }
+    json!({"metadata": {
+        "resourceVersion": live["metadata"]["resourceVersion"],
+        "managedFields": remaining,
+        "labels": {label: null},
+    }})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd(labels: Value, managers: &[&str]) -> Value {
+        let managed: Vec<Value> = managers.iter().map(|m| json!({"manager": m})).collect();
+        json!({"metadata": {"name": "widgets.example.com", "resourceVersion": "7",
+                            "labels": labels, "managedFields": managed}})
+    }
+
+    #[test]
+    fn a_crd_released_by_every_set_is_shared_again_and_a_foreign_one_is_not() {
+        let set = ApplySet::new("app", "local", "ml");
+        let released = crd(json!({MANAGED_BY: MANAGER}), &["kube-apiserver"]);
+        assert_eq!(judge(&set, true, &released), Verdict::Ours);
+        let foreign = crd(json!({"app": "other"}), &["helm"]);
+        assert!(matches!(
+            judge(&set, true, &foreign),
+            Verdict::NotOurs { .. }
+        ));
+        assert!(matches!(
+            judge(&set, false, &released),
+            Verdict::NotOurs { .. }
+        ));
+    }
+
+    #[test]
+    fn disowning_keeps_the_other_managers_and_removes_the_claim_on_condition() {
+        let set = ApplySet::new("app", "local", "ml");
+        let live = crd(
+            json!({set.claim_label(): "ops"}),
+            &[&set.shared_manager, "mlkube@other", "kube-apiserver"],
+        );
+        let patch = disowning(&live, &set.shared_manager, &set.claim_label());
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            patch["metadata"]["managedFields"],
+            json!([{"manager": "mlkube@other"}, {"manager": "kube-apiserver"}])
+        );
+        assert_eq!(patch["metadata"]["labels"][set.claim_label()], Value::Null);
+        let alone = crd(json!({}), &[&set.shared_manager]);
+        let patch = disowning(&alone, &set.shared_manager, &set.claim_label());
+        assert_eq!(patch["metadata"]["managedFields"], json!([{}]));
+    }
 }

@@ -7,7 +7,7 @@
 // Errors end the run: what matters is the fields they carry for the message, not their size.
 #![allow(clippy::result_large_err)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -84,8 +84,14 @@ impl Plan {
         }
     }
 
+    /// Whether `key` is planned. A scan: callers that ask for many keys take [`Plan::keys`].
     pub fn contains(&self, key: &Key) -> bool {
         self.objects.iter().any(|d| &d.key == key)
+    }
+
+    /// The planned keys, for asking about many objects at once.
+    pub fn keys(&self) -> HashSet<&Key> {
+        self.objects.iter().map(|d| &d.key).collect()
     }
 
     /// The field manager that writes `desired`: `mlkube`, or the set's own for shared objects.
@@ -97,13 +103,22 @@ impl Plan {
         }
     }
 
-    /// Whether a CRD in the plan defines this group and kind.
+    /// Whether a CRD in the plan defines this group and kind. A scan: callers that ask for many
+    /// objects take [`Plan::defined_kinds`].
     pub fn defines(&self, group: &str, kind: &str) -> bool {
-        self.objects.iter().any(|d| {
-            d.key.kind == "CustomResourceDefinition"
-                && d.value["spec"]["group"] == group
-                && d.value["spec"]["names"]["kind"] == kind
-        })
+        self.defined_kinds().contains(&(group, kind))
+    }
+
+    /// The group and kind of every CustomResourceDefinition in the plan.
+    pub fn defined_kinds(&self) -> HashSet<(&str, &str)> {
+        self.objects
+            .iter()
+            .filter(|d| d.key.kind == "CustomResourceDefinition")
+            .filter_map(|d| {
+                let spec = &d.value["spec"];
+                Some((spec["group"].as_str()?, spec["names"]["kind"].as_str()?))
+            })
+            .collect()
     }
 
     /// Whether a member of the inventory is in scope for prune/delete under `-c`.
@@ -173,6 +188,8 @@ pub fn plan(
     components: &[String],
 ) -> Result<Plan, PlanError> {
     let mut objects: Vec<Desired> = Vec::with_capacity(manifest.objects.len());
+    // Where each key was first rendered: one lookup per object, not a scan of those before it.
+    let mut seen: HashMap<Key, usize> = HashMap::with_capacity(manifest.objects.len());
     for (index, object) in manifest.objects.iter().enumerate() {
         let incomplete = |field| PlanError::Incomplete {
             index,
@@ -186,13 +203,14 @@ pub fn plan(
             return Err(incomplete("kind"));
         }
         let key = Key::of(&object.value).ok_or_else(|| incomplete("metadata.name"))?;
-        if let Some(first) = objects.iter().find(|d| d.key == key) {
+        if let Some(&first) = seen.get(&key) {
             return Err(PlanError::Duplicate {
                 key,
-                first: first.component.clone(),
+                first: objects[first].component.clone(),
                 second: object.component.clone(),
             });
         }
+        seen.insert(key.clone(), objects.len());
         let tier = tier(&key.group, &key.kind);
         let shared = tier != Tier::Namespaces && key.namespace.is_none();
         let value = labelled(&object.value, tier, shared, applyset, &object.component);

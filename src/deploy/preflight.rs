@@ -11,7 +11,10 @@
 //! server's NamespaceLifecycle admission refuses anything in it) is dry-run as soon as the
 //! apply has created its namespaces, before it writes anything else; one of a kind whose
 //! CustomResourceDefinition is in the plan and not served yet, as soon as those CRDs are
-//! established, before anything of a later tier is written.
+//! established, before anything of a later tier is written. `mlkube validate` sends the objects
+//! of a namespace that does not exist yet all the same: the server converts a server-side apply
+//! against its schema (unknown fields, wrong types) before admission finds the namespace
+//! missing, so a `NotFound` answer means "checked against the schema only".
 //!
 //! Guarantees: when the server rejects any object, the apply fails listing every rejected
 //! object with the server's message, and has written nothing; or, when only deferred objects
@@ -45,14 +48,19 @@ use crate::deploy::plan::{Desired, Plan};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
+    /// The headline says who refused what (the server's dry run, or a conflict, which mlkube
+    /// may have found itself), and the one hint fits them all.
     #[error(
-        "the server rejected {count} object(s) in a dry run; {written}:\n{details}\n  hint: fix \
-         what the server names (the component's params or Jsonnet), then apply again"
+        "{}; {written}:\n{details}\n  hint: {}",
+        headline(refused),
+        hint(refused)
     )]
     Rejected {
         count: usize,
         written: Written,
         details: String,
+        /// Every object refused, in the order of `details`.
+        refused: Vec<(Key, Refusal)>,
     },
     #[error("cannot read namespace `{namespace}`")]
     Namespace {
@@ -60,6 +68,73 @@ pub enum PreflightError {
         #[source]
         source: kube::Error,
     },
+}
+
+/// Why an object cannot be applied as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// Another field manager owns some of its fields (the server's answer, or mlkube's own
+    /// finding for a Secret's value); otherwise the server rejected it.
+    pub conflict: bool,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn rejected(message: String) -> Refusal {
+        Refusal {
+            conflict: false,
+            message,
+        }
+    }
+
+    pub fn conflict(message: String) -> Refusal {
+        Refusal {
+            conflict: true,
+            message,
+        }
+    }
+}
+
+const CONFLICT_HINT: &str = "pass --force-conflicts to take these fields over, or stop the other \
+                             manager setting them";
+
+/// `the server rejected 2 object(s) in a dry run`, `1 object(s) conflict with other field
+/// managers`, or both.
+fn headline(refused: &[(Key, Refusal)]) -> String {
+    let conflicts = refused.iter().filter(|(_, r)| r.conflict).count();
+    let rejected = refused.len() - conflicts;
+    match (rejected, conflicts) {
+        (_, 0) => format!("the server rejected {rejected} object(s) in a dry run"),
+        (0, _) => format!("{conflicts} object(s) conflict with other field managers"),
+        _ => format!(
+            "the server rejected {rejected} object(s) in a dry run, and {conflicts} conflict \
+             with other field managers"
+        ),
+    }
+}
+
+/// The one hint that fits every refusal.
+fn hint(refused: &[(Key, Refusal)]) -> &'static str {
+    let conflicts = refused.iter().any(|(_, r)| r.conflict);
+    let rejected = refused.iter().any(|(_, r)| !r.conflict);
+    match (rejected, conflicts) {
+        (false, true) => CONFLICT_HINT,
+        (true, true) => {
+            "fix what the server names (the component's params or Jsonnet), and pass \
+             --force-conflicts to take the conflicting fields over (or stop the other manager \
+             setting them); then apply again"
+        }
+        _ => "fix what the server names (the component's params or Jsonnet), then apply again",
+    }
+}
+
+/// The hint for objects refused at their write, when some were refused for a conflict.
+pub fn write_hint(refused: &[(Key, Refusal)]) -> String {
+    if refused.iter().any(|(_, r)| r.conflict) {
+        format!("\n  hint: {CONFLICT_HINT}")
+    } else {
+        String::new()
+    }
 }
 
 /// What an apply had written when the server rejected an object it could only check then.
@@ -105,8 +180,11 @@ impl fmt::Display for Blocker {
 enum Verdict {
     /// The object as the server would store it.
     Accepted(Value),
-    Rejected(String),
+    Rejected(Refusal),
     Deferred(Blocker),
+    /// In a namespace that does not exist yet: the server checked it against its schema (the
+    /// fields and their types) and could go no further.
+    SchemaOnly(Blocker),
 }
 
 /// The namespaces that `objects` live in and the cluster does not have.
@@ -158,7 +236,10 @@ struct Check<'a> {
     /// Once cancelled, no dry run is started any more.
     cancel: &'a Cancel,
     /// How a rejection reads.
-    message: fn(&kube::Error) -> String,
+    message: fn(&kube::Error) -> Refusal,
+    /// Send objects in a namespace this apply creates all the same: the server checks them
+    /// against its schema before it finds the namespace missing.
+    schema_in_new_namespaces: bool,
 }
 
 impl Check<'_> {
@@ -190,32 +271,39 @@ impl Check<'_> {
             if self.plan.defines(&key.group, &key.kind) {
                 return Verdict::Deferred(Blocker::Kind);
             }
-            return Verdict::Rejected(format!(
+            return Verdict::Rejected(Refusal::rejected(format!(
                 "the cluster does not serve {} {}",
                 desired.api_version, key.kind
-            ));
+            )));
         };
         let namespace = key.namespace.as_deref();
-        if let Some(missing) = self.missing_namespace(&resolved, namespace) {
-            return if creates_namespace(self.plan, missing) {
-                Verdict::Deferred(Blocker::Namespace(missing.to_string()))
-            } else {
-                Verdict::Rejected(format!(
+        let missing = self.missing_namespace(&resolved, namespace);
+        if let Some(missing) = missing {
+            if !creates_namespace(self.plan, missing) {
+                return Verdict::Rejected(Refusal::rejected(format!(
                     "namespace `{missing}` does not exist, and this apply does not create it"
-                ))
-            };
+                )));
+            }
+            if !self.schema_in_new_namespaces {
+                return Verdict::Deferred(Blocker::Namespace(missing.to_string()));
+            }
         }
         let mode = ApplyMode {
             dry_run: true,
             force: (self.forced)(desired),
             manager: self.plan.manager(desired),
         };
-        match cluster
+        let answer = cluster
             .apply(&resolved, namespace, &key.name, &desired.value, mode)
-            .await
-        {
-            Ok(answer) => Verdict::Accepted(answer),
-            Err(e) => Verdict::Rejected((self.message)(&e)),
+            .await;
+        match (answer, missing) {
+            (Ok(answer), None) => Verdict::Accepted(answer),
+            // The server checks the fields and their types first, then finds no namespace.
+            (Err(e), Some(missing)) if cluster::is_not_found(&e) => {
+                Verdict::SchemaOnly(Blocker::Namespace(missing.to_string()))
+            }
+            (Ok(_), Some(missing)) => Verdict::Deferred(Blocker::Namespace(missing.to_string())),
+            (Err(e), _) => Verdict::Rejected((self.message)(&e)),
         }
     }
 
@@ -245,7 +333,7 @@ impl<'p> Preflight<'p> {
         cluster: &impl Cluster,
         plan: &'p Plan,
         objects: &[&'p Desired],
-        known: Vec<(Key, String)>,
+        known: Vec<(Key, Refusal)>,
         forced: &(dyn Fn(&Desired) -> bool + Sync),
         cancel: &Cancel,
     ) -> Result<Preflight<'p>, PreflightError> {
@@ -255,6 +343,7 @@ impl<'p> Preflight<'p> {
             forced,
             cancel,
             message: apply_failure,
+            schema_in_new_namespaces: false,
         };
         let verdicts = check.run(cluster, objects).await;
         let mut preflight = Preflight::default();
@@ -286,6 +375,7 @@ impl<'p> Preflight<'p> {
             forced,
             cancel,
             message: apply_failure,
+            schema_in_new_namespaces: false,
         };
         let verdicts = check.run(cluster, &objects).await;
         self.settle(verdicts, Vec::new(), written)
@@ -302,7 +392,7 @@ impl<'p> Preflight<'p> {
     fn settle(
         &mut self,
         verdicts: Vec<(&'p Desired, Verdict)>,
-        mut rejected: Vec<(Key, String)>,
+        mut refused: Vec<(Key, Refusal)>,
         written: Written,
     ) -> Result<(), PreflightError> {
         for (desired, verdict) in verdicts {
@@ -310,27 +400,30 @@ impl<'p> Preflight<'p> {
                 Verdict::Accepted(answer) => {
                     self.accepted.insert(desired.key.clone(), answer);
                 }
-                Verdict::Rejected(message) => rejected.push((desired.key.clone(), message)),
-                Verdict::Deferred(blocker) => self.deferred.push((desired, blocker)),
+                Verdict::Rejected(refusal) => refused.push((desired.key.clone(), refusal)),
+                Verdict::Deferred(blocker) | Verdict::SchemaOnly(blocker) => {
+                    self.deferred.push((desired, blocker));
+                }
             }
         }
-        if rejected.is_empty() {
+        if refused.is_empty() {
             return Ok(());
         }
-        rejected.sort();
-        let details: Vec<String> = rejected
+        refused.sort_by(|a, b| a.0.cmp(&b.0));
+        let details: Vec<String> = refused
             .iter()
-            .map(|(key, message)| format!("  {key}: {message}"))
+            .map(|(key, refusal)| format!("  {key}: {}", refusal.message))
             .collect();
         Err(PreflightError::Rejected {
-            count: rejected.len(),
+            count: refused.len(),
             written,
             details: details.join("\n"),
+            refused,
         })
     }
 }
 
-/// One object the server rejected, or could not check yet.
+/// One object the server rejected, or could not check (fully) yet.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Rejection {
     #[serde(flatten)]
@@ -343,12 +436,17 @@ pub struct Rejection {
 pub struct Validation {
     pub valid: usize,
     pub rejected: Vec<Rejection>,
-    /// Objects that can only be checked once something this apply creates exists.
+    /// Objects in a namespace this apply creates: the server checked them against its schema
+    /// (their fields and types); its admission and validation wait for the namespace.
+    pub schema_only: Vec<Rejection>,
+    /// Objects the server cannot check at all before an apply: their CustomResourceDefinition
+    /// comes with it.
     pub skipped: Vec<Rejection>,
 }
 
 /// `mlkube validate`: a server-side dry run of every object, forced and whether or not it
-/// changed, every rejection listed.
+/// changed, every rejection listed; objects in a namespace the apply creates are sent all the
+/// same, so the server checks them against its schema.
 pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation, PreflightError> {
     let objects: Vec<&Desired> = plan.objects.iter().collect();
     let check = Check {
@@ -356,7 +454,8 @@ pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation,
         missing: missing_namespaces(cluster, &objects).await?,
         forced: &|_| true,
         cancel: &Cancel::new(),
-        message: rejection_message,
+        message: |error| Refusal::rejected(rejection_message(error)),
+        schema_in_new_namespaces: true,
     };
     let mut validation = Validation::default();
     for (desired, verdict) in check.run(cluster, &objects).await {
@@ -367,7 +466,10 @@ pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation,
         };
         match verdict {
             Verdict::Accepted(_) => validation.valid += 1,
-            Verdict::Rejected(message) => validation.rejected.push(rejection(message)),
+            Verdict::Rejected(refusal) => validation.rejected.push(rejection(refusal.message)),
+            Verdict::SchemaOnly(blocker) => {
+                validation.schema_only.push(rejection(blocker.to_string()));
+            }
             Verdict::Deferred(blocker) => validation.skipped.push(rejection(blocker.to_string())),
         }
     }
@@ -395,15 +497,15 @@ fn rejection_message(error: &kube::Error) -> String {
 }
 
 /// What a refused apply says: every conflicting field with its owner, or the server's message.
-pub fn apply_failure(error: &kube::Error) -> String {
+pub fn apply_failure(error: &kube::Error) -> Refusal {
     match cluster::conflicts(error) {
-        Some(conflicts) => conflict_failure(&conflicts, Some(error)),
-        None => cluster::api_message(error),
+        Some(conflicts) => Refusal::conflict(conflict_failure(&conflicts, Some(error))),
+        None => Refusal::rejected(cluster::api_message(error)),
     }
 }
 
-/// Every conflicting field with its manager, and how to go on; the server's message when it
-/// named no field.
+/// Every conflicting field with its manager; the server's message when it named no field. How
+/// to go on is the hint of the error that lists it.
 pub fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> String {
     let mut message = String::from("conflicts with other field managers:");
     for c in conflicts {
@@ -412,8 +514,76 @@ pub fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> 
     if let (true, Some(error)) = (conflicts.is_empty(), error) {
         let _ = write!(message, " {}", cluster::api_message(error));
     }
-    message.push_str(
-        "\n    hint: pass --force-conflicts to take these fields over, or stop the other manager setting them",
-    );
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        Key {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: Some("ml".into()),
+            name: name.into(),
+        }
+    }
+
+    fn rejected(refused: Vec<(Key, Refusal)>) -> String {
+        let mut settled = Preflight::default();
+        let error = settled
+            .settle(Vec::new(), refused, Written::default())
+            .expect_err("a refusal");
+        error.to_string()
+    }
+
+    #[test]
+    fn conflicts_alone_are_not_the_servers_rejection_and_have_the_one_force_conflicts_hint() {
+        let message = rejected(vec![(
+            key("settings"),
+            Refusal::conflict(
+                "conflicts with other field managers:\n    .data.level is owned by \"night-shift\""
+                    .into(),
+            ),
+        )]);
+        assert!(
+            message.starts_with(
+                "1 object(s) conflict with other field managers; nothing was written:\n  \
+                 ConfigMap ml/settings: conflicts with other field managers:"
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("server rejected"), "{message}");
+        let hints: Vec<&str> = message.lines().filter(|l| l.contains("hint:")).collect();
+        assert_eq!(hints, [format!("  hint: {CONFLICT_HINT}")], "{message}");
+    }
+
+    #[test]
+    fn rejections_and_conflicts_together_are_counted_apart_under_one_hint() {
+        let message = rejected(vec![
+            (
+                key("a"),
+                Refusal::conflict("conflicts with other field managers:".into()),
+            ),
+            (
+                key("b"),
+                Refusal::rejected("ConfigMap \"b\" is invalid".into()),
+            ),
+        ]);
+        assert!(
+            message.starts_with(
+                "the server rejected 1 object(s) in a dry run, and 1 conflict with other field \
+                 managers; nothing was written:"
+            ),
+            "{message}"
+        );
+        let hints: Vec<&str> = message.lines().filter(|l| l.contains("hint:")).collect();
+        assert_eq!(hints.len(), 1, "{message}");
+        assert!(
+            hints[0].contains("fix what the server names")
+                && hints[0].contains("--force-conflicts"),
+            "{message}"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! What an environment runs and whether it is well: every member of its ApplySet with its
 //! health, whether it drifted since the last apply, and the record of that apply.
 //!
-//! Expected flow: read the inventory (none: the environment was never applied), list the live
+//! Expected flow: read the inventory (none: the environment was never applied, or deleted, which
+//! the tombstone `delete` leaves says, with when), list the live
 //! members, ask [`diff::diff`] what an apply of the current render would change, and join the
 //! three per object. Health follows the apply wait's rules ([`wait::health`]) plus the training
 //! jobs' last condition ([`training_job_health`]); drift follows the diff's own decision, and the
@@ -239,6 +240,18 @@ pub enum StatusError {
         namespace: String,
         name: String,
     },
+    #[error(
+        "environment `{env}` was deleted from this cluster at {at} (`mlkube delete`); what is \
+         left of it is its empty inventory, Secret {namespace}/{name}\n  hint: apply it again \
+         with `mlkube apply {env}`"
+    )]
+    Deleted {
+        env: String,
+        namespace: String,
+        name: String,
+        /// When, as the inventory's tombstone records it.
+        at: String,
+    },
     #[error(transparent)]
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
@@ -259,17 +272,15 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
         namespace: set.namespace.clone(),
         name: set.name.clone(),
     };
-    let inventory = applyset::read(cluster, set).await?.ok_or_else(never)?;
+    let Some(inventory) = applyset::read(cluster, set).await? else {
+        return Err(not_applied(cluster, set).await);
+    };
     let parent = read_parent(cluster, set).await?.ok_or_else(never)?;
     let members = applyset::members(cluster, set, &inventory).await?;
-    let changes = diff::diff(
-        cluster,
-        plan,
-        DiffOptions {
-            show_secrets: false,
-        },
-    )
-    .await?;
+    let options = DiffOptions {
+        show_secrets: false,
+    };
+    let changes = diff::diff_members(cluster, plan, &members, options).await?;
 
     let statuses = members_status(plan, &members, &changes);
     Ok(Status {
@@ -476,6 +487,28 @@ fn last_condition(job: &Value) -> Option<(String, String)> {
 }
 
 /// The ApplySet parent as it is, for the record of the last apply.
+/// Why an environment has no inventory: `delete` left its tombstone (which says when), or it was
+/// never applied to this cluster.
+async fn not_applied(cluster: &impl Cluster, set: &ApplySet) -> StatusError {
+    let parent = match read_parent(cluster, set).await {
+        Ok(parent) => parent,
+        Err(error) => return error,
+    };
+    if let Some(at) = parent.as_ref().and_then(applyset::deleted_at) {
+        return StatusError::Deleted {
+            env: set.env.clone(),
+            namespace: set.namespace.clone(),
+            name: set.name.clone(),
+            at: at.to_string(),
+        };
+    }
+    StatusError::NeverApplied {
+        env: set.env.clone(),
+        namespace: set.namespace.clone(),
+        name: set.name.clone(),
+    }
+}
+
 async fn read_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
     cluster
         .get(
@@ -756,6 +789,7 @@ mod tests {
             note: None,
             conflicts: Vec::new(),
             owner: None,
+            removed: Vec::new(),
         }
     }
 

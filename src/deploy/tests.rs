@@ -376,7 +376,7 @@ async fn a_custom_object_waits_for_its_crd_and_a_dry_run_sends_neither() {
 }
 
 #[tokio::test]
-async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
+async fn delete_removes_members_in_reverse_tier_order_then_leaves_the_inventory_a_tombstone() {
     let objects = vec![
         service_account("a", "sa"),
         config_map("a", "c"),
@@ -399,10 +399,19 @@ async fn delete_removes_members_in_reverse_tier_order_then_the_inventory() {
             deleted("Deployment ml/d"),
             deleted("ConfigMap ml/c"),
             deleted("ServiceAccount ml/sa"),
-            deleted(inventory()),
+            applied(inventory()),
         ]
     );
     assert_eq!(report.pruned.len(), 3);
+    let parent = cluster
+        .object("v1", "Secret", Some(NS), &set().name)
+        .expect("the tombstone");
+    assert!(applyset::deleted_at(&parent).is_some(), "{parent:#}");
+    assert_eq!(
+        applyset::read(&cluster, &set()).await.expect("it reads"),
+        None,
+        "a tombstone is no inventory"
+    );
     assert!(
         cluster.object("v1", "Namespace", None, NS).is_some(),
         "the namespace stays"
@@ -893,6 +902,10 @@ impl super::apply::Observer for CancelAfter {
     fn removed(&self, _: &Key, _: super::apply::Removal) {
         self.tell();
     }
+
+    fn namespace_created(&self, _: &Key) {
+        self.tell();
+    }
 }
 
 fn many(count: usize) -> Vec<Object> {
@@ -941,7 +954,8 @@ async fn a_cancelled_apply_starts_nothing_more_and_its_inventory_covers_what_it_
         .expect("the interrupted apply");
     assert!(report.interrupted);
     // The namespace and five ConfigMaps; the inventory before them; no Deployment.
-    assert_eq!(report.applied.len(), 6, "{:?}", report.applied);
+    assert!(report.namespace_created.is_some());
+    assert_eq!(report.applied.len(), 5, "{:?}", report.applied);
     let writes = cluster.writes();
     assert_eq!(writes.len(), 7, "{writes:?}");
     assert_eq!(writes[1], applied(inventory()), "inventory first");
@@ -1025,4 +1039,192 @@ async fn a_cancelled_prune_or_delete_keeps_the_inventory_of_what_is_left() {
             .expect("reads")
             .is_none()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// releasing shared objects (issue 24)
+
+/// The CRD of `crd()`, with an annotation at `revision`.
+fn crd_at(revision: &str) -> Object {
+    let mut object = crd();
+    object.value["metadata"]["annotations"] = json!({"example.com/revision": revision});
+    object.value["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "mlkube"});
+    object
+}
+
+fn crd_live(cluster: &MemoryCluster) -> Value {
+    cluster
+        .object(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            "widgets.example.com",
+        )
+        .expect("the CRD stays")
+}
+
+fn mlkube_managers(live: &Value) -> Vec<String> {
+    live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .filter(|m| m.starts_with("mlkube@"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn delete_releases_a_shared_crd_completely_and_the_last_one_out_leaves_it_unclaimed() {
+    let cluster = MemoryCluster::new();
+    let local = ApplySet::new("app", "local", "a");
+    let dev = ApplySet::new("app", "dev", "b");
+    let render = |ns: &str, revision: &str| {
+        vec![
+            in_namespace(config_map("a", "config"), ns),
+            crd_at(revision),
+        ]
+    };
+    for (set, ns) in [(&local, "a"), (&dev, "b")] {
+        apply::apply(&cluster, &plan_for(set, render(ns, "1")), &options(&Yes))
+            .await
+            .expect("each applies");
+    }
+    let everything = DeleteOptions {
+        components: vec![],
+        delete_namespace: false,
+        consent: &No,
+        observer: &Quiet,
+        cancel: never(),
+    };
+    let refused = apply::delete(&cluster, &local, &everything).await;
+    assert!(
+        matches!(refused, Err(ApplyError::NoConsent { count: 1, .. })),
+        "only the ConfigMap is deleted, so only it is asked about: {refused:?}"
+    );
+    let everything = DeleteOptions {
+        consent: &Yes,
+        ..everything
+    };
+    let report = apply::delete(&cluster, &local, &everything)
+        .await
+        .expect("delete local");
+    assert_eq!(report.released.len(), 1, "{report:?}");
+    assert!(report.unused.is_empty(), "dev still uses it");
+    assert_eq!(
+        mlkube_managers(&crd_live(&cluster)),
+        [dev.shared_manager.as_str()]
+    );
+
+    // dev changes a field local had set too: no conflict with local's manager.
+    apply::apply(&cluster, &plan_for(&dev, render("b", "2")), &options(&Yes))
+        .await
+        .expect("dev changes the CRD");
+    assert_eq!(
+        crd_live(&cluster)["metadata"]["annotations"]["example.com/revision"],
+        "2"
+    );
+
+    cluster.clear_writes();
+    let report = apply::delete(&cluster, &dev, &everything)
+        .await
+        .expect("delete dev");
+    assert_eq!(report.unused.len(), 1, "{report:?}");
+    assert!(cluster.writes().contains(&Write::Disown {
+        object: "CustomResourceDefinition widgets.example.com".into(),
+        manager: dev.shared_manager.clone(),
+    }));
+    let left = crd_live(&cluster);
+    assert!(mlkube_managers(&left).is_empty(), "{left:#}");
+    assert_eq!(left["metadata"]["annotations"]["example.com/revision"], "2");
+    assert_eq!(left["spec"]["group"], "example.com", "its fields stay");
+
+    // Unclaimed, it is shared again by the next environment that renders it.
+    apply::apply(
+        &cluster,
+        &plan_for(&local, render("a", "3")),
+        &options(&Yes),
+    )
+    .await
+    .expect("local takes it up again");
+    assert_eq!(
+        crd_live(&cluster)["metadata"]["annotations"]["example.com/revision"],
+        "3"
+    );
+}
+
+#[tokio::test]
+async fn a_prune_releases_a_crd_no_longer_rendered_and_a_plain_apply_counts_what_it_left() {
+    let cluster = deployed(vec![config_map("a", "c"), crd_at("1")]).await;
+    let report = apply::apply(
+        &cluster,
+        &plan_of(vec![config_map("a", "c")], &[]),
+        &options(&Yes),
+    )
+    .await
+    .expect("a plain apply");
+    assert_eq!(report.not_rendered.len(), 1, "{report:?}");
+    let report = apply::apply(
+        &cluster,
+        &plan_of(vec![config_map("a", "c")], &[]),
+        &pruning(&No),
+    )
+    .await
+    .expect("releasing needs no consent: nothing is deleted");
+    assert_eq!((report.released.len(), report.unused.len()), (1, 1));
+    assert!(
+        report.pruned.is_empty() && report.kept.is_empty(),
+        "{report:?}"
+    );
+    assert!(mlkube_managers(&crd_live(&cluster)).is_empty());
+}
+
+#[tokio::test]
+async fn the_namespace_an_apply_creates_is_told_apart_from_the_rendered_objects() {
+    let cluster = MemoryCluster::new();
+    let plan = plan_of(vec![config_map("web", "a"), config_map("web", "b")], &[]);
+    let report = apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("the apply");
+    // As many as `diff` counts: the objects the app renders.
+    assert_eq!(report.applied.len(), 2, "{:?}", report.applied);
+    assert_eq!(
+        report.namespace_created.map(|key| key.to_string()),
+        Some(format!("Namespace {NS}"))
+    );
+    let again = apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("the second apply");
+    assert_eq!(again.applied.len(), 2, "{:?}", again.applied);
+    assert_eq!(again.namespace_created, None);
+}
+
+#[tokio::test]
+async fn diff_counts_what_apply_counts_and_names_the_namespace_apart() {
+    let cluster = MemoryCluster::new();
+    let plan = plan_of(vec![config_map("web", "a"), config_map("web", "b")], &[]);
+    let before = super::diff::diff(&cluster, &plan, Default::default())
+        .await
+        .expect("the diff");
+    let summary = before.summary();
+    assert_eq!((summary.create, summary.creates_namespace), (2, true));
+    assert!(before.has_differences());
+    assert_eq!(
+        summary.to_string(),
+        "2 to create, 0 to update, 0 to prune, 0 unchanged, and the environment's namespace"
+    );
+    let report = apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("the apply");
+    let created = report
+        .applied
+        .iter()
+        .filter(|(_, outcome)| *outcome == Outcome::Created)
+        .count();
+    assert_eq!(created, summary.create);
+    let after = super::diff::diff(&cluster, &plan, Default::default())
+        .await
+        .expect("the diff after");
+    assert_eq!(after.summary().unchanged, created);
+    assert!(!after.summary().creates_namespace);
 }

@@ -282,8 +282,8 @@ impl Manifest {
     }
 
     /// Complete and order rendered objects: set the environment's namespace on namespaced
-    /// objects that have none, add the mlkube labels (the app and environment only on
-    /// namespaced objects), refuse two objects with the same
+    /// objects that have none, add the mlkube labels (the app, environment and component only
+    /// on namespaced objects), refuse two objects with the same
     /// kind/namespace/name, and sort into apply order (ties broken by kind, namespace, name,
     /// so the result does not depend on the order of components).
     pub fn process(objects: Vec<Object>, target: Target<'_>) -> Result<Manifest, ManifestError> {
@@ -400,22 +400,21 @@ fn complete(object: &mut Object, target: Target<'_>, cluster_scoped: bool) {
     }
     if let Some(labels) = labels.as_object_mut() {
         // A cluster-scoped object is shared by every environment and app that renders it, so
-        // it carries neither the app's nor the environment's name.
+        // it carries neither the app's, the environment's nor the component's name (each one's
+        // claim on it names its component).
         let identity = [
             (labels::PART_OF, target.app),
             (labels::ENVIRONMENT, target.environment),
+            (labels::COMPONENT, component.as_str()),
         ];
         let identity = if cluster_scoped {
             &[][..]
         } else {
             &identity[..]
         };
-        for (key, value) in [
-            (labels::MANAGED_BY, labels::MANAGER),
-            (labels::COMPONENT, component.as_str()),
-        ]
-        .iter()
-        .chain(identity)
+        for (key, value) in [(labels::MANAGED_BY, labels::MANAGER)]
+            .iter()
+            .chain(identity)
         {
             labels.insert((*key).to_owned(), Value::String((*value).to_owned()));
         }

@@ -283,7 +283,9 @@ async fn diff_on_a_fresh_cluster_shows_creations_including_the_namespace_and_cus
         "{:?}",
         changes.summary()
     );
-    assert_eq!(changes.summary().create, 8);
+    // The rendered objects, as apply counts them; the namespace apart.
+    assert_eq!(changes.summary().create, 7);
+    assert!(changes.summary().creates_namespace);
     let custom = changes
         .changes
         .iter()
@@ -316,7 +318,8 @@ async fn diff_on_a_fresh_cluster_shows_creations_including_the_namespace_and_cus
     objects.push(crd(&group));
     objects.push(widget(&fresh.name, &group, "w"));
     let report = env.apply(objects, &dry).await.expect("a dry-run apply");
-    assert_eq!(report.applied.len(), 8);
+    assert_eq!(report.applied.len(), 7);
+    assert!(report.namespace_created.is_some());
     assert!(
         report.applied.iter().all(|(_, o)| *o == Outcome::Created),
         "{:?}",
@@ -1111,7 +1114,8 @@ async fn ctrl_c_during_apply_finishes_what_is_in_flight_reports_it_and_a_rerun_c
 }
 
 #[tokio::test]
-async fn validate_that_checked_nothing_fails_and_diff_summary_lists_each_object() {
+async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary_lists_each_object()
+{
     let test = TestNamespace::new("deploy-outputs").await;
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let app = tmp.path().join("app");
@@ -1122,26 +1126,27 @@ async fn validate_that_checked_nothing_fails_and_diff_summary_lists_each_object(
     );
     assert!(init.status.success());
 
-    // Every object of the hub is namespaced, and the namespace does not exist yet.
+    // Every object of the hub is namespaced, and the namespace does not exist yet: the server
+    // checks them against its schema, and no further.
     let validate = mlkube(&app, &["validate", "local", "-c", "notebook-hub"]);
     let stderr = String::from_utf8_lossy(&validate.stderr);
-    assert_eq!(validate.status.code(), Some(2), "{stderr}");
+    assert_eq!(validate.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("nothing was checked: all 10 object(s)"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains(&format!("namespace `{absent}` does not exist yet")),
+        stderr.contains(&format!(
+            "10 object(s) in namespace `{absent}`, which apply creates, were checked against \
+             the server's schema only"
+        )),
         "{stderr}"
     );
     let json = mlkube(
         &app,
         &["validate", "local", "-c", "notebook-hub", "-o", "json"],
     );
-    assert_eq!(json.status.code(), Some(2));
+    assert_eq!(json.status.code(), Some(0));
     let validation: Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
     assert_eq!(validation["valid"], 0);
-    assert_eq!(validation["skipped"].as_array().map(Vec::len), Some(10));
+    assert_eq!(validation["schema_only"].as_array().map(Vec::len), Some(10));
+    assert_eq!(validation["skipped"].as_array().map(Vec::len), Some(0));
 
     let summary = mlkube(&app, &["diff", "local", "-c", "notebook-hub", "--summary"]);
     assert_eq!(
@@ -1161,8 +1166,10 @@ async fn validate_that_checked_nothing_fails_and_diff_summary_lists_each_object(
         "{stdout}"
     );
     assert!(
-        String::from_utf8_lossy(&summary.stderr).contains("11 to create"),
-        "the counts follow on stderr"
+        String::from_utf8_lossy(&summary.stderr).contains(
+            "10 to create, 0 to update, 0 to prune, 0 unchanged, and the environment's namespace"
+        ),
+        "the counts follow on stderr, the namespace apart as apply counts it"
     );
 }
 
