@@ -49,8 +49,8 @@ cluster/local-cluster.sh up >/dev/null
 eval "$(cluster/local-cluster.sh env)"
 
 if [ ! -f "$app/app.yaml" ]; then
-  "$installed" init "$app" >/dev/null
-  say "created the default app in $app"
+  # init's stderr is a pipe here, so it leaves the next steps to the block this script ends with.
+  "$installed" init "$app" 2>&1 >/dev/null | sed 's/^/quickstart: /' >&2
 fi
 
 # ---------------------------------------------------------------------------------------------

@@ -259,19 +259,20 @@ fn init_env_component_param_show_for_all_environments() {
             let metadata = &object["metadata"];
             let labels = &metadata["labels"];
             assert_eq!(labels["app.kubernetes.io/managed-by"], "mlkube");
-            assert!(labels["mlkube.io/component"].is_string());
             let cluster_scoped = matches!(
                 object["kind"].as_str().unwrap(),
                 "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding" | "StorageClass"
             );
             // Cluster-scoped objects are shared by every environment and app that renders
-            // them, so they name neither.
+            // them, so they name none of the three.
             if cluster_scoped {
                 assert!(labels.get("app.kubernetes.io/part-of").is_none());
                 assert!(labels.get("mlkube.io/environment").is_none());
+                assert!(labels.get("mlkube.io/component").is_none(), "{object}");
             } else {
                 assert_eq!(labels["app.kubernetes.io/part-of"], "platform");
                 assert_eq!(labels["mlkube.io/environment"], env);
+                assert!(labels["mlkube.io/component"].is_string());
             }
             if cluster_scoped {
                 assert!(metadata.get("namespace").is_none(), "{object}");
@@ -488,12 +489,24 @@ fn listings_print_json_for_scripts() {
     assert_eq!(
         names,
         [
+            "jax-job",
+            "jax-job-sweep",
+            "mpi-job",
+            "mpi-job-sweep",
+            "mxnet-job",
+            "mxnet-job-sweep",
             "notebook-hub",
+            "paddle-job",
+            "paddle-job-sweep",
+            "pytorch-job",
+            "pytorch-job-sweep",
             "tf-job",
             "tf-job-operator",
             "tf-job-sweep",
             "tf-serving",
-            "volume-controller"
+            "volume-controller",
+            "xgboost-job",
+            "xgboost-job-sweep"
         ]
     );
     let serving: Value = serde_json::from_str(&ok(
@@ -587,12 +600,15 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     );
     assert_eq!(
         fails(&app, &["component", "add", "tf-servin", "resnet"]),
-        "mlkube: error: unknown prototype `tf-servin`; the library has: notebook-hub, tf-job, \
-         tf-job-operator, tf-job-sweep, tf-serving, volume-controller\n"
+        "mlkube: error: unknown prototype `tf-servin`; the library has: jax-job, jax-job-sweep, \
+         mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, paddle-job, paddle-job-sweep, pytorch-job, \
+         pytorch-job-sweep, tf-job, tf-job-operator, tf-job-sweep, tf-serving, \
+         volume-controller, xgboost-job, xgboost-job-sweep\n"
     );
     assert_eq!(
         fails(&app, &["param", "set", "mnist", "replicas", "two"]),
-        "mlkube: error: component `mnist`: param `replicas` must be an integer, got \"two\"\n\
+        "mlkube: error: component `mnist`: param `replicas` must be an integer of at least 1, got \
+         \"two\"\n\
          hint: `mlkube prototype describe tf-serving` lists the params and types\n"
     );
     let stderr = fails(&app, &["param", "set", "mnist", "replica", "2"]);
@@ -629,7 +645,8 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     );
     assert_eq!(
         fails(&app, &["show", "prod"]),
-        "mlkube: error: component `mnist`: param `replicas` must be an integer, got \"2\" (set \
+        "mlkube: error: component `mnist` (environment `prod`): param `replicas` must be an \
+         integer of at least 1, got \"2\" (set \
          in environments/prod/params.libsonnet)\n"
     );
     write(&app, "environments/prod/params.libsonnet", &prod);
@@ -647,7 +664,7 @@ fn jsonnet_errors_print_file_line_and_column() {
         fails(&app, &["show", "local"]),
         "mlkube: error: cannot render component `broken` for environment `local`\n  caused by: \
          components/broken.jsonnet:3:6: runtime error: boom\n    at \
-         components/broken.jsonnet:3:6: error statement\n"
+         components/broken.jsonnet:3:6: error statement\n    while rendering the field b\n"
     );
     write(&app, "components/broken.jsonnet", "{\n  a: 1\n  b: 2,\n}\n");
     assert_eq!(
@@ -723,7 +740,63 @@ fn default_app_renders_the_same_manifests() {
     let (_tmp, app) = new_app(&[]);
     for env in ["local", "dev", "prod"] {
         let yaml = ok(&app, &["show", env]);
-        insta::assert_snapshot!(format!("default_app_{env}"), yaml);
+        insta::assert_snapshot!(format!("default_app_{env}"), with_crd_schemas_named(&yaml));
+    }
+}
+
+/// `show`'s YAML with each CRD's version schemas replaced by the name of the file in `crds/`
+/// that they must equal (checked here): the schemas are generated from the operator's types,
+/// hundreds of kilobytes that the CRD drift test already guards. Other documents stay as printed.
+fn with_crd_schemas_named(yaml: &str) -> String {
+    let documents: Vec<String> = yaml
+        .split("---\n")
+        .map(|document| {
+            if document.contains("\nkind: CustomResourceDefinition\n") {
+                crd_with_schemas_named(document)
+            } else {
+                document.to_owned()
+            }
+        })
+        .collect();
+    documents.join("---\n")
+}
+
+fn crd_with_schemas_named(document: &str) -> String {
+    let mut crd: serde_yaml::Value = serde_yaml::from_str(document).expect("a CRD in YAML");
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .expect("a CRD's name")
+        .to_owned();
+    let file = format!("{name}.yaml");
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let text = std::fs::read_to_string(crds.join(&file)).expect("the CRD's file in crds/");
+    let shipped: serde_yaml::Value = serde_yaml::from_str(&text).expect("crds/ holds YAML");
+    let versions = crd["spec"]["versions"].as_sequence_mut().expect("versions");
+    for (index, version) in versions.iter_mut().enumerate() {
+        let shipped_schema =
+            numbers_as_floats(shipped["spec"]["versions"][index]["schema"].clone());
+        let rendered_schema = numbers_as_floats(version["schema"].clone());
+        assert!(
+            rendered_schema == shipped_schema,
+            "{name}: the schema of crds/{file}"
+        );
+        version["schema"] = serde_yaml::Value::from(format!("<the schema of crds/{file}>"));
+    }
+    serde_yaml::to_string(&crd).expect("YAML")
+}
+
+/// Jsonnet has only floats, so a rendered `minimum: 0` is the file's `minimum: 0.0`.
+fn numbers_as_floats(value: serde_yaml::Value) -> serde_yaml::Value {
+    use serde_yaml::Value as Yaml;
+    match value {
+        Yaml::Number(n) => Yaml::from(n.as_f64().expect("a number")),
+        Yaml::Sequence(items) => Yaml::Sequence(items.into_iter().map(numbers_as_floats).collect()),
+        Yaml::Mapping(map) => Yaml::Mapping(
+            map.into_iter()
+                .map(|(k, v)| (k, numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other,
     }
 }
 
@@ -891,7 +964,8 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
     );
     assert!(
         stderr.starts_with(
-            "mlkube: error: component `sweep`: param `grid` must be an object, got [0.1,0.2]"
+            "mlkube: error: component `sweep` (environment `prod`): param `grid` must be an \
+             object"
         ),
         "{stderr}"
     );
@@ -943,7 +1017,7 @@ fn listings_print_text_json_yaml_and_names() {
         "mnist\nnotebook-hub\ntf-job-operator\nvolume-controller\n"
     );
     let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
-    assert_eq!(prototypes.lines().next(), Some("notebook-hub"));
+    assert_eq!(prototypes.lines().next(), Some("jax-job"));
     assert!(prototypes.lines().all(|l| !l.contains(' ')), "{prototypes}");
     let params = ok(&app, &["param", "list", "mnist", "-o", "name"]);
     assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
@@ -1086,8 +1160,12 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     let text = read(&app, "app.yaml").replace("prototype: tf-serving", "prototype: tf-servin");
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
-                    `tf-servin`, which the library does not have; it has: notebook-hub, tf-job, \
-                    tf-job-operator, tf-job-sweep, tf-serving, volume-controller\nhint: fix \
+                    `tf-servin`, which the library does not have; it has: jax-job, \
+                    jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
+                    notebook-hub, paddle-job, \
+                    paddle-job-sweep, pytorch-job, pytorch-job-sweep, tf-job, tf-job-operator, \
+                    tf-job-sweep, tf-serving, volume-controller, xgboost-job, \
+                    xgboost-job-sweep\nhint: fix \
                     `prototype:` of `mnist` in app.yaml, or remove its entry to render \
                     components/mnist.jsonnet as a hand-written component\n";
     assert_eq!(fails(&app, &["show", "local"]), expected);
@@ -1314,4 +1392,301 @@ fn every_command_that_takes_output_name_prints_one_name_per_line() {
         assert!(records > 0, "{path}: the test lists something");
     }
     assert_eq!(found.len(), 6, "{found:?}");
+}
+
+#[test]
+fn values_that_start_with_a_dash_are_values_also_before_env() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    // A hand-written component: its params have no prototype's types to check.
+    write(
+        &app,
+        "components/offset.jsonnet",
+        "local c = import 'mlkube/component.libsonnet';\n{ apiVersion: 'v1', kind: \
+         'ConfigMap', metadata: { name: 'offset' },\n  data: { delta: std.toString(c.params.delta), \
+         flag: c.params.flag } }\n",
+    );
+    write(
+        &app,
+        "components/params.libsonnet",
+        "{\n  global: {},\n  components: {\n    offset: { delta: 1, flag: 'on' },\n  },\n}\n",
+    );
+    ok(
+        &app,
+        &["param", "set", "offset", "delta", "-1", "--env", "prod"],
+    );
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "offset",
+            "flag",
+            "-v",
+            "--env",
+            "prod",
+            "--as-string",
+        ],
+    );
+    ok(
+        &app,
+        &["param", "set", "offset", "delta", "--env", "dev", "-2.5"],
+    );
+    let prod = show_json(&app, "prod");
+    let data = &find(&prod, "ConfigMap", "offset")["data"];
+    assert_eq!(data["delta"], "-1");
+    assert_eq!(data["flag"], "-v");
+    let dev = show_json(&app, "dev");
+    assert_eq!(find(&dev, "ConfigMap", "offset")["data"]["delta"], "-2.5");
+    // A prototype's param: never taken for a flag (its type may still refuse the value).
+    let (_tmp, app) = new_app(&[]);
+    let run = mlkube(
+        &app,
+        &["param", "set", "mnist", "replicas", "-1", "--env", "prod"],
+    );
+    assert!(
+        !run.stderr.contains("unexpected argument"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.code == 0 || run.stderr.contains("replicas"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn server_url_schemes_and_hosts_are_case_insensitive_and_stored_in_lowercase() {
+    let tmp = tempfile::tempdir().unwrap();
+    ok(
+        tmp.path(),
+        &[
+            "init",
+            "platform",
+            "--server",
+            "HTTPS://API.Example.com:6443/",
+        ],
+    );
+    let app = tmp.path().join("platform");
+    assert!(
+        read(&app, "app.yaml").contains("server: https://api.example.com:6443\n"),
+        "{}",
+        read(&app, "app.yaml")
+    );
+    ok(
+        &app,
+        &["env", "set", "dev", "--server", "Https://10.0.0.1:6443"],
+    );
+    ok(
+        &app,
+        &["env", "add", "qa", "--server", "HTTP://127.0.0.1:8080/"],
+    );
+    let listed = ok(&app, &["env", "list", "-o", "json"]);
+    let servers: Vec<Value> = serde_json::from_str::<Vec<Value>>(&listed)
+        .unwrap()
+        .into_iter()
+        .map(|e| e["server"].clone())
+        .collect();
+    assert_eq!(
+        servers,
+        [
+            "https://api.example.com:6443",
+            "https://10.0.0.1:6443",
+            "https://api.example.com:6443",
+            "http://127.0.0.1:8080"
+        ]
+    );
+}
+
+#[test]
+fn a_typo_in_a_component_names_the_file_line_column_and_the_field_meant() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/hello.jsonnet",
+        "local c = import 'mlkube/component.libsonnet';\n{\n  apiVersion: 'v1',\n  kind: \
+         'ConfigMap',\n  metadata: { name: 'hello' },\n  data: { msg: c.env.namespac },\n}\n",
+    );
+    assert_eq!(
+        fails(&app, &["show", "local"]),
+        "mlkube: error: cannot render component `hello` for environment `local`\n  caused by: \
+         components/hello.jsonnet:6:22: no such field `namespac`; did you mean `namespace` or `name`?\n    \
+         while rendering the field data.msg\n"
+    );
+}
+
+/// Issue 24, point 8: a param's type says more than JSON's (a quantity, an integer with bounds,
+/// an image, a list of allowed values), and `param set`, `component add --param` and rendering
+/// all check it, naming the component, the environment, the param and what is allowed, so a
+/// typo fails when it is typed, not at apply with the API server's regex or at render with a
+/// stack trace into the library.
+#[test]
+fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
+    let (_tmp, app) = new_app(&[]);
+    let before = snapshot_files(&app);
+    let describe = "hint: `mlkube prototype describe tf-serving` lists the params and types\n";
+    assert_eq!(
+        fails(
+            &app,
+            &[
+                "param",
+                "set",
+                "mnist",
+                "memoryRequest",
+                "1Gb",
+                "--env",
+                "prod"
+            ]
+        ),
+        format!(
+            "mlkube: error: component `mnist` (environment `prod`): param `memoryRequest` must \
+             be a quantity such as 500m, 1Gi or 2 (a number and an optional suffix: m, k, M, G, \
+             T, P, E, Ki, Mi, Gi, Ti, Pi or Ei), got \"1Gb\"\nhint: did you mean 1Gi?\n{describe}"
+        )
+    );
+    assert_eq!(
+        fails(&app, &["param", "set", "mnist", "replicas", "0"]),
+        format!(
+            "mlkube: error: component `mnist`: param `replicas` must be an integer of at least \
+             1, got 0\n{describe}"
+        )
+    );
+    assert_eq!(
+        fails(
+            &app,
+            &[
+                "param",
+                "set",
+                "mnist",
+                "serviceType",
+                "Nodeport",
+                "--env",
+                "dev"
+            ]
+        ),
+        format!(
+            "mlkube: error: component `mnist` (environment `dev`): param `serviceType` must be \
+             one of ClusterIP, NodePort or LoadBalancer, got \"Nodeport\"\n{describe}"
+        )
+    );
+    let stderr = fails(
+        &app,
+        &[
+            "param",
+            "set",
+            "mnist",
+            "image",
+            "TensorFlow/serving:2.18.0",
+        ],
+    );
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: component `mnist`: param `image` must be an image reference such as \
+             tensorflow/serving:2.18.0"
+        ) && stderr.contains(
+            "got \"TensorFlow/serving:2.18.0\"\nhint: the repository `TensorFlow/serving` must \
+             be lowercase\n"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        fails(
+            &app,
+            &[
+                "component",
+                "add",
+                "tf-serving",
+                "resnet",
+                "--param",
+                "replicas=-1"
+            ]
+        ),
+        format!(
+            "mlkube: error: component `resnet`: param `replicas` must be an integer of at least \
+             1, got -1\n{describe}"
+        )
+    );
+    // A global value is checked against every component that declares the param.
+    let stderr = fails(
+        &app,
+        &[
+            "param", "set", "global", "cpuLimit", "2 cores", "--env", "prod",
+        ],
+    );
+    assert!(
+        stderr.starts_with("mlkube: error: component `mnist` (environment `prod`): global param `cpuLimit` must be a quantity"),
+        "{stderr}"
+    );
+    assert_eq!(snapshot_files(&app), before, "refused values wrote nothing");
+
+    // Values that fit are stored as typed: a quantity typed as a number stays a quantity.
+    ok(
+        &app,
+        &["param", "set", "mnist", "cpuRequest", "2", "--env", "prod"],
+    );
+    assert!(read(&app, "environments/prod/params.libsonnet").contains("cpuRequest: '2'"));
+
+    // A value written into a params file by hand is checked when an environment is rendered.
+    let prod = read(&app, "environments/prod/params.libsonnet");
+    write(
+        &app,
+        "environments/prod/params.libsonnet",
+        &prod.replace("memoryRequest: '1Gi'", "memoryRequest: '1GB'"),
+    );
+    assert_eq!(
+        fails(&app, &["show", "prod"]),
+        "mlkube: error: component `mnist` (environment `prod`): param `memoryRequest` must be a \
+         quantity such as 500m, 1Gi or 2 (a number and an optional suffix: m, k, M, G, T, P, E, \
+         Ki, Mi, Gi, Ti, Pi or Ei), got \"1GB\" (set in environments/prod/params.libsonnet)\n\
+         hint: did you mean 1Gi?\n"
+    );
+
+    // `prototype describe` shows the rules.
+    let text = ok(&app, &["prototype", "describe", "tf-serving"]);
+    let row = |param: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{param} ")))
+            .unwrap_or_else(|| panic!("no row for {param}:\n{text}"))
+            .to_owned()
+    };
+    assert!(
+        row("replicas").contains(" integer >= 1 "),
+        "{}",
+        row("replicas")
+    );
+    assert!(
+        row("memoryRequest").contains(" quantity "),
+        "{}",
+        row("memoryRequest")
+    );
+    assert!(
+        row("serviceType").contains(" string: ClusterIP|NodePort|LoadBalancer "),
+        "{}",
+        row("serviceType")
+    );
+    let json: Value = serde_json::from_str(&ok(
+        &app,
+        &["prototype", "describe", "tf-serving", "-o", "json"],
+    ))
+    .unwrap();
+    let replicas = json["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "replicas")
+        .unwrap();
+    assert_eq!(replicas["type"], "integer");
+    assert_eq!(replicas["minimum"], 1);
+}
+
+#[test]
+fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_script() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = mlkube(tmp.path(), &["init", "platform"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "Created app `platform` in platform with environments local, dev, prod and one component \
+         of each prototype.\n"
+    );
 }

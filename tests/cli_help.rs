@@ -80,7 +80,10 @@ fn completion_prints_a_script_for_each_shell() {
         let script = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{shell}: {output:?}");
         assert!(script.contains(marker), "{shell}: no {marker}");
-        assert!(script.contains("prototype"), "{shell}: verbs are completed");
+        assert!(
+            script.contains("mlkube __complete --"),
+            "{shell}: the binary completes"
+        );
         assert!(output.stderr.is_empty(), "{shell}: {output:?}");
     }
     let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
@@ -89,4 +92,181 @@ fn completion_prints_a_script_for_each_shell() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("[possible values: bash,"));
+}
+
+/// A fresh app `platform` (one component of each prototype) in a temporary directory.
+fn new_app() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["init", "platform"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let app = tmp.path().join("platform");
+    (tmp, app)
+}
+
+/// `mlkube __complete -- <words>` in `dir`: the candidates, one per line.
+fn complete(dir: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .arg("__complete")
+        .arg("--")
+        .args(words)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{words:?}: {output:?}");
+    assert!(output.stderr.is_empty(), "{words:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn completion_offers_the_apps_environments_components_and_prototypes() {
+    let (_tmp, app) = new_app();
+    assert_eq!(complete(&app, &["apply", ""]), ["local", "dev", "prod"]);
+    assert_eq!(complete(&app, &["diff", "--summary", "p"]), ["prod"]);
+    assert_eq!(
+        complete(&app, &["show", "local", "-c", ""]),
+        [
+            "mnist",
+            "notebook-hub",
+            "tf-job-operator",
+            "volume-controller"
+        ]
+    );
+    assert_eq!(
+        complete(
+            &app,
+            &["param", "set", "mnist", "replicas", "3", "--env", "d"]
+        ),
+        ["dev"]
+    );
+    assert_eq!(
+        complete(&app, &["param", "diff", "local", ""]),
+        ["local", "dev", "prod"]
+    );
+    assert_eq!(
+        complete(&app, &["component", "rm", "vol"]),
+        ["volume-controller"]
+    );
+    assert_eq!(
+        complete(&app, &["param", "set", "mnist", "model"]),
+        ["modelBasePath", "modelName", "modelPvc"]
+    );
+    let prototypes = complete(&app, &["component", "add", ""]);
+    for prototype in ["tf-job", "tf-serving", "notebook-hub"] {
+        assert!(prototypes.contains(&prototype.to_owned()), "{prototypes:?}");
+    }
+    // Another app, named with --app, from outside it.
+    let outside = app.parent().unwrap();
+    assert_eq!(
+        complete(outside, &["status", "--app", "platform", "l"]),
+        ["local"]
+    );
+    assert_eq!(complete(outside, &["status", "l"]), Vec::<String>::new());
+    let verbs = complete(&app, &[""]);
+    assert!(verbs.contains(&"apply".to_owned()) && verbs.contains(&"prototype".to_owned()));
+    assert!(!verbs.iter().any(|v| v.starts_with("__")), "{verbs:?}");
+}
+
+#[test]
+fn completion_offers_no_hidden_flag_and_no_app_where_it_is_not_read() {
+    let (_tmp, app) = new_app();
+    for verb in ["apply", "diff", "delete"] {
+        let flags = complete(&app, &[verb, "local", "--"]);
+        assert!(flags.contains(&"--context".to_owned()), "{verb}: {flags:?}");
+        assert!(flags.contains(&"--app".to_owned()), "{verb}: {flags:?}");
+        assert!(
+            !flags.contains(&"--manifest".to_owned()),
+            "{verb}: {flags:?}"
+        );
+    }
+    for words in [
+        &["init", "x", "--"][..],
+        &["operator", "--"],
+        &["prototype", "list", "--"],
+        &["completion", "--"],
+    ] {
+        let flags = complete(&app, words);
+        assert!(!flags.contains(&"--app".to_owned()), "{words:?}: {flags:?}");
+    }
+    assert!(complete(&app, &["operator", "--"]).contains(&"--leader-elect".to_owned()));
+}
+
+#[test]
+fn verbs_that_read_no_app_neither_list_nor_take_app_and_operator_help_speaks_of_no_environment() {
+    for verb in [
+        &["init"][..],
+        &["operator"],
+        &["prototype", "list"],
+        &["completion"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(verb)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{verb:?}");
+        assert!(!help.contains("--app"), "{verb:?}:\n{help}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["operator", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&output.stdout).to_lowercase();
+    assert!(!help.contains("environment"), "{help}");
+    assert!(help.contains("--context <name>"), "{help}");
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["init", "x", "--app", "y"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("reads no app"),
+        "{output:?}"
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["show", "--help"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--app <DIR>"));
+}
+
+#[test]
+fn the_bash_script_completes_through_the_binary() {
+    let (_tmp, app) = new_app();
+    let script = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["completion", "bash"])
+        .output()
+        .unwrap();
+    let script = String::from_utf8(script.stdout).unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_mlkube"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let test = format!(
+        "{script}\nCOMP_WORDS=(mlkube apply '')\nCOMP_CWORD=2\n_mlkube\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n\
+         COMP_WORDS=(mlkube show local -c tf)\nCOMP_CWORD=4\n_mlkube\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    );
+    let output = Command::new("bash")
+        .args(["--norc", "-c", &test])
+        .current_dir(&app)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "local\ndev\nprod\ntf-job-operator\n"
+    );
 }

@@ -21,7 +21,7 @@ pub enum RenderError {
         component: String,
         environment: String,
         #[source]
-        source: JsonnetError,
+        source: Box<JsonnetError>,
     },
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -55,7 +55,7 @@ impl App {
                 .map_err(|source| RenderError::Evaluate {
                     component: name.clone(),
                     environment: environment.name.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             objects.extend(manifest::extract(name, value)?);
         }

@@ -125,17 +125,27 @@ pub fn init(args: &InitArgs) -> Result<(), AppError> {
         server: args.server.clone(),
         context: args.context.clone(),
         empty: args.empty,
+        with_jobs: args.with_jobs,
     })?;
     let dir = args.dir.display();
     eprintln!(
-        "Created app `{}` in {dir} with environments local, dev, prod{}.\nNext: cd {dir} && mlkube show local",
+        "Created app `{}` in {dir} with environments local, dev, prod{}{}.",
         app.name(),
         if args.empty {
             ""
         } else {
             " and one component of each prototype"
         },
+        match (args.with_jobs, args.empty) {
+            (false, _) => "",
+            (true, true) => " and the training jobs train-tf, train-pytorch and train-jax",
+            (true, false) => ", plus the training jobs train-tf, train-pytorch and train-jax",
+        },
     );
+    // A person gets the next step; a script that runs init tells its own story.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("Next: cd {dir} && mlkube show local");
+    }
     Ok(())
 }
 
@@ -243,7 +253,7 @@ fn print_prototype(prototype: &Prototype) {
         .map(|p| {
             vec![
                 p.name.clone(),
-                p.kind.as_str().to_owned(),
+                p.rule.summary(),
                 p.default.to_string(),
                 p.description.clone(),
             ]
@@ -261,12 +271,14 @@ fn prototype_json(prototype: &Prototype) -> Value {
     json!({
         "name": prototype.name,
         "description": prototype.description,
-        "params": prototype.params.iter().map(|p| json!({
-            "name": p.name,
-            "type": p.kind.as_str(),
-            "default": p.default,
-            "description": p.description,
-        })).collect::<Vec<_>>(),
+        "params": prototype.params.iter().map(|p| {
+            let mut param = serde_json::Map::new();
+            param.insert("name".into(), json!(p.name));
+            param.extend(p.rule.to_json());
+            param.insert("default".into(), p.default.clone());
+            param.insert("description".into(), json!(p.description));
+            Value::Object(param)
+        }).collect::<Vec<_>>(),
     })
 }
 

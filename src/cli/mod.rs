@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod color;
+pub mod complete;
 pub mod deploy;
 pub mod exit;
 pub mod logs;
@@ -15,6 +16,7 @@ pub mod output;
 pub mod progress;
 pub mod settings;
 pub mod status;
+pub mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,7 +37,8 @@ use crate::cli::exit::{Exit, report};
   mlkube init ml-platform --namespace ml     create an app
   cd ml-platform && mlkube show local        render the local environment
   mlkube diff dev && mlkube apply dev        review, then deploy
-  mlkube completion bash > ~/.local/share/bash-completion/completions/mlkube"
+  mlkube completion bash > ~/.local/share/bash-completion/completions/mlkube",
+    mut_subcommands(without_app)
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -44,7 +47,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every verb understands.
+/// Options every verb understands (`--app` only those that read an app).
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// The app directory (default: the nearest ancestor of the current directory holding app.yaml).
@@ -81,7 +84,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   mlkube init ml-platform
   mlkube init ml-platform --namespace ml --context kind-kind
-  mlkube init ml-platform --server https://10.0.0.1:6443 --empty")]
+  mlkube init ml-platform --server https://10.0.0.1:6443 --empty
+  mlkube init ml-platform --with-jobs        also a TensorFlow, a PyTorch and a JAX job")]
     Init(InitArgs),
     /// List, add, change or remove environments.
     #[command(
@@ -155,7 +159,8 @@ pub enum Command {
     /// missing or is not ready yet (a training job still running), 4 never applied, 2 errors.
     #[command(after_help = "Examples:
   mlkube status dev
-  mlkube status prod -o json")]
+  mlkube status prod -o json
+  mlkube status prod -c sweep         a sweep's jobs, best metric first")]
     Status(StatusArgs),
     /// Print the logs of training jobs' replicas, each line tagged with its replica
     /// (`worker-1 | ...`), from a job named KIND/NAME or the jobs an environment renders.
@@ -178,6 +183,34 @@ pub enum Command {
   mlkube completion fish > ~/.config/fish/completions/mlkube.fish
   mlkube completion powershell >> $PROFILE")]
     Completion(CompletionArgs),
+    /// What may come next on a command line: the completion scripts ask this.
+    #[command(
+        name = "__complete",
+        hide = true,
+        after_help = "Examples:
+  mlkube __complete -- apply ''       the environments"
+    )]
+    Complete(CompleteArgs),
+}
+
+/// The verbs that read no app.
+const WITHOUT_APP: [&str; 5] = ["init", "prototype", "operator", "completion", "__complete"];
+
+/// A verb that reads no app takes no `--app`: it is neither listed nor accepted there (a
+/// global `--app` given before the verb is still read, and ignored).
+fn without_app(command: clap::Command) -> clap::Command {
+    if !WITHOUT_APP.contains(&command.get_name()) {
+        return command;
+    }
+    command.arg(
+        clap::Arg::new("app")
+            .long("app")
+            .global(true)
+            .hide(true)
+            .value_parser(|_: &str| -> Result<PathBuf, String> {
+                Err("this verb reads no app; --app is for the verbs that do".to_owned())
+            }),
+    )
 }
 
 #[derive(Debug, Args)]
@@ -197,6 +230,10 @@ pub struct InitArgs {
     /// Start with no components instead of one of each prototype.
     #[arg(long)]
     pub empty: bool,
+    /// Also add a TensorFlow, a PyTorch and a JAX training job (train-tf, train-pytorch,
+    /// train-jax): one replica on CPU in local, four workers with a GPU each in prod.
+    #[arg(long)]
+    pub with_jobs: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -299,6 +336,7 @@ pub enum ComponentCommand {
   mlkube component rm resnet")]
     Rm {
         /// The component to remove.
+        #[arg(value_name = "COMPONENT")]
         name: String,
     },
 }
@@ -315,10 +353,12 @@ pub enum ParamCommand {
         component: String,
         /// The parameter's name.
         key: String,
-        /// The value, read as JSON (`3`, `true`, `[1,2]`) or else as a string.
+        /// The value, read as JSON (`3`, `true`, `[1,2]`) or else as a string; it may start
+        /// with `-` (`-1`, `-v`), also before `--env`.
+        #[arg(allow_hyphen_values = true)]
         value: String,
         /// Set it for this environment only.
-        #[arg(long, value_name = "E")]
+        #[arg(long, value_name = "ENV")]
         env: Option<String>,
         /// Keep the value a string instead of reading it as JSON.
         #[arg(long)]
@@ -332,7 +372,7 @@ pub enum ParamCommand {
         /// Only this component's parameters.
         component: Option<String>,
         /// Resolve the values as this environment sees them (default: the app's own params).
-        #[arg(long, value_name = "E")]
+        #[arg(long, value_name = "ENV")]
         env: Option<String>,
         /// How to print the listing.
         #[arg(short = 'o', long, value_enum, default_value_t = ListingFormat::Text)]
@@ -394,7 +434,14 @@ pub enum ManifestFormat {
 pub struct CompletionArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The words after `mlkube`, the last one the word being completed (empty after a space).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub words: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -548,6 +595,10 @@ pub struct ValidateArgs {
 pub struct StatusArgs {
     /// The environment to report on.
     pub env: String,
+    /// Instead, the training jobs this component renders (a sweep's), each with its
+    /// hyperparameters, state and final metric, best first.
+    #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
+    pub component: Option<String>,
     /// A table, or the report as JSON.
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
@@ -587,6 +638,14 @@ pub struct OperatorArgs {
         default_value = crate::operator::frameworks::pytorch::DEFAULT_INIT_IMAGE
     )]
     pub pytorch_init_container_image: String,
+    /// The image of the `kubectl-delivery` container that puts kubectl into MPIJob launchers;
+    /// another where the nodes cannot pull the default.
+    #[arg(
+        long,
+        value_name = "IMAGE",
+        default_value = crate::operator::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
+    )]
+    pub mpi_kubectl_delivery_image: String,
     /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
     pub frameworks: Vec<&'static crate::operator::frameworks::Registered>,
@@ -608,16 +667,21 @@ pub struct OperatorArgs {
         )
     )]
     pub log_format: Option<crate::operator::LogFormat>,
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
+    /// The kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, else the pod's
+    /// ServiceAccount).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: the kubeconfig's current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
 }
 
 impl OperatorArgs {
     /// The operator's settings from its flags.
     fn into_settings(self) -> crate::operator::Settings {
         crate::operator::Settings {
-            kubeconfig: self.cluster.kubeconfig,
-            context: self.cluster.context,
+            kubeconfig: self.kubeconfig,
+            context: self.context,
             namespace: self.namespace,
             leader_elect: self.leader_elect,
             metrics_addr: self.metrics_addr,
@@ -625,6 +689,7 @@ impl OperatorArgs {
             concurrency: self.concurrency,
             gang_scheduler: self.gang_scheduler,
             pytorch_init_image: self.pytorch_init_container_image,
+            mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image,
             shutdown_timeout: self.shutdown_timeout,
             log_format: self.log_format,
             frameworks: if self.frameworks.is_empty() {
@@ -663,7 +728,14 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Exit {
     match cli.command {
-        Command::Completion(args) => outcome(completion(args.shell)),
+        Command::Completion(args) => outcome(print_stdout(complete::script(args.shell))),
+        Command::Complete(args) => {
+            let text: String = complete::candidates(&args.words)
+                .iter()
+                .map(|candidate| format!("{candidate}\n"))
+                .collect();
+            outcome(print_stdout(&text))
+        }
         Command::Init(args) => outcome(app::init(&args)),
         Command::Env(command) => outcome(app::env(cli.global.app.as_deref(), &command)),
         Command::Prototype(command) => outcome(app::prototype(&command)),
@@ -716,13 +788,14 @@ fn show(app_flag: Option<&std::path::Path>, args: &ShowArgs) -> Result<(), ShowE
     }
 }
 
-/// `mlkube completion <shell>`: the script, from the same command tree that parses.
-fn completion(shell: clap_complete::Shell) -> Result<(), std::io::Error> {
+/// Print `text` on stdout; a closed pipe is not an error.
+fn print_stdout(text: &str) -> Result<(), std::io::Error> {
     use std::io::Write as _;
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "mlkube", &mut script);
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
         Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error),
         _ => Ok(()),
     }

@@ -1,5 +1,6 @@
 //! The Jsonnet evaluator, as the rest of mlkube sees it: evaluate a file of the app or of the
-//! embedded library to JSON, and turn jrsonnet's errors into `file:line:column: message`.
+//! embedded library to JSON, and turn jrsonnet's errors into `file:line:column: message`, with
+//! [`locate`] filling in the location jrsonnet leaves out of some runtime errors.
 //!
 //! One [`Evaluator`] serves one rendering: every file is parsed and evaluated at most once, so
 //! a prototype shared by several components costs one evaluation, and the environment's params
@@ -14,6 +15,7 @@ use jrsonnet_evaluator::{Error as JrError, Span, State, Val};
 use serde_json::{Map, Number, Value};
 
 use crate::render::library::{ComponentContexts, Resolver};
+use crate::render::locate::{self, Step};
 
 /// A Jsonnet syntax or runtime error, located in the file the user can open.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +26,8 @@ pub struct JsonnetError {
     pub message: String,
     /// The stack, innermost first, as `file:line:column: description` lines.
     pub trace: Vec<String>,
+    /// The field of the evaluated file's output that was being rendered, e.g. `data.msg`.
+    pub field: Option<String>,
 }
 
 impl fmt::Display for JsonnetError {
@@ -34,6 +38,9 @@ impl fmt::Display for JsonnetError {
         }
         for frame in &self.trace {
             write!(f, "\n    at {frame}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "\n    while rendering the field {field}")?;
         }
         Ok(())
     }
@@ -69,6 +76,7 @@ impl From<JrError> for JsonnetError {
                  end?)"
                     .to_owned()
             }
+            ErrorKind::NoSuchField(field, similar) => no_such_field(field, similar),
             other => other.to_string().trim_end().to_owned(),
         };
         let mut trace = shorten(trace);
@@ -80,8 +88,73 @@ impl From<JrError> for JsonnetError {
             location: syntax_location.or(frame_location),
             message,
             trace,
+            field: None,
         }
     }
+}
+
+/// "no such field `greeting`; did you mean `greetings`?"
+fn no_such_field(field: &str, similar: &[jrsonnet_evaluator::IStr]) -> String {
+    let quoted: Vec<String> = similar.iter().map(|name| format!("`{name}`")).collect();
+    match quoted.split_last() {
+        None => format!("no such field `{field}`"),
+        Some((last, [])) => format!("no such field `{field}`; did you mean {last}?"),
+        Some((last, others)) => format!(
+            "no such field `{field}`; did you mean {} or {last}?",
+            others.join(", ")
+        ),
+    }
+}
+
+/// `error` of evaluating `file` (whose text is `source`) while rendering its output field
+/// `path`, with a location where jrsonnet gave none, or a better one for a missing field: its
+/// read in the innermost frame's file (or the evaluated one), preferring a read inside the
+/// definition of the failing field; else that definition; else at least the file.
+fn located(error: JrError, file: &str, source: &str, path: &[Step]) -> JsonnetError {
+    let innermost = error
+        .trace()
+        .0
+        .iter()
+        .find_map(|frame| frame.location.clone());
+    let missing = match error.error() {
+        ErrorKind::NoSuchField(field, _) => Some(field.to_string()),
+        _ => None,
+    };
+    let mut located = JsonnetError::from(error);
+    if !path.is_empty() {
+        located.field = Some(locate::path_text(path));
+    }
+    let definition = locate::field_definition(source, path);
+    let at = |name: &str, text: &str, offset: usize| {
+        let (line, column) = locate::line_column(text, offset);
+        format!("{name}:{line}:{column}")
+    };
+    if let Some(field) = missing {
+        let (name, text) = match &innermost {
+            Some(span) => (source_name(span), span.0.code()),
+            None => (file.to_owned(), source),
+        };
+        let mut reads = locate::field_reads(text, &field);
+        if name == file
+            && let Some(definition) = &definition
+            && reads.iter().any(|read| definition.value.contains(read))
+        {
+            reads.retain(|read| definition.value.contains(read));
+        }
+        if reads.len() == 1 || (innermost.is_none() && !reads.is_empty()) {
+            located.location = Some(at(&name, text, reads[0]));
+            return located;
+        }
+    }
+    // Some messages name their place themselves (a missing import names the importing line).
+    let placed = located.message.contains(&format!("{file}:"));
+    if located.location.is_none() && !placed {
+        located.location = Some(match definition {
+            Some(definition) => at(file, source, definition.key),
+            None => file.to_owned(),
+        });
+    }
+    located
 }
 
 /// The most frames a trace prints; a deep recursion would otherwise print hundreds.
@@ -113,11 +186,17 @@ fn shorten(trace: Vec<String>) -> Vec<String> {
 
 /// `file:line:column` of the start of a span, the file named as the resolver named it.
 fn span_location(span: &Span) -> String {
-    let source = &span.0;
-    let name = source.source_path().to_string();
-    let name = name.strip_prefix("virtual:").unwrap_or(&name);
-    let [start] = source.map_source_locations(&[span.1]);
-    format!("{name}:{}:{}", start.line, start.column)
+    let [start] = span.0.map_source_locations(&[span.1]);
+    format!("{}:{}:{}", source_name(span), start.line, start.column)
+}
+
+/// The file of a span, named as the resolver named it.
+fn source_name(span: &Span) -> String {
+    let name = span.0.source_path().to_string();
+    match name.strip_prefix("virtual:") {
+        Some(name) => name.to_owned(),
+        None => name,
+    }
 }
 
 /// Evaluates the files of one app (and the embedded library) for one rendering.
@@ -152,8 +231,17 @@ impl Evaluator {
     /// name, to JSON.
     pub fn evaluate(&self, name: &str) -> Result<Value, JsonnetError> {
         let _entered = self.state.try_enter();
-        let value = self.state.import_resolved(Resolver::source(name))?;
-        Ok(to_json(&value)?)
+        let mut path = Vec::new();
+        let result = self
+            .state
+            .import_resolved(Resolver::source(name))
+            .and_then(|value| to_json(&value, &mut path));
+        result.map_err(
+            |error| match self.state.import_resolved_str(Resolver::source(name)) {
+                Ok(source) => located(error, name, &source, &path),
+                Err(_) => JsonnetError::from(error),
+            },
+        )
     }
 
     /// Evaluate a file and give back its top-level fields, hidden ones included, unevaluated
@@ -167,6 +255,7 @@ impl Evaluator {
                 location: Some(format!("{name}:1:1")),
                 message: format!("expected an object, got {}", other.value_type()),
                 trace: Vec::new(),
+                field: None,
             }),
         }
     }
@@ -184,7 +273,7 @@ impl Evaluator {
     pub fn field_json(&self, fields: &Fields, field: &str) -> Result<Option<Value>, JsonnetError> {
         let _entered = self.state.try_enter();
         match fields.object.get(field.into())? {
-            Some(value) => Ok(Some(to_json(&value)?)),
+            Some(value) => Ok(Some(to_json(&value, &mut Vec::new())?)),
             None => Ok(None),
         }
     }
@@ -196,8 +285,8 @@ pub struct Fields {
 }
 
 /// Manifest a Jsonnet value as JSON, keeping the evaluator's error (and its location) when a
-/// field fails to evaluate.
-fn to_json(value: &Val) -> jrsonnet_evaluator::Result<Value> {
+/// field fails to evaluate; `path` is then left at the failing field.
+fn to_json(value: &Val, path: &mut Vec<Step>) -> jrsonnet_evaluator::Result<Value> {
     Ok(match value {
         Val::Null => Value::Null,
         Val::Bool(b) => Value::Bool(*b),
@@ -205,8 +294,10 @@ fn to_json(value: &Val) -> jrsonnet_evaluator::Result<Value> {
         Val::Num(n) => number(n.get()),
         Val::Arr(array) => {
             let mut items = Vec::with_capacity(array.len() as usize);
-            for item in array.iter() {
-                items.push(to_json(&item?)?);
+            for (index, item) in array.iter().enumerate() {
+                path.push(Step::Index(index));
+                items.push(to_json(&item?, path)?);
+                path.pop();
             }
             Value::Array(items)
         }
@@ -214,7 +305,9 @@ fn to_json(value: &Val) -> jrsonnet_evaluator::Result<Value> {
             object.run_assertions()?;
             let mut map = Map::new();
             for (key, field) in object.iter() {
-                map.insert(key.to_string(), to_json(&field?)?);
+                path.push(Step::Key(key.to_string()));
+                map.insert(key.to_string(), to_json(&field?, path)?);
+                path.pop();
             }
             Value::Object(map)
         }
@@ -275,6 +368,63 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:3:6"));
         assert_eq!(error.message, "runtime error: boom");
+    }
+
+    fn evaluate_error(source: &str) -> JsonnetError {
+        let dir = app(&[("components/a.jsonnet", source)]);
+        Evaluator::new(dir.path())
+            .evaluate("components/a.jsonnet")
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_missing_field_names_where_it_is_read_and_the_fields_nearby() {
+        let error = evaluate_error(
+            "local config = { greetings: 'hi', name: 'x' };\n{\n  kind: 'ConfigMap',\n  \
+             data: { msg: config.greeting },\n}\n",
+        );
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:4:23"));
+        assert_eq!(
+            error.message,
+            "no such field `greeting`; did you mean `greetings`?"
+        );
+        assert_eq!(error.field.as_deref(), Some("data.msg"));
+    }
+
+    #[test]
+    fn a_missing_field_read_in_a_local_function_names_the_read_not_the_call() {
+        let error =
+            evaluate_error("local get(x) = x.greeting;\n{\n  a: { b: get({ c: 1 }) },\n}\n");
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:1:18"));
+        assert_eq!(error.message, "no such field `greeting`");
+        assert!(
+            error.trace[0].starts_with("components/a.jsonnet:3:14: function <get> call"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn of_several_reads_of_a_missing_field_the_one_in_the_failing_field_is_named() {
+        let error = evaluate_error(
+            "local c = { a: 1, f():: c.nope };\n{\n  x: { y: c.a },\n  z: [1, { w: c.nope }],\n}\n",
+        );
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:4:17"));
+        assert_eq!(error.field.as_deref(), Some("z[1].w"));
+    }
+
+    #[test]
+    fn a_runtime_error_without_a_location_names_the_field_being_rendered() {
+        let error = evaluate_error(
+            "{\n  kind: 'ConfigMap',\n  data: {\n    ok: 'yes',\n    msg: 'a' - 1,\n  },\n}\n",
+        );
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:5:5"));
+        assert_eq!(
+            error.message,
+            "binary operation string - number is not implemented"
+        );
+        assert_eq!(error.field.as_deref(), Some("data.msg"));
+        let error = evaluate_error("{\n  items: [1, 2][5],\n}\n");
+        assert_eq!(error.location.as_deref(), Some("components/a.jsonnet:2:3"));
     }
 
     #[test]

@@ -8,5 +8,6 @@
 pub mod jsonnet;
 pub mod kinds;
 pub mod library;
+pub mod locate;
 pub mod manifest;
 pub mod yaml;

@@ -2,18 +2,25 @@
 //!
 //! One test binary, one module per area, so the heavy Kubernetes client links once.
 
+mod adopt;
 mod components;
 mod deploy;
 mod frameworks;
 mod frameworks_more;
 mod identity;
 mod image_pull;
+mod job_prototypes;
 mod logs;
+mod messages;
+mod mpi;
 mod operator;
 mod operator_faults;
 mod operator_identity;
+mod parity;
 mod preflight;
+mod shared_objects;
 mod simulation;
 mod smoke;
 mod status;
 mod support;
+mod sweeps;
