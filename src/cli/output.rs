@@ -403,6 +403,30 @@ pub fn print_failure(printer: &Printer, error: serde_json::Value, refused: Vec<s
     let _ = writeln!(std::io::stdout().lock(), "{json:#}");
 }
 
+/// Rows under a header in columns two spaces apart; the last column is not padded.
+pub fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let last = header.len() - 1;
+    let widths: Vec<usize> = (0..last)
+        .map(|i| {
+            std::iter::once(header)
+                .chain(rows.iter().map(Vec::as_slice))
+                .map(|r| r[i].len())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:width$}  ");
+        }
+        line.push_str(&row[last]);
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,7 @@ pub fn render_text(status: &Status, context: &str) -> String {
         status.env, status.app, status.namespace
     );
     let _ = writeln!(out, "last apply: {}", last_apply_line(status));
-    let rows: Vec<[String; 5]> = status
+    let rows: Vec<Vec<String>> = status
         .members
         .iter()
         .map(|m| {
@@ -103,7 +103,7 @@ pub fn render_text(status: &Status, context: &str) -> String {
             .flatten()
             .collect::<Vec<_>>()
             .join("; ");
-            [
+            vec![
                 m.key.to_string(),
                 m.component.clone().unwrap_or_else(|| "-".into()),
                 health.to_string(),
@@ -113,23 +113,7 @@ pub fn render_text(status: &Status, context: &str) -> String {
         })
         .collect();
     let header = ["OBJECT", "COMPONENT", "HEALTH", "DRIFT", "DETAIL"].map(String::from);
-    let widths: Vec<usize> = (0..4)
-        .map(|i| {
-            std::iter::once(&header)
-                .chain(&rows)
-                .map(|r| r[i].len())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:width$}  ");
-        }
-        line.push_str(&row[4]);
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    out.push_str(&super::output::table(&header, &rows));
     let s = status.summary;
     let _ = writeln!(
         out,

@@ -173,24 +173,7 @@ pub fn render_text(found: &Sweep, env: &str, namespace: &str, context: &str) -> 
             row
         })
         .collect();
-    let columns = header.len();
-    let widths: Vec<usize> = (0..columns - 1)
-        .map(|i| {
-            std::iter::once(&header)
-                .chain(&rows)
-                .map(|r| r[i].len())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:width$}  ");
-        }
-        line.push_str(&row[columns - 1]);
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    out.push_str(&super::output::table(&header, &rows));
     out
 }
 
