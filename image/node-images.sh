@@ -10,6 +10,10 @@
 #   docker.io/mlkube/mlkube:<version>        image/build.sh     the operator
 #   docker.io/mlkube/training:<version>      image/training/    Python with TF, JAX, sklearn, XGBoost
 #   docker.io/mlkube/notebook-hub:<version>  image/notebook-hub/  JupyterHub, and the notebooks
+#   docker.io/mlkube/kubectl-delivery:<version>  image/kubectl-delivery/  kubectl for MPIJob launchers
+#
+# kubectl-delivery copies the control plane's own kubectl: $MLKUBE_KUBECTL, or the newest
+# ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/controlplane/*/bin/kubectl cluster/local-cluster.sh built.
 #
 # <version> is the crate's. The archives are ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images/
 # <name>-<tag>.oci.tar, each with <archive>.key: the digest of what it was built from (its
@@ -99,12 +103,27 @@ command -v musl-gcc >/dev/null ||
     "install it: apt-get install musl-tools"
 take_lock
 
+# The kubectl the kubectl-delivery image holds: see above.
+control_plane_kubectl() {
+  local found
+  if [ -n "${MLKUBE_KUBECTL:-}" ]; then
+    echo "$MLKUBE_KUBECTL"
+    return
+  fi
+  found=$(ls -t "${MLKUBE_CACHE:-$HOME/.cache/mlkube}"/controlplane/*/bin/kubectl 2>/dev/null | head -1)
+  [ -n "$found" ] || die "no kubectl for the kubectl-delivery image" \
+    "run cluster/local-cluster.sh up once (it builds the control plane), or set MLKUBE_KUBECTL"
+  echo "$found"
+}
+
 SOURCES=$(mktemp -d)
 trap 'rm -rf "$SOURCES"' EXIT
 debian_sources "$SOURCES"
 DEBIAN_SOURCES=$(cat "$SOURCES"/host.*)
 EXAMPLES=(examples/training/*.py)
 [ -f "${EXAMPLES[0]}" ] || EXAMPLES=()
+KUBECTL=$(control_plane_kubectl)
+export KUBECTL
 
 cached_image pause "$PAUSE_TAG" image/pause/build.sh "$(musl-gcc --version | head -1)" \
   image/pause image/oci.sh
@@ -113,3 +132,6 @@ cached_image training "$VERSION" image/training/build.sh "$DEBIAN_SOURCES" \
   image/training image/oci.sh image/debian.sh "${EXAMPLES[@]}"
 cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCES" \
   image/notebook-hub image/oci.sh image/debian.sh
+cached_image kubectl-delivery "$VERSION" image/kubectl-delivery/build.sh \
+  "$(musl-gcc --version | head -1) kubectl $(sha256sum "$KUBECTL" | awk '{print $1}')" \
+  image/kubectl-delivery image/oci.sh

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The training image: Debian bookworm's python3 with the wheels pinned in
 # image/training/requirements.txt (TensorFlow, JAX, scikit-learn with its bundled data sets,
-# XGBoost, all for the CPU) in /opt/venv, first on PATH, and the example training scripts of
-# examples/training/ in /opt/mlkube/examples/. It runs as the user mlkube (uid 1000, group
-# users) in /tmp; its default command is python3. image/node-images.sh calls this with the
-# image's name and caches the archive.
+# XGBoost, all for the CPU) in /opt/venv, first on PATH, Debian's Open MPI (mpirun, orted) and
+# mpi4py, which the venv sees too, and the example training scripts of examples/training/ in
+# /opt/mlkube/examples/. It runs as the user mlkube (uid 1000, group users) in /tmp; its default
+# command is python3. image/node-images.sh calls this with the image's name and caches the
+# archive.
 #
 #   image/training/build.sh ARCHIVE REF      (as root; e.g. REF docker.io/mlkube/training:0.1.0)
 set -euo pipefail
@@ -30,14 +31,22 @@ copy_examples() {
   done
 }
 
+# Debian's mpi4py, built against the image's Open MPI, in the venv too: Debian's packages come
+# after the venv's on sys.path, so they never shadow the pinned wheels.
+venv_sees_debian_packages() {
+  local rootfs=$1
+  echo /usr/lib/python3/dist-packages \
+    >"$rootfs/opt/venv/lib/python$PYTHON_VERSION/site-packages/debian-dist-packages.pth"
+}
+
 # Every framework imports: a wheel that needs a library minbase lacks fails here, not in a pod.
 check_imports() {
   local rootfs=$1
-  say "checking that tensorflow, jax, sklearn and xgboost import in the image"
+  say "checking that tensorflow, jax, sklearn, xgboost and mpi4py import in the image"
   mkdir -p "$rootfs/tmp/check"
   # TensorFlow logs to stderr as it loads: shown only when the import fails.
   in_chroot "$rootfs" /usr/bin/env HOME=/tmp/check PYTHONDONTWRITEBYTECODE=1 \
-    /opt/venv/bin/python -c 'import tensorflow, jax, sklearn, xgboost, sklearn.datasets as d; d.load_digits()' \
+    /opt/venv/bin/python -c 'import tensorflow, jax, sklearn, xgboost, mpi4py, sklearn.datasets as d; d.load_digits()' \
     >"$WORK/check.log" 2>&1 || {
     cat "$WORK/check.log" >&2
     die "the frameworks do not import in the training image" "the output above says which one and why"
@@ -59,7 +68,7 @@ run_config() {
     "Labels": {
       "org.opencontainers.image.title": "mlkube-training",
       "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "Python 3 with TensorFlow, JAX, scikit-learn and XGBoost for the CPU, and mlkube's training examples"
+      "org.opencontainers.image.description": "Python 3 with TensorFlow, JAX, scikit-learn and XGBoost for the CPU, Open MPI with mpi4py, and mlkube's training examples"
     }
   }
 CONFIG
@@ -70,8 +79,9 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/n
 WORK=$(debian_workdir)
 trap 'debian_remove_workdir "$WORK"' EXIT
 python_wheels "$REQUIREMENTS"
-debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase
+debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase openmpi-bin python3-mpi4py
 python_venv "$WORK/rootfs" "$REQUIREMENTS"
+venv_sees_debian_packages "$WORK/rootfs"
 add_user "$WORK/rootfs" mlkube "$USER_ID" "$GROUP_ID"
 copy_examples "$WORK/rootfs"
 check_imports "$WORK/rootfs"

@@ -13,9 +13,11 @@
 mod failures;
 mod hub;
 mod jobs;
+mod mpi;
 mod network;
 mod platform;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
 mod support;
+mod sweeps;
 mod training;
