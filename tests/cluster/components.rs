@@ -126,6 +126,10 @@ async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
             }
         }
     }
+    // Other tests see a cluster without Istio, as the local cluster is.
+    for crd in istio_crds() {
+        remove_crd(&client, &crd).await;
+    }
     assert!(
         rejections.is_empty(),
         "{} of {checked} objects were rejected:\n{}",
@@ -538,6 +542,29 @@ async fn install_crd(client: &Client, crd: &Value) {
     )
     .await
     .unwrap_or_else(|_| panic!("CRD {name} was not Established within {TIMEOUT:?}"))
+    .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+}
+
+/// Delete a CRD this test installed and wait until it is gone.
+async fn remove_crd(client: &Client, crd: &Value) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = crd["metadata"]["name"].as_str().expect("a CRD has a name");
+    let uid = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading CRD {name}: {e}"))
+        .metadata
+        .uid;
+    api.delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting CRD {name}: {e}"));
+    let uid = uid.unwrap_or_default();
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api, name, conditions::is_deleted(&uid)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("CRD {name} was not gone within {TIMEOUT:?}"))
     .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
 }
 

@@ -22,7 +22,7 @@ use mlkube::render::manifest::Object;
 use serde_json::{Value, json};
 
 use crate::deploy::{config_map, deployment, mlkube};
-use crate::support::{self, TestNamespace};
+use crate::support::{self, TestNamespace, lock_shared_cluster_objects};
 
 /// `objects` as YAML documents in `dir/objects.yaml`, for `--manifest`.
 fn manifest(dir: &Path, objects: &[Object]) -> String {
@@ -598,6 +598,8 @@ async fn validate_before_the_namespace_exists_reports_a_misspelt_field_and_a_wro
 
 #[tokio::test]
 async fn a_kind_the_cluster_does_not_serve_gets_a_hint_naming_the_param_that_turns_it_off() {
+    // The components test installs Istio's CRDs for a while under this lock.
+    let _shared = lock_shared_cluster_objects().await;
     let test = TestNamespace::new("messages-unserved").await;
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let app = app_in_absent_namespace(tmp.path(), &format!("{}-absent", test.name));
