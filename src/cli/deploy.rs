@@ -14,7 +14,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::app::App;
-use crate::app::prototype;
+use crate::app::{params, prototype};
 use crate::deploy::apply::{
     self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
 };
@@ -31,6 +31,7 @@ use crate::render::jsonnet::Evaluator;
 
 use super::exit::Exit;
 use super::output::{self, Confirmation, Printer};
+use super::param_source;
 use super::settings::{self, Deployment, Selection, SettingsError};
 use super::{
     ApplyArgs, ClusterArgs, DeleteArgs, DiffArgs, GlobalArgs, ListFormat, PruneArgs, RequestArgs,
@@ -258,7 +259,8 @@ pub fn apply_deployment(
             Err(ApplyError::UnknownKinds { kinds }) => {
                 return Err(unserved_kinds(deployment, &cluster, &plan, kinds));
             }
-            report => report?,
+            Err(error) => return Err(name_params_of_refused(deployment, &plan, error).into()),
+            Ok(report) => report,
         };
         for line in unchecked_lines(&report.unchecked) {
             eprintln!("mlkube: {line}");
@@ -402,6 +404,7 @@ pub fn validate_deployment(
                 rejected.message = message;
             }
         }
+        name_params(deployment, &mut validation.rejected);
         if args.output == ListFormat::Json {
             let json = serde_json::to_value(&validation).unwrap_or_default();
             let _ = writeln!(std::io::stdout().lock(), "{json:#}");
@@ -418,6 +421,64 @@ pub fn validate_deployment(
         } else {
             Exit::Error
         })
+    })
+}
+
+/// Add to each rejection the param of its component its rejected value came from, where the
+/// app has one with exactly that value in the environment.
+fn name_params(deployment: &Deployment, rejected: &mut [Rejection]) {
+    if rejected.is_empty() {
+        return;
+    }
+    let Some(hint) = param_hinter(deployment) else {
+        return;
+    };
+    for rejection in rejected {
+        if let Some(hint) = hint(&rejection.component, &rejection.message) {
+            rejection.message = format!("{}\n  {hint}", rejection.message);
+        }
+    }
+}
+
+/// As `name_params`, for the objects an apply's checks refused (the plan knows their components).
+fn name_params_of_refused(deployment: &Deployment, plan: &Plan, error: ApplyError) -> ApplyError {
+    let ApplyError::Preflight(PreflightError::Rejected {
+        count,
+        written,
+        mut refused,
+        ..
+    }) = error
+    else {
+        return error;
+    };
+    if let Some(hint) = param_hinter(deployment) {
+        for (key, refusal) in &mut refused {
+            let component = plan.objects.iter().find(|d| d.key == *key);
+            if let Some(hint) = component.and_then(|d| hint(&d.component, &refusal.message)) {
+                refusal.message = format!("{}\n  {hint}", refusal.message);
+            }
+        }
+    }
+    ApplyError::Preflight(PreflightError::Rejected {
+        count,
+        written,
+        details: preflight::details(&refused),
+        refused,
+    })
+}
+
+/// The hint naming a param for a component's rejection message, from the environment's
+/// resolved params; `None` for `--manifest` or an app that cannot be read again.
+fn param_hinter(deployment: &Deployment) -> Option<impl Fn(&str, &str) -> Option<String>> {
+    let app = App::load(deployment.dir.as_deref()?).ok()?;
+    let env = app.environment(&deployment.target.env).ok()?.name.clone();
+    let evaluator = Evaluator::new(app.root());
+    let resolved = params::resolve(&app, &evaluator, app.environment(&env).ok()).ok()?;
+    Some(move |component: &str, message: &str| {
+        resolved
+            .iter()
+            .find(|p| p.component.name == component)
+            .and_then(|p| param_source::param_hint(message, p, &env))
     })
 }
 

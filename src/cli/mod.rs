@@ -13,6 +13,7 @@ pub mod deploy;
 pub mod exit;
 pub mod logs;
 pub mod output;
+pub mod param_source;
 pub mod progress;
 pub mod settings;
 pub mod status;

@@ -410,17 +410,22 @@ impl<'p> Preflight<'p> {
             return Ok(());
         }
         refused.sort_by(|a, b| a.0.cmp(&b.0));
-        let details: Vec<String> = refused
-            .iter()
-            .map(|(key, refusal)| format!("  {key}: {}", refusal.message))
-            .collect();
         Err(PreflightError::Rejected {
             count: refused.len(),
             written,
-            details: details.join("\n"),
+            details: details(&refused),
             refused,
         })
     }
+}
+
+/// The lines of a rejection that name each object refused and why.
+pub fn details(refused: &[(Key, Refusal)]) -> String {
+    let lines: Vec<String> = refused
+        .iter()
+        .map(|(key, refusal)| format!("  {key}: {}", refusal.message))
+        .collect();
+    lines.join("\n")
 }
 
 /// One object the server rejected, or could not check (fully) yet.

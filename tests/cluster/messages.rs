@@ -632,3 +632,64 @@ async fn a_kind_the_cluster_does_not_serve_gets_a_hint_naming_the_param_that_tur
         );
     }
 }
+
+/// A hand-written component whose free-form param `team` ends up as a label value.
+const LABELLED_COMPONENT: &str = r#"
+local component = import 'mlkube/component.libsonnet';
+{
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: 'labelled',
+    namespace: component.env.namespace,
+    labels: { team: component.params.team },
+  },
+  data: { team: component.params.team },
+}
+"#;
+
+#[tokio::test]
+async fn validate_and_apply_name_the_param_a_value_the_server_rejects_came_from() {
+    let test = TestNamespace::new("messages-param-source").await;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let init = mlkube(
+        tmp.path(),
+        &[
+            "init",
+            app.to_str().expect("UTF-8"),
+            "--namespace",
+            &test.name,
+        ],
+    );
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    std::fs::write(app.join("components/labelled.jsonnet"), LABELLED_COMPONENT).expect("write");
+    let set = mlkube(
+        &app,
+        &[
+            "param", "set", "labelled", "team", "ml team!", "--env", "local",
+        ],
+    );
+    assert!(set.status.success(), "{}", text(&set.stderr));
+
+    for verb in [
+        &["validate", "local", "-c", "labelled"][..],
+        &["apply", "local", "-c", "labelled", "--dry-run"],
+        &["apply", "local", "-c", "labelled"],
+    ] {
+        let out = mlkube(&app, verb);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb:?}: {stderr}");
+        assert!(
+            stderr.contains("metadata.labels: Invalid value: \"ml team!\""),
+            "{verb:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "hint: the value comes from param `team` of component `labelled` (environment \
+                 `local`): `mlkube param set labelled team <value> --env local`"
+            ),
+            "{verb:?}: {stderr}"
+        );
+    }
+}
