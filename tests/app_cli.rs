@@ -1686,7 +1686,7 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         run.stderr,
-        "Created app `platform` in platform with environments local, dev, prod and one component \
-         of each prototype.\n"
+        "Created app `platform` in platform with environments local, dev, prod and components \
+         mnist (tf-serving), notebook-hub, tf-job-operator, volume-controller.\n"
     );
 }

@@ -94,7 +94,7 @@ fn completion_prints_a_script_for_each_shell() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("[possible values: bash,"));
 }
 
-/// A fresh app `platform` (one component of each prototype) in a temporary directory.
+/// A fresh app `platform` (the platform's components) in a temporary directory.
 fn new_app() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))

@@ -129,24 +129,31 @@ pub fn init(args: &InitArgs) -> Result<(), AppError> {
     })?;
     let dir = args.dir.display();
     eprintln!(
-        "Created app `{}` in {dir} with environments local, dev, prod{}{}.",
+        "Created app `{}` in {dir} with environments local, dev, prod{}.",
         app.name(),
-        if args.empty {
-            ""
-        } else {
-            " and one component of each prototype"
-        },
-        match (args.with_jobs, args.empty) {
-            (false, _) => "",
-            (true, true) => " and the training jobs train-tf, train-pytorch and train-jax",
-            (true, false) => ", plus the training jobs train-tf, train-pytorch and train-jax",
-        },
+        components_line(&app)
     );
     // A person gets the next step; a script that runs init tells its own story.
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         eprintln!("Next: cd {dir} && mlkube show local");
     }
     Ok(())
+}
+
+/// ` and components a, b (prototype), ...` of a new app, or nothing for an empty one.
+fn components_line(app: &App) -> String {
+    let components = app.components().unwrap_or_default();
+    if components.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = components
+        .iter()
+        .map(|c| match &c.prototype {
+            Some(prototype) if *prototype != c.name => format!("{} ({prototype})", c.name),
+            _ => c.name.clone(),
+        })
+        .collect();
+    format!(" and components {}", named.join(", "))
 }
 
 // ---------------------------------------------------------------------------------------------
