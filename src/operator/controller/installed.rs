@@ -42,7 +42,12 @@ pub(super) async fn await_installed<J: TrainingJob>(
     let mut pause = RECHECK_FIRST;
     let mut said = false;
     loop {
-        match served::<J>(client).await {
+        // A stop also ends a discovery request still in flight (a slow API server).
+        let answer = tokio::select! {
+            answer = served::<J>(client) => answer,
+            () = stop.clone() => return false,
+        };
+        match answer {
             Ok(true) => break,
             Ok(false) if !said => {
                 tracing::warn!(
