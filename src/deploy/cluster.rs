@@ -479,6 +479,28 @@ impl KubeCluster {
     }
 }
 
+impl KubeCluster {
+    /// A JSON merge patch of the object `live` is, written as field manager `manager`.
+    async fn merge_patch(
+        &self,
+        resolved: &Resolved,
+        live: &Value,
+        manager: &str,
+        patch: &Value,
+    ) -> Result<(), kube::Error> {
+        let params = PatchParams {
+            field_manager: Some(manager.into()),
+            ..PatchParams::default()
+        };
+        let namespace = live["metadata"]["namespace"].as_str();
+        let name = live["metadata"]["name"].as_str().unwrap_or_default();
+        self.api(resolved, namespace)
+            .patch(name, &params, &Patch::Merge(patch))
+            .await?;
+        Ok(())
+    }
+}
+
 impl Cluster for KubeCluster {
     async fn disown(
         &self,
@@ -489,16 +511,8 @@ impl Cluster for KubeCluster {
     ) -> Result<(), kube::Error> {
         // A merge patch of the managed fields, which the server takes as the object's new ones.
         let patch = crate::deploy::ownership::disowning(live, manager, label);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        let namespace = live["metadata"]["namespace"].as_str();
-        let name = live["metadata"]["name"].as_str().unwrap_or_default();
-        self.api(resolved, namespace)
-            .patch(name, &params, &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        self.merge_patch(resolved, live, FIELD_MANAGER, &patch)
+            .await
     }
 
     async fn take_over(
@@ -508,16 +522,7 @@ impl Cluster for KubeCluster {
         manager: &str,
     ) -> Result<(), kube::Error> {
         let patch = crate::deploy::adopt::transfer(live, manager);
-        let params = PatchParams {
-            field_manager: Some(manager.into()),
-            ..PatchParams::default()
-        };
-        let namespace = live["metadata"]["namespace"].as_str();
-        let name = live["metadata"]["name"].as_str().unwrap_or_default();
-        self.api(resolved, namespace)
-            .patch(name, &params, &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        self.merge_patch(resolved, live, manager, &patch).await
     }
 
     async fn refresh(&self) -> Result<(), ClusterError> {
