@@ -10,6 +10,7 @@ pub mod apply;
 pub mod applyset;
 pub mod cancel;
 pub mod cluster;
+pub mod deferred;
 pub mod diff;
 pub mod key;
 pub mod live;

@@ -43,6 +43,7 @@ use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
+pub use crate::deploy::deferred::Blocker;
 use crate::deploy::key::Key;
 use crate::deploy::plan::{Desired, Plan};
 
@@ -152,26 +153,6 @@ impl fmt::Display for Written {
             "nothing was written but what their check needed first: {}",
             keys.join(", ")
         )
-    }
-}
-
-/// What an object waits for before the server can judge it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Blocker {
-    /// Its namespace, which this apply creates.
-    Namespace(String),
-    /// Its kind, which a CustomResourceDefinition of this apply defines.
-    Kind,
-}
-
-impl fmt::Display for Blocker {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Blocker::Namespace(ns) => {
-                write!(f, "namespace `{ns}` does not exist yet; apply creates it")
-            }
-            Blocker::Kind => write!(f, "its CustomResourceDefinition is created by this apply"),
-        }
     }
 }
 
