@@ -508,7 +508,7 @@ start_kwok_nodes() {
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 10.240.0.0/12 --node-ip 10.240.0.1 \
+    --cidr 10.240.0.0/12 --node-ip 127.0.240.1 \
     --node-lease-duration-seconds 40
 
   {
