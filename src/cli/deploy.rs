@@ -24,8 +24,9 @@ use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::key::Key;
 use crate::deploy::plan::{self, Plan, PlanError};
-use crate::deploy::preflight::{self, Blocker, PreflightError, Refusal, Rejection, Validation};
-use crate::deploy::schema;
+use crate::deploy::preflight::{
+    self, Blocker, Checked, Deferred, PreflightError, Refusal, Refused, Rejection, Validation,
+};
 use crate::deploy::status::{self, LastApply, StatusError};
 use crate::render::jsonnet::Evaluator;
 
@@ -58,8 +59,6 @@ pub enum DeployError {
     /// rendering them.
     #[error("the cluster does not serve these kinds: {kinds}\n  hint: {hint}")]
     Unserved { kinds: String, hint: String },
-    #[error("cannot read the API server's OpenAPI schemas")]
-    Schemas(#[source] kube::Error),
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
 }
@@ -115,7 +114,12 @@ fn refused_json(error: &DeployError) -> Vec<Value> {
         .iter()
         .map(|(key, refusal)| {
             let mut object = serde_json::to_value(key).unwrap_or_default();
-            object["outcome"] = (if refusal.conflict { "conflict" } else { word }).into();
+            object["outcome"] = match refusal.kind {
+                Refused::Conflict => "conflict",
+                Refused::Invalid => "invalid",
+                Refused::Rejected => word,
+            }
+            .into();
             object["message"] = refusal.message.clone().into();
             object
         })
@@ -395,9 +399,6 @@ pub fn validate_deployment(
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&args.components)?;
         let mut validation = preflight::validate(&cluster, &plan).await?;
-        schema::check_required(&cluster.client, &plan, &mut validation)
-            .await
-            .map_err(DeployError::Schemas)?;
         for rejected in &mut validation.rejected {
             let (key, component) = (&rejected.key, rejected.component.as_str());
             if let Some(message) = unserved(deployment, &cluster, &plan, key, component) {
@@ -411,7 +412,8 @@ pub fn validate_deployment(
         } else {
             print_validation(&validation);
         }
-        let checked = validation.valid + validation.schema_only.len();
+        let checked =
+            validation.valid + validation.schema_only.len() + validation.plan_crd_only.len();
         if checked == 0 && validation.rejected.is_empty() {
             eprintln!("mlkube: error: {}", nothing_checked(&validation));
             return Ok(Exit::Error);
@@ -509,25 +511,34 @@ fn print_validation(validation: &Validation) {
         validation.valid,
         validation.rejected.len()
     );
-    let schema_only = partly_checked(&validation.schema_only, SCHEMA_ONLY);
-    let skipped = partly_checked(&validation.skipped, "were not checked");
-    for part in schema_only.into_iter().chain(skipped) {
+    let messages =
+        |list: &'_ [Rejection]| -> Vec<String> { list.iter().map(|r| r.message.clone()).collect() };
+    let schema_only = partly_checked(&messages(&validation.schema_only), SCHEMA_ONLY);
+    let plan_crd_only = partly_checked(&messages(&validation.plan_crd_only), PLAN_CRD_ONLY);
+    let skipped = partly_checked(&messages(&validation.skipped), "were not checked");
+    for part in schema_only.into_iter().chain(plan_crd_only).chain(skipped) {
         line.push_str("; ");
         line.push_str(&part);
     }
     eprintln!("{line}");
 }
 
-/// How far `validate` checked the objects of a namespace that does not exist yet.
+/// How far `validate` and `apply --dry-run` checked the objects of a namespace that does not
+/// exist yet.
 const SCHEMA_ONLY: &str = "were checked against the server's schema only (fields, types, required \
                            fields); the server checks the rest once the namespace exists";
 
-/// The objects of `list` grouped by why, each group told in a few words: `10 object(s) in
-/// namespace `ml`, which apply creates, <what>`, or `2 object(s) <what>: <why>`.
-fn partly_checked(list: &[Rejection], what: &str) -> Vec<String> {
+/// How far they checked the objects of a kind whose CRD comes with the apply.
+const PLAN_CRD_ONLY: &str = "were checked against the CustomResourceDefinition in the plan only \
+                             (fields, types, required fields, allowed values); the server checks \
+                             them once it serves the CRD";
+
+/// The objects whose reasons are `reasons`, grouped by reason, each group told in a few words:
+/// `10 object(s) in namespace `ml`, which apply creates, <what>`, or `2 object(s) <what>: <why>`.
+fn partly_checked(reasons: &[String], what: &str) -> Vec<String> {
     let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
-    for rejection in list {
-        *by_reason.entry(rejection.message.as_str()).or_default() += 1;
+    for reason in reasons {
+        *by_reason.entry(reason.as_str()).or_default() += 1;
     }
     by_reason
         .into_iter()
@@ -550,19 +561,33 @@ fn namespace_created(why: &str) -> Option<&str> {
     rest.starts_with(" does not exist yet").then_some(namespace)
 }
 
-/// What `apply --dry-run` could not check, a line per reason rather than per object.
-fn unchecked_lines(unchecked: &[(Key, String)]) -> Vec<String> {
-    let mut by_reason: BTreeMap<&str, Vec<&Key>> = BTreeMap::new();
-    for (key, why) in unchecked {
-        by_reason.entry(why.as_str()).or_default().push(key);
+/// What `apply --dry-run` could not have the server judge, and how far it checked it, a line
+/// per reason rather than per object.
+fn unchecked_lines(unchecked: &[(Key, Deferred)]) -> Vec<String> {
+    let reasons = |checked: Checked| -> Vec<String> {
+        unchecked
+            .iter()
+            .filter(|(_, pending)| pending.checked == checked)
+            .map(|(_, pending)| pending.blocker.to_string())
+            .collect()
+    };
+    let mut lines = partly_checked(&reasons(Checked::ServerSchema), SCHEMA_ONLY);
+    lines.extend(partly_checked(&reasons(Checked::PlanCrd), PLAN_CRD_ONLY));
+    let mut by_reason: BTreeMap<String, Vec<&Key>> = BTreeMap::new();
+    for (key, pending) in unchecked {
+        if pending.checked == Checked::Not {
+            let why = pending.blocker.to_string();
+            by_reason.entry(why).or_default().push(key);
+        }
     }
-    by_reason
+    let not_checked = by_reason
         .into_iter()
         .map(|(why, keys)| match keys.as_slice() {
             [key] => format!("not checked by the server: {key}: {why}"),
             keys => format!("{} object(s) not checked by the server: {why}", keys.len()),
-        })
-        .collect()
+        });
+    lines.extend(not_checked);
+    lines
 }
 
 /// For an object whose kind the cluster does not serve, what to say: the kind, and how to stop
@@ -574,7 +599,8 @@ fn unserved(
     key: &Key,
     component: &str,
 ) -> Option<String> {
-    if cluster.resolve_group_kind(&key.group, &key.kind).is_some() {
+    let served_soon = plan.defines(&key.group, &key.kind);
+    if served_soon || cluster.resolve_group_kind(&key.group, &key.kind).is_some() {
         return None;
     }
     let desired = plan.objects.iter().find(|d| d.key == *key)?;
@@ -661,16 +687,17 @@ mod tests {
         }
     }
 
+    fn deferred(blocker: Blocker, checked: Checked) -> Deferred {
+        Deferred { blocker, checked }
+    }
+
     #[test]
     fn what_a_dry_run_could_not_check_is_one_line_per_reason() {
-        let why = "namespace `ml` does not exist yet; apply creates it".to_owned();
+        let ml = Blocker::Namespace("ml".into());
         let unchecked = vec![
-            (key("a"), why.clone()),
-            (key("b"), why.clone()),
-            (
-                key("c"),
-                "its CustomResourceDefinition is created by this apply".into(),
-            ),
+            (key("a"), deferred(ml.clone(), Checked::Not)),
+            (key("b"), deferred(ml.clone(), Checked::Not)),
+            (key("c"), deferred(Blocker::Kind, Checked::Not)),
         ];
         assert_eq!(
             unchecked_lines(&unchecked),
@@ -684,22 +711,34 @@ mod tests {
     }
 
     #[test]
+    fn what_a_dry_run_checked_without_the_server_says_against_which_schema() {
+        let ml = Blocker::Namespace("ml".into());
+        let unchecked = vec![
+            (key("a"), deferred(ml.clone(), Checked::ServerSchema)),
+            (key("b"), deferred(ml, Checked::ServerSchema)),
+            (key("w"), deferred(Blocker::Kind, Checked::PlanCrd)),
+        ];
+        assert_eq!(
+            unchecked_lines(&unchecked),
+            [
+                format!("2 object(s) in namespace `ml`, which apply creates, {SCHEMA_ONLY}"),
+                format!(
+                    "1 object(s) {PLAN_CRD_ONLY}: their CustomResourceDefinitions come with this \
+                     apply"
+                ),
+            ]
+        );
+    }
+
+    #[test]
     fn objects_checked_in_part_are_counted_by_reason() {
-        let rejection = |name: &str, message: &str| Rejection {
-            key: key(name),
-            component: "c".into(),
-            message: message.into(),
-        };
-        let why = "namespace `ml` does not exist yet; apply creates it";
-        let list = [rejection("a", why), rejection("b", why)];
+        let why = "namespace `ml` does not exist yet; apply creates it".to_owned();
+        let list = [why.clone(), why];
         assert_eq!(
             partly_checked(&list, "were checked in part"),
             ["2 object(s) in namespace `ml`, which apply creates, were checked in part"]
         );
-        let crd = [rejection(
-            "w",
-            "its CustomResourceDefinition is created by this apply",
-        )];
+        let crd = ["its CustomResourceDefinition is created by this apply".to_owned()];
         assert_eq!(
             partly_checked(&crd, "were not checked"),
             ["1 object(s) were not checked: their CustomResourceDefinitions come with this apply"]

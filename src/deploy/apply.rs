@@ -50,8 +50,8 @@ use crate::deploy::live;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::preflight::{
-    Blocker, Preflight, PreflightError, Refusal, Written, apply_failure, conflict_failure,
-    write_hint,
+    Blocker, Deferred, Preflight, PreflightError, Refusal, Written, apply_failure,
+    conflict_failure, write_hint,
 };
 use crate::deploy::secret::{is_secret, value_conflicts};
 use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
@@ -128,9 +128,10 @@ pub struct ApplyReport {
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
-    /// In a dry run, objects the server could not judge, and why: they need a namespace or a
-    /// CustomResourceDefinition that only the apply itself would create.
-    pub unchecked: Vec<(Key, String)>,
+    /// In a dry run, objects the server could not judge, why (they need a namespace or a
+    /// CustomResourceDefinition that only the apply itself would create), and how far they
+    /// were checked.
+    pub unchecked: Vec<(Key, Deferred)>,
     /// Cancelled before the end: the lists say what was done, the inventory covers it.
     pub interrupted: bool,
     /// The environment's namespace, when this apply created it because the app does not render
@@ -522,7 +523,8 @@ async fn first_checks<'p>(
             Some((d.key.clone(), conflict))
         })
         .collect();
-    let checks = Preflight::first(cluster, plan, &sent, known, forced, sending.cancel).await?;
+    let hooks = (sending.cancel, sending.dry_run);
+    let checks = Preflight::first(cluster, plan, &sent, known, forced, hooks).await?;
     Ok(checks)
 }
 

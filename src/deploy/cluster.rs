@@ -397,6 +397,13 @@ pub trait Cluster: Sync {
         live: &Value,
         manager: &str,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// The server's OpenAPI v3 document of one group-version (`v1`, `apps/v1`), or `None` when
+    /// it publishes none (see [`crate::deploy::openapi`]).
+    fn openapi(
+        &self,
+        api_version: &str,
+    ) -> impl Future<Output = Result<Option<Value>, kube::Error>> + Send;
 }
 
 /// The cluster of one run: a client, the context it came from, and the discovery cache.
@@ -502,6 +509,21 @@ impl KubeCluster {
 }
 
 impl Cluster for KubeCluster {
+    async fn openapi(&self, api_version: &str) -> Result<Option<Value>, kube::Error> {
+        let (prefix, version) = match api_version.rsplit_once('/') {
+            Some((group, version)) => (format!("/openapi/v3/apis/{group}"), version),
+            None => ("/openapi/v3/api".to_owned(), api_version),
+        };
+        let request = kube::core::Request::new(prefix)
+            .get(version, &kube::api::GetParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        match self.client.request(request).await {
+            Ok(document) => Ok(Some(document)),
+            Err(error) if is_not_found(&error) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     async fn disown(
         &self,
         resolved: &Resolved,

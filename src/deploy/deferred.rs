@@ -1,7 +1,27 @@
 //! The objects of a plan the server cannot judge before the apply has created what they need:
-//! what each waits for.
+//! what each waits for, and how far it was checked before that.
+//!
+//! An object in a namespace the apply creates is sent all the same by `validate` and
+//! `apply --dry-run`: the server converts it along its schema (unknown fields, wrong types)
+//! before it finds the namespace missing, and mlkube then walks it along the server's OpenAPI v3
+//! schema for the required fields ([`crate::deploy::openapi`]). An object of a kind whose
+//! CustomResourceDefinition comes with the apply is walked along that CRD's `openAPIV3Schema`
+//! for its version: fields, types, required fields, allowed values. Both walks are
+//! [`crate::deploy::schema`]'s; what they find is reported in the server's words.
+//!
+//! Caveats: the server stays the authority. A real apply checks these objects once what they
+//! need exists (see [`crate::deploy::preflight`]); what the walks cannot see (value
+//! validations, admission, webhooks) is found only then.
 
+use std::collections::BTreeSet;
 use std::fmt;
+
+use serde_json::Value;
+
+use crate::deploy::openapi::Documents;
+use crate::deploy::plan::{Desired, Plan};
+use crate::deploy::preflight::Refusal;
+use crate::deploy::schema::{self, Depth, Schema};
 
 /// What an object waits for before the server can judge it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,5 +40,121 @@ impl fmt::Display for Blocker {
             }
             Blocker::Kind => write!(f, "its CustomResourceDefinition is created by this apply"),
         }
+    }
+}
+
+/// How far an object was checked before the server can judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// Not at all.
+    Not,
+    /// By the server, against its schema (fields, types), and along its OpenAPI schema for the
+    /// required fields, where it publishes one.
+    ServerSchema,
+    /// Along the schema of the CustomResourceDefinition in the plan.
+    PlanCrd,
+}
+
+/// An object the server cannot judge yet: what it waits for, and how far it was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferred {
+    pub blocker: Blocker,
+    pub checked: Checked,
+}
+
+impl fmt::Display for Deferred {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.blocker.fmt(f)
+    }
+}
+
+/// The api-versions whose OpenAPI documents [`walk`] needs for the objects `deferred`.
+pub fn api_versions<'p>(
+    deferred: impl Iterator<Item = (&'p Desired, &'p Deferred)>,
+) -> BTreeSet<String> {
+    deferred
+        .filter(|(_, d)| d.checked == Checked::ServerSchema)
+        .map(|(d, _)| d.api_version.clone())
+        .collect()
+}
+
+/// Walk `desired`, which the server checked as far as `deferred` says, along the schema at
+/// hand: the server's OpenAPI schema of its kind (from `documents`), or the plan's CRD of its
+/// kind. How far it is checked then, or why it is refused.
+pub fn walk(
+    plan: &Plan,
+    documents: &Documents,
+    desired: &Desired,
+    deferred: Deferred,
+) -> Result<Deferred, Refusal> {
+    let (schema, depth, checked, source) = match (&deferred.blocker, deferred.checked) {
+        (Blocker::Namespace(_), Checked::ServerSchema) => {
+            match documents.schema_of(&desired.api_version, &desired.key.kind) {
+                Some(schema) => (
+                    schema,
+                    Depth::Required,
+                    Checked::ServerSchema,
+                    "the server's OpenAPI schema",
+                ),
+                None => return Ok(deferred),
+            }
+        }
+        (Blocker::Kind, Checked::Not) => match plan_crd_schema(plan, desired)? {
+            Some(root) => (
+                Schema {
+                    root,
+                    definitions: None,
+                },
+                Depth::Shape,
+                Checked::PlanCrd,
+                "the CustomResourceDefinition in the plan",
+            ),
+            None => return Ok(deferred),
+        },
+        _ => return Ok(deferred),
+    };
+    let errors = schema::check(schema, &desired.value, depth);
+    if errors.is_empty() {
+        return Ok(Deferred {
+            checked,
+            ..deferred
+        });
+    }
+    let message = schema::invalid(&desired.key, &errors);
+    Err(Refusal::invalid(format!(
+        "{message} (checked against {source})"
+    )))
+}
+
+/// The `openAPIV3Schema` of `desired`'s version in the plan's CRD of its kind; `None` when that
+/// CRD gives none, refused when it does not serve that version.
+fn plan_crd_schema<'p>(plan: &'p Plan, desired: &Desired) -> Result<Option<&'p Value>, Refusal> {
+    let (group, version) = desired
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", &desired.api_version));
+    let kind = &desired.key.kind;
+    let Some(crd) = plan.objects.iter().find(|d| {
+        let spec = &d.value["spec"];
+        d.key.kind == "CustomResourceDefinition"
+            && spec["group"] == group
+            && spec["names"]["kind"] == kind.as_str()
+    }) else {
+        return Ok(None);
+    };
+    let served = crd.value["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == version && v["served"] != false);
+    match served {
+        Some(served) => Ok(served["schema"]["openAPIV3Schema"]
+            .is_object()
+            .then_some(&served["schema"]["openAPIV3Schema"])),
+        None => Err(Refusal::invalid(format!(
+            "the CustomResourceDefinition `{}` in the plan does not serve version `{version}` \
+             of {kind}",
+            crd.key.name
+        ))),
     }
 }

@@ -11,7 +11,7 @@
 //! sent owned by nobody ([`Cluster::disown`]), and a Secret's `stringData` lands in `data`. Every write is recorded
 //! ([`MemoryCluster::writes`]), and so is every dry run ([`MemoryCluster::dry_runs`]).
 //! Validation is modelled only as far as a test asks: an object it names is rejected, in a dry
-//! run as in a write ([`MemoryCluster::reject`]), or only its write fails
+//! run as in a write, once its namespace exists ([`MemoryCluster::reject`]), or only its write fails
 //! ([`MemoryCluster::fail_applies_of`]). Defaulting and controllers are not modelled: a test
 //! sets the status a controller or kubelet would write ([`MemoryCluster::set_status`]); the
 //! cluster tests prove the same decisions against a real API server.
@@ -444,17 +444,7 @@ fn apply_locked(
     if mode.dry_run {
         state.dry_runs.push(described.clone());
     }
-    if let Some(message) = state.rejected.get(name) {
-        return Err(status(422, "Invalid", message.clone(), vec![]));
-    }
-    if state.failing.contains(name) && !mode.dry_run {
-        return Err(status(
-            422,
-            "Invalid",
-            format!("{described} is invalid"),
-            vec![],
-        ));
-    }
+    // Validation comes after admission, which refuses anything in a missing namespace.
     if let Some(ns) = namespace.filter(|_| resolved.namespaced) {
         let namespace_key = (String::new(), "Namespace".to_string(), None, ns.to_string());
         if !state.objects.contains_key(&namespace_key) {
@@ -465,6 +455,17 @@ fn apply_locked(
                 vec![],
             ));
         }
+    }
+    if let Some(message) = state.rejected.get(name) {
+        return Err(status(422, "Invalid", message.clone(), vec![]));
+    }
+    if state.failing.contains(name) && !mode.dry_run {
+        return Err(status(
+            422,
+            "Invalid",
+            format!("{described} is invalid"),
+            vec![],
+        ));
     }
     let key = object_key(resolved, namespace, name);
     let before = state.objects.get(&key).cloned();
@@ -708,6 +709,11 @@ fn take_over_locked(
 }
 
 impl Cluster for MemoryCluster {
+    /// Publishes no OpenAPI documents: objects are not walked along the server's schemas.
+    async fn openapi(&self, _api_version: &str) -> Result<Option<Value>, kube::Error> {
+        Ok(None)
+    }
+
     async fn take_over(
         &self,
         resolved: &Resolved,

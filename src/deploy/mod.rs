@@ -17,6 +17,7 @@ pub mod live;
 pub mod logs;
 #[cfg(test)]
 pub mod memory;
+pub mod openapi;
 pub mod ownership;
 pub mod plan;
 pub mod preflight;

@@ -11,10 +11,14 @@
 //! server's NamespaceLifecycle admission refuses anything in it) is dry-run as soon as the
 //! apply has created its namespaces, before it writes anything else; one of a kind whose
 //! CustomResourceDefinition is in the plan and not served yet, as soon as those CRDs are
-//! established, before anything of a later tier is written. `mlkube validate` sends the objects
-//! of a namespace that does not exist yet all the same: the server converts a server-side apply
-//! against its schema (unknown fields, wrong types) before admission finds the namespace
-//! missing, so a `NotFound` answer means "checked against the schema only".
+//! established, before anything of a later tier is written. `mlkube validate` and
+//! `apply --dry-run`, which create nothing, check those objects as far as they can be checked
+//! before ([`crate::deploy::deferred`]): the objects of a namespace that does not exist yet are
+//! sent all the same (the server converts a server-side apply against its schema, finding
+//! unknown fields and wrong types, before admission finds the namespace missing, so a
+//! `NotFound` answer means "checked against the schema only") and walked along the server's
+//! OpenAPI schema for their required fields; the objects of a kind whose CRD comes with the
+//! apply are walked along that CRD's schema in the plan.
 //!
 //! Guarantees: when the server rejects any object, the apply fails listing every rejected
 //! object with the server's message, and has written nothing; or, when only deferred objects
@@ -22,8 +26,9 @@
 //! namespaces, and for custom objects also the inventory (it is always widened before a
 //! member is written) and the CRDs. An object that needs a namespace neither the cluster nor
 //! the apply has is rejected in the first pass. `apply --dry-run` runs the first pass, reports
-//! the same rejections, and lists the deferred objects as not checked: it cannot create what
-//! they need. Each object costs one dry-run request, and an unchanged one none; an object the
+//! the same rejections and what its walks along the schemas found (headed "do not match their
+//! schema": mlkube found them, not the server), and lists the deferred objects with how far
+//! they were checked: it cannot create what they need. Each object costs one dry-run request, and an unchanged one none; an object the
 //! fast path cannot vouch for (a shared one carries no configuration hash) but whose dry run
 //! answers with the live object as it is, is not written at all, so a re-apply that changes
 //! nothing sends a dry run where it used to send a write.
@@ -43,8 +48,10 @@ use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
-pub use crate::deploy::deferred::Blocker;
+use crate::deploy::deferred;
+pub use crate::deploy::deferred::{Blocker, Checked, Deferred};
 use crate::deploy::key::Key;
+use crate::deploy::openapi::Documents;
 use crate::deploy::plan::{Desired, Plan};
 
 #[derive(Debug, thiserror::Error)]
@@ -69,69 +76,120 @@ pub enum PreflightError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot read the API server's OpenAPI schemas")]
+    Schemas(#[source] kube::Error),
 }
 
 /// Why an object cannot be applied as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// Another field manager owns some of its fields (the server's answer, or mlkube's own
-    /// finding for a Secret's value); otherwise the server rejected it.
-    pub conflict: bool,
+    pub kind: Refused,
     pub message: String,
+}
+
+/// Who refused an object, and for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The server rejected it.
+    Rejected,
+    /// Another field manager owns some of its fields (the server's answer, or mlkube's own
+    /// finding for a Secret's value).
+    Conflict,
+    /// mlkube walked it along its schema, which the server could not do yet, and found fields
+    /// the schema does not allow (see [`crate::deploy::schema`]).
+    Invalid,
 }
 
 impl Refusal {
     pub fn rejected(message: String) -> Refusal {
         Refusal {
-            conflict: false,
+            kind: Refused::Rejected,
             message,
         }
     }
 
     pub fn conflict(message: String) -> Refusal {
         Refusal {
-            conflict: true,
+            kind: Refused::Conflict,
             message,
         }
+    }
+
+    pub fn invalid(message: String) -> Refusal {
+        Refusal {
+            kind: Refused::Invalid,
+            message,
+        }
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.kind == Refused::Conflict
     }
 }
 
 const CONFLICT_HINT: &str = "pass --force-conflicts to take these fields over, or stop the other \
                              manager setting them";
 
-/// `the server rejected 2 object(s) in a dry run`, `1 object(s) conflict with other field
-/// managers`, or both.
+/// `the server rejected 2 object(s) in a dry run`, `1 object(s) do not match their schema`,
+/// `1 object(s) conflict with other field managers`, or several of them.
 fn headline(refused: &[(Key, Refusal)]) -> String {
-    let conflicts = refused.iter().filter(|(_, r)| r.conflict).count();
-    let rejected = refused.len() - conflicts;
-    match (rejected, conflicts) {
-        (_, 0) => format!("the server rejected {rejected} object(s) in a dry run"),
-        (0, _) => format!("{conflicts} object(s) conflict with other field managers"),
-        _ => format!(
-            "the server rejected {rejected} object(s) in a dry run, and {conflicts} conflict \
-             with other field managers"
-        ),
+    let count = |kind| refused.iter().filter(|(_, r)| r.kind == kind).count();
+    let (rejected, invalid, conflicts) = (
+        count(Refused::Rejected),
+        count(Refused::Invalid),
+        count(Refused::Conflict),
+    );
+    let mut parts = Vec::new();
+    if rejected > 0 {
+        parts.push(format!(
+            "the server rejected {rejected} object(s) in a dry run"
+        ));
+    }
+    if invalid > 0 {
+        let objects = if parts.is_empty() { " object(s)" } else { "" };
+        parts.push(format!("{invalid}{objects} do not match their schema"));
+    }
+    if conflicts > 0 {
+        let objects = if parts.is_empty() { " object(s)" } else { "" };
+        parts.push(format!(
+            "{conflicts}{objects} conflict with other field managers"
+        ));
+    }
+    match parts.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{}, and {last}", rest.join(", ")),
+        None => "nothing was refused".to_owned(),
     }
 }
 
 /// The one hint that fits every refusal.
 fn hint(refused: &[(Key, Refusal)]) -> &'static str {
-    let conflicts = refused.iter().any(|(_, r)| r.conflict);
-    let rejected = refused.iter().any(|(_, r)| !r.conflict);
-    match (rejected, conflicts) {
-        (false, true) => CONFLICT_HINT,
-        (true, true) => {
+    let any = |kind| refused.iter().any(|(_, r)| r.kind == kind);
+    let conflicts = any(Refused::Conflict);
+    match (any(Refused::Invalid), any(Refused::Rejected), conflicts) {
+        (false, false, _) => CONFLICT_HINT,
+        (false, true, false) => {
+            "fix what the server names (the component's params or Jsonnet), then apply again"
+        }
+        (false, true, true) => {
             "fix what the server names (the component's params or Jsonnet), and pass \
              --force-conflicts to take the conflicting fields over (or stop the other manager \
              setting them); then apply again"
         }
-        _ => "fix what the server names (the component's params or Jsonnet), then apply again",
+        (true, _, false) => {
+            "fix the fields named (the component's params or Jsonnet), then apply again"
+        }
+        (true, _, true) => {
+            "fix the fields named (the component's params or Jsonnet), and pass \
+             --force-conflicts to take the conflicting fields over (or stop the other manager \
+             setting them); then apply again"
+        }
     }
 }
 
 /// The hint for objects refused at their write, when some were refused for a conflict.
 pub fn write_hint(refused: &[(Key, Refusal)]) -> String {
-    if refused.iter().any(|(_, r)| r.conflict) {
+    if refused.iter().any(|(_, r)| r.is_conflict()) {
         format!("\n  hint: {CONFLICT_HINT}")
     } else {
         String::new()
@@ -156,16 +214,20 @@ impl fmt::Display for Written {
     }
 }
 
-/// The server's answer to one object's dry run, or why it was not asked.
+/// The server's answer to one object's dry run, or why it could not judge it yet.
 #[derive(Debug)]
 enum Verdict {
     /// The object as the server would store it.
     Accepted(Value),
     Rejected(Refusal),
-    Deferred(Blocker),
-    /// In a namespace that does not exist yet: the server checked it against its schema (the
-    /// fields and their types) and could go no further.
-    SchemaOnly(Blocker),
+    /// Waits for what the apply creates, checked as far as it says.
+    Deferred(Deferred),
+}
+
+impl Verdict {
+    fn deferred(blocker: Blocker, checked: Checked) -> Verdict {
+        Verdict::Deferred(Deferred { blocker, checked })
+    }
 }
 
 /// The namespaces that `objects` live in and the cluster does not have.
@@ -218,9 +280,11 @@ struct Check<'a> {
     cancel: &'a Cancel,
     /// How a rejection reads.
     message: fn(&kube::Error) -> Refusal,
-    /// Send objects in a namespace this apply creates all the same: the server checks them
-    /// against its schema before it finds the namespace missing.
-    schema_in_new_namespaces: bool,
+    /// Check what the server cannot judge yet as far as it can be: send objects in a namespace
+    /// this apply creates all the same (the server checks them against its schema before it
+    /// finds the namespace missing), and walk those and the objects of a kind the plan's CRD
+    /// defines along their schemas (see [`crate::deploy::deferred`]).
+    thorough: bool,
 }
 
 impl Check<'_> {
@@ -229,7 +293,7 @@ impl Check<'_> {
         &self,
         cluster: &impl Cluster,
         objects: &[&'p Desired],
-    ) -> Vec<(&'p Desired, Verdict)> {
+    ) -> Result<Vec<(&'p Desired, Verdict)>, PreflightError> {
         let checks: Vec<_> = objects
             .iter()
             .map(|desired| async move {
@@ -243,14 +307,46 @@ impl Check<'_> {
             .buffered(CONCURRENCY)
             .collect()
             .await;
-        verdicts.into_iter().flatten().collect()
+        let verdicts = verdicts.into_iter().flatten().collect();
+        if !self.thorough {
+            return Ok(verdicts);
+        }
+        self.walk_deferred(cluster, verdicts).await
+    }
+
+    /// Walk the objects the server could not judge along the schemas at hand.
+    async fn walk_deferred<'p>(
+        &self,
+        cluster: &impl Cluster,
+        verdicts: Vec<(&'p Desired, Verdict)>,
+    ) -> Result<Vec<(&'p Desired, Verdict)>, PreflightError> {
+        let waiting = verdicts
+            .iter()
+            .filter_map(|(desired, verdict)| match verdict {
+                Verdict::Deferred(deferred) => Some((*desired, deferred)),
+                _ => None,
+            });
+        let api_versions = deferred::api_versions(waiting);
+        let documents = Documents::fetch(cluster, &api_versions)
+            .await
+            .map_err(PreflightError::Schemas)?;
+        let walked = verdicts.into_iter().map(|(desired, verdict)| {
+            let Verdict::Deferred(before) = verdict else {
+                return (desired, verdict);
+            };
+            match deferred::walk(self.plan, &documents, desired, before) {
+                Ok(after) => (desired, Verdict::Deferred(after)),
+                Err(refusal) => (desired, Verdict::Rejected(refusal)),
+            }
+        });
+        Ok(walked.collect())
     }
 
     async fn one(&self, cluster: &impl Cluster, desired: &Desired) -> Verdict {
         let key = &desired.key;
         let Some(resolved) = cluster.resolve(&desired.api_version, &key.kind) else {
             if self.plan.defines(&key.group, &key.kind) {
-                return Verdict::Deferred(Blocker::Kind);
+                return Verdict::deferred(Blocker::Kind, Checked::Not);
             }
             return Verdict::Rejected(Refusal::rejected(format!(
                 "the cluster does not serve {} {}",
@@ -265,8 +361,8 @@ impl Check<'_> {
                     "namespace `{missing}` does not exist, and this apply does not create it"
                 )));
             }
-            if !self.schema_in_new_namespaces {
-                return Verdict::Deferred(Blocker::Namespace(missing.to_string()));
+            if !self.thorough {
+                return Verdict::deferred(Blocker::Namespace(missing.to_string()), Checked::Not);
             }
         }
         let mode = ApplyMode {
@@ -280,10 +376,13 @@ impl Check<'_> {
         match (answer, missing) {
             (Ok(answer), None) => Verdict::Accepted(answer),
             // The server checks the fields and their types first, then finds no namespace.
-            (Err(e), Some(missing)) if cluster::is_not_found(&e) => {
-                Verdict::SchemaOnly(Blocker::Namespace(missing.to_string()))
+            (Err(e), Some(missing)) if cluster::is_not_found(&e) => Verdict::deferred(
+                Blocker::Namespace(missing.to_string()),
+                Checked::ServerSchema,
+            ),
+            (Ok(_), Some(missing)) => {
+                Verdict::deferred(Blocker::Namespace(missing.to_string()), Checked::Not)
             }
-            (Ok(_), Some(missing)) => Verdict::Deferred(Blocker::Namespace(missing.to_string())),
             (Err(e), _) => Verdict::Rejected((self.message)(&e)),
         }
     }
@@ -302,21 +401,24 @@ impl Check<'_> {
 pub struct Preflight<'p> {
     /// Each accepted object as the server would store it (what a dry run reports).
     pub accepted: BTreeMap<Key, Value>,
-    /// Objects not checked yet, and what each waits for.
-    deferred: Vec<(&'p Desired, Blocker)>,
+    /// Objects the server could not judge yet, what each waits for, and how far it was
+    /// checked.
+    deferred: Vec<(&'p Desired, Deferred)>,
 }
 
 impl<'p> Preflight<'p> {
     /// The first pass, before anything is written: dry-run every object of `objects` that can
     /// be checked now, and fail listing every rejection, `known` ones (found without asking
-    /// the server) included.
+    /// the server) included. A `dry_run` also checks what waits for the apply as far as it
+    /// can be checked before (see [`crate::deploy::deferred`]): it creates nothing to check it
+    /// later.
     pub async fn first(
         cluster: &impl Cluster,
         plan: &'p Plan,
         objects: &[&'p Desired],
         known: Vec<(Key, Refusal)>,
         forced: &(dyn Fn(&Desired) -> bool + Sync),
-        cancel: &Cancel,
+        (cancel, dry_run): (&Cancel, bool),
     ) -> Result<Preflight<'p>, PreflightError> {
         let check = Check {
             plan,
@@ -324,9 +426,9 @@ impl<'p> Preflight<'p> {
             forced,
             cancel,
             message: apply_failure,
-            schema_in_new_namespaces: false,
+            thorough: dry_run,
         };
-        let verdicts = check.run(cluster, objects).await;
+        let verdicts = check.run(cluster, objects).await?;
         let mut preflight = Preflight::default();
         preflight.settle(verdicts, known, Written::default())?;
         Ok(preflight)
@@ -344,7 +446,7 @@ impl<'p> Preflight<'p> {
     ) -> Result<(), PreflightError> {
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
             .into_iter()
-            .partition(|(_, blocker)| waits(blocker));
+            .partition(|(_, pending)| waits(&pending.blocker));
         self.deferred = waiting;
         let objects: Vec<&'p Desired> = ready.into_iter().map(|(d, _)| d).collect();
         if objects.is_empty() {
@@ -356,17 +458,17 @@ impl<'p> Preflight<'p> {
             forced,
             cancel,
             message: apply_failure,
-            schema_in_new_namespaces: false,
+            thorough: false,
         };
-        let verdicts = check.run(cluster, &objects).await;
+        let verdicts = check.run(cluster, &objects).await?;
         self.settle(verdicts, Vec::new(), written)
     }
 
-    /// What a dry run could not check, and why.
-    pub fn unchecked(&self) -> Vec<(Key, String)> {
+    /// What the server could not judge in a dry run, why, and how far it was checked.
+    pub fn unchecked(&self) -> Vec<(Key, Deferred)> {
         self.deferred
             .iter()
-            .map(|(d, blocker)| (d.key.clone(), blocker.to_string()))
+            .map(|(d, pending)| (d.key.clone(), pending.clone()))
             .collect()
     }
 
@@ -382,9 +484,7 @@ impl<'p> Preflight<'p> {
                     self.accepted.insert(desired.key.clone(), answer);
                 }
                 Verdict::Rejected(refusal) => refused.push((desired.key.clone(), refusal)),
-                Verdict::Deferred(blocker) | Verdict::SchemaOnly(blocker) => {
-                    self.deferred.push((desired, blocker));
-                }
+                Verdict::Deferred(pending) => self.deferred.push((desired, pending)),
             }
         }
         if refused.is_empty() {
@@ -423,16 +523,20 @@ pub struct Validation {
     pub valid: usize,
     pub rejected: Vec<Rejection>,
     /// Objects in a namespace this apply creates: the server checked them against its schema
-    /// (their fields and types); its admission and validation wait for the namespace.
+    /// (their fields and types), mlkube along its OpenAPI schema (required fields); its
+    /// admission and validation wait for the namespace.
     pub schema_only: Vec<Rejection>,
-    /// Objects the server cannot check at all before an apply: their CustomResourceDefinition
-    /// comes with it.
+    /// Objects of a kind whose CustomResourceDefinition comes with the apply, checked against
+    /// that CRD's schema in the plan; the server checks them once it serves the CRD.
+    pub plan_crd_only: Vec<Rejection>,
+    /// Objects not checked at all before an apply: their CustomResourceDefinition comes with
+    /// it and has no schema for their version.
     pub skipped: Vec<Rejection>,
 }
 
 /// `mlkube validate`: a server-side dry run of every object, forced and whether or not it
-/// changed, every rejection listed; objects in a namespace the apply creates are sent all the
-/// same, so the server checks them against its schema.
+/// changed, every rejection listed; what the server cannot judge yet is checked as far as it
+/// can be (see [`crate::deploy::deferred`]).
 pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation, PreflightError> {
     let objects: Vec<&Desired> = plan.objects.iter().collect();
     let check = Check {
@@ -441,10 +545,10 @@ pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation,
         forced: &|_| true,
         cancel: &Cancel::new(),
         message: |error| Refusal::rejected(rejection_message(error)),
-        schema_in_new_namespaces: true,
+        thorough: true,
     };
     let mut validation = Validation::default();
-    for (desired, verdict) in check.run(cluster, &objects).await {
+    for (desired, verdict) in check.run(cluster, &objects).await? {
         let rejection = |message| Rejection {
             key: desired.key.clone(),
             component: desired.component.clone(),
@@ -453,10 +557,14 @@ pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation,
         match verdict {
             Verdict::Accepted(_) => validation.valid += 1,
             Verdict::Rejected(refusal) => validation.rejected.push(rejection(refusal.message)),
-            Verdict::SchemaOnly(blocker) => {
-                validation.schema_only.push(rejection(blocker.to_string()));
+            Verdict::Deferred(pending) => {
+                let list = match pending.checked {
+                    Checked::ServerSchema => &mut validation.schema_only,
+                    Checked::PlanCrd => &mut validation.plan_crd_only,
+                    Checked::Not => &mut validation.skipped,
+                };
+                list.push(rejection(pending.blocker.to_string()));
             }
-            Verdict::Deferred(blocker) => validation.skipped.push(rejection(blocker.to_string())),
         }
     }
     Ok(validation)
@@ -505,7 +613,89 @@ pub fn conflict_failure(conflicts: &[Conflict], error: Option<&kube::Error>) -> 
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::deploy::applyset::ApplySet;
+    use crate::deploy::memory::MemoryCluster;
+    use crate::render::manifest::{Manifest, Object};
+
+    /// A plan of a CRD for Widgets whose spec requires an integer `size`, and `widgets`.
+    fn plan_with_widgets(widgets: &[(&str, Value)]) -> Plan {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "required": ["size"],
+                        "properties": {"size": {"type": "integer"}}}}}}}]}});
+        let mut objects = vec![Object {
+            component: "widgets".into(),
+            value: crd,
+        }];
+        for (name, spec) in widgets {
+            objects.push(Object {
+                component: "widgets".into(),
+                value: json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                    "metadata": {"name": name, "namespace": "ml"}, "spec": spec}),
+            });
+        }
+        let set = ApplySet::new("app", "local", "ml");
+        crate::deploy::plan::plan(&Manifest { objects }, &set, &[]).expect("a valid plan")
+    }
+
+    #[tokio::test]
+    async fn validate_walks_a_custom_object_along_the_crd_in_the_plan() {
+        let plan = plan_with_widgets(&[
+            ("good", json!({"size": 2})),
+            ("bad", json!({"size": "two"})),
+        ]);
+        let validation = validate(&MemoryCluster::new(), &plan)
+            .await
+            .expect("validate");
+        let names = |list: &[Rejection]| -> Vec<String> {
+            list.iter().map(|r| r.key.name.clone()).collect()
+        };
+        assert_eq!(names(&validation.plan_crd_only), ["good"]);
+        assert_eq!(names(&validation.rejected), ["bad"]);
+        assert_eq!(
+            validation.rejected[0].message,
+            "Widget.example.com \"bad\" is invalid: spec.size: Invalid value: \"string\": \
+             spec.size in body must be of type integer: \"string\" (checked against the \
+             CustomResourceDefinition in the plan)"
+        );
+        assert!(validation.skipped.is_empty(), "{validation:?}");
+    }
+
+    #[tokio::test]
+    async fn a_dry_runs_first_pass_refuses_what_the_crd_in_the_plan_does_not_allow() {
+        let plan = plan_with_widgets(&[("good", json!({"size": 2})), ("bad", json!({}))]);
+        let objects: Vec<&Desired> = plan.objects.iter().collect();
+        let cluster = MemoryCluster::new();
+        for dry_run in [true, false] {
+            let hooks = (&Cancel::new(), dry_run);
+            let first =
+                Preflight::first(&cluster, &plan, &objects, vec![], &|_| false, hooks).await;
+            if !dry_run {
+                // A real apply leaves them to the server, once the CRD is established.
+                let unchecked = first.expect("no check before the CRD exists").unchecked();
+                assert!(unchecked.iter().all(|(_, d)| d.checked == Checked::Not));
+                continue;
+            }
+            let message = first.expect_err("the dry run refuses `bad`").to_string();
+            assert!(
+                message.starts_with(
+                    "1 object(s) do not match their schema; nothing was written:\n  \
+                     Widget.example.com ml/bad: Widget.example.com \"bad\" is invalid: spec.size: \
+                     Required value (checked against the CustomResourceDefinition in the plan)\n  \
+                     hint: fix the fields named"
+                ),
+                "{message}"
+            );
+        }
+        assert!(cluster.writes().is_empty());
+    }
 
     fn key(name: &str) -> Key {
         Key {

@@ -21,8 +21,8 @@ use kube::{Api, Client};
 use mlkube::render::manifest::Object;
 use serde_json::{Value, json};
 
-use crate::deploy::{config_map, deployment, mlkube};
-use crate::support::{self, TestNamespace, lock_shared_cluster_objects};
+use crate::deploy::{config_map, deployment};
+use crate::support::{self, TestNamespace, lock_shared_cluster_objects, mlkube};
 
 /// `objects` as YAML documents in `dir/objects.yaml`, for `--manifest`.
 fn manifest(dir: &Path, objects: &[Object]) -> String {
@@ -574,8 +574,11 @@ async fn validate_before_the_namespace_exists_reports_a_misspelt_field_and_a_wro
             // Found along the server's OpenAPI schema: the dry run stops before validation.
             let unnamed = line(&format!("Deployment.apps {absent}/unnamed"));
             assert!(
-                unnamed
-                    .ends_with("missing required field(s) `spec.template.spec.containers[0].name`"),
+                unnamed.ends_with(
+                    "Deployment.apps \"unnamed\" is invalid: \
+                     spec.template.spec.containers[0].name: Required value (checked against the \
+                     server's OpenAPI schema)"
+                ),
                 "{stderr}"
             );
         }

@@ -13,9 +13,9 @@ use mlkube::deploy::applyset::ApplySet;
 use mlkube::render::manifest::Object;
 use serde_json::json;
 
-use crate::deploy::{Env, config_map, deployment, mlkube, options, service};
+use crate::deploy::{Env, config_map, deployment, options, service};
 use crate::operator_identity::token_kubeconfig;
-use crate::support::TestNamespace;
+use crate::support::{TestNamespace, mlkube};
 
 /// A Service whose port the server refuses: ports end at 65535.
 fn bad_port(ns: &str) -> Object {
@@ -157,6 +157,7 @@ async fn in_a_namespace_the_apply_creates_only_the_namespace_is_written_before_a
     assert!(
         report.unchecked[0]
             .1
+            .to_string()
             .contains(&format!("namespace `{ns}` does not exist yet")),
         "{:?}",
         report.unchecked
