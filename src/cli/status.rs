@@ -5,7 +5,7 @@
 //!
 //! Exit codes: 0 every member healthy and none drifted; 1 all healthy but some drifted (as
 //! `diff` gives 1 for differences); 3 some member failed, missing or not ready yet, drifted or
-//! not; 4 the environment was never applied; 2 errors.
+//! not; 4 the environment is not applied (never, deleted, or its namespace gone); 2 errors.
 
 // Errors end the run: what matters is the fields they carry for the message, not their size.
 #![allow(clippy::result_large_err)]
@@ -44,7 +44,12 @@ pub fn status_deployment(deployment: &Deployment, args: &StatusArgs) -> Result<E
         let plan = deployment.plan(&[])?;
         let status = match status::status(&cluster, &plan).await {
             Ok(status) => status,
-            Err(never @ (StatusError::NeverApplied { .. } | StatusError::Deleted { .. })) => {
+            Err(
+                never @ (StatusError::NeverApplied { .. }
+                | StatusError::Deleted { .. }
+                | StatusError::NamespaceGone { .. }
+                | StatusError::NamespaceDeleting { .. }),
+            ) => {
                 eprintln!("mlkube: {never}");
                 return Ok(Exit::NeverApplied);
             }

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::cluster::{ApplyMode, Cluster};
+use crate::deploy::cluster::{ApplyMode, Cluster, namespace_resource};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::key::Key;
 use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
@@ -252,6 +252,19 @@ pub enum StatusError {
         /// When, as the inventory's tombstone records it.
         at: String,
     },
+    #[error(
+        "environment `{env}` is not applied to this cluster: its namespace `{namespace}` does \
+         not exist (it may have been deleted with it, by `mlkube delete {env} \
+         --delete-namespace`)\n  hint: apply it with `mlkube apply {env}`, or check the \
+         kubeconfig context"
+    )]
+    NamespaceGone { env: String, namespace: String },
+    #[error(
+        "environment `{env}` is not applied to this cluster: its namespace `{namespace}` is \
+         being deleted, and its inventory with it\n  hint: once the namespace is gone, \
+         `mlkube apply {env}` applies it again"
+    )]
+    NamespaceDeleting { env: String, namespace: String },
     #[error(transparent)]
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
@@ -486,9 +499,10 @@ fn last_condition(job: &Value) -> Option<(String, String)> {
     Some((kind, message))
 }
 
-/// The ApplySet parent as it is, for the record of the last apply.
-/// Why an environment has no inventory: `delete` left its tombstone (which says when), or it was
-/// never applied to this cluster.
+/// Why an environment has no inventory: `delete` left its tombstone (which says when); its
+/// namespace, where the inventory and the tombstone live, is gone or going (`delete
+/// --delete-namespace` takes them with it, and mlkube keeps no record outside the namespace);
+/// or it was never applied to this cluster.
 async fn not_applied(cluster: &impl Cluster, set: &ApplySet) -> StatusError {
     let parent = match read_parent(cluster, set).await {
         Ok(parent) => parent,
@@ -502,6 +516,18 @@ async fn not_applied(cluster: &impl Cluster, set: &ApplySet) -> StatusError {
             at: at.to_string(),
         };
     }
+    let (env, namespace) = (set.env.clone(), set.namespace.clone());
+    match cluster
+        .get(&namespace_resource(), None, &set.namespace)
+        .await
+    {
+        Ok(None) => return StatusError::NamespaceGone { env, namespace },
+        Ok(Some(live)) if !live["metadata"]["deletionTimestamp"].is_null() => {
+            return StatusError::NamespaceDeleting { env, namespace };
+        }
+        // A namespace that is there, or one this user may not read: the inventory says it all.
+        Ok(Some(_)) | Err(_) => {}
+    }
     StatusError::NeverApplied {
         env: set.env.clone(),
         namespace: set.namespace.clone(),
@@ -509,6 +535,7 @@ async fn not_applied(cluster: &impl Cluster, set: &ApplySet) -> StatusError {
     }
 }
 
+/// The ApplySet parent as it is, for the record of the last apply.
 async fn read_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<Option<Value>, StatusError> {
     cluster
         .get(
@@ -1031,8 +1058,24 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn an_environment_never_applied_says_so() {
+        async fn an_environment_never_applied_says_so_and_whether_its_namespace_is_there() {
             let cluster = MemoryCluster::new();
+            let error = status(&cluster, &env_plan()).await.unwrap_err();
+            assert!(
+                matches!(&error, StatusError::NamespaceGone { namespace, .. } if namespace == "ml"),
+                "{error}"
+            );
+            let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": "ml"}});
+            let mode = ApplyMode {
+                dry_run: false,
+                force: false,
+                manager: "test",
+            };
+            cluster
+                .apply(&namespace_resource(), None, "ml", &namespace, mode)
+                .await
+                .expect("the namespace");
             let error = status(&cluster, &env_plan()).await.unwrap_err();
             assert!(matches!(error, StatusError::NeverApplied { .. }), "{error}");
         }

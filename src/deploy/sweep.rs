@@ -12,13 +12,15 @@
 //!
 //! Expected flow: take the rendered training jobs of the component with their combinations
 //! (the annotation `sweep.mlkube.io/hyperparameters`, none for a single job), read each job
-//! from the cluster, take its metrics ([`metrics_of`]), then rank the jobs ([`rank`]) by the
+//! from the cluster and take its metrics, up to [`CONCURRENCY`] jobs at once and each job's
+//! result in its rendered place, then rank the jobs ([`rank`]) by the
 //! objective: the annotation `sweep.mlkube.io/objective` (`{"metric": ..., "goal": "maximize"
 //! or "minimize"}`), or the first metric name any job reported, highest first.
 //!
 //! Caveats: a job whose pods its `cleanPodPolicy` deleted has no log left to read; the sweep
 //! prototypes keep no pods by default only when the job prototype does not (`cleanPodPolicy:
-//! None` keeps them). kwok's simulated nodes serve no logs, so there only annotations report.
+//! None` keeps them). kwok's simulated nodes serve no logs (the note says so), so there only
+//! annotations report.
 //! A log that cannot be read is a note on its job, never an error of the whole report.
 
 // Errors end the report: what matters is the fields they carry for the message, not their size.
@@ -26,11 +28,13 @@
 
 use std::collections::BTreeMap;
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::deploy::cancel::Cancel;
+use crate::deploy::cluster::CONCURRENCY;
 use crate::deploy::logs::jobs::{self, JobRef};
 use crate::deploy::logs::{self, LogSource, LogsError, Output, Request};
 use crate::operator::engine::build::LABEL_JOB_ROLE;
@@ -141,21 +145,29 @@ pub async fn sweep(
     rendered: &[Value],
 ) -> Result<Sweep, SweepError> {
     let declared = rendered.iter().find_map(declared_objective);
-    let mut found = Vec::new();
+    let mut combinations = Vec::new();
     for object in rendered {
-        let Some(job) = jobs::rendered(object, namespace) else {
-            continue;
-        };
-        let hyperparameters = combination(&job, object)?;
-        let live = source.job(&job).await?;
-        found.push(read_job(source, job, hyperparameters, live.as_ref()).await?);
+        if let Some(job) = jobs::rendered(object, namespace) {
+            let hyperparameters = combination(&job, object)?;
+            combinations.push((job, hyperparameters));
+        }
     }
-    if found.is_empty() {
+    if combinations.is_empty() {
         return Err(SweepError::NoJobs {
             component: component.to_string(),
             env: env.to_string(),
         });
     }
+    // A log is read through the kubelet of its node, which may take a while: several jobs at
+    // once, in the rendered order.
+    let mut found: Vec<SweepJob> = futures::stream::iter(
+        combinations
+            .into_iter()
+            .map(|(job, hyperparameters)| read_job(source, job, hyperparameters)),
+    )
+    .buffered(CONCURRENCY)
+    .try_collect()
+    .await?;
     let objective = declared.or_else(|| first_metric(&found));
     rank(&mut found, objective.as_ref());
     Ok(Sweep {
@@ -165,13 +177,14 @@ pub async fn sweep(
     })
 }
 
-/// A job as the cluster has it (`None`: missing), with its metrics.
+/// A job as the cluster has it (state `Missing` when the cluster lacks it), with its metrics.
 async fn read_job(
     source: &impl LogSource,
     job: JobRef,
     hyperparameters: BTreeMap<String, Value>,
-    live: Option<&Value>,
 ) -> Result<SweepJob, SweepError> {
+    let live = source.job(&job).await?;
+    let live = live.as_ref();
     let mut result = SweepJob {
         kind: job.framework.kind.to_string(),
         name: job.name.clone(),
@@ -203,6 +216,8 @@ async fn read_job(
             // A cluster that stops answering ends the report; a log that cannot be read is
             // this job's note.
             Err(error @ LogsError::Cluster(_)) => return Err(error.into()),
+            // Without the headline: "worker-0: the node `kwok-node-0` serves no logs (...)".
+            Err(LogsError::NotServed { reasons }) => result.note = Some(reasons),
             Err(error) => result.note = Some(first_line(&error.to_string())),
         }
     }
@@ -361,9 +376,14 @@ fn first_line(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use kube::api::LogParams;
     use serde_json::json;
 
     use super::*;
+    use crate::deploy::logs::source::{LogStream, Refused, StreamOf};
 
     fn job(name: &str, state: &str, metrics: &[(&str, f64)]) -> SweepJob {
         SweepJob {
@@ -510,6 +530,83 @@ mod tests {
         let workers = [pod("j-worker-1", false), pod("j-worker-0", false)];
         assert_eq!(lead_pod(&workers).as_deref(), Some("j-worker-0"));
         assert_eq!(lead_pod(&[]), None);
+    }
+
+    /// A cluster of succeeded TFJobs, each with one worker whose log takes 100 ms to open and
+    /// says `metric accuracy=<index>/100`; it counts the opens in flight.
+    #[derive(Default)]
+    struct SlowLogs {
+        in_flight: AtomicUsize,
+        most_in_flight: AtomicUsize,
+    }
+
+    impl LogSource for SlowLogs {
+        async fn job(&self, job: &JobRef) -> Result<Option<Value>, LogsError> {
+            Ok(Some(json!({
+                "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                "metadata": {"name": job.name, "namespace": job.namespace},
+                "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}},
+                "status": {"conditions": [{"type": "Succeeded", "status": "True"}]},
+            })))
+        }
+
+        async fn pods(&self, job: &JobRef) -> Result<Vec<Pod>, LogsError> {
+            let pod = json!({
+                "metadata": {"name": format!("{}-worker-0", job.name), "namespace": job.namespace,
+                             "uid": format!("uid-{}", job.name),
+                             "labels": {"training.kubeflow.org/job-name": job.name,
+                                        "training.kubeflow.org/replica-type": "worker",
+                                        "training.kubeflow.org/replica-index": "0"}},
+                "spec": {"nodeName": "node-1",
+                         "containers": [{"name": "tensorflow", "image": "tf:1"}]},
+                "status": {"containerStatuses": [{"name": "tensorflow", "image": "tf:1",
+                    "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0}}}]},
+            });
+            Ok(vec![serde_json::from_value(pod).expect("a valid Pod")])
+        }
+
+        async fn open(&self, of: &StreamOf, _: LogParams) -> Result<LogStream, Refused> {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let index = of
+                .pod
+                .trim_start_matches("job-")
+                .trim_end_matches("-worker-0");
+            let log = format!("2026-01-01T00:00:00Z metric accuracy=0.{index:0>2}\n");
+            Ok(Box::pin(futures::io::Cursor::new(log.into_bytes())))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_logs_of_a_sweeps_jobs_are_read_several_at_a_time_within_the_bound() {
+        let rendered: Vec<Value> = (0..50)
+            .map(|i| {
+                json!({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                             "metadata": {"name": format!("job-{i:02}")}})
+            })
+            .collect();
+        let source = SlowLogs::default();
+        let found = sweep(&source, "s", "local", "ml", &rendered)
+            .await
+            .expect("every log is read");
+        let most = source.most_in_flight.load(Ordering::SeqCst);
+        assert!(
+            most > 1 && most <= CONCURRENCY,
+            "{most} logs read at once; between 2 and {CONCURRENCY} expected"
+        );
+        assert_eq!(found.jobs.len(), 50);
+        // Each job has its own log's metric, so the reads were not mixed up; best first.
+        for (rank, job) in found.jobs.iter().enumerate() {
+            let index = 49 - rank;
+            assert_eq!(job.name, format!("job-{index:02}"));
+            assert_eq!(
+                job.metrics["accuracy"],
+                format!("0.{index:0>2}").parse::<f64>().unwrap()
+            );
+        }
     }
 
     #[test]

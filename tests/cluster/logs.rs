@@ -3,10 +3,11 @@
 //! found or not, with what was searched; a job without pods and its state; the pods listed by
 //! the operator's labels and named as replicas; a replica that does not exist) and a follow
 //! that ends with its job. The pods are made by hand, pinned to no node, so no kubelet is ever
-//! asked for a log; the lines themselves are tested on a real node.
+//! asked for a log, except one on a kwok node, whose answer (no log served) must be told apart
+//! from a pod that is gone; the lines themselves are tested on a real node.
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -16,21 +17,10 @@ use mlkube::operator::frameworks;
 use serde_json::{Value, json};
 
 use crate::operator::install_crd;
-use crate::support::{self, TestNamespace};
+use crate::support::{self, TestNamespace, empty_app, mlkube, mlkube_ok};
 
 /// An upper bound only: on a loaded 2-core machine the binary and the API server need room.
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn mlkube(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
-}
 
 /// `mlkube logs -n NS ARGS...`, its exit code and stderr.
 fn logs(ns: &TestNamespace, args: &[&str]) -> (Option<i32>, String, String) {
@@ -255,14 +245,12 @@ async fn following_waits_for_containers_to_start_and_ends_with_the_job() {
     assert_eq!(status.code(), Some(0), "{stderr}");
 }
 
-#[tokio::test]
-async fn an_environments_jobs_not_applied_yet_say_to_apply_it() {
-    let ns = TestNamespace::new("logs-env").await;
-    let tmp = tempfile::tempdir().expect("a temporary directory");
-    let app = tmp.path().join("app");
-    let app_path = app.to_str().expect("a UTF-8 path");
-    let steps: [&[&str]; 2] = [
-        &["init", app_path, "--empty", "--namespace", &ns.name],
+/// A new app whose `local` environment is `ns`, with one TFJob component, `train`; the
+/// directory it is in goes when the first value is dropped.
+fn app_with_a_tf_job(ns: &TestNamespace) -> (tempfile::TempDir, PathBuf) {
+    let (tmp, app) = empty_app(ns);
+    mlkube_ok(
+        &app,
         &[
             "component",
             "add",
@@ -271,15 +259,14 @@ async fn an_environments_jobs_not_applied_yet_say_to_apply_it() {
             "--param",
             "image=example.invalid/train:1",
         ],
-    ];
-    for (i, step) in steps.iter().enumerate() {
-        let output = mlkube(if i == 0 { tmp.path() } else { &app }, step);
-        assert!(
-            output.status.success(),
-            "{step:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    );
+    (tmp, app)
+}
+
+#[tokio::test]
+async fn an_environments_jobs_not_applied_yet_say_to_apply_it() {
+    let ns = TestNamespace::new("logs-env").await;
+    let (_tmp, app) = app_with_a_tf_job(&ns);
     let output = mlkube(&app, &["logs", "local", "-c", "train"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
@@ -298,5 +285,83 @@ async fn an_environments_jobs_not_applied_yet_say_to_apply_it() {
             ns.name
         )),
         "{stderr}"
+    );
+}
+
+/// A pod of replica `worker-0` of the TFJob `job` on the kwok node `kwok-node-0`, running until
+/// a test says otherwise.
+async fn create_pod_on_kwok(ns: &TestNamespace, job: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": format!("{job}-worker-0"),
+                     "annotations": {"mlkube.io/simulate": "manual"},
+                     "labels": {"training.kubeflow.org/job-name": job,
+                                "training.kubeflow.org/operator-name": "tfjob-controller",
+                                "training.kubeflow.org/replica-type": "worker",
+                                "training.kubeflow.org/replica-index": "0"}},
+        "spec": {"nodeName": "kwok-node-0",
+                 "containers": [{"name": "tensorflow", "image": "example.invalid/train:1"}]}
+    }))
+    .expect("a pod");
+    let pods = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod is created");
+    let name = format!("{job}-worker-0");
+    support::eventually("the pod on kwok to run", TIMEOUT, || async {
+        let pod = pods.get(&name).await.ok()?;
+        let statuses = pod.status?.container_statuses?;
+        statuses
+            .first()?
+            .state
+            .as_ref()?
+            .running
+            .as_ref()
+            .map(|_| ())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_kwok_node_without_a_kubelet_is_named_by_logs_and_by_a_sweeps_status_not_taken_for_a_gone_pod()
+ {
+    let ns = TestNamespace::new("logs-kwok").await;
+    install_crd(&ns.client).await;
+    let (_tmp, app) = app_with_a_tf_job(&ns);
+    // The job as the operator would leave it: Succeeded, its worker's pod kept.
+    create_job(&ns, "TFJob", "train", 1).await;
+    create_pod_on_kwok(&ns, "train").await;
+    set_conditions(
+        &ns,
+        "train",
+        json!([
+            condition("Created"),
+            condition("Running"),
+            condition("Succeeded")
+        ]),
+    )
+    .await;
+    // kwok's nodes have a loopback address where no kubelet listens: the API server's dial
+    // is refused, which is neither a pod that is gone nor a container that has not started.
+    let output = mlkube(&app, &["logs", "local", "-c", "train"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the kubelet did not serve the logs of worker-0 (pod ")
+            && stderr.contains("node kwok-node-0)")
+            && stderr.contains("connection refused")
+            && stderr.contains("kwok's simulated nodes serve no logs"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("is gone"), "{stderr}");
+
+    let output = mlkube(&app, &["status", "local", "-c", "train", "-o", "json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let note = report["jobs"][0]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("the kubelet did not serve the logs of worker-0 (pod ")
+            && note.contains("node kwok-node-0)"),
+        "{report:#}"
     );
 }

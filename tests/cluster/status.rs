@@ -5,7 +5,6 @@
 //! Each test has its own namespace, app and operator, so they run in parallel.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -15,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use crate::operator_identity::{Access, NamespaceOperator, Scope};
-use crate::support::{self, TestNamespace, eventually};
+use crate::support::{TestNamespace, empty_app, eventually, mlkube, mlkube_ok};
 
 /// An upper bound only: the kwok stages end a training pod after 5 s; a loaded 2-core machine
 /// needs room for the operator and six jobs.
@@ -45,29 +44,6 @@ async fn install_tfjob_crd(client: &Client) {
         .expect("watching the CRD");
 }
 
-/// Run the binary in `dir` against the test cluster.
-fn mlkube(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
-}
-
-/// Run the binary and insist it succeeds.
-fn mlkube_ok(dir: &Path, args: &[&str]) -> Output {
-    let output = mlkube(dir, args);
-    assert!(
-        output.status.success(),
-        "mlkube {args:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
 /// A namespace with the TFJob CRD and an operator, and a new app with no components whose
 /// `local` environment is that namespace.
 struct Scenario {
@@ -83,13 +59,7 @@ impl Scenario {
         let ns = TestNamespace::new(prefix).await;
         install_tfjob_crd(&ns.client).await;
         let operator = NamespaceOperator::start(&ns, Access::scoped(Scope::Namespace)).await;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let app = dir.path().join("app");
-        let path = app.to_str().expect("a UTF-8 path");
-        mlkube_ok(
-            dir.path(),
-            &["init", path, "--empty", "--namespace", &ns.name],
-        );
+        let (dir, app) = empty_app(&ns);
         Scenario {
             _operator: operator,
             ns,
@@ -286,4 +256,36 @@ async fn a_change_by_another_field_manager_is_drift_until_the_next_apply() {
     assert_eq!(code, Some(3), "{data:#}");
     assert_eq!(data["members"][0]["state"], "missing", "{data:#}");
     assert_eq!(data["members"][0]["drift"], "missing", "{data:#}");
+}
+
+#[tokio::test]
+async fn status_after_delete_with_its_namespace_says_the_namespace_is_gone_not_never_applied() {
+    let ns = TestNamespace::new("status-ns-gone").await;
+    let (_dir, app) = empty_app(&ns);
+    std::fs::write(
+        app.join("components/settings.jsonnet"),
+        "[{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings' }, data: { k: 'v' } }]\n",
+    )
+    .expect("the component is written");
+    mlkube_ok(&app, &["apply", "local"]);
+    mlkube_ok(&app, &["delete", "local", "--delete-namespace", "--yes"]);
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client.clone());
+    eventually("the namespace to be gone", TIMEOUT, || async {
+        let gone = namespaces.get_opt(&ns.name).await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+
+    let output = mlkube(&app, &["status", "local"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "environment `local` is not applied to this cluster: its namespace `{}` does not \
+             exist (it may have been deleted with it, by `mlkube delete local --delete-namespace`)",
+            ns.name
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("never applied"), "{stderr}");
 }

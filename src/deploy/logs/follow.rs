@@ -85,6 +85,8 @@ struct Seen {
     /// The time of the last line printed.
     last: Option<Timestamp>,
     label: String,
+    /// Its node serves no log of it: it is not asked again.
+    unserved: bool,
 }
 
 /// The decisions of a follow: which streams to open, and when it is done.
@@ -120,7 +122,7 @@ impl Follow {
             let from = match self.seen.get(&key) {
                 None if first => From::Asked,
                 None => From::Start,
-                Some(seen) if seen.open => continue,
+                Some(seen) if seen.open || seen.unserved => continue,
                 Some(seen) if container.restarts > seen.restarts => From::Start,
                 Some(seen) if container.state == State::Running => match seen.last {
                     Some(last) => From::After(last),
@@ -151,6 +153,7 @@ impl Follow {
                 from: open.from,
                 last,
                 label: open.of.label.clone(),
+                unserved: false,
             },
         );
     }
@@ -166,6 +169,14 @@ impl Follow {
     pub fn ended(&mut self, key: &Key) {
         if let Some(seen) = self.seen.get_mut(key) {
             seen.open = false;
+        }
+    }
+
+    /// The node of `key`'s pod served no log of it: it is not opened again.
+    pub fn unserved(&mut self, key: &Key) {
+        if let Some(seen) = self.seen.get_mut(key) {
+            seen.open = false;
+            seen.unserved = true;
         }
     }
 
@@ -190,6 +201,11 @@ enum Event {
         key: Key,
         /// Why, when it is worth a note.
         why: Option<String>,
+    },
+    /// The node served no log: said once, not asked again.
+    Unserved {
+        key: Key,
+        why: String,
     },
     Failed(LogsError),
 }
@@ -311,6 +327,11 @@ fn handle(
             state.ended(&key);
             Ok(true)
         }
+        Event::Unserved { key, why } => {
+            out.note(&why);
+            state.unserved(&key);
+            Ok(true)
+        }
         Event::Failed(error) => Err(error),
     }
 }
@@ -365,6 +386,11 @@ fn events<'a>(source: &'a impl LogSource, open: Open, params: LogParams) -> BoxS
                 // next listing decides what follows.
                 Err(Refused::Gone | Refused::NotYet(_)) => {
                     futures::stream::once(async { end }).boxed()
+                }
+                Err(Refused::NotServed(words)) => {
+                    let why = source::unserved_note(&of, words.as_deref());
+                    let key = key.clone();
+                    futures::stream::once(async { Event::Unserved { key, why } }).boxed()
                 }
                 Err(Refused::Failed(error)) => {
                     futures::stream::once(async { Event::Failed(error) }).boxed()

@@ -168,6 +168,12 @@ pub enum LogsError {
     #[error("there are no logs to read yet: {reasons}\n  hint: {hint}")]
     NothingToRead { reasons: String, hint: &'static str },
     #[error(
+        "there are no logs to read: {reasons}\n  hint: the API server reads a container's log \
+         from the kubelet of the pod's node; kwok's simulated nodes run no containers and serve \
+         none"
+    )]
+    NotServed { reasons: String },
+    #[error(
         "the kubelet did not serve the logs of {replica} (pod {namespace}/{pod}, container \
          {container}, node {node})\n  hint: the API server reads container logs from the kubelet \
          of the pod's node: is it running and reachable from the API server? (kwok's simulated \

@@ -38,14 +38,24 @@ pub async fn read(
     )
     .await;
     let mut streams = Vec::new();
+    let mut unserved = Vec::new();
     for (of, opened) in readable.into_iter().zip(opened) {
         match opened {
             Ok(log) => streams.push((of, Box::pin(source::lines(log)) as Lines)),
             Err(Refused::Gone) => skipped.push(format!("{}: pod {} is gone", of.label, of.pod)),
+            Err(Refused::NotServed(words)) => {
+                unserved.push(source::unserved_note(&of, words.as_deref()));
+            }
             Err(Refused::NotYet(why)) => skipped.push(format!("{}: {why}", of.label)),
             Err(Refused::Failed(error)) => return Err(error),
         }
     }
+    if streams.is_empty() && skipped.is_empty() && !unserved.is_empty() {
+        return Err(LogsError::NotServed {
+            reasons: unserved.join("; "),
+        });
+    }
+    skipped.extend(unserved);
     if streams.is_empty() {
         return Err(LogsError::NothingToRead {
             reasons: skipped.join("; "),

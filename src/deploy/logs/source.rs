@@ -41,6 +41,9 @@ pub struct StreamOf {
 pub enum Refused {
     /// The pod is gone.
     Gone,
+    /// The pod is there, but the kubelet of its node has no log of it: kwok's simulated nodes
+    /// answer so for every pod, a real kubelet for a pod it does not run (with its words).
+    NotServed(Option<String>),
     /// The container has not started, or has no previous instance: the API server's words.
     NotYet(String),
     /// Anything else ends the command with this error.
@@ -222,6 +225,15 @@ pub fn not_served(error: &kube::Error) -> bool {
 /// What an API server's refusal of a log request means.
 pub fn refusal(error: kube::Error, of: &StreamOf) -> Refused {
     match &error {
+        kube::Error::Api(status) if status.code == 404 && from_the_node(status) => {
+            let words = status.details.iter().flat_map(|d| &d.causes);
+            Refused::NotServed(
+                words
+                    .map(|c| c.message.trim())
+                    .find(|m| !m.is_empty())
+                    .map(str::to_string),
+            )
+        }
         kube::Error::Api(status) if status.code == 404 => Refused::Gone,
         // "container ... is waiting to start", "previous terminated container ... not found".
         kube::Error::Api(status) if status.code == 400 => Refused::NotYet(status.message.clone()),
@@ -240,6 +252,29 @@ pub fn refusal(error: kube::Error, of: &StreamOf) -> Refused {
             container: of.container.clone(),
             source: error,
         }),
+    }
+}
+
+/// A 404 the API server passed on from the kubelet: it names the log (`pods/log`) that was not
+/// found, where a pod that does not exist is named as the pod (`pods`).
+fn from_the_node(status: &kube::core::Status) -> bool {
+    status
+        .details
+        .as_ref()
+        .is_some_and(|d| d.kind == "pods/log")
+}
+
+/// The note on a container whose node served no log of it.
+pub fn unserved_note(of: &StreamOf, words: Option<&str>) -> String {
+    match words {
+        None => format!(
+            "{}: the node `{}` serves no logs (a simulated node?)",
+            of.label, of.node
+        ),
+        Some(words) => format!(
+            "{}: the node `{}` serves no log of pod {}: {words}",
+            of.label, of.node, of.pod
+        ),
     }
 }
 
@@ -285,8 +320,12 @@ mod tests {
 
     #[test]
     fn a_refused_log_is_a_gone_pod_a_container_not_ready_or_a_kubelet_that_failed() {
+        let gone = "pods \"mnist-worker-0\" not found";
         assert!(matches!(
-            refusal(api(404, "gone", json!({"name": "p"})), &of()),
+            refusal(
+                api(404, gone, json!({"name": "mnist-worker-0", "kind": "pods"})),
+                &of()
+            ),
             Refused::Gone
         ));
         let waiting = "container \"tensorflow\" in pod \"mnist-worker-0\" is waiting to start";
@@ -303,5 +342,37 @@ mod tests {
             refusal(api(403, "forbidden", json!({})), &of()),
             Refused::Failed(LogsError::Logs { .. })
         ));
+    }
+
+    #[test]
+    fn a_404_the_kubelet_gave_is_a_node_that_serves_no_log_not_a_gone_pod() {
+        // As the API server passes on kwok's answer: the log, not the pod, was not found.
+        let kwok = api(
+            404,
+            "the server could not find the requested resource ( pods/log mnist-worker-0)",
+            json!({"name": "mnist-worker-0", "kind": "pods/log"}),
+        );
+        let Refused::NotServed(words) = refusal(kwok, &of()) else {
+            panic!("a node that serves no logs");
+        };
+        assert_eq!(words, None);
+        assert_eq!(
+            unserved_note(&of(), None),
+            "worker-0: the node `node-1` serves no logs (a simulated node?)"
+        );
+        // A real kubelet says why.
+        let kubelet = api(
+            404,
+            "the server could not find the requested resource ( pods/log mnist-worker-0)",
+            json!({"name": "mnist-worker-0", "kind": "pods/log", "causes": [
+                {"reason": "UnexpectedServerResponse", "message": "pod does not exist"}]}),
+        );
+        let Refused::NotServed(words) = refusal(kubelet, &of()) else {
+            panic!("a node that serves no log of the pod");
+        };
+        assert_eq!(
+            unserved_note(&of(), words.as_deref()),
+            "worker-0: the node `node-1` serves no log of pod mnist-worker-0: pod does not exist"
+        );
     }
 }

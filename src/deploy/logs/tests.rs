@@ -35,6 +35,8 @@ struct Inner {
     pods: Vec<Pod>,
     planned: BTreeMap<(String, String), VecDeque<Planned>>,
     opened: Vec<(String, LogParams)>,
+    /// How many times a job was read: a follow reads its jobs once a round.
+    job_reads: usize,
 }
 
 /// A cluster in memory, as far as logs go.
@@ -102,8 +104,9 @@ fn write(sender: &mpsc::UnboundedSender<Chunk>, line: &str) {
 
 impl LogSource for Fake {
     async fn job(&self, job: &JobRef) -> Result<Option<Value>, LogsError> {
-        Ok(self
-            .inner()
+        let mut inner = self.inner();
+        inner.job_reads += 1;
+        Ok(inner
             .jobs
             .iter()
             .find(|j| {
@@ -370,6 +373,98 @@ async fn a_kubelet_that_cannot_serve_logs_is_an_error_naming_the_node() {
         ),
         "{text}"
     );
+}
+
+/// What the API server answers for a pod on a kwok node: its node found no log of it.
+fn kwok_refusal(pod: &str) -> Refusal {
+    let of = StreamOf {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        uid: "u".into(),
+        node: "node-1".into(),
+        container: "tensorflow".into(),
+        label: pod.trim_start_matches("mnist-").into(),
+    };
+    let pod = pod.to_string();
+    Box::new(move || {
+        let status = json!({"status": "Failure", "code": 404, "reason": "NotFound",
+            "message": format!("the server could not find the requested resource ( pods/log {pod})"),
+            "details": {"name": pod, "kind": "pods/log"}});
+        source::refusal(
+            kube::Error::Api(Box::new(serde_json::from_value(status).unwrap())),
+            &of,
+        )
+    })
+}
+
+#[tokio::test]
+async fn a_node_that_serves_no_logs_is_said_so_and_not_taken_for_a_gone_pod() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 2));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    fake.set_pod(pod("mnist", "worker", 1, running(), 0));
+    fake.log("mnist-worker-0", "tensorflow", &["2026-01-01T10:00:00Z hi"]);
+    fake.refuse(
+        "mnist-worker-1",
+        "tensorflow",
+        kwok_refusal("mnist-worker-1"),
+    );
+    let (result, out) = read(&fake, &request(vec![tf("mnist")])).await;
+    result.expect("worker-0 is read");
+    assert_eq!(out.lines(), ["worker-0 | hi"]);
+    let unserved = "worker-1: the node `node-1` serves no logs (a simulated node?)";
+    assert_eq!(out.notes(), [unserved]);
+
+    fake.refuse(
+        "mnist-worker-1",
+        "tensorflow",
+        kwok_refusal("mnist-worker-1"),
+    );
+    let only_unserved = Request {
+        replicas: vec!["worker-1".into()],
+        ..request(vec![tf("mnist")])
+    };
+    let error = read(&fake, &only_unserved).await.0.unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!(
+            "there are no logs to read: {unserved}\n  hint: the API server reads"
+        )),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn following_a_node_that_serves_no_logs_says_so_once_and_does_not_ask_again() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("mnist", "Running", 1));
+    fake.set_pod(pod("mnist", "worker", 0, running(), 0));
+    for _ in 0..3 {
+        fake.refuse(
+            "mnist-worker-0",
+            "tensorflow",
+            kwok_refusal("mnist-worker-0"),
+        );
+    }
+    let (task, out) = start_following(&fake, request_following("mnist"), &Cancel::new());
+    let unserved = "worker-0: the node `node-1` serves no logs (a simulated node?)";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while out.notes().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no note came");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A few more rounds, in which a stream cut short would be opened again.
+    let reads = fake.inner().job_reads;
+    while fake.inner().job_reads < reads + 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the follow stopped listing"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    fake.set_job(tfjob("mnist", "Succeeded", 1));
+    ended(task).await.expect("it ends with the job");
+    assert_eq!(out.notes(), [unserved]);
+    assert_eq!(fake.opened().len(), 1, "the node was asked once");
 }
 
 #[tokio::test]
