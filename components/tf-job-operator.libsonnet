@@ -127,12 +127,13 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       ] else []
     ) + (
       // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding
-      // (src/operator/frameworks/mpi/): read once, server-side applied; never watched or deleted
-      // (the job owns them). A Role may only grant what its writer holds: the launcher's exec
-      // into its workers, and the get kubectl exec does first.
+      // (src/operator/frameworks/mpi/): watched (list, watch) so that one deleted or changed is
+      // written again, read before the first write, server-side applied; never deleted (the
+      // job owns them). A Role may only grant what its writer holds: the launcher's exec into
+      // its workers, and the get kubectl exec does first.
       if runsMpi then [
-        { apiGroups: [''], resources: ['configmaps', 'serviceaccounts'], verbs: ['get', 'create', 'patch'] },
-        { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: ['get', 'create', 'patch'] },
+        { apiGroups: [''], resources: ['configmaps', 'serviceaccounts'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
+        { apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
         { apiGroups: [''], resources: ['pods'], verbs: ['get'] },
         { apiGroups: [''], resources: ['pods/exec'], verbs: ['create'] },
       ] else []

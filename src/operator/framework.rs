@@ -11,13 +11,14 @@ use std::fmt;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerSpec;
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use super::engine::build::Options;
+use super::engine::plan::Event;
 
 /// A replica type: the key of the replica specs map (`Worker`) and its lower-case form, used in
 /// pod names and labels (`worker`).
@@ -209,6 +210,22 @@ pub trait TrainingJob:
     /// pods (MPIJob: its ConfigMap, and the launcher's ServiceAccount, Role and RoleBinding).
     fn companions(&self) -> Vec<Companion> {
         Vec::new()
+    }
+
+    /// The kinds of the jobs' [`companions`](TrainingJob::companions): the operator watches
+    /// these kinds only when a framework it runs has them.
+    const COMPANION_KINDS: &'static [CompanionKind] = &[];
+
+    /// The framework's own events about the states the job's pods are in, besides the
+    /// engine's (MPIJob's `MPIJobRunning` and `MPIJobEvicted`), each with its occurrence.
+    fn pod_state_events(&self, _pods: &[Pod]) -> Vec<Event> {
+        Vec::new()
+    }
+
+    /// The framework's own event for a pod of `rtype` created (`Ok`, its name) or not (`Err`,
+    /// why), besides `SuccessfulCreatePod` and `FailedCreatePod` (MPIJob's Launcher).
+    fn created_event(&self, _rtype: ReplicaType, _created: Result<&str, &str>) -> Option<Event> {
+        None
     }
 
     /// The replica type of a map key in any letter case.

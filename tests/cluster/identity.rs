@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ListParams, PostParams, WatchParams};
 use kube::{Api, Client, Resource};
 use mlkube::operator::frameworks;
@@ -76,19 +77,28 @@ const RUNS_JOBS: &[Uses] = &[
     ),
     // events.k8s.io/v1 only: one event per occurrence, a patch of its series on a repeat.
     uses("events.k8s.io", "events", &["create", "patch"]),
-    // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding: read once,
-    // server-side applied (which creates them the first time).
-    uses("", "configmaps", &["create", "get", "patch"]),
-    uses("", "serviceaccounts", &["create", "get", "patch"]),
+    // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding: watched
+    // (list, watch) so that one deleted or changed is written again, read before the first
+    // write, server-side applied (which creates them the first time).
+    uses(
+        "",
+        "configmaps",
+        &["create", "get", "list", "patch", "watch"],
+    ),
+    uses(
+        "",
+        "serviceaccounts",
+        &["create", "get", "list", "patch", "watch"],
+    ),
     uses(
         "rbac.authorization.k8s.io",
         "roles",
-        &["create", "get", "patch"],
+        &["create", "get", "list", "patch", "watch"],
     ),
     uses(
         "rbac.authorization.k8s.io",
         "rolebindings",
-        &["create", "get", "patch"],
+        &["create", "get", "list", "patch", "watch"],
     ),
     // What the launcher's Role grants, which the operator must hold to grant it.
     uses("", "pods", &["get"]),
@@ -210,12 +220,15 @@ where
         .map(drop)
 }
 
-async fn list_and_watch_jobs_pods_and_services_everywhere(
-    client: &Client,
-) -> Result<(), kube::Error> {
+/// What the caches hold: jobs, pods, services, and MPIJobs' companions.
+async fn list_and_watch_cached_kinds_everywhere(client: &Client) -> Result<(), kube::Error> {
     list_and_watch_everywhere::<TFJob>(client).await?;
     list_and_watch_everywhere::<Pod>(client).await?;
-    list_and_watch_everywhere::<Service>(client).await
+    list_and_watch_everywhere::<Service>(client).await?;
+    list_and_watch_everywhere::<ConfigMap>(client).await?;
+    list_and_watch_everywhere::<ServiceAccount>(client).await?;
+    list_and_watch_everywhere::<Role>(client).await?;
+    list_and_watch_everywhere::<RoleBinding>(client).await
 }
 
 /// What the token may do in its own namespace and in another one, for each way of rendering
@@ -240,7 +253,7 @@ async fn namespace_scope_lets_the_operator_do_exactly_its_calls_in_its_namespace
     ];
     for (access, own, elsewhere) in cases {
         let (_ns, identity) = assert_permissions(access, own, elsewhere).await;
-        match list_and_watch_jobs_pods_and_services_everywhere(&identity.client).await {
+        match list_and_watch_cached_kinds_everywhere(&identity.client).await {
             Err(kube::Error::Api(e)) if e.code == 403 => {}
             other => panic!("{access:?} must not list across namespaces: {other:?}"),
         }
@@ -261,7 +274,7 @@ async fn cluster_scope_lets_the_operator_do_exactly_its_calls_in_every_namespace
     ];
     for (access, own, elsewhere) in cases {
         let (_ns, identity) = assert_permissions(access, own, elsewhere).await;
-        list_and_watch_jobs_pods_and_services_everywhere(&identity.client)
+        list_and_watch_cached_kinds_everywhere(&identity.client)
             .await
             .unwrap_or_else(|e| panic!("{access:?} lists and watches every namespace: {e}"));
     }

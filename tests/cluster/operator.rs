@@ -57,7 +57,7 @@ pub(crate) async fn install_crd(client: &Client) {
 /// stopped when dropped.
 pub(crate) struct Operator {
     task: tokio::task::JoinHandle<()>,
-    metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     _identity: OperatorIdentity,
 }
 
@@ -1023,7 +1023,7 @@ async fn install_pod_group_crd(client: &Client, group: &str, version: &str) -> A
 }
 
 /// How many reconciles the operator has finished.
-fn reconciles(metrics: &Metrics) -> u64 {
+pub(crate) fn reconciles(metrics: &Metrics) -> u64 {
     metrics
         .render()
         .lines()

@@ -11,7 +11,7 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Config, ResourceExt};
@@ -21,6 +21,7 @@ use mlkube::operator::frameworks::{ALL, Registered, by_name};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::events::job_events;
 use crate::operator::{
     TIMEOUT, await_running, driven_by_hand, exit_container, pods, start_operator,
 };
@@ -97,12 +98,12 @@ async fn regression_worker_0_of_a_pytorchjob_without_a_master_is_labelled_master
 /// A control plane of one test's own: an etcd and an API server from the local cluster's
 /// binaries and certificates, on free ports, and nothing else (no controller-manager, no
 /// nodes), so the only CRDs are those the test installs. Stopped when dropped.
-struct BareControlPlane {
+pub(crate) struct BareControlPlane {
     /// The API server first: it stops before its etcd.
     processes: Vec<std::process::Child>,
-    client: Client,
-    kubeconfig: PathBuf,
-    dir: tempfile::TempDir,
+    pub(crate) client: Client,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Drop for BareControlPlane {
@@ -115,7 +116,7 @@ impl Drop for BareControlPlane {
 }
 
 impl BareControlPlane {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let cluster_dir = kubeconfig_path()
             .parent()
             .expect("the kubeconfig is a file in the local cluster's directory")
@@ -216,7 +217,7 @@ impl BareControlPlane {
     }
 
     /// Install a framework's CRD and wait until it is served.
-    async fn install(&self, registered: &Registered) {
+    pub(crate) async fn install(&self, registered: &Registered) {
         let crds = Api::<CustomResourceDefinition>::all(self.client.clone());
         let crd = crds
             .create(&PostParams::default(), &(registered.crd)())
@@ -248,7 +249,7 @@ impl BareControlPlane {
 }
 
 /// A port nothing listens on now.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -256,7 +257,7 @@ fn free_port() -> u16 {
 }
 
 /// The status line and body of `GET path` on `port`; `None` while nothing listens.
-async fn get(port: u16, path: &str) -> Option<(String, String)> {
+pub(crate) async fn get(port: u16, path: &str) -> Option<(String, String)> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .ok()?;
@@ -410,19 +411,6 @@ async fn regression_a_framework_without_its_crd_waits_quietly_and_shutdown_is_pr
         took < Duration::from_secs(2),
         "SIGTERM to exit took {took:?}"
     );
-}
-
-/// The Events (`events.k8s.io/v1`) on job `job` with this reason.
-async fn job_events(ns: &TestNamespace, job: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(ns.client.clone(), &ns.name)
-        .list(&ListParams::default())
-        .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(job))
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
 }
 
 /// How many times an Event says it happened.

@@ -15,7 +15,7 @@ use crate::operator::api::FIELD_MANAGER;
 use crate::operator::engine::build;
 use crate::operator::engine::conditions;
 use crate::operator::engine::observe::Deletion;
-use crate::operator::engine::plan::Plan;
+use crate::operator::engine::plan::{Event, Plan};
 use crate::operator::events::EventType;
 use crate::operator::expectations::Kind;
 use crate::operator::framework::{ReplicaType, TrainingJob};
@@ -247,6 +247,9 @@ where
                 replica_index = index,
                 "created {kind} {name}"
             );
+            if expected == Kind::Pod {
+                publish_framework_event(ctx, job, job.created_event(rtype, Ok(&name)));
+            }
             Ok(Some(name))
         }
         // Deterministic names: it exists, so there is nothing to do.
@@ -257,6 +260,10 @@ where
                 ctx.metrics.object("failed_service_creation");
             }
             tracing::warn!(replica_type = rtype.lower(), replica_index = index, error = %OneLine(&source), "cannot create {kind} {name}");
+            if expected == Kind::Pod {
+                let why = OneLine(&source).to_string();
+                publish_framework_event(ctx, job, job.created_event(rtype, Err(&why)));
+            }
             ctx.events.publish(
                 job,
                 EventType::Warning,
@@ -337,6 +344,19 @@ async fn delete_service<J: TrainingJob>(
                 source,
             })
         }
+    }
+}
+
+/// The framework's own event about a pod it created or could not create (MPIJob's Launcher).
+fn publish_framework_event<J: TrainingJob>(ctx: &Context, job: &J, event: Option<Event>) {
+    if let Some(event) = event {
+        let type_ = if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        ctx.events
+            .publish(job, type_, event.reason, event.message, "Create");
     }
 }
 

@@ -1,28 +1,35 @@
 //! A job's companions (`TrainingJob::companions`: MPIJob's ConfigMap and its launcher's
-//! ServiceAccount, Role and RoleBinding): written before the job's pods, again only when what
-//! the job asks for changes.
+//! ServiceAccount, Role and RoleBinding): written before the job's pods, again when what the
+//! job asks for changes or someone else changed or deleted them.
 //!
 //! # Expected flow
 //! On each reconcile of an unfinished job, each companion the framework wants is compared with
-//! the one last written for the job. A new one is read first: one that another object controls
-//! is never changed (a Warning `ErrResourceExists`, as upstream's, and an error, so no pod is
+//! the one last written for the job, and the version the operator wrote with the one its watch
+//! (`children`) last saw. When either differs it is read: one that another object controls is
+//! never changed (a Warning `ErrResourceExists`, as upstream's, and an error, so no pod is
 //! created that would use it); otherwise it is server-side applied with `FIELD_MANAGER`, which
-//! creates it or brings it to what the job asks for.
+//! creates it or brings the fields the operator sets back to what the job asks for.
+//!
+//! # Guarantees
+//! - A companion deleted, or whose fields the operator sets were changed by someone else (a
+//!   hostfile edited by hand), is written again by the reconcile its watch event queues.
+//! - A reconcile that sees what it wrote last writes nothing.
 //!
 //! # Caveats
-//! Companions are not watched (as PodGroups are not): one deleted by hand comes back when the
-//! job asks for a different one (a Worker more or less) or the operator restarts. Finished
-//! jobs keep theirs until the job is deleted, as upstream's do.
+//! Fields the operator does not set (a key added to the ConfigMap by hand) are left alone, as
+//! server-side apply leaves them. Finished jobs keep their companions until the job is deleted,
+//! as upstream's do, and they are not repaired any more.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 
+use super::children::Companions;
 use super::{Context, ReconcileError};
 use crate::error_text::OneLine;
 use crate::operator::api::FIELD_MANAGER;
@@ -38,16 +45,22 @@ pub(super) async fn sync_companions<J: TrainingJob>(
 ) -> Result<(), ReconcileError> {
     let job_name = job.name_any();
     for companion in job.companions() {
-        let digest = SeenCompanions::digest(&companion);
+        let written = Written {
+            digest: SeenCompanions::digest(&companion),
+            version: ctx
+                .companions
+                .cached_version(namespace, &job_name, &companion),
+        };
         if ctx
             .companions
-            .is_seen(namespace, &job_name, &companion, digest)
+            .is_seen(namespace, &job_name, &companion, &written)
         {
             continue;
         }
-        apply(job, ctx, namespace, &companion).await?;
+        let version = apply(job, ctx, namespace, &companion).await?;
+        let written = Written { version, ..written };
         ctx.companions
-            .seen(namespace, &job_name, &companion, digest);
+            .seen(namespace, &job_name, &companion, written);
     }
     Ok(())
 }
@@ -72,12 +85,13 @@ pub(super) fn kind_name(kind: CompanionKind) -> &'static str {
     }
 }
 
+/// Apply `companion`; its version as written.
 async fn apply<J: TrainingJob>(
     job: &J,
     ctx: &Context,
     namespace: &str,
     companion: &Companion,
-) -> Result<(), ReconcileError> {
+) -> Result<Option<String>, ReconcileError> {
     let kind = kind_name(companion.kind);
     let api: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), namespace, &resource(companion.kind));
@@ -122,9 +136,9 @@ async fn apply<J: TrainingJob>(
         .patch(&companion.name, &params, &Patch::Apply(&companion.object))
         .await
     {
-        Ok(_) => {
+        Ok(applied) => {
             tracing::debug!("applied {kind} {}", companion.name);
-            Ok(())
+            Ok(applied.resource_version())
         }
         Err(source) => {
             let verb = if existing.is_some() {
@@ -148,36 +162,60 @@ async fn apply<J: TrainingJob>(
     }
 }
 
-/// A job's companions, by kind and name, with the digest of each one last written.
-type Digests = HashMap<(CompanionKind, String), u64>;
+/// A companion as written: the digest of what the job asked for, and the version the API
+/// server gave it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Written {
+    digest: u64,
+    version: Option<String>,
+}
 
-/// Per job (namespace, name), the digests of its companions last written.
-#[derive(Default)]
+/// A job's companions, by kind and name, each as last written.
+type Digests = HashMap<(CompanionKind, String), Written>;
+
+/// Per job (namespace, name), its companions as last written, and the watch's caches of them.
 pub(super) struct SeenCompanions {
     digests: Mutex<HashMap<(String, String), Digests>>,
+    cached: Arc<Companions>,
 }
 
 impl SeenCompanions {
+    /// Compare what is written with what the watches of companions cache.
+    pub(super) fn watching(cached: Arc<Companions>) -> SeenCompanions {
+        SeenCompanions {
+            digests: Mutex::default(),
+            cached,
+        }
+    }
+
     fn digest(companion: &Companion) -> u64 {
         let mut hasher = DefaultHasher::new();
         companion.object.to_string().hash(&mut hasher);
         hasher.finish()
     }
 
-    fn is_seen(&self, namespace: &str, job: &str, companion: &Companion, digest: u64) -> bool {
-        let key = (namespace.to_owned(), job.to_owned());
-        lock(&self.digests)
-            .get(&key)
-            .and_then(|seen| seen.get(&(companion.kind, companion.name.clone())))
-            == Some(&digest)
+    /// The version of the companion that the watch last saw.
+    fn cached_version(&self, namespace: &str, job: &str, companion: &Companion) -> Option<String> {
+        self.cached
+            .resource_version(companion.kind, namespace, job, &companion.name)
     }
 
-    fn seen(&self, namespace: &str, job: &str, companion: &Companion, digest: u64) {
+    /// Whether `now` (the digest wanted, the version cached) is what was last written.
+    fn is_seen(&self, namespace: &str, job: &str, companion: &Companion, now: &Written) -> bool {
+        let key = (namespace.to_owned(), job.to_owned());
+        now.version.is_some()
+            && lock(&self.digests)
+                .get(&key)
+                .and_then(|seen| seen.get(&(companion.kind, companion.name.clone())))
+                == Some(now)
+    }
+
+    fn seen(&self, namespace: &str, job: &str, companion: &Companion, written: Written) {
         let key = (namespace.to_owned(), job.to_owned());
         lock(&self.digests)
             .entry(key)
             .or_default()
-            .insert((companion.kind, companion.name.clone()), digest);
+            .insert((companion.kind, companion.name.clone()), written);
     }
 
     /// The job is gone.
@@ -199,18 +237,34 @@ mod tests {
         }
     }
 
+    fn written(companion: &Companion, version: &str) -> Written {
+        Written {
+            digest: SeenCompanions::digest(companion),
+            version: Some(version.into()),
+        }
+    }
+
     #[test]
-    fn a_companion_is_seen_until_the_job_asks_for_another_or_is_forgotten() {
-        let seen = SeenCompanions::default();
+    fn a_companion_is_seen_until_the_job_asks_for_another_or_someone_else_changes_it() {
+        let seen = SeenCompanions::watching(Arc::default());
         let two = config_map("pi-worker-0 slots=1\npi-worker-1 slots=1\n");
         let one = config_map("pi-worker-0 slots=1\n");
-        let digest = SeenCompanions::digest(&two);
-        assert!(!seen.is_seen("ns", "pi", &two, digest));
-        seen.seen("ns", "pi", &two, digest);
-        assert!(seen.is_seen("ns", "pi", &two, digest));
-        assert!(!seen.is_seen("other", "pi", &two, digest));
-        assert!(!seen.is_seen("ns", "pi", &one, SeenCompanions::digest(&one)));
+        let as_written = written(&two, "7");
+        assert!(!seen.is_seen("ns", "pi", &two, &as_written));
+        seen.seen("ns", "pi", &two, as_written.clone());
+        assert!(seen.is_seen("ns", "pi", &two, &as_written));
+        assert!(!seen.is_seen("other", "pi", &two, &as_written));
+        assert!(!seen.is_seen("ns", "pi", &one, &written(&one, "7")));
+        assert!(
+            !seen.is_seen("ns", "pi", &two, &written(&two, "8")),
+            "changed by someone else"
+        );
+        let deleted = Written {
+            version: None,
+            ..as_written.clone()
+        };
+        assert!(!seen.is_seen("ns", "pi", &two, &deleted), "deleted");
         seen.forget("ns", "pi");
-        assert!(!seen.is_seen("ns", "pi", &two, digest));
+        assert!(!seen.is_seen("ns", "pi", &two, &as_written));
     }
 }

@@ -30,6 +30,8 @@
 //!   are kept, and a field the operator stops setting is removed.
 //!
 //! # Errors
+//! A watch of a framework's jobs answered 404 asks discovery whether their CRD is gone; if it
+//! is, that framework's controller stops and waits for the CRD as at start (see `installed`).
 //! Every failed API call is logged with the job, recorded as an event where the user can see it
 //! (except adoption and release, which upstream does silently too), counted in
 //! `mlkube_operator_reconcile_errors_total{operation}`, and retried by `error_policy` after a
@@ -104,6 +106,16 @@ pub struct Context {
     companions: companions::SeenCompanions,
 }
 
+impl Context {
+    /// Forget what was remembered about a job that is gone.
+    fn forget(&self, namespace: &str, name: &str) {
+        self.written.forget(namespace, name);
+        self.pod_groups.forget(namespace, name);
+        self.autoscalers.forget(namespace, name);
+        self.companions.forget(namespace, name);
+    }
+}
+
 /// The jobs waiting for a reconcile because they, or one of their pods or services, changed;
 /// its size is the work-queue depth metric. kube-runtime keeps its queue to itself, so this
 /// follows the same triggers: a job enters when a watch delivers it or a child it controls,
@@ -127,6 +139,28 @@ impl WorkQueue {
             self.metrics.queue_depth_add(-1);
         }
     }
+
+    /// Empty the queue: its controller has stopped.
+    fn clear(&self) {
+        let mut jobs = lock(&self.jobs);
+        self.metrics
+            .queue_depth_add(-i64::try_from(jobs.len()).unwrap_or(i64::MAX));
+        jobs.clear();
+    }
+}
+
+/// One outcome of a framework's controller: a job reconciled, or why not.
+type ControllerResult<J> = Result<
+    (ObjectRef<StoredJob<J>>, kube::runtime::controller::Action),
+    ControllerError<ReconcileError, watcher::Error>,
+>;
+
+/// How one run of a framework's controller ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Stopped,
+    /// Its CRD was deleted: it waits for the CRD again.
+    CrdDeleted,
 }
 
 /// What the operator was started with.
@@ -141,7 +175,7 @@ pub struct Settings {
 }
 
 /// One framework's controller, as [`run`] starts it: `run_framework::<J>`. It takes its jobs'
-/// children from the shared caches, and asks them for their changes before it returns.
+/// children from the shared caches, and asks them for their changes while it runs.
 pub type RunFramework =
     fn(Client, Settings, Arc<Metrics>, Arc<Children>, Arc<Health>, Stop) -> BoxFuture<'static, ()>;
 
@@ -187,7 +221,8 @@ pub async fn run(
     futures::future::select(join_all(runs).boxed(), background.boxed()).await;
 }
 
-/// Run the controller of one framework's jobs, as [`run`] does.
+/// Run the controller of one framework's jobs, as [`run`] does: once its CRD is installed,
+/// and again each time its CRD comes back after it was deleted (see `installed`).
 pub fn run_framework<J: TrainingJob>(
     client: Client,
     settings: Settings,
@@ -200,7 +235,40 @@ pub fn run_framework<J: TrainingJob>(
         jobs: Mutex::new(HashSet::new()),
         metrics: metrics.clone(),
     });
-    let (trigger, triggered) = futures::channel::mpsc::unbounded();
+    async move {
+        let mut waiting = installed::Waiting::AtStart;
+        while installed::await_installed::<J>(&client, &health, stop.clone(), waiting).await {
+            let ended = run_one::<J>(
+                client.clone(),
+                settings.clone(),
+                metrics.clone(),
+                children.clone(),
+                queue.clone(),
+                stop.clone(),
+            )
+            .await;
+            // The children of jobs of a kind that is gone change nothing.
+            children.route(J::FRAMEWORK.kind, Box::new(|_, _| {}));
+            queue.clear();
+            if ended == Ended::Stopped {
+                break;
+            }
+            waiting = installed::Waiting::AfterDeletion;
+        }
+    }
+    .boxed()
+}
+
+/// Run the controller until `stop`, or until the watch of its jobs finds their CRD deleted.
+async fn run_one<J: TrainingJob>(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    children: Arc<Children>,
+    queue: Arc<WorkQueue>,
+    stop: Stop,
+) -> Ended {
+    let (trigger, children_changed) = futures::channel::mpsc::unbounded();
     let route_queue = queue.clone();
     children.route(
         J::FRAMEWORK.kind,
@@ -210,23 +278,6 @@ pub fn run_framework<J: TrainingJob>(
             let _ = trigger.unbounded_send(ObjectRef::<StoredJob<J>>::new(name).within(namespace));
         }),
     );
-    async move {
-        if installed::await_installed::<J>(&client, &health, stop.clone()).await {
-            run_one::<J>(client, settings, metrics, children, queue, triggered, stop).await;
-        }
-    }
-    .boxed()
-}
-
-async fn run_one<J: TrainingJob>(
-    client: Client,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    children: Arc<Children>,
-    queue: Arc<WorkQueue>,
-    children_changed: impl futures::Stream<Item = ObjectRef<StoredJob<J>>> + Send + 'static,
-    stop: Stop,
-) {
     // Cached compactly, and read into `J` for each reconcile (see `stored_job`).
     let jobs: Api<StoredJob<J>> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -255,7 +306,7 @@ async fn run_one<J: TrainingJob>(
         metrics.clone(),
     );
     let context = Arc::new(Context {
-        client,
+        client: client.clone(),
         pods: children.pods.clone(),
         services: children.services.clone(),
         events,
@@ -267,10 +318,11 @@ async fn run_one<J: TrainingJob>(
         written: status::Written::default(),
         pod_groups: pod_group::SeenPodGroups::default(),
         autoscalers: autoscaler::SeenAutoscalers::default(),
-        companions: companions::SeenCompanions::default(),
+        companions: companions::SeenCompanions::watching(children.companions.clone()),
     });
 
     let for_gone_jobs = context.clone();
+    let crd_deleted = Arc::new(installed::CrdDeleted::default());
     Controller::for_stream(job_stream, job_store)
         // A short debounce folds the burst of pod updates a starting job makes into fewer
         // reconciles (and status writes).
@@ -280,26 +332,51 @@ async fn run_one<J: TrainingJob>(
                 .debounce(Duration::from_millis(200)),
         )
         .reconcile_on(children_changed)
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop.clone())
+        .graceful_shutdown_on(crd_deleted.clone().wait())
         .run(reconcile::reconcile, reconcile::error_policy, context)
         .for_each(|result| {
-            match result {
-                // Deleted before its turn came.
-                Err(ControllerError::ObjectNotFound(job)) => {
-                    let namespace = job.namespace.as_deref().unwrap_or_default();
-                    queue.remove(namespace, &job.name);
-                    for_gone_jobs.written.forget(namespace, &job.name);
-                    for_gone_jobs.pod_groups.forget(namespace, &job.name);
-                    for_gone_jobs.autoscalers.forget(namespace, &job.name);
-                    for_gone_jobs.companions.forget(namespace, &job.name);
+            let failed_watch = settle(result, &queue, &for_gone_jobs);
+            let (client, stop, crd_deleted) = (client.clone(), stop.clone(), crd_deleted.clone());
+            async move {
+                let Some(error) = failed_watch else { return };
+                if installed::deleted::<J>(&client, &error, stop).await {
+                    crd_deleted.set();
+                } else {
+                    // The jobs wait until the watch heals.
+                    tracing::warn!(error = %OneLine(&error), "reconcile did not complete");
                 }
-                // `error_policy` has logged it.
-                Err(ControllerError::ReconcilerFailed(..)) => {}
-                // A watch failing after its retries, or the queue: the jobs wait until it heals.
-                Err(e) => tracing::warn!(error = %OneLine(&e), "reconcile did not complete"),
-                Ok(_) => {}
             }
-            std::future::ready(())
         })
         .await;
+    if crd_deleted.seen() && stop.peek().is_none() {
+        Ended::CrdDeleted
+    } else {
+        Ended::Stopped
+    }
+}
+
+/// Close the books on one outcome of the controller; a failed watch of the jobs is returned,
+/// for the caller to tell whether their CRD is gone.
+fn settle<J: TrainingJob>(
+    result: ControllerResult<J>,
+    queue: &WorkQueue,
+    context: &Context,
+) -> Option<watcher::Error> {
+    match result {
+        // Deleted before its turn came.
+        Err(ControllerError::ObjectNotFound(job)) => {
+            let namespace = job.namespace.as_deref().unwrap_or_default();
+            queue.remove(namespace, &job.name);
+            context.forget(namespace, &job.name);
+            None
+        }
+        // `error_policy` has logged it.
+        Err(ControllerError::ReconcilerFailed(..)) | Ok(_) => None,
+        Err(ControllerError::QueueError(e)) => Some(e),
+        Err(e) => {
+            tracing::warn!(error = %OneLine(&e), "reconcile did not complete");
+            None
+        }
+    }
 }

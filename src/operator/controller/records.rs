@@ -12,7 +12,8 @@
 //!   (`lastState`, why it was restarted) the exit code and reason.
 //! - `FromChild` gives the engine the object it reads, with those fields and no others.
 //! - Pods are read from the watch into `PodRecord`, which skips the spec as it parses; services
-//!   are watched as metadata only.
+//!   and a job's companions (MPIJob's ConfigMap, ServiceAccount, Role, RoleBinding) are
+//!   watched as metadata only.
 
 use std::borrow::Cow;
 use std::fmt::Debug;
@@ -79,6 +80,11 @@ impl Child {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The version of the object the watch last delivered.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+
     /// The object's controller, if it has one.
     pub fn controller(&self) -> Option<&OwnerReference> {
         self.owners.iter().find(|o| o.controller == Some(true))
@@ -134,7 +140,12 @@ impl FromChild for Service {
     }
 }
 
-impl Watched for PartialObjectMeta<Service> {
+/// Services and companions are watched as metadata only.
+impl<K> Watched for PartialObjectMeta<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    PartialObjectMeta<K>: DeserializeOwned,
+{
     fn child(&self) -> Child {
         Child::new(&self.metadata, None)
     }

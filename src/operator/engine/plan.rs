@@ -213,6 +213,7 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
     hold_back(job.job, &mut plan);
     decide(&job, observed, now, tally, &mut plan);
     autoscaling::check(job.job, now, &mut plan);
+    plan.events.extend(job.job.pod_state_events(observed.pods));
     plan
 }
 
@@ -329,7 +330,8 @@ fn tally_replica<'a, J: TrainingJob>(
                             job.job.namespace().unwrap_or_default(),
                             pod.name_any()
                         ),
-                        occurrence: None,
+                        // A pending pod's container waits once: it starts, or the pod goes.
+                        occurrence: Some(format!("{}/{container}", pod.uid().unwrap_or_default())),
                     });
                     tally.stuck.push(format!(
                         "{} {index}: {reason} in container {container}",
@@ -946,6 +948,18 @@ mod tests {
                 .iter()
                 .any(|e| e.reason == "ImagePullBackOff" && e.warning)
         );
+        // One occurrence per pod: the same pod seen again is the same, a new pod another.
+        let occurrence = |pod: Pod| {
+            run(&job, &[pod], 10)
+                .events
+                .into_iter()
+                .find(|e| e.reason == "ImagePullBackOff")
+                .and_then(|e| e.occurrence)
+                .expect("a stuck container is a state with its occurrence")
+        };
+        let stuck = |uid: &str| pod(&job, W, 0).uid(uid).waiting("ImagePullBackOff").build();
+        assert_eq!(occurrence(stuck("a")), occurrence(stuck("a")));
+        assert_ne!(occurrence(stuck("a")), occurrence(stuck("b")));
         let job = after(job, &plan);
         let plan = run(&job, &pods, 100);
         assert_eq!(last(&plan), ("Failed", "True"));

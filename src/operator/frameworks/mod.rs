@@ -19,7 +19,7 @@ use kube::CustomResourceExt;
 
 use super::controller;
 use super::crd;
-use super::framework::{Framework, TrainingJob};
+use super::framework::{CompanionKind, Framework, TrainingJob};
 
 /// The frameworks the operator runs, in `--frameworks` order.
 pub static ALL: [Registered; 7] = [
@@ -40,6 +40,8 @@ pub struct Registered {
     pub crd: fn() -> CustomResourceDefinition,
     /// Run the framework's controller (see `controller::run`).
     pub(crate) run: controller::RunFramework,
+    /// The kinds of its jobs' companions, which the controller watches.
+    pub(crate) companion_kinds: &'static [CompanionKind],
 }
 
 impl Registered {
@@ -48,6 +50,7 @@ impl Registered {
             framework: J::FRAMEWORK,
             crd: crd::definition_of::<J>,
             run: controller::run_framework::<J>,
+            companion_kinds: J::COMPANION_KINDS,
         }
     }
 }

@@ -31,21 +31,26 @@
 //! - `slotsPerWorker` is at least 1.
 //! - The `kubectl-delivery` container asks for no ephemeral storage (upstream's asks for 5Gi to
 //!   copy one binary, which leaves the Launcher unschedulable on nodes that report none).
+//! - Upstream's events ([`events`]) are written once per occurrence, not on every reconcile;
+//!   its second success event, reason `mpijobsSucceeded` (built from the plural), and its
+//!   `... is exist` events about the companions on every reconcile are not written.
 
+pub mod events;
 pub mod launcher;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::operator::api::{CleanPodPolicy, JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::engine::build::{self, Options};
+use crate::operator::engine::plan::Event;
 use crate::operator::framework::{
-    Companion, Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded,
-    job_accessors,
+    Companion, CompanionKind, Framework, Outcome, Placement, ReplicaType, TrainingJob, active,
+    all_succeeded, job_accessors,
 };
 
 pub const LAUNCHER: ReplicaType = ReplicaType::new("Launcher", "launcher");
@@ -259,6 +264,21 @@ impl TrainingJob for MPIJob {
 
     fn companions(&self) -> Vec<Companion> {
         launcher::companions(self)
+    }
+
+    const COMPANION_KINDS: &'static [CompanionKind] = &[
+        CompanionKind::ConfigMap,
+        CompanionKind::ServiceAccount,
+        CompanionKind::Role,
+        CompanionKind::RoleBinding,
+    ];
+
+    fn pod_state_events(&self, pods: &[Pod]) -> Vec<Event> {
+        events::of_pods(self, pods)
+    }
+
+    fn created_event(&self, rtype: ReplicaType, created: Result<&str, &str>) -> Option<Event> {
+        events::of_created(rtype, created)
     }
 }
 

@@ -288,16 +288,19 @@ pub fn finish_worker(job: &MPIJob, spec: &mut PodSpec) {
         .push(config_volume(job, &[(KUBEXEC, SCRIPT_MODE)]));
 }
 
-/// The metadata of a companion: its name, the job's namespace, upstream's `app` label, and the
-/// job as its controller.
+/// The metadata of a companion: its name, the job's namespace, upstream's `app` label, the
+/// operator's label (by which the operator's watch selects it), and the job as its controller.
 fn meta(job: &MPIJob, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: job.namespace(),
-        labels: Some(BTreeMap::from([(
-            "app".to_owned(),
-            job.job_name().to_owned(),
-        )])),
+        labels: Some(BTreeMap::from([
+            ("app".to_owned(), job.job_name().to_owned()),
+            (
+                build::LABEL_OPERATOR.to_owned(),
+                MPIJob::FRAMEWORK.controller_name.to_owned(),
+            ),
+        ])),
         owner_references: Some(vec![build::owner_reference(job)]),
         ..ObjectMeta::default()
     }

@@ -599,4 +599,130 @@ mod plans {
         ];
         assert_eq!(last_condition(&plan_of(&job, &pods)).0, "Running");
     }
+
+    /// The `MPIJob*` events of a plan: (warning, reason, message).
+    fn mpi_events(job: &MPIJob, pods: &[Pod]) -> Vec<(bool, String, String)> {
+        plan_of(job, pods)
+            .events
+            .into_iter()
+            .filter(|e| e.reason.starts_with("MPIJob"))
+            .map(|e| (e.warning, e.reason, e.message))
+            .collect()
+    }
+
+    fn with_uid(mut pod: Pod, uid: &str) -> Pod {
+        pod.metadata.uid = Some(uid.into());
+        pod
+    }
+
+    fn evicted(job: &MPIJob, index: i32) -> Pod {
+        let mut pod = in_phase(job, WORKER, index, "Failed", 0);
+        let status = pod.status.as_mut().unwrap();
+        status.reason = Some("Evicted".into());
+        status.container_statuses = None;
+        pod
+    }
+
+    #[test]
+    fn upstreams_mpijob_events_go_with_their_status_changes() {
+        let job = example();
+        let running = "MPIJob kubeflow/tensorflow-mnist is running";
+        let event = |warning, reason: &str, message: &str| (warning, reason.into(), message.into());
+
+        // Workers running, the Launcher to be created: nothing of MPIJob's own yet.
+        assert_eq!(mpi_events(&job, &running_workers(&job)), []);
+        let mut pods = running_workers(&job);
+        pods.push(in_phase(&job, LAUNCHER, 0, "Pending", 0));
+        pods[2].status.as_mut().unwrap().container_statuses = None;
+        assert_eq!(mpi_events(&job, &pods), []);
+
+        // The Launcher runs with every Worker: Running, upstream's event with it.
+        let mut pods = running_workers(&job);
+        pods.push(in_phase(&job, LAUNCHER, 0, "Running", 0));
+        assert_eq!(
+            mpi_events(&job, &pods),
+            [event(false, "MPIJobRunning", running)]
+        );
+        // A Worker gone: no longer every Worker running.
+        assert_eq!(mpi_events(&job, &pods[1..]), []);
+
+        // A Worker evicted: the job fails, and says the Workers were evicted.
+        let pods = [
+            in_phase(&job, WORKER, 0, "Running", 0),
+            evicted(&job, 1),
+            in_phase(&job, LAUNCHER, 0, "Running", 0),
+        ];
+        let events = mpi_events(&job, &pods);
+        assert_eq!(events[0].1, "MPIJobFailed", "{events:?}");
+        assert_eq!(
+            events[1..],
+            [event(true, "MPIJobEvicted", "1/2 workers are evicted")]
+        );
+
+        // The Launcher succeeded: the engine's Succeeded event, nothing more.
+        let pods = [
+            in_phase(&job, WORKER, 0, "Running", 0),
+            in_phase(&job, WORKER, 1, "Running", 0),
+            in_phase(&job, LAUNCHER, 0, "Succeeded", 0),
+        ];
+        assert_eq!(
+            mpi_events(&job, &pods),
+            [event(
+                false,
+                "MPIJobSucceeded",
+                "MPIJob tensorflow-mnist is successfully completed."
+            )]
+        );
+    }
+
+    #[test]
+    fn a_state_event_is_one_occurrence_while_the_same_pods_are_in_it() {
+        let job = example();
+        let pods = |launcher: &str| {
+            vec![
+                with_uid(in_phase(&job, WORKER, 0, "Running", 0), "w0"),
+                with_uid(in_phase(&job, WORKER, 1, "Running", 0), "w1"),
+                with_uid(in_phase(&job, LAUNCHER, 0, "Running", 0), launcher),
+            ]
+        };
+        let occurrence = |pods: &[Pod]| {
+            let events = super::events::of_pods(&job, pods);
+            assert_eq!(events.len(), 1, "{events:?}");
+            events[0].occurrence.clone().unwrap()
+        };
+        assert_eq!(occurrence(&pods("l1")), occurrence(&pods("l1")));
+        assert_ne!(occurrence(&pods("l1")), occurrence(&pods("l2")));
+    }
+
+    #[test]
+    fn the_launcher_created_or_not_is_upstreams_event_and_a_worker_none() {
+        use super::events::of_created;
+        let created = of_created(LAUNCHER, Ok("pi-launcher")).unwrap();
+        assert_eq!(
+            (
+                created.warning,
+                created.reason.as_str(),
+                created.message.as_str()
+            ),
+            (
+                false,
+                "MPIJobRunning",
+                "launcher pod created success: pi-launcher"
+            )
+        );
+        let failed = of_created(LAUNCHER, Err("forbidden")).unwrap();
+        assert_eq!(
+            (
+                failed.warning,
+                failed.reason.as_str(),
+                failed.message.as_str()
+            ),
+            (
+                true,
+                "MPIJobFailed",
+                "launcher pod created failed: forbidden"
+            )
+        );
+        assert_eq!(of_created(WORKER, Ok("pi-worker-0")), None);
+    }
 }
