@@ -24,7 +24,7 @@ use mlkube::deploy::preflight;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
-use crate::support::{self, TestNamespace};
+use crate::support::{self, TestNamespace, mlkube};
 
 // ---------------------------------------------------------------------------------------------
 // builders
@@ -951,18 +951,6 @@ async fn validate_lists_every_rejection_with_its_object() {
         env.config_map("fine").await.is_none(),
         "validate writes nothing"
     );
-}
-
-/// Run the built binary in `dir` against the test cluster.
-pub(crate) fn mlkube(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
 }
 
 /// `count` ConfigMaps and a Deployment that never becomes available (no node matches it), as

@@ -4,7 +4,6 @@
 //! end every training pod after 5 s with exit code 0.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -14,7 +13,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
 
 use crate::operator_identity::{Access, NamespaceOperator, Scope};
-use crate::support::{self, TestNamespace, eventually};
+use crate::support::{self, TestNamespace, empty_app, eventually, mlkube_ok};
 
 /// An upper bound only: a job's pods end after 5 s; a loaded 2-core machine needs room for the
 /// operator and seven jobs of up to three pods.
@@ -70,25 +69,6 @@ async fn install_crds(client: &Client) {
     }
 }
 
-/// Run the binary in `dir` against the test cluster and insist it succeeds.
-fn mlkube_ok(dir: &Path, args: &[&str]) -> Output {
-    let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("the mlkube binary runs");
-    assert!(
-        output.status.success(),
-        "mlkube {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
 /// The last condition that is true of job `name` of `kind`, once it is one of `ends`.
 async fn await_end(client: &Client, namespace: &str, kind: &str, name: &str) -> String {
     let gvk = GroupVersionKind::gvk("kubeflow.org", "v1", kind);
@@ -119,13 +99,7 @@ async fn await_end(client: &Client, namespace: &str, kind: &str, name: &str) -> 
 #[tokio::test]
 async fn every_job_prototype_applied_by_mlkube_runs_to_succeeded() {
     let ns = TestNamespace::new("job-prototypes").await;
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let app = dir.path().join("app");
-    let path = app.to_str().expect("a UTF-8 path");
-    mlkube_ok(
-        dir.path(),
-        &["init", path, "--empty", "--namespace", &ns.name],
-    );
+    let (_dir, app) = empty_app(&ns);
     // The operator component, scoped to the test's namespace as the operator below runs; the
     // CRDs, which every test shares, are installed apart.
     mlkube_ok(

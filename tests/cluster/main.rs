@@ -4,7 +4,10 @@
 
 mod adopt;
 mod components;
+mod crd_deleted;
 mod deploy;
+mod dry_run_truth;
+mod events;
 mod frameworks;
 mod frameworks_more;
 mod identity;
@@ -13,6 +16,7 @@ mod job_prototypes;
 mod logs;
 mod messages;
 mod mpi;
+mod mpi_companions;
 mod operator;
 mod operator_faults;
 mod operator_identity;

@@ -11,25 +11,9 @@ use std::process::Output;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::DeleteParams;
 use serde_json::Value;
 
-use crate::support::{self, TestNamespace, lock_shared_cluster_objects};
-
-/// Run mlkube in `dir` against the test cluster: the binary built with the tests, or the one
-/// `MLKUBE_TEST_BIN` names (to check that these tests fail with a build from before a fix).
-fn mlkube(dir: &Path, args: &[&str]) -> Output {
-    let binary =
-        std::env::var_os("MLKUBE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_mlkube").into());
-    std::process::Command::new(binary)
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
-}
+use crate::support::{self, CrdCleanup, TestNamespace, lock_shared_cluster_objects, mlkube};
 
 /// A component that renders one CRD of its own group, with an annotation from a param, so an
 /// environment can change a field of it.
@@ -103,21 +87,6 @@ fn add_widgets(app: &Path, group: &str) {
         &["param", "set", "widgets", "group", group, "--as-string"],
     );
     ok(app, &["param", "set", "widgets", "revision", "1"]);
-}
-
-/// Deletes the test's CRD when dropped: CRDs are cluster-scoped, and mlkube never deletes one.
-struct CrdCleanup(String);
-
-impl Drop for CrdCleanup {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        support::clean_up(&format!("CRD {name}"), |client| async move {
-            Api::<CustomResourceDefinition>::all(client)
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ())
-        });
-    }
 }
 
 async fn crd(name: &str) -> Value {

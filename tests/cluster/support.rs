@@ -6,10 +6,12 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -26,6 +28,51 @@ pub fn kubeconfig_path() -> PathBuf {
             panic!("KUBECONFIG is not set, so there is no cluster to test against: {HOW_TO_START}")
         }
     }
+}
+
+/// Run mlkube in `dir` against the test cluster: the binary built with the tests, or the one
+/// `MLKUBE_TEST_BIN` names (to check that a test fails with a build from before a fix).
+pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    let binary =
+        std::env::var_os("MLKUBE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_mlkube").into());
+    Command::new(binary)
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+/// [`mlkube`], insisting that it succeeds.
+pub fn mlkube_ok(dir: &Path, args: &[&str]) -> Output {
+    let output = mlkube(dir, args);
+    assert!(
+        output.status.success(),
+        "mlkube {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A new app without components, in a directory of its own, whose `local` environment is the
+/// namespace `ns`; the directory goes when the first value is dropped.
+pub fn empty_app(ns: &TestNamespace) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = dir.path().join("app");
+    let path = app.to_str().expect("a UTF-8 path");
+    mlkube_ok(
+        dir.path(),
+        &["init", path, "--empty", "--namespace", &ns.name],
+    );
+    (dir, app)
+}
+
+/// What a command wrote to its standard output, as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// A client for the test cluster; panics with instructions when it is not reachable.
@@ -180,4 +227,19 @@ pub fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {
             (e.name.clone(), value)
         })
         .collect()
+}
+
+/// Deletes a test's CRD when dropped: CRDs are cluster-scoped, and mlkube never deletes one.
+pub struct CrdCleanup(pub String);
+
+impl Drop for CrdCleanup {
+    fn drop(&mut self) {
+        let name = self.0.clone();
+        clean_up(&format!("CRD {name}"), |client| async move {
+            Api::<CustomResourceDefinition>::all(client)
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ())
+        });
+    }
 }

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -17,33 +16,11 @@ use serde_json::{Value, json};
 
 use crate::operator::install_crd;
 use crate::operator_identity::{Access, NamespaceOperator, Scope};
-use crate::support::{self, TestNamespace, eventually};
+use crate::support::{TestNamespace, empty_app, eventually, mlkube, mlkube_ok, stdout};
 
 /// An upper bound only: the kwok stages end a training pod after 5 s; a loaded 2-core machine
 /// needs room for the operator and nine jobs.
 const TIMEOUT: Duration = Duration::from_secs(180);
-
-fn mlkube(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
-}
-
-fn mlkube_ok(dir: &Path, args: &[&str]) -> String {
-    let output = mlkube(dir, args);
-    assert!(
-        output.status.success(),
-        "mlkube {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 fn pytorchjobs(client: &Client, namespace: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("kubeflow.org", "v1", "PyTorchJob");
@@ -104,7 +81,7 @@ async fn await_succeeded(client: &Client, namespace: &str, count: usize) -> BTre
 
 /// The hyperparameters of each rendered job of `local`, by name.
 fn rendered(app: &Path) -> BTreeMap<String, Value> {
-    let yaml = mlkube_ok(app, &["show", "local", "-c", "sweep"]);
+    let yaml = stdout(&mlkube_ok(app, &["show", "local", "-c", "sweep"]));
     serde_yaml::Deserializer::from_str(&yaml)
         .map(|doc| Value::deserialize(doc).expect("YAML"))
         .filter(|o| o["kind"] == "PyTorchJob")
@@ -126,18 +103,12 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
     let ns = TestNamespace::new("sweeps").await;
     install_crd(&ns.client).await;
     let _operator = NamespaceOperator::start(&ns, Access::scoped(Scope::Namespace)).await;
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let app = dir.path().join("app");
-    let app_path = app.to_str().expect("a UTF-8 path");
-    mlkube_ok(
-        dir.path(),
-        &["init", app_path, "--empty", "--namespace", &ns.name],
-    );
+    let (_dir, app) = empty_app(&ns);
     let app = app.as_path();
 
     // 2 learning rates x 2 random draws of momentum (log-uniform) and batch size (integer).
     let random = r#"{"count": 2, "seed": 7, "ranges": {"momentum": {"min": 0.5, "max": 0.99, "log": true}, "batchSize": {"min": 16, "max": 256, "integer": true}}}"#;
-    mlkube_ok(
+    stdout(&mlkube_ok(
         app,
         &[
             "component",
@@ -149,7 +120,7 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
             "--param",
             &format!("random={random}"),
         ],
-    );
+    ));
     let first = rendered(app);
     assert_eq!(first.len(), 4, "{first:#?}");
     for combination in first.values() {
@@ -158,7 +129,7 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
         let batch = combination["batchSize"].as_i64().expect("a whole number");
         assert!((16..=256).contains(&batch), "{combination}");
     }
-    mlkube_ok(app, &["apply", "local", "--timeout", "90s"]);
+    stdout(&mlkube_ok(app, &["apply", "local", "--timeout", "90s"]));
     let ran = await_succeeded(&ns.client, &ns.name, 4).await;
     assert_eq!(
         ran.keys().collect::<Vec<_>>(),
@@ -167,14 +138,15 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
 
     // Applied again, nothing changes: the same names, the same jobs.
     let again: Value =
-        serde_json::from_str(&mlkube_ok(app, &["apply", "local", "-o", "json"])).expect("JSON");
+        serde_json::from_str(&stdout(&mlkube_ok(app, &["apply", "local", "-o", "json"])))
+            .expect("JSON");
     assert_eq!(again["summary"]["created"], 0, "{again:#}");
     assert_eq!(again["summary"]["configured"], 0, "{again:#}");
     assert_eq!(rendered(app), first);
 
     // Grown: a third learning rate and a third draw. The four jobs that ran keep their names
     // and are not run again.
-    mlkube_ok(
+    stdout(&mlkube_ok(
         app,
         &[
             "param",
@@ -183,8 +155,8 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
             "grid",
             r#"{"lr": [0.1, 0.01, 0.001]}"#,
         ],
-    );
-    mlkube_ok(
+    ));
+    stdout(&mlkube_ok(
         app,
         &[
             "param",
@@ -193,16 +165,16 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
             "random",
             &random.replace(r#""count": 2"#, r#""count": 3"#),
         ],
-    );
+    ));
     let grown = rendered(app);
     assert_eq!(grown.len(), 9, "{grown:#?}");
     for (name, combination) in &first {
         assert_eq!(grown.get(name), Some(combination), "{name} kept its name");
     }
-    let applied: Value = serde_json::from_str(&mlkube_ok(
+    let applied: Value = serde_json::from_str(&stdout(&mlkube_ok(
         app,
         &["apply", "local", "-o", "json", "--timeout", "90s"],
-    ))
+    )))
     .expect("JSON");
     assert_eq!(applied["summary"]["created"], 5, "{applied:#}");
     assert_eq!(applied["summary"]["configured"], 0, "{applied:#}");
@@ -255,7 +227,7 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
         "each job shows its combination"
     );
 
-    let text = mlkube_ok(app, &["status", "local", "-c", "sweep"]);
+    let text = stdout(&mlkube_ok(app, &["status", "local", "-c", "sweep"]));
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].contains("9 job(s), 9 Succeeded"), "{text}");
     assert!(lines[2].starts_with("JOB"), "{text}");
@@ -265,7 +237,10 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
     );
 
     // A component that renders no training job is refused with a hint.
-    mlkube_ok(app, &["component", "add", "tf-serving", "serving"]);
+    stdout(&mlkube_ok(
+        app,
+        &["component", "add", "tf-serving", "serving"],
+    ));
     let output = mlkube(app, &["status", "local", "-c", "serving"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
