@@ -33,7 +33,6 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::CONCURRENCY;
 use crate::deploy::logs::jobs::{self, JobRef};
 use crate::deploy::logs::{self, LogSource, LogsError, Output, Request};
@@ -239,8 +238,14 @@ async fn metrics_in_log(
         replicas: vec![lead],
         ..Request::default()
     };
+    // The job and its pods, as read above: the log reader need not read them again.
+    let found = [jobs::Found {
+        job: job.clone(),
+        object: live.clone(),
+        pods,
+    }];
     let mut collected = Collected::default();
-    logs::logs(source, &request, &mut collected, &Cancel::new()).await?;
+    logs::read::read(source, &request, &found, &mut collected).await?;
     Ok(collected.metrics)
 }
 
