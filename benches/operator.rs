@@ -47,11 +47,11 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
-use mlkube::operator::engine::{build, defaults};
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::pytorch::PyTorchJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::frameworks::{self, Registered};
+use mlkube::operator::training::engine::{build, defaults};
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::{self, Registered};
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;

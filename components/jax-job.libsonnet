@@ -6,7 +6,7 @@ local t = import 'mlkube/training-job.libsonnet';
 local component = 'jax-job';
 local part = 'jax-job';
 // The container and port the operator reads the coordinator's port from and exposes
-// (src/operator/frameworks/jax.rs); rendering the port keeps `show` and the live job alike.
+// (src/operator/training/frameworks/jax.rs); rendering the port keeps `show` and the live job alike.
 local framework = {
   kind: 'JAXJob',
   replicaSpecs: 'jaxReplicaSpecs',

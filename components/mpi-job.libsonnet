@@ -7,7 +7,7 @@ local t = import 'mlkube/training-job.libsonnet';
 
 local component = 'mpi-job';
 local part = 'mpi-job';
-// The container the operator reads exit codes from (src/operator/frameworks/mpi.rs); MPI has no
+// The container the operator reads exit codes from (src/operator/training/frameworks/mpi.rs); MPI has no
 // port and no services. The Launcher's pod mounts its API token: its kubectl execs into the
 // Workers as the ServiceAccount the operator binds to a Role allowing just that.
 local framework = {

@@ -6,7 +6,7 @@ local t = import 'mlkube/training-job.libsonnet';
 local component = 'mxnet-job';
 local part = 'mxnet-job';
 // The container and port the operator reads the DMLC ports from and exposes
-// (src/operator/frameworks/mxnet.rs); rendering the port keeps `show` and the live job alike.
+// (src/operator/training/frameworks/mxnet.rs); rendering the port keeps `show` and the live job alike.
 local framework = {
   kind: 'MXJob',
   replicaSpecs: 'mxReplicaSpecs',

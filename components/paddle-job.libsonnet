@@ -6,7 +6,7 @@ local t = import 'mlkube/training-job.libsonnet';
 local component = 'paddle-job';
 local part = 'paddle-job';
 // The container and port the operator reads PADDLE_MASTER's port from and exposes
-// (src/operator/frameworks/paddle.rs): upstream names that port `master`.
+// (src/operator/training/frameworks/paddle.rs): upstream names that port `master`.
 local framework = {
   kind: 'PaddleJob',
   replicaSpecs: 'paddleReplicaSpecs',

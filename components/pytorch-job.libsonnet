@@ -6,7 +6,7 @@ local t = import 'mlkube/training-job.libsonnet';
 local component = 'pytorch-job';
 local part = 'pytorch-job';
 // The container and port the operator reads the rendezvous port from and exposes
-// (src/operator/frameworks/pytorch.rs); rendering the port keeps `show` and the live job alike.
+// (src/operator/training/frameworks/pytorch.rs); rendering the port keeps `show` and the live job alike.
 local framework = {
   kind: 'PyTorchJob',
   replicaSpecs: 'pytorchReplicaSpecs',

@@ -6,9 +6,9 @@ local component = 'tf-job-operator';
 local part = 'tf-job-operator';
 local metricsPort = 8080;
 local healthPort = 8081;
-// The operator's own --pytorch-init-container-image default (src/operator/frameworks/pytorch.rs).
+// The operator's own --pytorch-init-container-image default (src/operator/training/frameworks/pytorch.rs).
 local operatorPytorchInitImage = 'alpine:3.10';
-// The operator's own --mpi-kubectl-delivery-image default (src/operator/frameworks/mpi.rs).
+// The operator's own --mpi-kubectl-delivery-image default (src/operator/training/frameworks/mpi.rs).
 local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
 
 {
@@ -96,7 +96,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       else kubectlDeliveryImage;
     local runsMpi = std.member(params.frameworks, 'mpi');
     local runsPytorch = std.member(params.frameworks, 'pytorch');
-    // Volcano's PodGroups, or scheduler-plugins' for any other scheduler (src/operator/engine/build.rs).
+    // Volcano's PodGroups, or scheduler-plugins' for any other scheduler (src/operator/training/engine/build.rs).
     local podGroupApis = std.set(
       (if params.gangScheduling then ['scheduling.volcano.sh', 'scheduling.x-k8s.io'] else [])
       + (if validGangScheduler == null then []
@@ -127,7 +127,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       ] else []
     ) + (
       // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding
-      // (src/operator/frameworks/mpi/): watched (list, watch) so that one deleted or changed is
+      // (src/operator/training/frameworks/mpi/): watched (list, watch) so that one deleted or changed is
       // written again, read before the first write, server-side applied; never deleted (the
       // job owns them). A Role may only grant what its writer holds: the launcher's exec into
       // its workers, and the get kubectl exec does first.
@@ -139,7 +139,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       ] else []
     ) + (
       // A PyTorchJob's HorizontalPodAutoscaler for elasticPolicy.metrics
-      // (src/operator/controller/autoscaler.rs): read, server-side applied, deleted when the
+      // (src/operator/training/controller/autoscaler.rs): read, server-side applied, deleted when the
       // policy's metrics go; never watched.
       if runsPytorch then [
         { apiGroups: ['autoscaling'], resources: ['horizontalpodautoscalers'], verbs: ['get', 'create', 'patch', 'delete'] },
@@ -155,7 +155,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
         metadata: meta(leaseName),
-        // The operator's one Lease (src/operator/leader.rs); a create cannot be limited by name.
+        // The operator's one Lease (src/operator/runtime/leader.rs); a create cannot be limited by name.
         rules: [
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['create'] },
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [leaseObjectName], verbs: ['get', 'update'] },

@@ -6,7 +6,7 @@ local t = import 'mlkube/training-job.libsonnet';
 local component = 'xgboost-job';
 local part = 'xgboost-job';
 // The container and port the operator reads the tracker's port from and exposes
-// (src/operator/frameworks/xgboost.rs); rendering the port keeps `show` and the live job alike.
+// (src/operator/training/frameworks/xgboost.rs); rendering the port keeps `show` and the live job alike.
 local framework = {
   kind: 'XGBoostJob',
   replicaSpecs: 'xgbReplicaSpecs',

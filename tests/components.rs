@@ -31,7 +31,7 @@ const PROTOTYPES: [&str; 18] = [
     "mpi-job",
     "mpi-job-sweep",
 ];
-/// A training-job prototype of a framework other than TensorFlow, as `src/operator/frameworks/`
+/// A training-job prototype of a framework other than TensorFlow, as `src/operator/training/frameworks/`
 /// reads its job: the kind, the replica specs field, the container and its port (name and
 /// number), and the replica types its defaults render.
 struct JobPrototype {
@@ -458,7 +458,7 @@ fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_de
     // The operator's own default, so rendering it changes nothing and is left out.
     assert_eq!(
         declared["default"],
-        mlkube::operator::frameworks::pytorch::DEFAULT_INIT_IMAGE
+        mlkube::operator::training::frameworks::pytorch::DEFAULT_INIT_IMAGE
     );
     let (args, _) = operator_args_and_pod_group_rules(&json!({})).unwrap();
     assert_eq!(flag_value(&args, "--pytorch-init-container-image"), None);
@@ -492,7 +492,7 @@ fn tf_job_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_
     let declared = &prototype("tf-job-operator")["params"]["mpiKubectlDeliveryImage"];
     assert_eq!(
         declared["default"],
-        mlkube::operator::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
+        mlkube::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
     );
     let (args, _) = operator_args_and_pod_group_rules(&json!({})).unwrap();
     assert_eq!(flag_value(&args, "--mpi-kubectl-delivery-image"), None);
@@ -1500,7 +1500,7 @@ fn mpi_job_with_default_params() {
     insta::assert_yaml_snapshot!(render("mpi-job", "mnist", &json!({})).unwrap());
 }
 
-/// An MPIJob as `src/operator/frameworks/mpi.rs` runs it: one Launcher running `mpirun` that
+/// An MPIJob as `src/operator/training/frameworks/mpi.rs` runs it: one Launcher running `mpirun` that
 /// mounts its API token (its kubectl execs into the Workers as the ServiceAccount the operator
 /// binds), Workers without a command (the operator's sleep) and without a token, no port, all
 /// non-root; the MPI fields go into the spec.

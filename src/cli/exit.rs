@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn an_operator_forced_out_by_its_shutdown_deadline_exits_with_the_error_status() {
         assert_eq!(
-            crate::operator::shutdown::FORCED_EXIT_CODE,
+            crate::operator::runtime::shutdown::FORCED_EXIT_CODE,
             Exit::Error as i32
         );
     }

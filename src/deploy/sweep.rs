@@ -36,7 +36,7 @@ use serde_json::Value;
 use crate::deploy::cluster::CONCURRENCY;
 use crate::deploy::logs::jobs::{self, JobRef};
 use crate::deploy::logs::{self, LogSource, LogsError, Output, Request};
-use crate::operator::engine::build::LABEL_JOB_ROLE;
+use crate::operator::training::engine::build::LABEL_JOB_ROLE;
 
 pub const COMBINATION_ANNOTATION: &str = "sweep.mlkube.io/hyperparameters";
 pub const OBJECTIVE_ANNOTATION: &str = "sweep.mlkube.io/objective";

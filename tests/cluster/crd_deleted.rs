@@ -12,10 +12,10 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::mxnet::MXJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::frameworks::{Registered, by_name};
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::mxnet::MXJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::{Registered, by_name};
 use serde_json::json;
 
 use crate::operator::{TIMEOUT, driven_by_hand};

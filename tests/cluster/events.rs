@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::mpi::MPIJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::mpi::MPIJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
 use crate::operator::{

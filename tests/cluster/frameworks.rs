@@ -7,7 +7,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
-use mlkube::operator::frameworks::pytorch::PyTorchJob;
+use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
 use crate::operator::{
@@ -267,7 +267,7 @@ async fn a_failed_job_is_logged_at_warn_with_its_reason() {
         .pytorch_replica_specs
         .get_mut("Worker")
         .unwrap()
-        .restart_policy = Some(mlkube::operator::api::RestartPolicy::Never);
+        .restart_policy = Some(mlkube::operator::training::api::RestartPolicy::Never);
     let jobs = submit(&ns, &job).await;
     await_running(&ns, "doomed", &["doomed-worker-0"]).await;
     exit_container(&ns, "doomed-worker-0", "pytorch", 1).await;
@@ -344,7 +344,7 @@ async fn the_workers_column_reads_a_replica_key_written_in_capitals() {
         } } })
     };
     for (name, worker_key, ps_key) in [("capitals", "WORKER", "PS"), ("lower", "worker", "ps")] {
-        let job: mlkube::operator::frameworks::tensorflow::TFJob =
+        let job: mlkube::operator::training::frameworks::tensorflow::TFJob =
             serde_json::from_value(driven_by_hand(json!({
                 "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
                 "metadata": { "name": name },

@@ -12,11 +12,11 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, CustomResourceExt, ResourceExt};
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::jax::JAXJob;
-use mlkube::operator::frameworks::mxnet::MXJob;
-use mlkube::operator::frameworks::paddle::PaddleJob;
-use mlkube::operator::frameworks::xgboost::XGBoostJob;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::jax::JAXJob;
+use mlkube::operator::training::frameworks::mxnet::MXJob;
+use mlkube::operator::training::frameworks::paddle::PaddleJob;
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::json;
 
 use crate::frameworks::pairs;

@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ListParams, PostParams, WatchParams};
 use kube::{Api, Client, Resource};
-use mlkube::operator::frameworks;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::leader::LEASE_NAME;
+use mlkube::operator::runtime::leader::LEASE_NAME;
+use mlkube::operator::training::frameworks;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
 use crate::operator::install_crd;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use mlkube::operator::frameworks;
+use mlkube::operator::training::frameworks;
 use serde_json::{Value, json};
 
 use crate::operator::install_crd;

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::Role;
 use kube::Api;
 use kube::api::PostParams;
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::mpi::MPIJob;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::mpi::MPIJob;
 use serde_json::json;
 
 use crate::operator::{

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
-use mlkube::operator::frameworks::mpi::MPIJob;
+use mlkube::operator::training::frameworks::mpi::MPIJob;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 

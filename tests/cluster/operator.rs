@@ -19,11 +19,12 @@ use kube::api::{
 };
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
-use mlkube::operator::engine::build;
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::http::Health;
-use mlkube::operator::{controller, frameworks, metrics::Metrics};
+use mlkube::operator::runtime::http::Health;
+use mlkube::operator::runtime::metrics::Metrics;
+use mlkube::operator::training::engine::build;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::{controller, frameworks};
 use serde_json::json;
 
 use crate::operator_identity::{Access, OperatorIdentity, Scope, spawn_operator_binary};
@@ -637,7 +638,7 @@ async fn regression_a_collected_succeeded_pod_is_never_rerun() {
     let _operator = start_operator(&ns).await;
     let mut job = workers_job("keep", 2, 0, "Never", json!({}));
     job.spec.success_policy =
-        Some(mlkube::operator::frameworks::tensorflow::SuccessPolicy::AllWorkers);
+        Some(mlkube::operator::training::frameworks::tensorflow::SuccessPolicy::AllWorkers);
     let jobs = submit(&ns, &job).await;
     await_running(&ns, "keep", &["keep-worker-0", "keep-worker-1"]).await;
     exit(&ns, "keep-worker-1", 0).await;
@@ -889,7 +890,7 @@ async fn killing_and_restarting_the_operator_loses_no_job_and_duplicates_no_pod(
 #[tokio::test]
 async fn leader_election_lets_one_replica_act() {
     use k8s_openapi::api::coordination::v1::Lease;
-    use mlkube::operator::leader::{LeaseConfig, try_acquire};
+    use mlkube::operator::runtime::leader::{LeaseConfig, try_acquire};
     let ns = TestNamespace::new("op-lease").await;
     let identity =
         OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace).with_leader_election()).await;
@@ -923,7 +924,7 @@ async fn leader_election_lets_one_replica_act() {
 #[tokio::test]
 async fn sigterm_stops_the_leader_promptly_and_hands_over_the_lease() {
     use k8s_openapi::api::coordination::v1::Lease;
-    use mlkube::operator::leader::LEASE_NAME;
+    use mlkube::operator::runtime::leader::LEASE_NAME;
     let ns = TestNamespace::new("op-sigterm").await;
     install_crd(&ns.client).await;
     let identity =

@@ -10,9 +10,9 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::pytorch::PyTorchJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
 use crate::operator::{TIMEOUT, await_condition_type, install_crd, services};

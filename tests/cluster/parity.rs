@@ -15,9 +15,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Config, ResourceExt};
-use mlkube::operator::frameworks::pytorch::PyTorchJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::frameworks::{ALL, Registered, by_name};
+use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::{ALL, Registered, by_name};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use mlkube::operator::framework::TrainingJob;
+use mlkube::operator::training::framework::TrainingJob;
 
 const HOW_TO_START: &str = "start the local control plane with `cluster/local-cluster.sh up` and \
      `eval \"$(cluster/local-cluster.sh env)\"`, or run the README's test command";

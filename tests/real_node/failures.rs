@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
-use mlkube::operator::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
 use crate::jobs::{finished, logs, submit};

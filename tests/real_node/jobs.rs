@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::PostParams;
-use mlkube::operator::framework::TrainingJob;
+use mlkube::operator::training::framework::TrainingJob;
 use serde::de::DeserializeOwned;
 
 use crate::platform;

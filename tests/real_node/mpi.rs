@@ -2,7 +2,7 @@
 //! its `mpirun` starts one rank on each of two Workers through the operator's `kubexec.sh`; the
 //! ranks all-reduce their gradients over the pod network (`examples/mpi-digits.yaml`).
 
-use mlkube::operator::frameworks::mpi::MPIJob;
+use mlkube::operator::training::frameworks::mpi::MPIJob;
 
 use crate::jobs::{accuracies, example, finished, logs, submit};
 use crate::support::TestNamespace;

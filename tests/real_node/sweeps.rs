@@ -7,7 +7,7 @@ use std::path::Path;
 
 use kube::Api;
 use kube::api::ListParams;
-use mlkube::operator::frameworks::xgboost::XGBoostJob;
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::Value;
 
 use crate::jobs::finished;

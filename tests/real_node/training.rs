@@ -2,10 +2,10 @@
 //! unmodified, distributed across its replicas from the environment the operator injects, to
 //! Succeeded, and its lead replica's log, read with `mlkube logs`, carries its accuracy.
 
-use mlkube::operator::framework::TrainingJob;
-use mlkube::operator::frameworks::jax::JAXJob;
-use mlkube::operator::frameworks::tensorflow::TFJob;
-use mlkube::operator::frameworks::xgboost::XGBoostJob;
+use mlkube::operator::training::framework::TrainingJob;
+use mlkube::operator::training::frameworks::jax::JAXJob;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 
 use crate::jobs::{accuracies, example, finished, logs, submit};
 use crate::support::TestNamespace;

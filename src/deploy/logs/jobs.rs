@@ -8,8 +8,8 @@ use kube::discovery::ApiResource;
 use serde_json::Value;
 
 use super::{LogSource, LogsError, Output, Request};
-use crate::operator::framework::Framework;
-use crate::operator::frameworks::ALL;
+use crate::operator::training::framework::Framework;
+use crate::operator::training::frameworks::ALL;
 
 /// A training job by kind, namespace and name.
 #[derive(Debug, Clone)]

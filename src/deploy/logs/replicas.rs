@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::jobs::Found;
 use super::source::StreamOf;
 use super::{Containers, LogsError, Request};
-use crate::operator::engine::build::{LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE};
-use crate::operator::framework::Framework;
+use crate::operator::training::engine::build::{LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE};
+use crate::operator::training::framework::Framework;
 
 /// One pod of a job, as the logs see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -337,8 +337,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::operator::framework::TrainingJob;
-    use crate::operator::frameworks::tensorflow::TFJob;
+    use crate::operator::training::framework::TrainingJob;
+    use crate::operator::training::frameworks::tensorflow::TFJob;
 
     fn pod(name: &str, labels: serde_json::Value) -> Pod {
         serde_json::from_value(json!({

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::{JobRef, LogsError};
 use crate::deploy::cluster::{self, ClusterError, Target};
-use crate::operator::engine::build::LABEL_JOB_NAME;
+use crate::operator::training::engine::build::LABEL_JOB_NAME;
 
 /// A container log as the API server streams it.
 pub type LogStream = Pin<Box<dyn AsyncBufRead + Send>>;

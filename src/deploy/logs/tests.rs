@@ -17,8 +17,8 @@ use super::follow;
 use super::jobs::{self, JobRef};
 use super::source::{LogSource, LogStream, Refused, StreamOf};
 use super::*;
-use crate::operator::framework::TrainingJob;
-use crate::operator::frameworks::{pytorch, tensorflow};
+use crate::operator::training::framework::TrainingJob;
+use crate::operator::training::frameworks::{pytorch, tensorflow};
 
 type Chunk = std::io::Result<Vec<u8>>;
 type Refusal = Box<dyn Fn() -> Refused + Send>;

@@ -1,0 +1,29 @@
+//! The runtime every controller of `mlkube operator` shares, whatever API it serves: what
+//! controller-runtime's Manager gives each of its controllers.
+//!
+//! `leader` takes and holds the leader Lease, `http` serves `/metrics` (from `metrics`) and the
+//! `/healthz` and `/readyz` probes, `shutdown` turns SIGTERM and SIGINT into a stop every
+//! controller waits on, `installed` asks discovery whether a CRD is served before a controller
+//! watches its kind (and again when the watch is answered 404), `expectations` remembers the
+//! objects a controller created until its caches show them, and `events` records what it did
+//! as Kubernetes Events. Nothing here knows a controller's API: each controller room uses this
+//! one, and this one uses nothing of theirs.
+
+pub mod events;
+pub mod expectations;
+pub mod http;
+pub mod installed;
+pub mod leader;
+pub mod metrics;
+pub mod shutdown;
+
+/// The field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "mlkube-operator";
+
+/// Lock one of the operator's shared maps or counters. Each is changed by single inserts,
+/// removes and additions, so its data stays valid even if an earlier holder panicked.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

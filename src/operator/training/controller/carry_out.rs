@@ -1,0 +1,437 @@
+//! Carrying a plan out: create the pods and services it wants (those not created already and
+//! on their way to the caches), delete those it does not, delete the job when its TTL passed,
+//! and record one event per kind of change.
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::{Api, Resource, ResourceExt};
+
+use super::{Context, POD_GROUP_POLL, ReconcileError, companions, pod_group};
+use crate::error_text::OneLine;
+use crate::operator::runtime::FIELD_MANAGER;
+use crate::operator::runtime::events::EventType;
+use crate::operator::runtime::expectations::Kind;
+use crate::operator::runtime::lock;
+use crate::operator::training::engine::build;
+use crate::operator::training::engine::conditions;
+use crate::operator::training::engine::observe::Deletion;
+use crate::operator::training::engine::plan::{Event, Plan};
+use crate::operator::training::framework::{ReplicaType, TrainingJob};
+
+/// Create and delete what the plan says; keep going past a failure and report the first.
+/// `Ok(Some(after))` asks to look again after that long: pods are waiting for the gang
+/// scheduler to admit the job's PodGroup (which is not watched), or objects created earlier
+/// have not shown up in the caches yet.
+pub(super) async fn carry_out<J: TrainingJob>(
+    job: &J,
+    defaulted: &J,
+    ctx: &Context,
+    namespace: &str,
+    job_uid: &str,
+    plan: &Plan,
+) -> Result<Option<Duration>, ReconcileError> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let mut first_error = None;
+
+    // Without its PodGroup (or, with Volcano, before the group is admitted) pods would not be
+    // gang-scheduled: they wait, as upstream's do. Services do not.
+    let mut pods_admitted = true;
+    if ctx.options.gang_scheduler.is_some() {
+        let finished = conditions::is_finished(&plan.status);
+        let creating_pods = !plan.create_pods.is_empty();
+        match pod_group::sync_pod_group(defaulted, ctx, namespace, finished, creating_pods).await {
+            Ok(admitted) => pods_admitted = admitted,
+            Err(e) => {
+                pods_admitted = false;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // The pods use them (MPIJob's launcher runs as its ServiceAccount and mounts the
+    // ConfigMap): without them, no pod is created.
+    let mut companions_written = true;
+    if !conditions::is_finished(&plan.status)
+        && let Err(e) = companions::sync_companions(defaulted, ctx, namespace).await
+    {
+        companions_written = false;
+        first_error.get_or_insert(e);
+    }
+    let waiting_for_pod_group = !pods_admitted && !plan.create_pods.is_empty();
+    if waiting_for_pod_group {
+        tracing::info!("waiting for the PodGroup to be admitted before creating pods");
+    }
+    let (create_pods, pods_expiry) = if pods_admitted && companions_written {
+        not_on_their_way(ctx, Kind::Pod, job, &plan.create_pods)
+    } else {
+        (Vec::new(), None)
+    };
+    let (create_services, services_expiry) =
+        not_on_their_way(ctx, Kind::Service, job, &plan.create_services);
+    // PodGroups are not watched: poll while the pods wait for one.
+    let look_again = [
+        pods_expiry,
+        services_expiry,
+        waiting_for_pod_group.then_some(POD_GROUP_POLL),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+
+    let service_creates = create_services.iter().map(|&(rtype, index)| {
+        let service = build::service(defaulted, rtype, index);
+        create(
+            ctx,
+            job,
+            &services,
+            &pp,
+            service,
+            Kind::Service,
+            rtype,
+            index,
+        )
+    });
+    // Once per replica type whose pods this reconcile creates, not on every reconcile.
+    let mut created_types: Vec<ReplicaType> = create_pods.iter().map(|&(t, _)| t).collect();
+    created_types.sort_unstable();
+    created_types.dedup();
+    for rtype in created_types {
+        for warning in build::template_warnings(defaulted, rtype, &ctx.options) {
+            tracing::warn!(
+                replica_type = rtype.lower(),
+                reason = warning.reason,
+                "{}",
+                warning.message
+            );
+            ctx.events.publish(
+                job,
+                EventType::Warning,
+                warning.reason.to_owned(),
+                warning.message,
+                "Create",
+            );
+        }
+    }
+    let pod_creates = create_pods.iter().map(|&(rtype, index)| {
+        let pod = build::pod(defaulted, rtype, index, &ctx.options);
+        create(ctx, job, &pods, &pp, pod, Kind::Pod, rtype, index)
+    });
+    let (service_results, pod_results) =
+        futures::join!(join_all(service_creates), join_all(pod_creates));
+    let created_services = done(service_results, &mut first_error);
+    let created_pods = done(pod_results, &mut first_error);
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulCreateService",
+        "Created service",
+        &created_services,
+    );
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulCreatePod",
+        "Created pod",
+        &created_pods,
+    );
+
+    {
+        let mut deleted = lock(&ctx.deleted);
+        for uid in plan.delete_pods.iter().filter_map(|d| d.uid.clone()) {
+            deleted.insert(uid, job_uid.to_owned());
+        }
+    }
+    let pod_deletes = plan
+        .delete_pods
+        .iter()
+        .map(|d| delete_pod(ctx, job, &pods, d));
+    let service_deletes = plan
+        .delete_services
+        .iter()
+        .map(|name| delete_service(ctx, job, &services, name));
+    let (pod_results, service_results) =
+        futures::join!(join_all(pod_deletes), join_all(service_deletes));
+    let deleted_pods = done(pod_results, &mut first_error);
+    let deleted_services = done(service_results, &mut first_error);
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulDeletePod",
+        "Deleted pod",
+        &deleted_pods,
+    );
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulDeleteService",
+        "Deleted service",
+        &deleted_services,
+    );
+
+    if plan.delete_job {
+        let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(job_uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&job.name_any(), &dp).await {
+            Ok(_) => {
+                ctx.metrics.job_deleted(J::FRAMEWORK.name, namespace);
+                tracing::info!("deleted: ttlSecondsAfterFinished passed");
+                ctx.events.publish(
+                    job,
+                    EventType::Normal,
+                    "SuccessfulDeleteJob".into(),
+                    format!("Deleted job: {}", job.name_any()),
+                    "Delete",
+                );
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                ctx.events.publish(
+                    job,
+                    EventType::Warning,
+                    "FailedDeleteJob".into(),
+                    format!("Error deleting: {}", OneLine(&source)),
+                    "Delete",
+                );
+                first_error.get_or_insert(ReconcileError::DeleteJob {
+                    kind: J::FRAMEWORK.kind,
+                    namespace: namespace.to_owned(),
+                    name: job.name_any(),
+                    source,
+                });
+            }
+        }
+    }
+    first_error.map_or(Ok(look_again), Err)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn create<J: TrainingJob, K>(
+    ctx: &Context,
+    job: &J,
+    api: &Api<K>,
+    pp: &PostParams,
+    object: K,
+    expected: Kind,
+    rtype: ReplicaType,
+    index: i32,
+) -> Result<Option<String>, ReconcileError>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    let namespace = job.namespace().unwrap_or_default();
+    let (kind, noun, metric) = match expected {
+        Kind::Pod => ("pod", "Pod", "created_pods"),
+        Kind::Service => ("service", "Service", "succeeded_service_creation"),
+    };
+    ctx.expectations
+        .expect(expected, &namespace, &name, Instant::now());
+    match api.create(pp, &object).await {
+        Ok(_) => {
+            ctx.metrics.object(metric);
+            tracing::debug!(
+                replica_type = rtype.lower(),
+                replica_index = index,
+                "created {kind} {name}"
+            );
+            if expected == Kind::Pod {
+                publish_framework_event(ctx, job, job.created_event(rtype, Ok(&name)));
+            }
+            Ok(Some(name))
+        }
+        // Deterministic names: it exists, so there is nothing to do.
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(source) => {
+            ctx.expectations.forget(expected, &namespace, &name);
+            if expected == Kind::Service {
+                ctx.metrics.object("failed_service_creation");
+            }
+            tracing::warn!(replica_type = rtype.lower(), replica_index = index, error = %OneLine(&source), "cannot create {kind} {name}");
+            if expected == Kind::Pod {
+                let why = OneLine(&source).to_string();
+                publish_framework_event(ctx, job, job.created_event(rtype, Err(&why)));
+            }
+            ctx.events.publish(
+                job,
+                EventType::Warning,
+                format!("FailedCreate{noun}"),
+                format!("Error creating: {}", OneLine(&source)),
+                "Create",
+            );
+            Err(ReconcileError::Create {
+                kind,
+                namespace,
+                name,
+                source,
+            })
+        }
+    }
+}
+
+async fn delete_pod<J: TrainingJob>(
+    ctx: &Context,
+    job: &J,
+    api: &Api<Pod>,
+    deletion: &Deletion,
+) -> Result<Option<String>, ReconcileError> {
+    let dp = DeleteParams {
+        preconditions: deletion.uid.clone().map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&deletion.name, &dp).await {
+        Ok(_) => {
+            ctx.metrics.object("deleted_pods");
+            tracing::debug!("deleted pod {}", deletion.name);
+            Ok(Some(deletion.name.clone()))
+        }
+        // Gone already, or replaced by a newer pod of the same name that this deletion was not for.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+        Err(source) => {
+            ctx.events.publish(
+                job,
+                EventType::Warning,
+                "FailedDeletePod".into(),
+                format!("Error deleting: {}", OneLine(&source)),
+                "Delete",
+            );
+            Err(ReconcileError::Delete {
+                kind: "pod",
+                namespace: job.namespace().unwrap_or_default(),
+                name: deletion.name.clone(),
+                source,
+            })
+        }
+    }
+}
+
+async fn delete_service<J: TrainingJob>(
+    ctx: &Context,
+    job: &J,
+    api: &Api<Service>,
+    name: &str,
+) -> Result<Option<String>, ReconcileError> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(Some(name.to_owned())),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(source) => {
+            ctx.events.publish(
+                job,
+                EventType::Warning,
+                "FailedDeleteService".into(),
+                format!("Error deleting: {}", OneLine(&source)),
+                "Delete",
+            );
+            Err(ReconcileError::Delete {
+                kind: "service",
+                namespace: job.namespace().unwrap_or_default(),
+                name: name.to_owned(),
+                source,
+            })
+        }
+    }
+}
+
+/// The framework's own event about a pod it created or could not create (MPIJob's Launcher).
+fn publish_framework_event<J: TrainingJob>(ctx: &Context, job: &J, event: Option<Event>) {
+    if let Some(event) = event {
+        let type_ = if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        ctx.events
+            .publish(job, type_, event.reason, event.message, "Create");
+    }
+}
+
+/// The names of the objects that creates (or deletes) acted on; the first error is kept.
+fn done(
+    results: Vec<Result<Option<String>, ReconcileError>>,
+    first_error: &mut Option<ReconcileError>,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for result in results {
+        match result {
+            Ok(Some(name)) => names.push(name),
+            Ok(None) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    names
+}
+
+/// One Normal event for the objects a reconcile created or deleted: `Created pod: a` as
+/// upstream has it for one, `Created pods: a, b, c` for several. Upstream records an event per
+/// object; at 1,000 jobs that is 8,000 event writes, as many as the pods and services
+/// themselves, on an API server that is already the bottleneck. Failures keep an event each.
+fn publish_done<J: TrainingJob>(
+    ctx: &Context,
+    job: &J,
+    reason: &str,
+    what: &str,
+    names: &[String],
+) {
+    let note = match names {
+        [] => return,
+        [one] => format!("{what}: {one}"),
+        many => format!("{what}s: {}", many.join(", ")),
+    };
+    let action = if reason.starts_with("SuccessfulDelete") {
+        "Delete"
+    } else {
+        "Create"
+    };
+    ctx.events
+        .publish(job, EventType::Normal, reason.to_owned(), note, action);
+}
+
+/// Of the replicas in `wanted`, those whose pod (or service) was not created recently; and
+/// when the first expectation of the others runs out, to look again then in case their
+/// objects never show up.
+fn not_on_their_way<J: TrainingJob>(
+    ctx: &Context,
+    kind: Kind,
+    job: &J,
+    wanted: &[(ReplicaType, i32)],
+) -> (Vec<(ReplicaType, i32)>, Option<Duration>) {
+    let namespace = job.namespace().unwrap_or_default();
+    let job_name = job.name_any();
+    let now = Instant::now();
+    let mut first_expiry: Option<Duration> = None;
+    let to_create = wanted
+        .iter()
+        .copied()
+        .filter(|&(rtype, index)| {
+            let name = match kind {
+                Kind::Pod => job.pod_name(rtype, index),
+                Kind::Service => build::name(&job_name, rtype, index),
+            };
+            match ctx.expectations.awaiting(kind, &namespace, &name, now) {
+                Some(left) => {
+                    first_expiry = Some(first_expiry.map_or(left, |f| f.min(left)));
+                    false
+                }
+                None => true,
+            }
+        })
+        .collect();
+    (to_create, first_expiry)
+}
