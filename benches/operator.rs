@@ -51,7 +51,7 @@ use mlkube::operator::training::engine::{build, defaults};
 use mlkube::operator::training::framework::TrainingJob;
 use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
-use mlkube::operator::training::frameworks::{self, Registered};
+use mlkube::operator::training::registry::{self, Registered};
 use serde_json::json;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -558,7 +558,7 @@ async fn main() -> Result<(), Error> {
     let jobs_wanted = setting("JOBS", 1000);
     let concurrency = setting("CONCURRENCY", 32);
     let name = std::env::var("FRAMEWORK").unwrap_or_else(|_| "tensorflow".to_owned());
-    let framework = frameworks::by_name(&name).ok_or_else(|| format!("no framework {name}"))?;
+    let framework = registry::by_name(&name).ok_or_else(|| format!("no framework {name}"))?;
     let crd = (framework.crd)();
     let crd_name = crd.metadata.name.clone().unwrap_or_default();
     let client = Client::try_default()

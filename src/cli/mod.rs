@@ -649,7 +649,7 @@ pub struct OperatorArgs {
     pub mpi_kubectl_delivery_image: String,
     /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all).
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
-    pub frameworks: Vec<&'static crate::operator::training::frameworks::Registered>,
+    pub frameworks: Vec<&'static crate::operator::training::registry::Registered>,
     /// After SIGTERM, how long reconciles in flight may take before the process exits
     /// anyway, e.g. 20s, 500ms.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = settings::duration)]
@@ -694,7 +694,7 @@ impl OperatorArgs {
             shutdown_timeout: self.shutdown_timeout,
             log_format: self.log_format,
             frameworks: if self.frameworks.is_empty() {
-                crate::operator::training::frameworks::ALL.iter().collect()
+                crate::operator::training::registry::ALL.iter().collect()
             } else {
                 let mut chosen = self.frameworks;
                 chosen.sort_by_key(|r| r.framework.name);
@@ -708,10 +708,10 @@ impl OperatorArgs {
 /// A `--frameworks` name: `tensorflow`, `pytorch`, ...
 fn framework(
     name: &str,
-) -> Result<&'static crate::operator::training::frameworks::Registered, String> {
-    use crate::operator::training::frameworks;
-    frameworks::by_name(name).ok_or_else(|| {
-        let names: Vec<_> = frameworks::names().collect();
+) -> Result<&'static crate::operator::training::registry::Registered, String> {
+    use crate::operator::training::registry;
+    registry::by_name(name).ok_or_else(|| {
+        let names: Vec<_> = registry::names().collect();
         format!(
             "no framework {name}; the frameworks are {}",
             names.join(", ")

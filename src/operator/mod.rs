@@ -22,7 +22,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use runtime::{http, leader, metrics, shutdown};
-use training::{controller, engine, frameworks};
+use training::{controller, engine, registry};
 
 /// What `mlkube operator` runs with, resolved from its flags by the caller.
 #[derive(Clone, Debug)]
@@ -49,8 +49,8 @@ pub struct Settings {
     pub mpi_kubectl_delivery_image: String,
     /// After SIGTERM, how long reconciles in flight may take.
     pub shutdown_timeout: Duration,
-    /// The frameworks whose jobs to run (`frameworks::ALL` for all).
-    pub frameworks: Vec<&'static frameworks::Registered>,
+    /// The frameworks whose jobs to run (`registry::ALL` for all).
+    pub frameworks: Vec<&'static registry::Registered>,
     /// How log lines are written; `None`: text on a terminal, else JSON.
     pub log_format: Option<LogFormat>,
 }

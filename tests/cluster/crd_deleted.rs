@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use mlkube::operator::training::framework::TrainingJob;
 use mlkube::operator::training::frameworks::mxnet::MXJob;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
-use mlkube::operator::training::frameworks::{Registered, by_name};
+use mlkube::operator::training::registry::{Registered, by_name};
 use serde_json::json;
 
 use crate::operator::{TIMEOUT, driven_by_hand};

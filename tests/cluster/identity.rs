@@ -10,8 +10,8 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ListParams, PostParams, WatchParams};
 use kube::{Api, Client, Resource};
 use mlkube::operator::runtime::leader::LEASE_NAME;
-use mlkube::operator::training::frameworks;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::registry;
 use serde_json::json;
 
 use crate::operator::install_crd;
@@ -46,7 +46,7 @@ const JOBS: &str = "<jobs>";
 /// The resources a table's entry stands for.
 fn resources(resource: &str) -> Vec<String> {
     match resource.strip_prefix(JOBS) {
-        Some(subresource) => frameworks::ALL
+        Some(subresource) => registry::ALL
             .iter()
             .map(|registered| format!("{}{subresource}", registered.framework.plural))
             .collect(),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use mlkube::operator::training::frameworks;
+use mlkube::operator::training::registry;
 use serde_json::{Value, json};
 
 use crate::operator::install_crd;
@@ -41,7 +41,7 @@ fn jobs(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
 
 /// Create a job of `kind` with `workers` workers; no operator runs, so it gets no pods.
 async fn create_job(ns: &TestNamespace, kind: &str, name: &str, workers: i64) {
-    let framework = frameworks::ALL
+    let framework = registry::ALL
         .iter()
         .map(|r| r.framework)
         .find(|f| f.kind == kind)

@@ -24,7 +24,7 @@ use mlkube::operator::runtime::metrics::Metrics;
 use mlkube::operator::training::engine::build;
 use mlkube::operator::training::framework::TrainingJob;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
-use mlkube::operator::training::{controller, frameworks};
+use mlkube::operator::training::{controller, registry};
 use serde_json::json;
 
 use crate::operator_identity::{Access, OperatorIdentity, Scope, spawn_operator_binary};
@@ -38,7 +38,7 @@ pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 pub(crate) async fn install_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply("mlkube-operator-tests").force();
-    for registered in &frameworks::ALL {
+    for registered in &registry::ALL {
         let crd = (registered.crd)();
         let name = crd.name_any();
         crds.patch(&name, &params, &Patch::Apply(crd))
@@ -90,7 +90,7 @@ async fn start_operator_as(ns: &TestNamespace, scope: Scope, options: build::Opt
         namespace: Some(ns.name.clone()),
         concurrency: 4,
         options,
-        frameworks: frameworks::ALL.iter().collect(),
+        frameworks: registry::ALL.iter().collect(),
     };
     let task = tokio::spawn(controller::run(
         identity.client.clone(),

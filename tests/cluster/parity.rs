@@ -17,7 +17,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Config, ResourceExt};
 use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
-use mlkube::operator::training::frameworks::{ALL, Registered, by_name};
+use mlkube::operator::training::registry::{ALL, Registered, by_name};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

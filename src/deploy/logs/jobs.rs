@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{LogSource, LogsError, Output, Request};
 use crate::operator::training::framework::Framework;
-use crate::operator::training::frameworks::ALL;
+use crate::operator::training::registry::ALL;
 
 /// A training job by kind, namespace and name.
 #[derive(Debug, Clone)]

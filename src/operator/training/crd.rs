@@ -215,11 +215,11 @@ pub fn yaml_of(crd: &CustomResourceDefinition) -> String {
 mod tests {
     use super::*;
 
-    use crate::operator::training::frameworks;
+    use crate::operator::training::{frameworks, registry};
 
     #[test]
     fn crd_files_match_the_rust_types() {
-        for registered in &frameworks::ALL {
+        for registered in &registry::ALL {
             let file = path_of(registered.framework);
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&file);
             let generated = yaml_of(&(registered.crd)());
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn every_crd_field_description_is_whole_sentences() {
-        for registered in &frameworks::ALL {
+        for registered in &registry::ALL {
             let crd = (registered.crd)();
             for version in &crd.spec.versions {
                 let schema = version

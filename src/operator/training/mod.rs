@@ -14,6 +14,7 @@ pub mod crd;
 pub mod engine;
 pub mod framework;
 pub mod frameworks;
+pub mod registry;
 
 pub mod controller;
 #[cfg(test)]

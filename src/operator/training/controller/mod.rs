@@ -57,14 +57,15 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, CustomResourceExt, Resource, ResourceExt};
 
+use super::crd;
 use super::engine::build;
-use super::framework::TrainingJob;
-use super::frameworks::Registered;
+use super::framework::{CompanionKind, Framework, TrainingJob};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::Events;
 use crate::operator::runtime::expectations::Expectations;
@@ -171,8 +172,33 @@ pub struct Settings {
     /// How many jobs of each framework are reconciled at once.
     pub concurrency: u16,
     pub options: build::Options,
-    /// The frameworks whose jobs to run (`frameworks::ALL` for all).
+    /// The frameworks whose jobs to run (`registry::ALL` for all).
     pub frameworks: Vec<&'static Registered>,
+}
+
+/// A framework the operator can run: its facts, its CRD and its controller (the list of them
+/// is `registry::ALL`).
+#[derive(Debug)]
+pub struct Registered {
+    pub framework: &'static Framework,
+    /// The framework's CustomResourceDefinition, generated from its types.
+    pub crd: fn() -> CustomResourceDefinition,
+    /// Run the framework's controller (see [`run`]).
+    pub(crate) run: RunFramework,
+    /// The kinds of its jobs' companions, which the controller watches.
+    pub(crate) companion_kinds: &'static [CompanionKind],
+}
+
+impl Registered {
+    /// `J`'s entry.
+    pub const fn of<J: TrainingJob + CustomResourceExt>() -> Registered {
+        Registered {
+            framework: J::FRAMEWORK,
+            crd: crd::definition_of::<J>,
+            run: run_framework::<J>,
+            companion_kinds: J::COMPANION_KINDS,
+        }
+    }
 }
 
 /// One framework's controller, as [`run`] starts it: `run_framework::<J>`. It takes its jobs'
