@@ -35,7 +35,6 @@ use tokio::sync::Notify;
 use super::shutdown::Stop;
 use crate::error_text::OneLine;
 use crate::operator::runtime::http::Health;
-use crate::operator::training::framework::TrainingJob;
 
 /// The first pause before discovery is asked again, and the longest.
 const RECHECK_FIRST: Duration = Duration::from_secs(1);
@@ -50,27 +49,51 @@ pub enum Waiting {
     AfterDeletion,
 }
 
-/// Wait until the API server serves `J`'s kind; false when `stop` came first.
-pub async fn await_installed<J: TrainingJob>(
+/// A kind that a controller runs, as discovery lists it and its warnings name it.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The kind, e.g. `TFJob`.
+    pub kind: &'static str,
+    /// Its resource, e.g. `tfjobs`.
+    pub plural: &'static str,
+    /// Its group, e.g. `kubeflow.org`.
+    pub group: String,
+    /// Its group and version, e.g. `kubeflow.org/v1`.
+    pub api_version: String,
+    /// The name that leaves it out of the operator's flags, e.g. `tensorflow` of
+    /// `--frameworks`.
+    pub flag_name: &'static str,
+}
+
+impl Served {
+    /// The CRD's name, e.g. `tfjobs.kubeflow.org`.
+    fn crd(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+}
+
+/// Wait until the API server serves `served`'s kind; false when `stop` came first.
+pub async fn await_installed(
     client: &Client,
+    served: &Served,
     health: &Health,
     stop: Stop,
     waiting: Waiting,
 ) -> bool {
-    let kind = J::FRAMEWORK.kind;
-    let crd = format!("{}.{}", J::FRAMEWORK.plural, J::group(&()));
+    let kind = served.kind;
+    let crd = served.crd();
     let mut pause = RECHECK_FIRST;
     let mut said = false;
     loop {
         // A stop also ends a discovery request still in flight (a slow API server).
         let answer = tokio::select! {
-            answer = served::<J>(client) => answer,
+            answer = is_served(client, served) => answer,
             () = stop.clone() => return false,
         };
         match answer {
             Ok(true) => break,
             Ok(false) if !said => {
-                warn_missing::<J>(&crd, waiting);
+                warn_missing(served, &crd, waiting);
                 health.crd_missing(kind, crd.clone());
                 said = true;
             }
@@ -96,9 +119,9 @@ pub async fn await_installed<J: TrainingJob>(
     true
 }
 
-/// The one warning that `J`'s CRD is missing, and how to install it or do without.
-fn warn_missing<J: TrainingJob>(crd: &str, waiting: Waiting) {
-    let kind = J::FRAMEWORK.kind;
+/// The one warning that `served`'s CRD is missing, and how to install it or do without.
+fn warn_missing(served: &Served, crd: &str, waiting: Waiting) {
+    let kind = served.kind;
     let what = match waiting {
         Waiting::AtStart => "is not installed",
         Waiting::AfterDeletion => "was deleted",
@@ -110,18 +133,19 @@ fn warn_missing<J: TrainingJob>(crd: &str, waiting: Waiting) {
          hint: install it (the tf-job-operator component renders it unless its installCrd is \
          false, or `kubectl apply -f crds/{crd}.yaml` from mlkube's source), or leave {} out \
          of --frameworks",
-        J::FRAMEWORK.name
+        served.flag_name
     );
 }
 
-/// Whether `error`, from the watch of `J`'s jobs, means its CRD was deleted: the API server
-/// answered 404 and its discovery no longer lists the kind. False when `stop` came first.
-pub async fn deleted<J: TrainingJob>(client: &Client, error: &watcher::Error, stop: Stop) -> bool {
+/// Whether `error`, from the watch of `served`'s kind, means its CRD was deleted: the API
+/// server answered 404 and its discovery no longer lists the kind. False when `stop` came
+/// first.
+pub async fn deleted(client: &Client, served: &Served, error: &watcher::Error, stop: Stop) -> bool {
     if !not_found(error) {
         return false;
     }
     tokio::select! {
-        answer = served::<J>(client) => matches!(answer, Ok(false)),
+        answer = is_served(client, served) => matches!(answer, Ok(false)),
         () = stop => false,
     }
 }
@@ -161,11 +185,11 @@ impl CrdDeleted {
     }
 }
 
-/// Whether discovery lists `J`'s resource in its group and version; a group version that does
-/// not exist at all (404) serves nothing.
-async fn served<J: TrainingJob>(client: &Client) -> Result<bool, kube::Error> {
-    match client.list_api_group_resources(&J::api_version(&())).await {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == J::FRAMEWORK.plural)),
+/// Whether discovery lists `served`'s resource in its group and version; a group version that
+/// does not exist at all (404) serves nothing.
+async fn is_served(client: &Client, served: &Served) -> Result<bool, kube::Error> {
+    match client.list_api_group_resources(&served.api_version).await {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == served.plural)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(e) => Err(e),
     }

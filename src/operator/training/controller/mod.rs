@@ -260,8 +260,9 @@ pub fn run_framework<J: TrainingJob>(
         metrics: metrics.clone(),
     });
     async move {
+        let served = served::<J>();
         let mut waiting = installed::Waiting::AtStart;
-        while installed::await_installed::<J>(&client, &health, stop.clone(), waiting).await {
+        while installed::await_installed(&client, &served, &health, stop.clone(), waiting).await {
             let ended = run_one::<J>(
                 client.clone(),
                 settings.clone(),
@@ -281,6 +282,17 @@ pub fn run_framework<J: TrainingJob>(
         }
     }
     .boxed()
+}
+
+/// `J`'s kind, as discovery lists it.
+fn served<J: TrainingJob>() -> installed::Served {
+    installed::Served {
+        kind: J::FRAMEWORK.kind,
+        plural: J::FRAMEWORK.plural,
+        group: J::group(&()).into_owned(),
+        api_version: J::api_version(&()).into_owned(),
+        flag_name: J::FRAMEWORK.name,
+    }
 }
 
 /// Run the controller until `stop`, or until the watch of its jobs finds their CRD deleted.
@@ -364,7 +376,7 @@ async fn run_one<J: TrainingJob>(
             let (client, stop, crd_deleted) = (client.clone(), stop.clone(), crd_deleted.clone());
             async move {
                 let Some(error) = failed_watch else { return };
-                if installed::deleted::<J>(&client, &error, stop).await {
+                if installed::deleted(&client, &served::<J>(), &error, stop).await {
                     crd_deleted.set();
                 } else {
                     // The jobs wait until the watch heals.
