@@ -48,108 +48,123 @@ struct Token {
 }
 
 fn scan(src: &str) -> Result<Vec<Token>, EditError> {
-    let bytes = src.as_bytes();
     let mut tokens = Vec::new();
     let mut i = 0;
-    let err = |offset, problem| EditError::Scan { offset, problem };
-    while i < bytes.len() {
-        let c = bytes[i];
-        let start = i;
-        let token = |kind, end: usize, text: String| Token {
-            kind,
-            start,
-            end,
-            text,
-        };
-        match c {
-            b' ' | b'\t' | b'\r' | b'\n' => i += 1,
-            b'#' => i = src[i..].find('\n').map_or(bytes.len(), |n| i + n),
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                i = src[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                let end = src[i + 2..]
-                    .find("*/")
-                    .ok_or_else(|| err(i, "unterminated comment"))?;
-                i = i + 2 + end + 2;
-            }
-            b'{' | b'[' | b'(' => {
-                tokens.push(token(Kind::Open, i + 1, String::new()));
-                i += 1;
-            }
-            b'}' | b']' | b')' => {
-                tokens.push(token(Kind::Close, i + 1, String::new()));
-                i += 1;
-            }
-            b',' => {
-                tokens.push(token(Kind::Comma, i + 1, String::new()));
-                i += 1;
-            }
-            b':' => {
-                tokens.push(token(Kind::Colon, i + 1, String::new()));
-                i += 1;
-            }
-            b'+' => {
-                tokens.push(token(Kind::Plus, i + 1, String::new()));
-                i += 1;
-            }
-            b'|' if src[i..].starts_with("|||") => {
-                // A text block ends at a line holding only `|||` (after indentation).
-                let mut pos = i + 3;
-                let end = loop {
-                    let Some(n) = src[pos..].find('\n') else {
-                        return Err(err(i, "unterminated text block"));
-                    };
-                    let line_start = pos + n + 1;
-                    let rest = &src[line_start..];
-                    let trimmed = rest.trim_start_matches([' ', '\t']);
-                    if trimmed.starts_with("|||") {
-                        break line_start + (rest.len() - trimmed.len()) + 3;
-                    }
-                    pos = line_start;
-                };
-                tokens.push(token(Kind::Str, end, String::new()));
-                i = end;
-            }
-            b'\'' | b'"' => {
-                let (end, text) =
-                    quoted(src, i + 1, c).ok_or_else(|| err(i, "unterminated string"))?;
-                tokens.push(token(Kind::Str, end, text));
-                i = end;
-            }
-            b'@' if matches!(bytes.get(i + 1), Some(b'\'' | b'"')) => {
-                let quote = bytes[i + 1];
-                let mut pos = i + 2;
-                loop {
-                    match bytes.get(pos) {
-                        None => return Err(err(i, "unterminated string")),
-                        Some(&q) if q == quote && bytes.get(pos + 1) == Some(&quote) => pos += 2,
-                        Some(&q) if q == quote => break,
-                        Some(_) => pos += 1,
-                    }
-                }
-                let text = src[i + 2..pos].replace(
-                    &format!("{0}{0}", quote as char),
-                    &(quote as char).to_string(),
-                );
-                tokens.push(token(Kind::Str, pos + 1, text));
-                i = pos + 1;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let end = src[i..]
-                    .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
-                    .map_or(bytes.len(), |n| i + n);
-                tokens.push(token(Kind::Ident, end, src[i..end].to_owned()));
-                i = end;
-            }
-            _ => {
-                let len = src[i..].chars().next().map_or(1, char::len_utf8);
-                tokens.push(token(Kind::Other, i + len, String::new()));
-                i += len;
-            }
+    while i < src.len() {
+        if let Some(end) = skip_blank(src, i)? {
+            i = end;
+            continue;
         }
+        let token = token_at(src, i)?;
+        i = token.end;
+        tokens.push(token);
     }
     Ok(tokens)
+}
+
+/// Where whitespace or a comment starting at `i` ends, so the scan can pass over it; `None`
+/// when a token starts at `i`.
+fn skip_blank(src: &str, i: usize) -> Result<Option<usize>, EditError> {
+    let bytes = src.as_bytes();
+    let end = match bytes[i] {
+        b' ' | b'\t' | b'\r' | b'\n' => i + 1,
+        b'#' => src[i..].find('\n').map_or(bytes.len(), |n| i + n),
+        b'/' if bytes.get(i + 1) == Some(&b'/') => {
+            src[i..].find('\n').map_or(bytes.len(), |n| i + n)
+        }
+        b'/' if bytes.get(i + 1) == Some(&b'*') => {
+            let end = src[i + 2..].find("*/").ok_or(EditError::Scan {
+                offset: i,
+                problem: "unterminated comment",
+            })?;
+            i + 2 + end + 2
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(end))
+}
+
+/// The token starting at `start`, which is not whitespace or a comment.
+fn token_at(src: &str, start: usize) -> Result<Token, EditError> {
+    let bytes = src.as_bytes();
+    let c = bytes[start];
+    let err = |problem| EditError::Scan {
+        offset: start,
+        problem,
+    };
+    let token = |kind, end: usize, text: String| Token {
+        kind,
+        start,
+        end,
+        text,
+    };
+    Ok(match c {
+        b'{' | b'[' | b'(' => token(Kind::Open, start + 1, String::new()),
+        b'}' | b']' | b')' => token(Kind::Close, start + 1, String::new()),
+        b',' => token(Kind::Comma, start + 1, String::new()),
+        b':' => token(Kind::Colon, start + 1, String::new()),
+        b'+' => token(Kind::Plus, start + 1, String::new()),
+        b'|' if src[start..].starts_with("|||") => {
+            let end = text_block_end(src, start).ok_or_else(|| err("unterminated text block"))?;
+            token(Kind::Str, end, String::new())
+        }
+        b'\'' | b'"' => {
+            let (end, text) =
+                quoted(src, start + 1, c).ok_or_else(|| err("unterminated string"))?;
+            token(Kind::Str, end, text)
+        }
+        b'@' if matches!(bytes.get(start + 1), Some(b'\'' | b'"')) => {
+            let (end, text) = verbatim(src, start).ok_or_else(|| err("unterminated string"))?;
+            token(Kind::Str, end, text)
+        }
+        c if c.is_ascii_alphabetic() || c == b'_' => {
+            let end = src[start..]
+                .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                .map_or(bytes.len(), |n| start + n);
+            token(Kind::Ident, end, src[start..end].to_owned())
+        }
+        _ => {
+            let len = src[start..].chars().next().map_or(1, char::len_utf8);
+            token(Kind::Other, start + len, String::new())
+        }
+    })
+}
+
+/// Where the `|||` text block starting at `from` ends: a text block ends at a line holding only
+/// `|||` (after indentation). `None` when no such line follows.
+fn text_block_end(src: &str, from: usize) -> Option<usize> {
+    let mut pos = from + 3;
+    loop {
+        let n = src[pos..].find('\n')?;
+        let line_start = pos + n + 1;
+        let rest = &src[line_start..];
+        let trimmed = rest.trim_start_matches([' ', '\t']);
+        if trimmed.starts_with("|||") {
+            return Some(line_start + (rest.len() - trimmed.len()) + 3);
+        }
+        pos = line_start;
+    }
+}
+
+/// A verbatim string `@'...'` or `@"..."` starting at `from` (the `@`); returns the end (after
+/// the quote) and the text, in which a doubled quote stands for one.
+fn verbatim(src: &str, from: usize) -> Option<(usize, String)> {
+    let bytes = src.as_bytes();
+    let quote = bytes[from + 1];
+    let mut pos = from + 2;
+    loop {
+        match bytes.get(pos) {
+            None => return None,
+            Some(&q) if q == quote && bytes.get(pos + 1) == Some(&quote) => pos += 2,
+            Some(&q) if q == quote => break,
+            Some(_) => pos += 1,
+        }
+    }
+    let text = src[from + 2..pos].replace(
+        &format!("{0}{0}", quote as char),
+        &(quote as char).to_string(),
+    );
+    Some((pos + 1, text))
 }
 
 /// A quoted string body starting at `from`; returns the end (after the quote) and the text.
