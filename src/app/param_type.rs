@@ -377,20 +377,8 @@ fn image_problem(reference: &str) -> Option<String> {
         Some((name, digest)) => (name, Some(digest)),
         None => (reference, None),
     };
-    if let Some(digest) = digest {
-        let valid = digest.split_once(':').is_some_and(|(algorithm, hex)| {
-            !algorithm.is_empty()
-                && algorithm
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+._-".contains(&b))
-                && hex.len() >= 32
-                && hex.bytes().all(|b| b.is_ascii_hexdigit())
-        });
-        if !valid {
-            return Some(format!(
-                "the digest `{digest}` is not <algorithm>:<hex>, e.g. sha256:<64 hex digits>"
-            ));
-        }
+    if let Some(problem) = digest.and_then(digest_problem) {
+        return Some(problem);
     }
     // A tag follows the last `:` after the last `/` (a `:` before it is a registry's port).
     let last_slash = name.rfind('/').map_or(0, |i| i + 1);
@@ -398,22 +386,52 @@ fn image_problem(reference: &str) -> Option<String> {
         Some(i) => (&name[..last_slash + i], Some(&name[last_slash + i + 1..])),
         None => (name, None),
     };
-    if let Some(tag) = tag {
-        let valid = tag.len() <= 128
-            && tag
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-            && tag
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
-        if !valid {
-            return Some(format!(
-                "the tag `{tag}` is not up to 128 letters, digits, `_`, `.` and `-`, starting \
-                 with a letter, digit or `_`"
-            ));
-        }
+    if let Some(problem) = tag.and_then(tag_problem) {
+        return Some(problem);
     }
+    repository_problem(repository)
+}
+
+/// Why the digest after an image's `@` is not `<algorithm>:<hex>`, or `None`.
+fn digest_problem(digest: &str) -> Option<String> {
+    let valid = digest.split_once(':').is_some_and(|(algorithm, hex)| {
+        !algorithm.is_empty()
+            && algorithm
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+._-".contains(&b))
+            && hex.len() >= 32
+            && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    if valid {
+        return None;
+    }
+    Some(format!(
+        "the digest `{digest}` is not <algorithm>:<hex>, e.g. sha256:<64 hex digits>"
+    ))
+}
+
+/// Why an image's tag is not one the registries take, or `None`.
+fn tag_problem(tag: &str) -> Option<String> {
+    let valid = tag.len() <= 128
+        && tag
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if valid {
+        return None;
+    }
+    Some(format!(
+        "the tag `{tag}` is not up to 128 letters, digits, `_`, `.` and `-`, starting \
+         with a letter, digit or `_`"
+    ))
+}
+
+/// Why an image's repository (the reference without tag and digest) is not an optional registry
+/// followed by a lowercase path, or `None`.
+fn repository_problem(repository: &str) -> Option<String> {
     let mut parts: Vec<&str> = repository.split('/').collect();
     // The first part is a registry when it looks like a host: a dot, a port, or localhost.
     if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
