@@ -207,36 +207,9 @@ fn merge(
     app_params: &ParamsFile,
     env_params: Option<&ParamsFile>,
 ) -> Result<IndexMap<String, ParamValue>, AppError> {
-    let mut values: IndexMap<String, ParamValue> = IndexMap::new();
-    if let Some(prototype) = prototype {
-        for spec in &prototype.params {
-            values.insert(
-                spec.name.clone(),
-                ParamValue {
-                    value: spec.default.clone(),
-                    layer: Layer::Default,
-                },
-            );
-        }
-    }
+    let mut values = defaults(prototype);
     let empty = Map::new();
-    let mut layers = vec![
-        (
-            app_params,
-            app_params.component(component),
-            Layer::Component,
-        ),
-        (app_params, Some(&app_params.global), Layer::Global),
-    ];
-    if let Some(env_params) = env_params {
-        layers.push((env_params, Some(&env_params.global), Layer::EnvGlobal));
-        layers.push((
-            env_params,
-            env_params.component(component),
-            Layer::EnvComponent,
-        ));
-    }
-    for (file, map, layer) in layers {
+    for (file, map, layer) in layers(component, app_params, env_params) {
         let global = matches!(layer, Layer::Global | Layer::EnvGlobal);
         for (name, value) in map.unwrap_or(&empty) {
             if name == "name" {
@@ -274,6 +247,52 @@ fn merge(
         }
     }
     Ok(values)
+}
+
+/// The prototype's defaults: the lowest layer, which the params files override.
+fn defaults(prototype: Option<&Prototype>) -> IndexMap<String, ParamValue> {
+    let mut values: IndexMap<String, ParamValue> = IndexMap::new();
+    if let Some(prototype) = prototype {
+        for spec in &prototype.params {
+            values.insert(
+                spec.name.clone(),
+                ParamValue {
+                    value: spec.default.clone(),
+                    layer: Layer::Default,
+                },
+            );
+        }
+    }
+    values
+}
+
+/// A params file, its values for one component (`None` when it has none) and their layer.
+type LayerValues<'a> = (&'a ParamsFile, Option<&'a Map<String, Value>>, Layer);
+
+/// The params files' values for `component`, each with the file that holds it and its layer,
+/// lowest precedence first, so that a later one overrides an earlier one.
+fn layers<'a>(
+    component: &str,
+    app_params: &'a ParamsFile,
+    env_params: Option<&'a ParamsFile>,
+) -> Vec<LayerValues<'a>> {
+    let mut layers = vec![
+        (
+            app_params,
+            app_params.component(component),
+            Layer::Component,
+        ),
+        (app_params, Some(&app_params.global), Layer::Global),
+    ];
+    if let Some(env_params) = env_params {
+        layers.push((env_params, Some(&env_params.global), Layer::EnvGlobal));
+        layers.push((
+            env_params,
+            env_params.component(component),
+            Layer::EnvComponent,
+        ));
+    }
+    layers
 }
 
 /// Where a checked value came from, for the error that names it.

@@ -116,6 +116,19 @@ fn load(evaluator: &Evaluator, name: &str) -> Result<Option<Prototype>, AppError
         None => serde_json::Map::new(),
         Some(_) => return Err(invalid("`params` must be an object")),
     };
+    Ok(Some(Prototype {
+        name: name.to_owned(),
+        description: description.trim_end().to_owned(),
+        params: param_specs(params, &invalid)?,
+    }))
+}
+
+/// The specs of a prototype's `params` object, each checked to be a rule its default obeys;
+/// `invalid` makes the error that names the prototype's file.
+fn param_specs(
+    params: serde_json::Map<String, Value>,
+    invalid: &dyn Fn(&str) -> AppError,
+) -> Result<Vec<ParamSpec>, AppError> {
     let mut specs = Vec::with_capacity(params.len());
     for (param, spec) in params {
         let Value::Object(spec) = spec else {
@@ -141,11 +154,7 @@ fn load(evaluator: &Evaluator, name: &str) -> Result<Option<Prototype>, AppError
         }
         specs.push(spec);
     }
-    Ok(Some(Prototype {
-        name: name.to_owned(),
-        description: description.trim_end().to_owned(),
-        params: specs,
-    }))
+    Ok(specs)
 }
 
 /// Every prototype of the library, sorted by name.
