@@ -105,15 +105,6 @@ fn walk(
     path: &mut String,
     out: &mut Vec<Object>,
 ) -> Result<(), ManifestError> {
-    let not_an_object = |path: &str, problem: String| ManifestError::NotAnObject {
-        component: component.to_owned(),
-        path: if path.is_empty() {
-            "the top level".to_owned()
-        } else {
-            format!("`{path}`")
-        },
-        problem,
-    };
     match value {
         Value::Array(items) => {
             for (index, item) in items.into_iter().enumerate() {
@@ -134,26 +125,7 @@ fn walk(
                 path.truncate(len);
                 return Ok(());
             }
-            let value = Value::Object(map);
-            let missing = [
-                ("apiVersion", &value["apiVersion"]),
-                ("kind", &value["kind"]),
-                ("metadata.name", &value["metadata"]["name"]),
-            ]
-            .into_iter()
-            .filter(|(_, field)| field.as_str().is_none_or(str::is_empty))
-            .map(|(name, _)| name)
-            .collect::<Vec<_>>();
-            if !missing.is_empty() {
-                return Err(not_an_object(
-                    path,
-                    format!("an object without {}", missing.join(", ")),
-                ));
-            }
-            out.push(Object {
-                component: component.to_owned(),
-                value,
-            });
+            out.push(kubernetes_object(component, map, path)?);
             Ok(())
         }
         Value::Object(map) => {
@@ -171,9 +143,53 @@ fn walk(
             Ok(())
         }
         other => Err(not_an_object(
+            component,
             path,
             format!("{}, not an object", describe(&other)),
         )),
+    }
+}
+
+/// The object at `path`, which has an `apiVersion` or a `kind`, as one of `component`'s
+/// objects, once it has all of `apiVersion`, `kind` and `metadata.name`.
+fn kubernetes_object(
+    component: &str,
+    map: serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Object, ManifestError> {
+    let value = Value::Object(map);
+    let missing = [
+        ("apiVersion", &value["apiVersion"]),
+        ("kind", &value["kind"]),
+        ("metadata.name", &value["metadata"]["name"]),
+    ]
+    .into_iter()
+    .filter(|(_, field)| field.as_str().is_none_or(str::is_empty))
+    .map(|(name, _)| name)
+    .collect::<Vec<_>>();
+    if !missing.is_empty() {
+        return Err(not_an_object(
+            component,
+            path,
+            format!("an object without {}", missing.join(", ")),
+        ));
+    }
+    Ok(Object {
+        component: component.to_owned(),
+        value,
+    })
+}
+
+/// The error for a value at `path` of `component` that is not a Kubernetes object.
+fn not_an_object(component: &str, path: &str, problem: String) -> ManifestError {
+    ManifestError::NotAnObject {
+        component: component.to_owned(),
+        path: if path.is_empty() {
+            "the top level".to_owned()
+        } else {
+            format!("`{path}`")
+        },
+        problem,
     }
 }
 
