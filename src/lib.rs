@@ -1,20 +1,26 @@
-//! mlkube deploys a Kubeflow-style ML platform to Kubernetes per environment and runs its TFJob
+//! mlkube deploys a Kubeflow-style ML platform to Kubernetes per environment and runs its
 //! operator.
 //!
 //! The crate is one pipeline, and its folders are its layers:
 //!
 //! ```text
 //! app on disk ──app──▶ environment + params ──render──▶ objects ──manifest──▶ ordered manifest
-//!     ──diff──▶ change set ──apply──▶ cluster
+//!     ──diff──▶ change set ──apply──▶ cluster ──observe──▶ logs, a sweep's results
 //! cluster ──watch──▶ operator ──reconcile──▶ pods, services, status
 //! ```
 //!
-//! - [`cli`]: arguments, settings, output and exit codes; it calls into the stages below.
-//! - [`app`]: the app on disk (app.yaml, params, prototypes) and the edits of its files.
+//! - [`cli`]: arguments, settings, output and exit codes; it calls into the layers below, and
+//!   nothing below calls it.
+//! - [`app`]: the app on disk (app.yaml, params, prototypes) and the edits of its files; it
+//!   renders through [`render`].
 //! - [`render`]: Jsonnet, the embedded library, the manifest and the table of kinds and tiers.
-//! - [`deploy`]: plan, inventory, cluster, diff, apply, wait.
-//! - [`operator`]: the TFJob operator.
-//! - [`error_text`]: an error and its causes as text, for messages and log lines alike.
+//! - [`deploy`]: plan, inventory, the `Cluster` seam, diff, apply, wait, status.
+//! - [`observe`]: what the deployed jobs run and report (logs, a sweep's ranked results), read
+//!   through the deploy layer's `Cluster` seam.
+//! - [`operator`]: `mlkube operator`, its shared controller runtime and one room per API it
+//!   serves (today `training`, the `kubeflow.org/v1` jobs).
+//! - [`error_text`] and [`random`]: an error and its causes as text, for messages and log
+//!   lines alike; the random ids of new apps.
 //!
 //! Everything before `diff` is pure: no network and no clock.
 
@@ -22,6 +28,7 @@ pub mod app;
 pub mod cli;
 pub mod deploy;
 pub mod error_text;
+pub mod observe;
 pub mod operator;
 pub mod random;
 pub mod render;

@@ -1,6 +1,6 @@
 //! `mlkube logs` as the command line runs it: tell a job named `KIND/NAME` from an environment
 //! (whose training jobs are found by rendering it, as `show` and `status` do), connect as the
-//! other cluster verbs do, hand the request to [`crate::deploy::logs`], and print its lines to
+//! other cluster verbs do, hand the request to [`crate::observe::logs`], and print its lines to
 //! stdout and its notes to stderr.
 //!
 //! Exit codes: 0 the logs were read to their end (following: the jobs finished), 130 Ctrl-C,
@@ -17,8 +17,8 @@ use clap::Args;
 use crate::app::AppError;
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::Target;
-use crate::deploy::logs::source::KubeSource;
-use crate::deploy::logs::{self, Containers, JobRef, LogsError, Output, Request, jobs};
+use crate::observe::logs::source::KubeSource;
+use crate::observe::logs::{self, Containers, JobRef, LogsError, Output, Request, jobs};
 
 use super::exit::{Exit, report};
 use super::settings::{self, Selection, SettingsError};

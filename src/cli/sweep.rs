@@ -1,5 +1,5 @@
 //! `mlkube status <env> -c <component>`: the training jobs a component renders (a sweep's), each
-//! with its hyperparameters, state and final metrics, best first, as [`crate::deploy::sweep`]
+//! with its hyperparameters, state and final metrics, best first, as [`crate::observe::sweep`]
 //! ranks them; printed as a table or JSON.
 //!
 //! Exit codes: 0 every job succeeded; 3 some job failed, is still running or is missing; 2
@@ -14,9 +14,9 @@ use std::io::Write as _;
 
 use serde_json::{Value, json};
 
-use crate::deploy::logs::LogsError;
-use crate::deploy::logs::source::KubeSource;
-use crate::deploy::sweep::{self, Goal, Sweep, SweepError};
+use crate::observe::logs::LogsError;
+use crate::observe::logs::source::KubeSource;
+use crate::observe::sweep::{self, Goal, Sweep, SweepError};
 
 use super::exit::{Exit, report};
 use super::settings::{self, Selection, SettingsError};
@@ -205,7 +205,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::sweep::{MetricSource, Objective, SweepJob};
+    use crate::observe::sweep::{MetricSource, Objective, SweepJob};
 
     fn job(name: &str, state: &str, accuracy: Option<f64>, rate: f64) -> SweepJob {
         SweepJob {

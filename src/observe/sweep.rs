@@ -7,7 +7,7 @@
 //!   the result (`kubectl annotate`, a step after training, a controller);
 //! - else, once the job Succeeded, a line `metric <name>=<value>` in the log of its lead
 //!   replica (the pod the operator labels `training.kubeflow.org/job-role=master`: the Chief or
-//!   Master, else worker 0), read through [`crate::deploy::logs`]; the last such line of a name
+//!   Master, else worker 0), read through [`crate::observe::logs`]; the last such line of a name
 //!   wins.
 //!
 //! Expected flow: take the rendered training jobs of the component with their combinations
@@ -34,8 +34,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::deploy::cluster::CONCURRENCY;
-use crate::deploy::logs::jobs::{self, JobRef};
-use crate::deploy::logs::{self, LogSource, LogsError, Output, Request};
+use crate::observe::logs::jobs::{self, JobRef};
+use crate::observe::logs::{self, LogSource, LogsError, Output, Request};
 use crate::operator::training::engine::build::LABEL_JOB_ROLE;
 
 pub const COMBINATION_ANNOTATION: &str = "sweep.mlkube.io/hyperparameters";
@@ -388,7 +388,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::logs::source::{LogStream, Refused, StreamOf};
+    use crate::observe::logs::source::{LogStream, Refused, StreamOf};
 
     fn job(name: &str, state: &str, metrics: &[(&str, f64)]) -> SweepJob {
         SweepJob {
