@@ -17,8 +17,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
-use super::engine::build::Options;
-use super::engine::plan::Event;
 
 /// A replica type: the key of the replica specs map (`Worker`) and its lower-case form, used in
 /// pod names and labels (`worker`).
@@ -48,6 +46,11 @@ impl fmt::Display for ReplicaType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.key)
     }
+}
+
+/// `{job}-{type}-{index}`, with `/` replaced by `-` as upstream does.
+pub fn name(job: &str, rtype: ReplicaType, index: i32) -> String {
+    format!("{job}-{}-{index}", rtype.lower()).replace('/', "-")
 }
 
 /// What sets one framework apart, as data.
@@ -186,9 +189,9 @@ pub trait TrainingJob:
     const CONTAINER_REQUIRED: bool = true;
 
     /// The name of the pod of replica `index` of type `rtype`: `{job}-{type}-{index}`
-    /// ([`build::name`](super::engine::build::name)), unless the framework names it otherwise.
+    /// ([`name`]), unless the framework names it otherwise.
     fn pod_name(&self, rtype: ReplicaType, index: i32) -> String {
-        super::engine::build::name(&self.name_any(), rtype, index)
+        name(&self.name_any(), rtype, index)
     }
 
     /// Whether each replica gets a headless service (MPIJob's reach each other by exec).
@@ -295,6 +298,33 @@ pub struct Placement<'a> {
     pub namespace: &'a str,
     /// Appended after `.svc` when set (upstream's `CUSTOM_CLUSTER_DOMAIN`).
     pub cluster_domain: Option<&'a str>,
+}
+
+/// Operator-wide settings that shape the pods.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Appended to service addresses in the injected environment (`CUSTOM_CLUSTER_DOMAIN`).
+    pub cluster_domain: Option<String>,
+    /// The gang scheduler, when one is configured: `volcano` or a scheduler-plugins name.
+    pub gang_scheduler: Option<String>,
+    /// The image of PyTorch workers' `init-pytorch` container
+    /// (`--pytorch-init-container-image`); `None`: upstream's default.
+    pub pytorch_init_image: Option<String>,
+    /// The image of MPIJob launchers' `kubectl-delivery` container
+    /// (`--mpi-kubectl-delivery-image`); `None`: mlkube's default.
+    pub mpi_kubectl_delivery_image: Option<String>,
+}
+
+/// An event to record on the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+    /// For an event that reports a state rather than an act (a pod the scheduler cannot
+    /// place): which occurrence of the state it is. Every reconcile sees the state again, but
+    /// it is recorded once per occurrence (see `events`).
+    pub occurrence: Option<String>,
 }
 
 /// A variable with a plain value, as the frameworks inject them.

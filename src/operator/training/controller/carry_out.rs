@@ -18,8 +18,8 @@ use crate::operator::runtime::lock;
 use crate::operator::training::engine::build;
 use crate::operator::training::engine::conditions;
 use crate::operator::training::engine::observe::Deletion;
-use crate::operator::training::engine::plan::{Event, Plan};
-use crate::operator::training::framework::{ReplicaType, TrainingJob};
+use crate::operator::training::engine::plan::Plan;
+use crate::operator::training::framework::{Event, ReplicaType, TrainingJob};
 
 /// Create and delete what the plan says; keep going past a failure and report the first.
 /// `Ok(Some(after))` asks to look again after that long: pods are waiting for the gang

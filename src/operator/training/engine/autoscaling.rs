@@ -4,9 +4,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::plan::{Event, Plan};
 use crate::operator::training::api::JobCondition;
-use crate::operator::training::framework::TrainingJob;
+use crate::operator::training::framework::{Event, TrainingJob};
 
 /// The condition of a job whose autoscaler cannot be made: present, and False, only then.
 pub const AUTOSCALER_READY: &str = "AutoscalerReady";
@@ -16,8 +15,12 @@ pub const INVALID_POLICY: &str = "InvalidElasticPolicy";
 /// Set or clear the condition from the job's policy; a new or changed refusal is also an event.
 /// The condition goes first in the list, so the printer column (the last condition) keeps
 /// showing the job's state.
-pub fn check<J: TrainingJob>(job: &J, now: &Time, plan: &mut Plan) {
-    let conditions = &mut plan.status.conditions;
+pub fn check<J: TrainingJob>(
+    job: &J,
+    now: &Time,
+    conditions: &mut Vec<JobCondition>,
+    events: &mut Vec<Event>,
+) {
     let existing = conditions.iter().position(|c| c.type_ == AUTOSCALER_READY);
     let Some(Err(why)) = job.autoscaler() else {
         if let Some(at) = existing {
@@ -43,7 +46,7 @@ pub fn check<J: TrainingJob>(job: &J, now: &Time, plan: &mut Plan) {
             last_transition_time: Some(now.clone()),
         },
     );
-    plan.events.push(Event {
+    events.push(Event {
         warning: true,
         reason: INVALID_POLICY.to_owned(),
         message,

@@ -16,6 +16,9 @@ use kube::ResourceExt;
 use super::quantity::Amount;
 use crate::operator::training::api::RestartPolicy;
 use crate::operator::training::framework::{Framework, Placement, ReplicaType, TrainingJob};
+/// The settings that shape the pods, and the name a pod and its service share, live with the
+/// trait the frameworks implement, which takes them; the engine builds with them.
+pub use crate::operator::training::framework::{Options, name};
 
 /// Its value is the framework's controller name (`tfjob-controller`).
 pub const LABEL_OPERATOR: &str = "training.kubeflow.org/operator-name";
@@ -34,26 +37,6 @@ pub const GANG_VOLCANO: &str = "volcano";
 /// Warning event reasons for pod template settings the operator overrides or keeps (upstream's).
 pub const REASON_TEMPLATE_RESTART_POLICY: &str = "SetPodTemplateRestartPolicy";
 pub const REASON_TEMPLATE_SCHEDULER_NAME: &str = "SetPodTemplateSchedulerName";
-
-/// Operator-wide settings that shape the pods.
-#[derive(Clone, Debug, Default)]
-pub struct Options {
-    /// Appended to service addresses in the injected environment (`CUSTOM_CLUSTER_DOMAIN`).
-    pub cluster_domain: Option<String>,
-    /// The gang scheduler, when one is configured: `volcano` or a scheduler-plugins name.
-    pub gang_scheduler: Option<String>,
-    /// The image of PyTorch workers' `init-pytorch` container
-    /// (`--pytorch-init-container-image`); `None`: upstream's default.
-    pub pytorch_init_image: Option<String>,
-    /// The image of MPIJob launchers' `kubectl-delivery` container
-    /// (`--mpi-kubectl-delivery-image`); `None`: mlkube's default.
-    pub mpi_kubectl_delivery_image: Option<String>,
-}
-
-/// `{job}-{type}-{index}`, with `/` replaced by `-` as upstream does.
-pub fn name(job: &str, rtype: ReplicaType, index: i32) -> String {
-    format!("{job}-{}-{index}", rtype.lower()).replace('/', "-")
-}
 
 /// The labels every pod and service of a job carries.
 pub fn job_labels(framework: &Framework, job: &str) -> BTreeMap<String, String> {

@@ -62,19 +62,7 @@ use super::observe::{
 };
 use crate::operator::runtime::metrics::Transition;
 use crate::operator::training::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy};
-use crate::operator::training::framework::{Outcome, ReplicaType, TrainingJob};
-
-/// An event to record on the job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub warning: bool,
-    pub reason: String,
-    pub message: String,
-    /// For an event that reports a state rather than an act (a pod the scheduler cannot
-    /// place): which occurrence of the state it is. Every reconcile sees the state again, but
-    /// it is recorded once per occurrence (see `events`).
-    pub occurrence: Option<String>,
-}
+use crate::operator::training::framework::{Event, Outcome, ReplicaType, TrainingJob};
 
 /// The outcome of one reconcile.
 #[derive(Clone, Debug, Default)]
@@ -204,7 +192,7 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
     let tally = tally(&job, &observation, &mut plan);
     hold_back(job.job, &mut plan);
     decide(&job, observed, now, tally, &mut plan);
-    autoscaling::check(job.job, now, &mut plan);
+    autoscaling::check(job.job, now, &mut plan.status.conditions, &mut plan.events);
     plan.events.extend(job.job.pod_state_events(observed.pods));
     plan
 }

@@ -48,11 +48,10 @@ use serde::{Deserialize, Serialize};
 use crate::operator::training::api::{
     CleanPodPolicy, JobStatus, ReplicaSpec, RestartPolicy, RunPolicy,
 };
-use crate::operator::training::engine::build::{self, Options};
-use crate::operator::training::engine::plan::Event;
+use crate::operator::training::engine::build;
 use crate::operator::training::framework::{
-    Companion, CompanionKind, Framework, Outcome, Placement, ReplicaType, TrainingJob, active,
-    all_succeeded, job_accessors,
+    Companion, CompanionKind, Event, Framework, Options, Outcome, Placement, ReplicaType,
+    TrainingJob, active, all_succeeded, job_accessors,
 };
 
 pub const LAUNCHER: ReplicaType = ReplicaType::new("Launcher", "launcher");

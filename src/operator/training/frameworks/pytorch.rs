@@ -35,9 +35,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
-use crate::operator::training::engine::build::Options;
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
+    Framework, Options, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");

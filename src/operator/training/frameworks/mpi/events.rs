@@ -12,8 +12,7 @@ use kube::ResourceExt;
 
 use super::{LAUNCHER, MPIJob, WORKER};
 use crate::operator::training::engine::observe::{phase, terminating};
-use crate::operator::training::engine::plan::Event;
-use crate::operator::training::framework::{ReplicaType, TrainingJob};
+use crate::operator::training::framework::{Event, ReplicaType, TrainingJob};
 
 /// The events of the states the job's `pods` are in: the Launcher running with every Worker
 /// (`MPIJobRunning`), Workers evicted (`MPIJobEvicted`).
