@@ -61,7 +61,9 @@ use super::observe::{
     self, Deletion, Observation, Observed, ReplicaPods, Slot, failure_reason, phase, terminating,
 };
 use crate::operator::runtime::metrics::Transition;
-use crate::operator::training::api::{CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy};
+use crate::operator::training::api::{
+    CleanPodPolicy, JobStatus, ReplicaStatus, RestartPolicy, RunPolicy,
+};
 use crate::operator::training::framework::{Event, Outcome, ReplicaType, TrainingJob};
 
 /// The outcome of one reconcile.
@@ -145,16 +147,7 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
         return plan;
     }
     if plan.status.conditions.is_empty() {
-        let message = format!("{} {} is created.", job.kind, job.name);
-        cond::set(
-            &mut plan.status,
-            cond::CREATED,
-            TRUE,
-            &job.reason("Created"),
-            &message,
-            now,
-        );
-        plan.transitions.push(Transition::Created);
+        mark_created(&job, now, &mut plan);
     }
     if run_policy.suspend == Some(true) {
         suspend(&job, observed, now, &mut plan);
@@ -171,18 +164,7 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
         return plan;
     }
     if cond::is_true(&plan.status, cond::SUSPENDED) {
-        let message = format!("{} {} is resumed.", job.kind, job.name);
-        let reason = job.reason("Resumed");
-        cond::set(
-            &mut plan.status,
-            cond::SUSPENDED,
-            FALSE,
-            &reason,
-            &message,
-            now,
-        );
-        plan.status.start_time = Some(now.clone());
-        plan.record(false, reason, message);
+        mark_resumed(&job, now, &mut plan);
     }
     if plan.status.start_time.is_none() {
         plan.status.start_time = Some(now.clone());
@@ -195,6 +177,37 @@ pub fn plan<J: TrainingJob>(job: &J, observed: Observed<'_>, now: &Time) -> Plan
     autoscaling::check(job.job, now, &mut plan.status.conditions, &mut plan.events);
     plan.events.extend(job.job.pod_state_events(observed.pods));
     plan
+}
+
+/// A job seen for the first time: its Created condition, and the transition the metrics count.
+fn mark_created<J: TrainingJob>(job: &Job<'_, J>, now: &Time, plan: &mut Plan) {
+    let message = format!("{} {} is created.", job.kind, job.name);
+    cond::set(
+        &mut plan.status,
+        cond::CREATED,
+        TRUE,
+        &job.reason("Created"),
+        &message,
+        now,
+    );
+    plan.transitions.push(Transition::Created);
+}
+
+/// A suspended job no longer suspended: Suspended=False, and its start time is now, so the
+/// active deadline counts from the resumption.
+fn mark_resumed<J: TrainingJob>(job: &Job<'_, J>, now: &Time, plan: &mut Plan) {
+    let message = format!("{} {} is resumed.", job.kind, job.name);
+    let reason = job.reason("Resumed");
+    cond::set(
+        &mut plan.status,
+        cond::SUSPENDED,
+        FALSE,
+        &reason,
+        &message,
+        now,
+    );
+    plan.status.start_time = Some(now.clone());
+    plan.record(false, reason, message);
 }
 
 /// Leave out the pods the framework holds back for now (MPIJob's Launcher, until its Workers
@@ -242,15 +255,7 @@ fn tally_replica<'a, J: TrainingJob>(
         .cloned()
         .unwrap_or_default();
     let mut succeeded_indexes: BTreeSet<i32> = previous.succeeded_indexes.iter().copied().collect();
-    let mut status = ReplicaStatus {
-        restarts: previous.restarts,
-        selector: Some(build::selector(J::FRAMEWORK, &job.name, rtype)),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(build::type_labels(J::FRAMEWORK, &job.name, rtype)),
-            match_expressions: None,
-        }),
-        ..ReplicaStatus::default()
-    };
+    let mut status = fresh_status(job, rtype, previous.restarts);
     tally.restart_total += previous.restarts;
     plan.delete_pods
         .extend(replica.surplus_pods.iter().cloned());
@@ -275,67 +280,121 @@ fn tally_replica<'a, J: TrainingJob>(
             }
             "Failed" if remembered => {}
             "Failed" => {
-                let why = failure_reason(pod, J::FRAMEWORK.container);
-                plan.events.push(failure_event(job, pod, &why));
-                if retries(policy, pod, J::FRAMEWORK.container) {
-                    tally.restart_reasons.push(replica_why(rtype, index, &why));
-                    tally.restarts_wanted.push((rtype, pod, why));
-                } else {
+                if let Some(failure) = tally_failed(job, (rtype, index), pod, policy, plan, tally) {
                     status.failed += 1;
-                    failures.push(replica_why(rtype, index, &why));
+                    failures.push(failure);
                 }
             }
             "Running" => {
                 status.active += 1;
-                if policy != RestartPolicy::Never {
-                    tally.restart_total += observe::kubelet_restarts(pod);
-                    if let Some(why) = observe::last_exit(pod, J::FRAMEWORK.container) {
-                        tally.restart_reasons.push(replica_why(rtype, index, &why));
-                    }
-                }
-                if let Some((reason, container)) = observe::stuck_reason(pod) {
-                    tally.stuck.push(format!(
-                        "{} {index}: {reason} in container {container}",
-                        rtype.lower()
-                    ));
-                }
+                tally_running::<J>((rtype, index), pod, policy, tally);
             }
-            _ => {
-                if let Some((reason, container)) = observe::stuck_reason(pod) {
-                    plan.events.push(Event {
-                        warning: true,
-                        reason: reason.clone(),
-                        message: format!(
-                            "Pod: {}.{}: container {container} is waiting: {reason}",
-                            job.job.namespace().unwrap_or_default(),
-                            pod.name_any()
-                        ),
-                        // A pending pod's container waits once: it starts, or the pod goes.
-                        occurrence: Some(format!("{}/{container}", pod.uid().unwrap_or_default())),
-                    });
-                    tally.stuck.push(format!(
-                        "{} {index}: {reason} in container {container}",
-                        rtype.lower()
-                    ));
-                }
-                plan.events.extend(not_scheduled_event(pod));
-            }
+            _ => tally_pending(job, (rtype, index), pod, plan, tally),
         }
     }
     plan.create_services
         .extend(replica.missing_services.iter().map(|&index| (rtype, index)));
-    status.succeeded = i32::try_from(
-        succeeded_indexes
-            .iter()
-            .filter(|&&i| i < replica.replicas)
-            .count(),
-    )
-    .unwrap_or(i32::MAX);
+    status.succeeded = succeeded_count(&succeeded_indexes, replica.replicas);
     status.succeeded_indexes = succeeded_indexes.into_iter().collect();
     if !failures.is_empty() {
         tally.permanent_failures.push((rtype, policy, failures));
     }
     status
+}
+
+/// A replica type's status before its pods are counted: its selectors, and the restarts so far.
+fn fresh_status<J: TrainingJob>(
+    job: &Job<'_, J>,
+    rtype: ReplicaType,
+    restarts: i32,
+) -> ReplicaStatus {
+    ReplicaStatus {
+        restarts,
+        selector: Some(build::selector(J::FRAMEWORK, &job.name, rtype)),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(build::type_labels(J::FRAMEWORK, &job.name, rtype)),
+            match_expressions: None,
+        }),
+        ..ReplicaStatus::default()
+    }
+}
+
+/// A failed pod of replica `index` of type `rtype`: its Warning event, then a restart if its
+/// restart policy runs it again. Else it failed for good: its part of the condition message.
+fn tally_failed<'a, J: TrainingJob>(
+    job: &Job<'_, J>,
+    (rtype, index): (ReplicaType, i32),
+    pod: &'a Pod,
+    policy: RestartPolicy,
+    plan: &mut Plan,
+    tally: &mut Tally<'a>,
+) -> Option<String> {
+    let why = failure_reason(pod, J::FRAMEWORK.container);
+    plan.events.push(failure_event(job, pod, &why));
+    if retries(policy, pod, J::FRAMEWORK.container) {
+        tally.restart_reasons.push(replica_why(rtype, index, &why));
+        tally.restarts_wanted.push((rtype, pod, why));
+        None
+    } else {
+        Some(replica_why(rtype, index, &why))
+    }
+}
+
+/// A running pod: the kubelet's restarts of its containers count toward the backoff limit
+/// (unless its restart policy is `Never`), and a container that will not start is stuck.
+fn tally_running<J: TrainingJob>(
+    (rtype, index): (ReplicaType, i32),
+    pod: &Pod,
+    policy: RestartPolicy,
+    tally: &mut Tally<'_>,
+) {
+    if policy != RestartPolicy::Never {
+        tally.restart_total += observe::kubelet_restarts(pod);
+        if let Some(why) = observe::last_exit(pod, J::FRAMEWORK.container) {
+            tally.restart_reasons.push(replica_why(rtype, index, &why));
+        }
+    }
+    if let Some((reason, container)) = observe::stuck_reason(pod) {
+        tally.stuck.push(format!(
+            "{} {index}: {reason} in container {container}",
+            rtype.lower()
+        ));
+    }
+}
+
+/// A pod not running yet: a Warning event, once, for a container that waits and will not start
+/// without help (it is also stuck), and upstream's event for a pod the scheduler cannot place.
+fn tally_pending<J: TrainingJob>(
+    job: &Job<'_, J>,
+    (rtype, index): (ReplicaType, i32),
+    pod: &Pod,
+    plan: &mut Plan,
+    tally: &mut Tally<'_>,
+) {
+    if let Some((reason, container)) = observe::stuck_reason(pod) {
+        plan.events.push(Event {
+            warning: true,
+            reason: reason.clone(),
+            message: format!(
+                "Pod: {}.{}: container {container} is waiting: {reason}",
+                job.job.namespace().unwrap_or_default(),
+                pod.name_any()
+            ),
+            // A pending pod's container waits once: it starts, or the pod goes.
+            occurrence: Some(format!("{}/{container}", pod.uid().unwrap_or_default())),
+        });
+        tally.stuck.push(format!(
+            "{} {index}: {reason} in container {container}",
+            rtype.lower()
+        ));
+    }
+    plan.events.extend(not_scheduled_event(pod));
+}
+
+/// How many of the succeeded indexes the replica type still has: those of replicas scaled
+/// away since are remembered, but no longer counted.
+fn succeeded_count(succeeded_indexes: &BTreeSet<i32>, replicas: i32) -> i32 {
+    i32::try_from(succeeded_indexes.iter().filter(|&&i| i < replicas).count()).unwrap_or(i32::MAX)
 }
 
 /// One replica's part in a condition message: `worker 0: exit code 1 of container tensorflow`.
@@ -421,82 +480,24 @@ fn decide<J: TrainingJob>(
 ) {
     // Success first: a job whose Chief (or workers) succeeded is done, whatever else failed.
     if job.job.succeeded(&plan.status) {
-        let message = job.job.message(Outcome::Succeeded);
-        let reason = job.reason("Succeeded");
-        cond::set(
-            &mut plan.status,
-            cond::SUCCEEDED,
-            TRUE,
-            &reason,
-            &message,
-            now,
-        );
-        plan.status.completion_time = Some(now.clone());
-        plan.record(false, reason, message);
-        plan.transitions.push(Transition::Succeeded);
-        plan.create_pods.clear();
-        plan.create_services.clear();
-        finished(job, observed, now, plan);
+        succeed(job, observed, now, plan);
         return;
     }
 
-    let permanent = tally
-        .permanent_failures
-        .iter()
-        .find(|(rtype, _, _)| !job.job.tolerates_failures_of(*rtype));
-    if let Some(&(rtype, policy, ref failures)) = permanent {
-        // Upstream words a failure by exit code in its shared pod handling, and that message
-        // stays: a condition is not rewritten with the same reason.
-        let upstream = if policy == RestartPolicy::ExitCode {
-            format!(
-                "job \"{}\" is failing because \"{rtype}\" replica(s) failed.",
-                job.name
-            )
-        } else {
-            job.job.message(Outcome::Failed {
-                replicas: failures.len(),
-                rtype,
-            })
-        };
-        let message = explained(upstream, failures);
+    if let Some(message) = failed_for_good(job, &tally) {
         fail(job, observed, now, plan, message, Stop::ByPolicy);
         return;
     }
 
     let run_policy = job.run_policy();
-    let wanted = i32::try_from(tally.restarts_wanted.len()).unwrap_or(i32::MAX);
-    let restarts = tally.restart_total.saturating_add(wanted);
-    if let Some(limit) = run_policy.backoff_limit
-        && restarts > 0
-        && restarts >= limit
-    {
-        let upstream = format!(
-            "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}.",
-            job.name,
-        );
-        let message = explained(upstream, &tally.restart_reasons);
+    if let Some(message) = past_backoff_limit(job, &run_policy, &tally) {
         fail(job, observed, now, plan, message, Stop::ByPolicy);
         return;
     }
 
-    if let (Some(deadline), Some(start)) = (
-        run_policy.active_deadline_seconds,
-        plan.status.start_time.clone(),
-    ) {
-        let elapsed = seconds_between(&start, now);
-        if elapsed >= deadline {
-            let mut message = format!(
-                "Job {} has failed because it was active longer than specified deadline",
-                job.name
-            );
-            if !tally.stuck.is_empty() {
-                message.push_str(&format!(" (stuck: {})", tally.stuck.join("; ")));
-            }
-            fail(job, observed, now, plan, message, Stop::RunningPods);
-            return;
-        }
-        let left = u64::try_from(deadline - elapsed).unwrap_or(0);
-        plan.requeue_after = Some(Duration::from_secs(left));
+    if let Some(message) = past_deadline(job, &run_policy, &tally, now, plan) {
+        fail(job, observed, now, plan, message, Stop::RunningPods);
+        return;
     }
 
     if !tally.restarts_wanted.is_empty() {
@@ -515,6 +516,97 @@ fn decide<J: TrainingJob>(
             now,
         );
     }
+}
+
+/// Mark the job Succeeded and finish it: nothing more is created, and the cleanPodPolicy and
+/// the TTL apply.
+fn succeed<J: TrainingJob>(job: &Job<'_, J>, observed: Observed<'_>, now: &Time, plan: &mut Plan) {
+    let message = job.job.message(Outcome::Succeeded);
+    let reason = job.reason("Succeeded");
+    cond::set(
+        &mut plan.status,
+        cond::SUCCEEDED,
+        TRUE,
+        &reason,
+        &message,
+        now,
+    );
+    plan.status.completion_time = Some(now.clone());
+    plan.record(false, reason, message);
+    plan.transitions.push(Transition::Succeeded);
+    plan.create_pods.clear();
+    plan.create_services.clear();
+    finished(job, observed, now, plan);
+}
+
+/// The Failed condition's message when a replica type whose failures the job does not tolerate
+/// failed for good.
+fn failed_for_good<J: TrainingJob>(job: &Job<'_, J>, tally: &Tally<'_>) -> Option<String> {
+    let &(rtype, policy, ref failures) = tally
+        .permanent_failures
+        .iter()
+        .find(|(rtype, _, _)| !job.job.tolerates_failures_of(*rtype))?;
+    // Upstream words a failure by exit code in its shared pod handling, and that message
+    // stays: a condition is not rewritten with the same reason.
+    let upstream = if policy == RestartPolicy::ExitCode {
+        format!(
+            "job \"{}\" is failing because \"{rtype}\" replica(s) failed.",
+            job.name
+        )
+    } else {
+        job.job.message(Outcome::Failed {
+            replicas: failures.len(),
+            rtype,
+        })
+    };
+    Some(explained(upstream, failures))
+}
+
+/// The Failed condition's message when the restarts so far and those wanted now reach the
+/// backoff limit.
+fn past_backoff_limit<J: TrainingJob>(
+    job: &Job<'_, J>,
+    run_policy: &RunPolicy,
+    tally: &Tally<'_>,
+) -> Option<String> {
+    let wanted = i32::try_from(tally.restarts_wanted.len()).unwrap_or(i32::MAX);
+    let restarts = tally.restart_total.saturating_add(wanted);
+    let limit = run_policy.backoff_limit?;
+    if restarts <= 0 || restarts < limit {
+        return None;
+    }
+    let upstream = format!(
+        "Job {} has failed because it has reached the specified backoff limit: {restarts} restarts, limit {limit}.",
+        job.name,
+    );
+    Some(explained(upstream, &tally.restart_reasons))
+}
+
+/// The Failed condition's message once the active deadline has passed; until then, a requeue
+/// at the deadline goes into the plan.
+fn past_deadline<J: TrainingJob>(
+    job: &Job<'_, J>,
+    run_policy: &RunPolicy,
+    tally: &Tally<'_>,
+    now: &Time,
+    plan: &mut Plan,
+) -> Option<String> {
+    let deadline = run_policy.active_deadline_seconds?;
+    let start = plan.status.start_time.clone()?;
+    let elapsed = seconds_between(&start, now);
+    if elapsed >= deadline {
+        let mut message = format!(
+            "Job {} has failed because it was active longer than specified deadline",
+            job.name
+        );
+        if !tally.stuck.is_empty() {
+            message.push_str(&format!(" (stuck: {})", tally.stuck.join("; ")));
+        }
+        return Some(message);
+    }
+    let left = u64::try_from(deadline - elapsed).unwrap_or(0);
+    plan.requeue_after = Some(Duration::from_secs(left));
+    None
 }
 
 /// Delete the failed pods that run again, count the restarts, and mark the job Restarting.
