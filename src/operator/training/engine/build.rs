@@ -105,11 +105,7 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
     let template = replica.template.clone();
     let template_meta = template.metadata.unwrap_or_default();
 
-    let mut labels = template_meta.labels.unwrap_or_default();
-    labels.extend(replica_labels(J::FRAMEWORK, &job_name, rtype, index));
-    if job.is_master_role(rtype, index) {
-        labels.insert(LABEL_JOB_ROLE.to_owned(), "master".to_owned());
-    }
+    let mut labels = pod_labels(job, &job_name, rtype, index, template_meta.labels);
     let mut annotations = template_meta.annotations.unwrap_or_default();
 
     let mut spec = template.spec.unwrap_or_default();
@@ -120,17 +116,7 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
         namespace: &namespace,
         cluster_domain: options.cluster_domain.as_deref(),
     };
-    let environment = job.environment(rtype, index, &placement);
-    if !environment.is_empty() {
-        let every = J::FRAMEWORK.environment_in_every_container;
-        for container in spec
-            .containers
-            .iter_mut()
-            .filter(|c| every || c.name == J::FRAMEWORK.container)
-        {
-            inject(container.env.get_or_insert_with(Vec::new), &environment);
-        }
-    }
+    inject_environment(job, rtype, index, &placement, &mut spec);
     let init = job.init_containers(rtype, index, options);
     if !init.is_empty() {
         spec.init_containers
@@ -162,6 +148,45 @@ pub fn pod<J: TrainingJob>(job: &J, rtype: ReplicaType, index: i32, options: &Op
         },
         spec: Some(spec),
         status: None,
+    }
+}
+
+/// A pod's labels: its template's, then the replica's (which win), and the master role.
+fn pod_labels<J: TrainingJob>(
+    job: &J,
+    job_name: &str,
+    rtype: ReplicaType,
+    index: i32,
+    template_labels: Option<BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    let mut labels = template_labels.unwrap_or_default();
+    labels.extend(replica_labels(J::FRAMEWORK, job_name, rtype, index));
+    if job.is_master_role(rtype, index) {
+        labels.insert(LABEL_JOB_ROLE.to_owned(), "master".to_owned());
+    }
+    labels
+}
+
+/// Put the environment the framework gives this replica into the framework's container, or
+/// into every container for a framework that wants it there.
+fn inject_environment<J: TrainingJob>(
+    job: &J,
+    rtype: ReplicaType,
+    index: i32,
+    placement: &Placement<'_>,
+    spec: &mut PodSpec,
+) {
+    let environment = job.environment(rtype, index, placement);
+    if environment.is_empty() {
+        return;
+    }
+    let every = J::FRAMEWORK.environment_in_every_container;
+    for container in spec
+        .containers
+        .iter_mut()
+        .filter(|c| every || c.name == J::FRAMEWORK.container)
+    {
+        inject(container.env.get_or_insert_with(Vec::new), &environment);
     }
 }
 
