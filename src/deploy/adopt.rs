@@ -4,7 +4,7 @@
 //! A server-side apply never removes a field another field manager owns, so an object created
 //! by `kubectl create` with a key the app does not render would keep that key for ever. Adopting
 //! therefore first makes mlkube's manager the owner of every field the other managers wrote
-//! ([`transfer`], one merge patch of the managed fields, refused if the object changed since it
+//! ([`transfer`](crate::deploy::managed_fields::transfer), one merge patch of the managed fields, refused if the object changed since it
 //! was read); the apply that follows then removes the fields the render does not have, as it
 //! removes those an earlier render had and this one dropped, and later renders own the whole
 //! object.
@@ -25,9 +25,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::deploy::cluster::FIELD_MANAGER;
+use crate::deploy::managed_fields::{entries, is_own_apply, taken_over};
 
 /// A field the adopt removes, and the field managers that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,25 +49,6 @@ impl std::fmt::Display for RemovedField {
             self.managers.join(", ")
         )
     }
-}
-
-/// Whose fields an adopt takes over: every manager's but `manager`'s own applies, the
-/// subresources' and the other mlkube managers'.
-fn taken_over(entry: &Value) -> bool {
-    let name = entry["manager"].as_str().unwrap_or_default();
-    let subresource = entry["subresource"].as_str().is_some_and(|s| !s.is_empty());
-    !subresource && !name.starts_with(FIELD_MANAGER)
-}
-
-fn is_own_apply(entry: &Value, manager: &str) -> bool {
-    entry["manager"] == manager && entry["operation"] == "Apply"
-}
-
-fn entries(object: &Value) -> &[Value] {
-    object["metadata"]["managedFields"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
 }
 
 /// The fields that adopting removes, given `answer`: the server's dry run of `manager`'s apply
@@ -220,47 +201,12 @@ fn matches(step: &str, index: usize, item: &Value) -> bool {
     }
 }
 
-/// The merge patch that makes `manager` the owner of every field the other managers wrote on
-/// `live` (as read), through one `Apply` entry; the resource version makes the server refuse it
-/// when the object changed since.
-pub fn transfer(live: &Value, manager: &str) -> Value {
-    let mut fields = Value::Object(Map::new());
-    let mut entries_kept = Vec::new();
-    for entry in entries(live) {
-        if taken_over(entry) || is_own_apply(entry, manager) {
-            union(&mut fields, &entry["fieldsV1"]);
-        } else {
-            entries_kept.push(entry.clone());
-        }
-    }
-    entries_kept.push(json!({
-        "manager": manager,
-        "operation": "Apply",
-        "apiVersion": live["apiVersion"],
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    }));
-    json!({"metadata": {
-        "resourceVersion": live["metadata"]["resourceVersion"],
-        "managedFields": entries_kept,
-    }})
-}
-
-fn union(into: &mut Value, from: &Value) {
-    let (Some(into), Some(from)) = (into.as_object_mut(), from.as_object()) else {
-        return;
-    };
-    for (step, sub) in from {
-        let entry = into
-            .entry(step.clone())
-            .or_insert_with(|| Value::Object(Map::new()));
-        union(entry, sub);
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::deploy::managed_fields::transfer;
 
     /// A ConfigMap `kubectl create` wrote with keys a and b, after a dry run of mlkube's apply
     /// of key a alone.

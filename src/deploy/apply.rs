@@ -41,12 +41,12 @@ use crate::deploy::adopt::{RemovedField, removals};
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member, NotOurs};
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, FIELD_MANAGER, Resolved,
-    namespace_resource,
+    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Resolved, namespace_resource,
 };
 use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::live;
+use crate::deploy::managed_fields::FIELD_MANAGER;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::preflight::{

@@ -29,8 +29,9 @@ use futures::future::try_join_all;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::deploy::cluster::{ApplyMode, Cluster, FIELD_MANAGER, Resolved};
+use crate::deploy::cluster::{ApplyMode, Cluster, Resolved};
 use crate::deploy::key::Key;
+use crate::deploy::managed_fields::FIELD_MANAGER;
 
 pub const ID_LABEL: &str = "applyset.kubernetes.io/id";
 pub const PART_OF_LABEL: &str = "applyset.kubernetes.io/part-of";

@@ -20,8 +20,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use serde_json::Value;
 
-/// The field manager every mlkube write uses.
-pub const FIELD_MANAGER: &str = "mlkube";
+use crate::deploy::managed_fields::{FIELD_MANAGER, disowning, transfer};
 
 /// How many requests a stage keeps in flight.
 pub const CONCURRENCY: usize = 32;
@@ -378,7 +377,7 @@ pub trait Cluster: Sync {
     /// Take the field manager `manager` and the label `label` off the object `live` (as read),
     /// leaving every other field where it is; refused (409) when the object changed since it
     /// was read. How the last claim on an object mlkube never deletes is released (see
-    /// [`crate::deploy::ownership::disowning`]).
+    /// [`crate::deploy::managed_fields::disowning`]).
     fn disown(
         &self,
         resolved: &Resolved,
@@ -532,7 +531,7 @@ impl Cluster for KubeCluster {
         label: &str,
     ) -> Result<(), kube::Error> {
         // A merge patch of the managed fields, which the server takes as the object's new ones.
-        let patch = crate::deploy::ownership::disowning(live, manager, label);
+        let patch = disowning(live, manager, label);
         self.merge_patch(resolved, live, FIELD_MANAGER, &patch)
             .await
     }
@@ -543,7 +542,7 @@ impl Cluster for KubeCluster {
         live: &Value,
         manager: &str,
     ) -> Result<(), kube::Error> {
-        let patch = crate::deploy::adopt::transfer(live, manager);
+        let patch = transfer(live, manager);
         self.merge_patch(resolved, live, manager, &patch).await
     }
 

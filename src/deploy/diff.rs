@@ -23,10 +23,11 @@ use sha2::{Digest, Sha256};
 use crate::deploy::adopt::{self, RemovedField};
 use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
 use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, Conflict, FIELD_MANAGER, Resolved, namespace_resource,
+    self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
 use crate::deploy::key::Key;
 use crate::deploy::live;
+use crate::deploy::managed_fields::FIELD_MANAGER;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::secret::{is_secret, value_conflicts};

@@ -664,7 +664,7 @@ fn disown_locked(
 }
 
 /// Merge the configurations of every manager but the subresources' and mlkube's into
-/// `manager`'s, as [`crate::deploy::adopt::transfer`] does to the managed fields.
+/// `manager`'s, as [`crate::deploy::managed_fields::transfer`] does to the managed fields.
 fn take_over_locked(
     state: &mut State,
     resolved: &Resolved,

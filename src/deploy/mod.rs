@@ -17,6 +17,7 @@ pub mod deferred;
 pub mod diff;
 pub mod key;
 pub mod live;
+pub mod managed_fields;
 #[cfg(test)]
 pub mod memory;
 pub mod openapi;

@@ -43,7 +43,7 @@
 //! can ever conflict with a manager whose set is gone. The last user deletes the object, except
 //! a CustomResourceDefinition (deleting one deletes every object of its kind, in every
 //! namespace): an empty apply would strip its spec, so the last claim on a CRD is released by
-//! taking the manager and the claim label off it ([`disowning`]), leaving its fields in place
+//! taking the manager and the claim label off it ([`disowning`](super::managed_fields::disowning)), leaving its fields in place
 //! and owned by nobody. Such a CRD (unclaimed, labelled as mlkube's) is shared again by the next
 //! set that renders it.
 //!
@@ -57,10 +57,10 @@
 //! app with an id is not checked against an inventory written by an app without one (it may be
 //! that app, given an id since).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::applyset::{ApplySet, CLAIM_PREFIX, PART_OF_LABEL};
-use super::cluster::FIELD_MANAGER;
+use super::managed_fields::FIELD_MANAGER;
 use crate::render::manifest::labels::{MANAGED_BY, MANAGER};
 
 /// What this ApplySet may do with a rendered object that exists on the cluster.
@@ -165,32 +165,12 @@ pub fn other_users(set: &ApplySet, live: &Value) -> Vec<String> {
     users
 }
 
-/// The merge patch that takes `manager` and the label `label` off `live`, on the condition that
-/// `live` is still the object's state (its resource version). The server takes managed fields
-/// written by a patch as the object's new ones; every field stays, and those only `manager`
-/// owned are owned by nobody. A list of no managers would be read as "not given", so one empty
-/// entry stands for none.
-pub fn disowning(live: &Value, manager: &str, label: &str) -> Value {
-    let mut remaining: Vec<Value> = live["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["manager"] != manager)
-        .cloned()
-        .collect();
-    if remaining.is_empty() {
-        remaining.push(json!({}));
-    }
-    json!({"metadata": {
-        "resourceVersion": live["metadata"]["resourceVersion"],
-        "managedFields": remaining,
-        "labels": {label: null},
-    }})
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+    use crate::deploy::managed_fields::disowning;
 
     fn crd(labels: Value, managers: &[&str]) -> Value {
         let managed: Vec<Value> = managers.iter().map(|m| json!({"manager": m})).collect();

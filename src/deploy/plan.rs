@@ -14,8 +14,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::applyset::{ApplySet, PART_OF_LABEL};
-use super::cluster::FIELD_MANAGER;
 use super::key::Key;
+use super::managed_fields::FIELD_MANAGER;
 use crate::render::kinds::{Tier, tier};
 
 /// The hash of the configuration mlkube last applied to an object. With the live values, it lets
