@@ -12,6 +12,9 @@
 //! Caveats: the server stays the authority. A real apply checks these objects once what they
 //! need exists (see [`crate::deploy::preflight`]); what the walks cannot see (value
 //! validations, admission, webhooks) is found only then.
+//!
+//! Why an object is refused ([`Refusal`]) lives here, below the preflight that reports it, as the
+//! walks refuse objects too.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -20,7 +23,6 @@ use serde_json::Value;
 
 use crate::deploy::openapi::Documents;
 use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::preflight::Refusal;
 use crate::deploy::schema::{self, Depth, Schema};
 
 /// What an object waits for before the server can judge it.
@@ -65,6 +67,53 @@ pub struct Deferred {
 impl fmt::Display for Deferred {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.blocker.fmt(f)
+    }
+}
+
+/// Why an object cannot be applied as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub kind: Refused,
+    pub message: String,
+}
+
+/// Who refused an object, and for what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The server rejected it.
+    Rejected,
+    /// Another field manager owns some of its fields (the server's answer, or mlkube's own
+    /// finding for a Secret's value).
+    Conflict,
+    /// mlkube walked it along its schema, which the server could not do yet, and found fields
+    /// the schema does not allow (see [`crate::deploy::schema`]).
+    Invalid,
+}
+
+impl Refusal {
+    pub fn rejected(message: String) -> Refusal {
+        Refusal {
+            kind: Refused::Rejected,
+            message,
+        }
+    }
+
+    pub fn conflict(message: String) -> Refusal {
+        Refusal {
+            kind: Refused::Conflict,
+            message,
+        }
+    }
+
+    pub fn invalid(message: String) -> Refusal {
+        Refusal {
+            kind: Refused::Invalid,
+            message,
+        }
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.kind == Refused::Conflict
     }
 }
 

@@ -49,7 +49,7 @@ use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
 use crate::deploy::deferred;
-pub use crate::deploy::deferred::{Blocker, Checked, Deferred};
+pub use crate::deploy::deferred::{Blocker, Checked, Deferred, Refusal, Refused};
 use crate::deploy::key::Key;
 use crate::deploy::openapi::Documents;
 use crate::deploy::plan::{Desired, Plan};
@@ -78,53 +78,6 @@ pub enum PreflightError {
     },
     #[error("cannot read the API server's OpenAPI schemas")]
     Schemas(#[source] kube::Error),
-}
-
-/// Why an object cannot be applied as it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub kind: Refused,
-    pub message: String,
-}
-
-/// Who refused an object, and for what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// The server rejected it.
-    Rejected,
-    /// Another field manager owns some of its fields (the server's answer, or mlkube's own
-    /// finding for a Secret's value).
-    Conflict,
-    /// mlkube walked it along its schema, which the server could not do yet, and found fields
-    /// the schema does not allow (see [`crate::deploy::schema`]).
-    Invalid,
-}
-
-impl Refusal {
-    pub fn rejected(message: String) -> Refusal {
-        Refusal {
-            kind: Refused::Rejected,
-            message,
-        }
-    }
-
-    pub fn conflict(message: String) -> Refusal {
-        Refusal {
-            kind: Refused::Conflict,
-            message,
-        }
-    }
-
-    pub fn invalid(message: String) -> Refusal {
-        Refusal {
-            kind: Refused::Invalid,
-            message,
-        }
-    }
-
-    pub fn is_conflict(&self) -> bool {
-        self.kind == Refused::Conflict
-    }
 }
 
 const CONFLICT_HINT: &str = "pass --force-conflicts to take these fields over, or stop the other \
