@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -213,7 +214,7 @@ pub async fn apply(
     plan: &Plan,
     options: &ApplyOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
-    let mut resolved = resolve_all(cluster, plan)?;
+    let resolved = resolve_all(cluster, plan)?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
     let members = match &inventory {
         Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,
@@ -239,14 +240,7 @@ pub async fn apply(
         report.unchecked = checks.unchecked();
     }
 
-    let doomed = if options.prune {
-        let consent = (!options.dry_run).then_some(options.consent);
-        decide_prune(plan, &members, options.allow_empty, consent, &mut report)?
-    } else {
-        let (left, _) = split_prunable(plan, &members);
-        report.not_rendered = left.iter().map(|m| m.key.clone()).collect();
-        Vec::new()
-    };
+    let doomed = members_to_prune(plan, &members, options, &mut report)?;
 
     // A dry run reports the server's answers to the checks instead of asking again.
     let answers = std::mem::take(&mut checks.accepted);
@@ -260,102 +254,186 @@ pub async fn apply(
         return Ok(report);
     }
 
-    // Namespaces first: the inventory lives in the environment's.
-    let namespaces: Vec<&Desired> = plan
-        .objects
-        .iter()
-        .filter(|d| d.tier == Tier::Namespaces)
-        .collect();
-    apply_tier(
+    let writing = Writing {
         cluster,
-        &namespaces,
-        &resolved,
-        &listed,
+        plan,
+        options,
+        listed: &listed,
         sending,
-        &mut report,
-    )
-    .await?;
-    ensure_namespace(cluster, plan, sending, &mut report).await?;
-    if !options.dry_run {
-        let written = (options.cancel, Written(written(&report)));
-        let in_new_namespace = |b: &Blocker| matches!(b, Blocker::Namespace(_));
-        checks
-            .then(cluster, plan, in_new_namespace, &forced, written)
-            .await?;
-    }
-
-    let planned = Inventory {
-        group_kinds: plan.group_kinds(),
-        namespaces: plan.namespaces(),
+        forced: &forced,
     };
-    let widened = match &inventory {
-        Some(recorded) => recorded.union(&planned),
-        None => planned.clone(),
-    };
-    // A dry run records nothing (and the namespace may not exist to hold the record).
-    let widening = inventory.as_ref() != Some(&widened) && !options.dry_run;
-    if widening {
-        applyset::write(cluster, &plan.applyset, &widened, options.dry_run).await?;
-    }
+    writing
+        .write(resolved, checks, inventory, &doomed, &mut report)
+        .await?;
+    Ok(report)
+}
 
-    let tiers: BTreeSet<Tier> = plan
-        .objects
-        .iter()
-        .map(|d| d.tier)
-        .filter(|t| *t != Tier::Namespaces)
-        .collect();
-    for current in tiers {
-        let objects: Vec<&Desired> = plan.objects.iter().filter(|d| d.tier == current).collect();
-        let objects: Vec<&Desired> = objects
-            .into_iter()
-            .filter(|d| {
-                let deferred = !resolved.contains_key(&d.key);
-                if deferred && options.dry_run {
-                    // Its CRD exists only after a real apply; a dry run cannot send it.
-                    options.observer.applied(&d.key, Outcome::Created);
-                    report.applied.push((d.key.clone(), Outcome::Created));
-                }
-                !deferred || !options.dry_run
-            })
-            .collect();
-        apply_tier(cluster, &objects, &resolved, &listed, sending, &mut report).await?;
-        if options.cancel.is_cancelled() {
-            // The inventory was widened before this tier: it already covers what was written.
-            report.interrupted = true;
-            return Ok(report);
+/// With a prune, the members it deletes (see [`decide_prune`]); without one, none, and the
+/// report tells the members a prune would remove.
+fn members_to_prune<'m>(
+    plan: &Plan,
+    members: &'m [Member],
+    options: &ApplyOptions<'_>,
+    report: &mut ApplyReport,
+) -> Result<Vec<&'m Member>, ApplyError> {
+    if options.prune {
+        let consent = (!options.dry_run).then_some(options.consent);
+        decide_prune(plan, members, options.allow_empty, consent, report)
+    } else {
+        let (left, _) = split_prunable(plan, members);
+        report.not_rendered = left.iter().map(|m| m.key.clone()).collect();
+        Ok(Vec::new())
+    }
+}
+
+/// What the writing steps of one apply share, once every check before them passed: the plan,
+/// how its objects are sent, and the members listed before anything was written.
+struct Writing<'w, C> {
+    cluster: &'w C,
+    plan: &'w Plan,
+    options: &'w ApplyOptions<'w>,
+    listed: &'w BTreeMap<&'w Key, &'w Member>,
+    sending: Sending<'w>,
+    /// Whether an object's apply forces conflicts, for the later checks.
+    forced: &'w (dyn Fn(&Desired) -> bool + Sync),
+}
+
+impl<'w, C: Cluster> Writing<'w, C> {
+    /// Write the plan in order: the namespaces, the widened inventory, every other tier; then
+    /// prune the `doomed` members, narrow the inventory and wait for health. Stops early, the
+    /// report saying so, when cancelled.
+    async fn write(
+        &self,
+        mut resolved: BTreeMap<Key, Resolved>,
+        mut checks: Preflight<'w>,
+        inventory: Option<Inventory>,
+        doomed: &[&Member],
+        report: &mut ApplyReport,
+    ) -> Result<(), ApplyError> {
+        let (cluster, plan, options) = (self.cluster, self.plan, self.options);
+        // Namespaces first: the inventory lives in the environment's.
+        self.namespaces(&resolved, &mut checks, report).await?;
+
+        let planned = Inventory {
+            group_kinds: plan.group_kinds(),
+            namespaces: plan.namespaces(),
+        };
+        let widened = match &inventory {
+            Some(recorded) => recorded.union(&planned),
+            None => planned.clone(),
+        };
+        // A dry run records nothing (and the namespace may not exist to hold the record).
+        let widening = inventory.as_ref() != Some(&widened) && !options.dry_run;
+        if widening {
+            applyset::write(cluster, &plan.applyset, &widened, options.dry_run).await?;
         }
-        if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
-            established(cluster, &objects, &resolved, options.timeout).await?;
-            resolved = rediscover(cluster, plan).await?;
-            let mut keys = written(&report);
-            keys.extend(widening.then(|| plan.applyset.parent_key()));
-            let written = (options.cancel, Written(keys));
-            let of_new_kind = |b: &Blocker| *b == Blocker::Kind;
+
+        let tiers = self.tiers(&mut resolved, &mut checks, widening, report);
+        if tiers.await?.is_break() {
+            return Ok(());
+        }
+
+        if !doomed.is_empty() {
+            let hooks = (options.observer, options.cancel);
+            let set = &plan.applyset;
+            delete_members(cluster, set, doomed, options.dry_run, hooks, report).await?;
+        }
+        if report.interrupted {
+            return Ok(());
+        }
+        // Narrow the inventory only when the whole environment was applied and pruned, and not
+        // interrupted (members not reached yet stay in it): under `-c` the plan is part of the
+        // environment, and without a prune old members still exist.
+        if options.prune && plan.components.is_empty() && widened != planned && !options.dry_run {
+            applyset::write(cluster, &plan.applyset, &planned, options.dry_run).await?;
+        }
+
+        if options.wait && !options.dry_run {
+            wait_for_health(cluster, plan, &resolved, options, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Apply the namespaces the plan renders and create the environment's, then check the
+    /// objects whose check waited for their namespace.
+    async fn namespaces(
+        &self,
+        resolved: &BTreeMap<Key, Resolved>,
+        checks: &mut Preflight<'w>,
+        report: &mut ApplyReport,
+    ) -> Result<(), ApplyError> {
+        let (cluster, plan, options) = (self.cluster, self.plan, self.options);
+        let namespaces: Vec<&Desired> = plan
+            .objects
+            .iter()
+            .filter(|d| d.tier == Tier::Namespaces)
+            .collect();
+        let (listed, sending) = (self.listed, self.sending);
+        apply_tier(cluster, &namespaces, resolved, listed, sending, report).await?;
+        ensure_namespace(cluster, plan, sending, report).await?;
+        if !options.dry_run {
+            let written = (options.cancel, Written(written(report)));
+            let in_new_namespace = |b: &Blocker| matches!(b, Blocker::Namespace(_));
             checks
-                .then(cluster, plan, of_new_kind, &forced, written)
+                .then(cluster, plan, in_new_namespace, self.forced, written)
                 .await?;
         }
+        Ok(())
     }
 
-    if !doomed.is_empty() {
-        let hooks = (options.observer, options.cancel);
-        let set = &plan.applyset;
-        delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
+    /// Apply every tier after the namespaces, in order. After the CRDs: wait until they are
+    /// established, discover their kinds again and check the objects of those kinds (`widening`:
+    /// the inventory was written too). Breaks when cancelled, the report saying so.
+    async fn tiers(
+        &self,
+        resolved: &mut BTreeMap<Key, Resolved>,
+        checks: &mut Preflight<'w>,
+        widening: bool,
+        report: &mut ApplyReport,
+    ) -> Result<ControlFlow<()>, ApplyError> {
+        let (cluster, plan, options) = (self.cluster, self.plan, self.options);
+        let tiers: BTreeSet<Tier> = plan
+            .objects
+            .iter()
+            .map(|d| d.tier)
+            .filter(|t| *t != Tier::Namespaces)
+            .collect();
+        for current in tiers {
+            let objects: Vec<&Desired> =
+                plan.objects.iter().filter(|d| d.tier == current).collect();
+            let objects: Vec<&Desired> = objects
+                .into_iter()
+                .filter(|d| {
+                    let deferred = !resolved.contains_key(&d.key);
+                    if deferred && options.dry_run {
+                        // Its CRD exists only after a real apply; a dry run cannot send it.
+                        options.observer.applied(&d.key, Outcome::Created);
+                        report.applied.push((d.key.clone(), Outcome::Created));
+                    }
+                    !deferred || !options.dry_run
+                })
+                .collect();
+            let (listed, sending) = (self.listed, self.sending);
+            apply_tier(cluster, &objects, resolved, listed, sending, report).await?;
+            if options.cancel.is_cancelled() {
+                // The inventory was widened before this tier: it already covers what was written.
+                report.interrupted = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            if current == Tier::Crds && !options.dry_run && !objects.is_empty() {
+                established(cluster, &objects, resolved, options.timeout).await?;
+                *resolved = rediscover(cluster, plan).await?;
+                let mut keys = written(report);
+                keys.extend(widening.then(|| plan.applyset.parent_key()));
+                let written = (options.cancel, Written(keys));
+                let of_new_kind = |b: &Blocker| *b == Blocker::Kind;
+                checks
+                    .then(cluster, plan, of_new_kind, self.forced, written)
+                    .await?;
+            }
+        }
+        Ok(ControlFlow::Continue(()))
     }
-    if report.interrupted {
-        return Ok(report);
-    }
-    // Narrow the inventory only when the whole environment was applied and pruned, and not
-    // interrupted (members not reached yet stay in it): under `-c` the plan is part of the
-    // environment, and without a prune old members still exist.
-    if options.prune && plan.components.is_empty() && widened != planned && !options.dry_run {
-        applyset::write(cluster, &plan.applyset, &planned, options.dry_run).await?;
-    }
-
-    if options.wait && !options.dry_run {
-        wait_for_health(cluster, plan, &resolved, options, &mut report).await?;
-    }
-    Ok(report)
 }
 
 /// Refuse rendered objects that exist but are not this environment's, or with `--adopt` take
