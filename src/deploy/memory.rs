@@ -444,6 +444,64 @@ fn apply_locked(
     if mode.dry_run {
         state.dry_runs.push(described.clone());
     }
+    admit(state, resolved, namespace, name, &described, mode)?;
+    let key = object_key(resolved, namespace, name);
+    let before = state.objects.get(&key).cloned();
+    if let (Some(expected), Some(before)) =
+        (object["metadata"]["resourceVersion"].as_str(), &before)
+        && expected != before.resource_version.to_string()
+    {
+        // A resource version in the configuration is a precondition, as on the server.
+        let message = format!("{described}: the object has been modified");
+        return Err(status(409, "Conflict", message, vec![]));
+    }
+    let mut stored = before.clone().unwrap_or_else(|| Stored {
+        configs: Vec::new(),
+        resource_version: 0,
+        uid: state.next_version,
+        status: None,
+    });
+    configure(&mut stored, configuration(object), mode)?;
+    let changed = before.as_ref().is_none_or(|before| {
+        strip(&live(resolved, namespace, name, before))
+            != strip(&live(resolved, namespace, name, &stored))
+    });
+    if changed {
+        stored.resource_version = if mode.dry_run {
+            stored.resource_version
+        } else {
+            state.next_version
+        };
+    }
+    let result = live(resolved, namespace, name, &stored);
+    if !mode.dry_run {
+        state.writes.push(Write::Apply {
+            object: described,
+            manager: mode.manager.to_string(),
+        });
+        if changed {
+            state.next_version += 1;
+        }
+        if resolved.resource.kind == "CustomResourceDefinition"
+            && let Some(kind) = defined_kind(object)
+        {
+            state.pending_kinds.push(kind);
+        }
+        state.objects.insert(key, stored);
+    }
+    Ok(result)
+}
+
+/// Refuse an apply the server refuses before it looks at the fields: in a namespace that does
+/// not exist (admission), then what a test made it reject or fail (validation).
+fn admit(
+    state: &State,
+    resolved: &Resolved,
+    namespace: Option<&str>,
+    name: &str,
+    described: &str,
+    mode: ApplyMode<'_>,
+) -> Result<(), kube::Error> {
     // Validation comes after admission, which refuses anything in a missing namespace.
     if let Some(ns) = namespace.filter(|_| resolved.namespaced) {
         let namespace_key = (String::new(), "Namespace".to_string(), None, ns.to_string());
@@ -467,23 +525,12 @@ fn apply_locked(
             vec![],
         ));
     }
-    let key = object_key(resolved, namespace, name);
-    let before = state.objects.get(&key).cloned();
-    if let (Some(expected), Some(before)) =
-        (object["metadata"]["resourceVersion"].as_str(), &before)
-        && expected != before.resource_version.to_string()
-    {
-        // A resource version in the configuration is a precondition, as on the server.
-        let message = format!("{described}: the object has been modified");
-        return Err(status(409, "Conflict", message, vec![]));
-    }
-    let mut stored = before.clone().unwrap_or_else(|| Stored {
-        configs: Vec::new(),
-        resource_version: 0,
-        uid: state.next_version,
-        status: None,
-    });
-    let config = configuration(object);
+    Ok(())
+}
+
+/// Make `config` `mode.manager`'s configuration of `stored`: it takes the fields nobody owns,
+/// and a field another manager set to another value is a conflict, unless forced.
+fn configure(stored: &mut Stored, config: Value, mode: ApplyMode<'_>) -> Result<(), kube::Error> {
     let mut mine = Vec::new();
     leaves(&config, &mut Vec::new(), &mut mine);
     let mut conflicts = Vec::new();
@@ -525,34 +572,7 @@ fn apply_locked(
         // A manager that sets nothing any more owns nothing, and the server drops it.
         stored.configs.push((mode.manager.to_string(), config));
     }
-    let changed = before.as_ref().is_none_or(|before| {
-        strip(&live(resolved, namespace, name, before))
-            != strip(&live(resolved, namespace, name, &stored))
-    });
-    if changed {
-        stored.resource_version = if mode.dry_run {
-            stored.resource_version
-        } else {
-            state.next_version
-        };
-    }
-    let result = live(resolved, namespace, name, &stored);
-    if !mode.dry_run {
-        state.writes.push(Write::Apply {
-            object: described,
-            manager: mode.manager.to_string(),
-        });
-        if changed {
-            state.next_version += 1;
-        }
-        if resolved.resource.kind == "CustomResourceDefinition"
-            && let Some(kind) = defined_kind(object)
-        {
-            state.pending_kinds.push(kind);
-        }
-        state.objects.insert(key, stored);
-    }
-    Ok(result)
+    Ok(())
 }
 
 /// The live object without its resource version, to tell whether an apply changed anything.
