@@ -226,33 +226,8 @@ pub fn choose_context(
     source_name: &str,
     target: &Target,
 ) -> Result<Chosen, ClusterError> {
-    let known = || {
-        let names: Vec<&str> = kubeconfig
-            .contexts
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
-        if names.is_empty() {
-            "no contexts".to_string()
-        } else {
-            names.join(", ")
-        }
-    };
     let current = kubeconfig.current_context.clone().filter(|c| !c.is_empty());
-    let named = |name: &str, hint: &'static str| -> Result<Chosen, ClusterError> {
-        match server_of(kubeconfig, name) {
-            Some(server) => Ok(Chosen {
-                context: name.to_string(),
-                server,
-            }),
-            None => Err(ClusterError::UnknownContext {
-                context: name.to_string(),
-                source_name: source_name.to_string(),
-                known: known(),
-                hint,
-            }),
-        }
-    };
+    let named = |name: &str, hint: &'static str| named_context(kubeconfig, source_name, name, hint);
     let chosen = if let Some(flag) = &target.context_flag {
         named(flag, "pass one of the contexts above with --context")?
     } else if let Some(pinned) = &target.context {
@@ -261,38 +236,7 @@ pub fn choose_context(
             "the environment pins this context; change it with `mlkube env set ENV --context NAME`",
         )?
     } else if let Some(pinned) = &target.server {
-        let matching: Vec<&str> = kubeconfig
-            .contexts
-            .iter()
-            .filter(|c| server_of(kubeconfig, &c.name).is_some_and(|s| same_server(&s, pinned)))
-            .map(|c| c.name.as_str())
-            .collect();
-        match (matching.as_slice(), &current) {
-            ([], current) => {
-                let context = current.clone().unwrap_or_else(|| "(none)".to_string());
-                let found = current
-                    .as_deref()
-                    .and_then(|c| server_of(kubeconfig, c))
-                    .unwrap_or_else(|| "no server".to_string());
-                return Err(ClusterError::NoContextForServer {
-                    env: target.env.clone(),
-                    pinned: pinned.clone(),
-                    source_name: source_name.to_string(),
-                    context,
-                    found,
-                });
-            }
-            ([only], _) => named(only, "")?,
-            (several, Some(current)) if several.contains(&current.as_str()) => named(current, "")?,
-            (several, _) => {
-                return Err(ClusterError::AmbiguousServer {
-                    env: target.env.clone(),
-                    pinned: pinned.clone(),
-                    source_name: source_name.to_string(),
-                    contexts: several.join(", "),
-                });
-            }
-        }
+        context_for_server(kubeconfig, source_name, target, pinned, current.as_deref())?
     } else {
         match &current {
             Some(current) => named(
@@ -318,6 +262,81 @@ pub fn choose_context(
         });
     }
     Ok(chosen)
+}
+
+/// The context `name` and its server; refused with `hint`, listing the contexts there are,
+/// when the kubeconfig has no such context (or it points at no server).
+fn named_context(
+    kubeconfig: &Kubeconfig,
+    source_name: &str,
+    name: &str,
+    hint: &'static str,
+) -> Result<Chosen, ClusterError> {
+    let known = || {
+        let names: Vec<&str> = kubeconfig
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        if names.is_empty() {
+            "no contexts".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    match server_of(kubeconfig, name) {
+        Some(server) => Ok(Chosen {
+            context: name.to_string(),
+            server,
+        }),
+        None => Err(ClusterError::UnknownContext {
+            context: name.to_string(),
+            source_name: source_name.to_string(),
+            known: known(),
+            hint,
+        }),
+    }
+}
+
+/// The one context that points at the `pinned` server, or the `current` one if it is one of
+/// several; refused when none does, or several and the current one is not among them.
+fn context_for_server(
+    kubeconfig: &Kubeconfig,
+    source_name: &str,
+    target: &Target,
+    pinned: &str,
+    current: Option<&str>,
+) -> Result<Chosen, ClusterError> {
+    let named = |name: &str| named_context(kubeconfig, source_name, name, "");
+    let matching: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .filter(|c| server_of(kubeconfig, &c.name).is_some_and(|s| same_server(&s, pinned)))
+        .map(|c| c.name.as_str())
+        .collect();
+    match (matching.as_slice(), current) {
+        ([], current) => {
+            let context = current.map_or_else(|| "(none)".to_string(), str::to_string);
+            let found = current
+                .and_then(|c| server_of(kubeconfig, c))
+                .unwrap_or_else(|| "no server".to_string());
+            Err(ClusterError::NoContextForServer {
+                env: target.env.clone(),
+                pinned: pinned.to_string(),
+                source_name: source_name.to_string(),
+                context,
+                found,
+            })
+        }
+        ([only], _) => named(only),
+        (several, Some(current)) if several.contains(&current) => named(current),
+        (several, _) => Err(ClusterError::AmbiguousServer {
+            env: target.env.clone(),
+            pinned: pinned.to_string(),
+            source_name: source_name.to_string(),
+            contexts: several.join(", "),
+        }),
+    }
 }
 
 /// A kind as the API server serves it.
