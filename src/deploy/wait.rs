@@ -74,90 +74,108 @@ pub fn health(group: &str, kind: &str, object: &Value) -> Health {
         ));
     }
     match (group, kind) {
-        ("apps", "Deployment") => {
-            let desired = object["spec"]["replicas"].as_i64().unwrap_or(1);
-            let updated = int(&status["updatedReplicas"]);
-            let available = int(&status["availableReplicas"]);
-            let total = int(&status["replicas"]);
-            if let Some(c) = condition(object, "Progressing")
-                .filter(|c| c["reason"] == "ProgressDeadlineExceeded")
-            {
-                return Health::Failed(
-                    c["message"]
-                        .as_str()
-                        .unwrap_or("progress deadline exceeded")
-                        .to_string(),
-                );
-            }
-            if updated >= desired && available >= desired && total <= updated {
-                Health::Ready
-            } else {
-                Health::Progressing(format!(
-                    "{available}/{desired} available, {updated} updated"
-                ))
-            }
-        }
-        ("apps", "StatefulSet") => {
-            let desired = object["spec"]["replicas"].as_i64().unwrap_or(1);
-            let ready = int(&status["readyReplicas"]);
-            let available = status["availableReplicas"].as_i64().unwrap_or(ready);
-            let updated = int(&status["updatedReplicas"]);
-            let rolling = object["spec"]["updateStrategy"]["type"]
-                .as_str()
-                .unwrap_or("RollingUpdate")
-                == "RollingUpdate";
-            if ready >= desired && available >= desired && (!rolling || updated >= desired) {
-                Health::Ready
-            } else {
-                Health::Progressing(format!("{ready}/{desired} ready, {updated} updated"))
-            }
-        }
-        ("apps", "DaemonSet") => {
-            let desired = int(&status["desiredNumberScheduled"]);
-            let available = int(&status["numberAvailable"]);
-            let updated = int(&status["updatedNumberScheduled"]);
-            if available >= desired && updated >= desired {
-                Health::Ready
-            } else {
-                Health::Progressing(format!(
-                    "{available}/{desired} available, {updated} updated"
-                ))
-            }
-        }
-        ("batch", "Job") => {
-            if condition_true(object, "Complete") {
-                Health::Ready
-            } else if let Some(failed) =
-                condition(object, "Failed").filter(|c| c["status"] == "True")
-            {
-                Health::Failed(format!(
-                    "failed: {}",
-                    failed["message"]
-                        .as_str()
-                        .or(failed["reason"].as_str())
-                        .unwrap_or("no reason given")
-                ))
-            } else {
-                let succeeded = int(&status["succeeded"]);
-                let completions = object["spec"]["completions"].as_i64().unwrap_or(1);
-                Health::Progressing(format!("{succeeded}/{completions} completions"))
-            }
-        }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            if condition_true(object, "Established") {
-                Health::Ready
-            } else if let Some(c) =
-                condition(object, "NamesAccepted").filter(|c| c["status"] == "False")
-            {
-                Health::Failed(format!(
-                    "names not accepted: {}",
-                    c["message"].as_str().unwrap_or_default()
-                ))
-            } else {
-                Health::Progressing("not established yet".into())
-            }
-        }
+        ("apps", "Deployment") => deployment_health(object),
+        ("apps", "StatefulSet") => stateful_set_health(object),
+        ("apps", "DaemonSet") => daemon_set_health(object),
+        ("batch", "Job") => job_health(object),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_health(object),
         _ => Health::Ready,
+    }
+}
+
+/// A Deployment is ready when every desired replica is updated and available and no old one is
+/// left; failed when it exceeded its progress deadline.
+fn deployment_health(object: &Value) -> Health {
+    let status = &object["status"];
+    let desired = object["spec"]["replicas"].as_i64().unwrap_or(1);
+    let updated = int(&status["updatedReplicas"]);
+    let available = int(&status["availableReplicas"]);
+    let total = int(&status["replicas"]);
+    if let Some(c) =
+        condition(object, "Progressing").filter(|c| c["reason"] == "ProgressDeadlineExceeded")
+    {
+        return Health::Failed(
+            c["message"]
+                .as_str()
+                .unwrap_or("progress deadline exceeded")
+                .to_string(),
+        );
+    }
+    if updated >= desired && available >= desired && total <= updated {
+        Health::Ready
+    } else {
+        Health::Progressing(format!(
+            "{available}/{desired} available, {updated} updated"
+        ))
+    }
+}
+
+/// A StatefulSet is ready when every desired replica is ready and available, and, under a
+/// rolling update, updated.
+fn stateful_set_health(object: &Value) -> Health {
+    let status = &object["status"];
+    let desired = object["spec"]["replicas"].as_i64().unwrap_or(1);
+    let ready = int(&status["readyReplicas"]);
+    let available = status["availableReplicas"].as_i64().unwrap_or(ready);
+    let updated = int(&status["updatedReplicas"]);
+    let rolling = object["spec"]["updateStrategy"]["type"]
+        .as_str()
+        .unwrap_or("RollingUpdate")
+        == "RollingUpdate";
+    if ready >= desired && available >= desired && (!rolling || updated >= desired) {
+        Health::Ready
+    } else {
+        Health::Progressing(format!("{ready}/{desired} ready, {updated} updated"))
+    }
+}
+
+/// A DaemonSet is ready when its pod on every node it is scheduled to is updated and available.
+fn daemon_set_health(object: &Value) -> Health {
+    let status = &object["status"];
+    let desired = int(&status["desiredNumberScheduled"]);
+    let available = int(&status["numberAvailable"]);
+    let updated = int(&status["updatedNumberScheduled"]);
+    if available >= desired && updated >= desired {
+        Health::Ready
+    } else {
+        Health::Progressing(format!(
+            "{available}/{desired} available, {updated} updated"
+        ))
+    }
+}
+
+/// A Job is ready when complete, and failed when its Failed condition says so.
+fn job_health(object: &Value) -> Health {
+    let status = &object["status"];
+    if condition_true(object, "Complete") {
+        Health::Ready
+    } else if let Some(failed) = condition(object, "Failed").filter(|c| c["status"] == "True") {
+        Health::Failed(format!(
+            "failed: {}",
+            failed["message"]
+                .as_str()
+                .or(failed["reason"].as_str())
+                .unwrap_or("no reason given")
+        ))
+    } else {
+        let succeeded = int(&status["succeeded"]);
+        let completions = object["spec"]["completions"].as_i64().unwrap_or(1);
+        Health::Progressing(format!("{succeeded}/{completions} completions"))
+    }
+}
+
+/// A CustomResourceDefinition is ready when established, and failed when its names were not
+/// accepted (they clash with another CRD's).
+fn crd_health(object: &Value) -> Health {
+    if condition_true(object, "Established") {
+        Health::Ready
+    } else if let Some(c) = condition(object, "NamesAccepted").filter(|c| c["status"] == "False") {
+        Health::Failed(format!(
+            "names not accepted: {}",
+            c["message"].as_str().unwrap_or_default()
+        ))
+    } else {
+        Health::Progressing("not established yet".into())
     }
 }
 
