@@ -214,7 +214,6 @@ pub async fn diff_members(
     options: DiffOptions,
 ) -> Result<ChangeSet, DiffError> {
     let listed: HashMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
-    let defined = plan.defined_kinds();
     let masker = Masker::new(options.show_secrets);
     let resolved: Vec<Option<Resolved>> = plan
         .objects
@@ -234,10 +233,42 @@ pub async fn diff_members(
     if let Some(change) = missing_namespace(cluster, plan).await? {
         set.changes.push(change);
     }
-    let results: Vec<Result<Change, Failure>> = futures::stream::iter(
+    let results = diff_planned(cluster, plan, &resolved, &listed, &others).await;
+    for result in results {
+        match result {
+            Ok(change) => set.changes.push(change),
+            Err(failure) => set.failures.push(failure),
+        }
+    }
+    for (member, verdict) in prunable(plan, members) {
+        match verdict {
+            Ok(()) => set.changes.push(prune_change(plan, member)),
+            Err(reason) => set.kept.push(Kept {
+                key: member.key.clone(),
+                reason: reason.to_string(),
+            }),
+        }
+    }
+    for change in &mut set.changes {
+        masker.mask(change);
+    }
+    Ok(set)
+}
+
+/// Diff every planned object, in the plan's order, against what was read of it: its member as
+/// `listed`, or its live object among `others`; `CONCURRENCY` dry runs in flight.
+async fn diff_planned(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    resolved: &[Option<Resolved>],
+    listed: &HashMap<&Key, &Member>,
+    others: &HashMap<Key, Result<Option<Value>, kube::Error>>,
+) -> Vec<Result<Change, Failure>> {
+    let defined = plan.defined_kinds();
+    futures::stream::iter(
         plan.objects
             .iter()
-            .zip(&resolved)
+            .zip(resolved)
             .map(|(desired, resolved)| {
                 let seen = match listed.get(&desired.key) {
                     Some(member) => Seen::Member(&member.value),
@@ -253,47 +284,34 @@ pub async fn diff_members(
     )
     .buffered(CONCURRENCY)
     .collect()
-    .await;
-    for result in results {
-        match result {
-            Ok(change) => set.changes.push(change),
-            Err(failure) => set.failures.push(failure),
-        }
+    .await
+}
+
+/// The change a prune makes to `member`; of a shared object other environments still use, only
+/// this environment's claim goes, as its note says.
+fn prune_change(plan: &Plan, member: &Member) -> Change {
+    Change {
+        key: member.key.clone(),
+        component: member.component.clone(),
+        action: Action::Prune,
+        before: Some(normalize(&project_managed(&member.value))),
+        after: None,
+        note: member
+            .shared
+            .then(|| {
+                let others = ownership::other_users(&plan.applyset, &member.value).len();
+                (others > 0).then(|| {
+                    format!(
+                        "shared with {others} other environment(s): only this \
+                         environment's claim is removed"
+                    )
+                })
+            })
+            .flatten(),
+        conflicts: Vec::new(),
+        owner: None,
+        removed: Vec::new(),
     }
-    for (member, verdict) in prunable(plan, members) {
-        match verdict {
-            Ok(()) => set.changes.push(Change {
-                key: member.key.clone(),
-                component: member.component.clone(),
-                action: Action::Prune,
-                before: Some(normalize(&project_managed(&member.value))),
-                after: None,
-                note: member
-                    .shared
-                    .then(|| {
-                        let others = ownership::other_users(&plan.applyset, &member.value).len();
-                        (others > 0).then(|| {
-                            format!(
-                                "shared with {others} other environment(s): only this \
-                                 environment's claim is removed"
-                            )
-                        })
-                    })
-                    .flatten(),
-                conflicts: Vec::new(),
-                owner: None,
-                removed: Vec::new(),
-            }),
-            Err(reason) => set.kept.push(Kept {
-                key: member.key.clone(),
-                reason: reason.to_string(),
-            }),
-        }
-    }
-    for change in &mut set.changes {
-        masker.mask(change);
-    }
-    Ok(set)
 }
 
 /// The members a prune would consider: no longer planned, in the `-c` scope, with the verdict on
