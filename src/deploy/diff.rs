@@ -373,6 +373,9 @@ enum Seen<'a> {
     Other(Option<&'a Result<Option<Value>, kube::Error>>),
 }
 
+/// The change that applying `desired` makes: the object as the server would store it (by a
+/// dry-run apply), beside the live one (`seen`, or read now), with whose it is and the fields
+/// another manager owns. `resolved` is `None` when the cluster does not serve its kind.
 async fn diff_one(
     cluster: &impl Cluster,
     Planned { plan, defined }: Planned<'_>,
@@ -380,33 +383,14 @@ async fn diff_one(
     resolved: Option<&Resolved>,
     seen: Seen<'_>,
 ) -> Result<Change, Failure> {
-    let failure = |message: String| Failure {
-        key: desired.key.clone(),
-        component: Some(desired.component.clone()),
-        message,
-    };
-    let static_create = |note: String| Change {
-        key: desired.key.clone(),
-        component: Some(desired.component.clone()),
-        action: Action::Create,
-        before: None,
-        after: Some(normalize(&desired.value)),
-        note: Some(note),
-        conflicts: Vec::new(),
-        owner: None,
-        removed: Vec::new(),
-    };
     let Some(resolved) = resolved else {
         if defined.contains(&(desired.key.group.as_str(), desired.key.kind.as_str())) {
             return Ok(static_create(
+                desired,
                 "its CustomResourceDefinition is created by this apply".into(),
             ));
         }
-        return Err(failure(format!(
-            "the cluster does not serve {} {}\n  hint: install the CustomResourceDefinition for \
-             it, or check the apiVersion",
-            desired.api_version, desired.key.kind
-        )));
+        return Err(unserved(desired));
     };
     let listed = match seen {
         Seen::Member(value) => Some(value),
@@ -416,29 +400,9 @@ async fn diff_one(
         && crate::deploy::plan::unchanged(desired, live)
     {
         // Nothing to show, so nothing is copied: a no-op diff stays cheap at any size.
-        return Ok(Change {
-            key: desired.key.clone(),
-            component: Some(desired.component.clone()),
-            action: Action::Unchanged,
-            before: None,
-            after: None,
-            note: None,
-            conflicts: Vec::new(),
-            owner: None,
-            removed: Vec::new(),
-        });
+        return Ok(Change::bare(desired, Action::Unchanged));
     }
-    let namespace = desired.key.namespace.as_deref();
-    let name = &desired.key.name;
-    let live = match seen {
-        Seen::Member(value) => Some(value.clone()),
-        Seen::Other(Some(Ok(value))) => value.clone(),
-        Seen::Other(Some(Err(e))) => return Err(failure(cluster::api_message(e))),
-        Seen::Other(None) => cluster
-            .get(resolved, namespace, name)
-            .await
-            .map_err(|e| failure(cluster::api_message(&e)))?,
-    };
+    let live = read_live(cluster, resolved, desired, seen).await?;
     let owner = match (listed, &live) {
         (None, Some(live)) if desired.tier != Tier::Namespaces => {
             match ownership::judge(&plan.applyset, desired.shared, live) {
@@ -448,82 +412,181 @@ async fn diff_one(
         }
         _ => None,
     };
-    let mut conflicts = Vec::new();
-    let mode = ApplyMode {
-        dry_run: true,
-        force: false,
-        manager: plan.manager(desired),
-    };
-    let after = match cluster
-        .apply(resolved, namespace, name, &desired.value, mode)
-        .await
-    {
-        Ok(after) => after,
-        Err(e) if cluster::conflicts(&e).is_some() => {
-            conflicts = cluster::conflicts(&e).unwrap_or_default();
-            let forced = ApplyMode {
-                dry_run: true,
-                force: true,
-                manager: plan.manager(desired),
-            };
-            cluster
-                .apply(resolved, namespace, name, &desired.value, forced)
-                .await
-                .map_err(|e| failure(cluster::api_message(&e)))?
+    let manager = plan.manager(desired);
+    let (after, mut conflicts) = match dry_run(cluster, resolved, desired, manager, &live).await? {
+        DryRun::Applied { after, conflicts } => (after, conflicts),
+        DryRun::NoNamespaceYet => {
+            return Ok(static_create(
+                desired,
+                format!(
+                    "namespace `{}` does not exist yet; apply creates it",
+                    desired.key.namespace.as_deref().unwrap_or_default()
+                ),
+            ));
         }
-        Err(e) if live.is_none() && cluster::is_not_found(&e) && namespace.is_some() => {
-            return Ok(static_create(format!(
-                "namespace `{}` does not exist yet; apply creates it",
-                namespace.unwrap_or_default()
-            )));
-        }
-        Err(e) => return Err(failure(cluster::api_message(&e))),
     };
     if let Some(live) = live.as_ref().filter(|_| is_secret(&desired.key)) {
-        conflicts.extend(value_conflicts(&desired.value, live, mode.manager));
+        conflicts.extend(value_conflicts(&desired.value, live, manager));
     }
     // Adopting an object removes what its other managers wrote and the render lacks.
     let removed = match &owner {
-        Some(_) => adopt::removals(&after, mode.manager),
+        Some(_) => adopt::removals(&after, manager),
         None => Vec::new(),
     };
     let after = adopt::without(&after, &removed);
     let note = (!conflicts.is_empty()).then(|| {
         "another field manager owns some of these fields: apply refuses them unless --force-conflicts".to_string()
     });
-    let change = match live {
-        None => Change {
+    Ok(Change {
+        note,
+        conflicts,
+        owner,
+        removed,
+        ..sides(desired, live, &after)
+    })
+}
+
+impl Change {
+    /// A change of `desired` with nothing to show: no sides, note, conflicts or owner.
+    fn bare(desired: &Desired, action: Action) -> Change {
+        Change {
             key: desired.key.clone(),
             component: Some(desired.component.clone()),
-            action: Action::Create,
+            action,
             before: None,
-            after: Some(normalize(&project_managed(&after))),
-            note,
-            conflicts,
-            owner: owner.clone(),
-            removed,
+            after: None,
+            note: None,
+            conflicts: Vec::new(),
+            owner: None,
+            removed: Vec::new(),
+        }
+    }
+}
+
+/// A creation of `desired` told without asking the server, and why.
+fn static_create(desired: &Desired, note: String) -> Change {
+    Change {
+        after: Some(normalize(&desired.value)),
+        note: Some(note),
+        ..Change::bare(desired, Action::Create)
+    }
+}
+
+/// `desired` could not be diffed: why.
+fn failure(desired: &Desired, message: String) -> Failure {
+    Failure {
+        key: desired.key.clone(),
+        component: Some(desired.component.clone()),
+        message,
+    }
+}
+
+/// `desired`'s kind is not served, and no CustomResourceDefinition of this apply defines it.
+fn unserved(desired: &Desired) -> Failure {
+    failure(
+        desired,
+        format!(
+            "the cluster does not serve {} {}\n  hint: install the CustomResourceDefinition for \
+             it, or check the apiVersion",
+            desired.api_version, desired.key.kind
+        ),
+    )
+}
+
+/// The live object of `desired`: as listed or read before, else read now.
+async fn read_live(
+    cluster: &impl Cluster,
+    resolved: &Resolved,
+    desired: &Desired,
+    seen: Seen<'_>,
+) -> Result<Option<Value>, Failure> {
+    match seen {
+        Seen::Member(value) => Ok(Some(value.clone())),
+        Seen::Other(Some(Ok(value))) => Ok(value.clone()),
+        Seen::Other(Some(Err(e))) => Err(failure(desired, cluster::api_message(e))),
+        Seen::Other(None) => cluster
+            .get(
+                resolved,
+                desired.key.namespace.as_deref(),
+                &desired.key.name,
+            )
+            .await
+            .map_err(|e| failure(desired, cluster::api_message(&e))),
+    }
+}
+
+/// What the server says of a dry-run apply.
+enum DryRun {
+    /// The object as it would be stored, and the fields another manager owns (then the object
+    /// is the answer of a forced apply, to show the rest of the change).
+    Applied {
+        after: Value,
+        conflicts: Vec<Conflict>,
+    },
+    /// The object's namespace does not exist yet (the apply creates it).
+    NoNamespaceYet,
+}
+
+/// Apply `desired` as `manager` in a dry run; on a conflict, again with force.
+async fn dry_run(
+    cluster: &impl Cluster,
+    resolved: &Resolved,
+    desired: &Desired,
+    manager: &str,
+    live: &Option<Value>,
+) -> Result<DryRun, Failure> {
+    let namespace = desired.key.namespace.as_deref();
+    let name = &desired.key.name;
+    let mode = |force| ApplyMode {
+        dry_run: true,
+        force,
+        manager,
+    };
+    match cluster
+        .apply(resolved, namespace, name, &desired.value, mode(false))
+        .await
+    {
+        Ok(after) => Ok(DryRun::Applied {
+            after,
+            conflicts: Vec::new(),
+        }),
+        Err(e) if cluster::conflicts(&e).is_some() => {
+            let conflicts = cluster::conflicts(&e).unwrap_or_default();
+            let after = cluster
+                .apply(resolved, namespace, name, &desired.value, mode(true))
+                .await
+                .map_err(|e| failure(desired, cluster::api_message(&e)))?;
+            Ok(DryRun::Applied { after, conflicts })
+        }
+        Err(e) if live.is_none() && cluster::is_not_found(&e) && namespace.is_some() => {
+            Ok(DryRun::NoNamespaceYet)
+        }
+        Err(e) => Err(failure(desired, cluster::api_message(&e))),
+    }
+}
+
+/// The two sides of the change: a creation (the object as the server would store it, without
+/// the fields the server fills in) or the live object beside it, unchanged or updated.
+fn sides(desired: &Desired, live: Option<Value>, after: &Value) -> Change {
+    match live {
+        None => Change {
+            after: Some(normalize(&project_managed(after))),
+            ..Change::bare(desired, Action::Create)
         },
         Some(live) => {
-            let (before, after) = (normalize(&live), normalize(&after));
+            let (before, after) = (normalize(&live), normalize(after));
             let action = if before == after {
                 Action::Unchanged
             } else {
                 Action::Update
             };
             Change {
-                key: desired.key.clone(),
-                component: Some(desired.component.clone()),
-                action,
                 before: Some(before),
                 after: Some(after),
-                note,
-                conflicts,
-                owner: owner.clone(),
-                removed,
+                ..Change::bare(desired, action)
             }
         }
-    };
-    Ok(change)
+    }
 }
 
 /// Drop what is bookkeeping rather than configuration, on either side of a diff.
