@@ -35,45 +35,101 @@ pub(super) async fn carry_out<J: TrainingJob>(
 ) -> Result<Option<Duration>, ReconcileError> {
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     let mut first_error = None;
 
-    // Without its PodGroup (or, with Volcano, before the group is admitted) pods would not be
-    // gang-scheduled: they wait, as upstream's do. Services do not.
-    let mut pods_admitted = true;
-    if ctx.options.gang_scheduler.is_some() {
-        let finished = conditions::is_finished(&plan.status);
-        let creating_pods = !plan.create_pods.is_empty();
-        match pod_group::sync_pod_group(defaulted, ctx, namespace, finished, creating_pods).await {
-            Ok(admitted) => pods_admitted = admitted,
-            Err(e) => {
-                pods_admitted = false;
-                first_error.get_or_insert(e);
-            }
+    let pods_admitted = pod_group_admits(defaulted, ctx, namespace, plan, &mut first_error).await;
+    let companions_written =
+        companions_written(defaulted, ctx, namespace, plan, &mut first_error).await;
+    let creations = creations(ctx, job, plan, pods_admitted, companions_written);
+    create_all(
+        job,
+        defaulted,
+        ctx,
+        &pods,
+        &services,
+        &creations,
+        &mut first_error,
+    )
+    .await;
+    delete_all(job, ctx, job_uid, &pods, &services, plan, &mut first_error).await;
+    if plan.delete_job
+        && let Err(e) = delete_job(job, ctx, namespace, job_uid).await
+    {
+        first_error.get_or_insert(e);
+    }
+    first_error.map_or(Ok(creations.look_again), Err)
+}
+
+/// Without its PodGroup (or, with Volcano, before the group is admitted) pods would not be
+/// gang-scheduled: they wait, as upstream's do. Services do not. Whether the job's pods may be
+/// created; a failure to sync the group goes to `first_error` and holds them back.
+async fn pod_group_admits<J: TrainingJob>(
+    defaulted: &J,
+    ctx: &Context,
+    namespace: &str,
+    plan: &Plan,
+    first_error: &mut Option<ReconcileError>,
+) -> bool {
+    if ctx.options.gang_scheduler.is_none() {
+        return true;
+    }
+    let finished = conditions::is_finished(&plan.status);
+    let creating_pods = !plan.create_pods.is_empty();
+    match pod_group::sync_pod_group(defaulted, ctx, namespace, finished, creating_pods).await {
+        Ok(admitted) => admitted,
+        Err(e) => {
+            first_error.get_or_insert(e);
+            false
         }
     }
-    // The pods use them (MPIJob's launcher runs as its ServiceAccount and mounts the
-    // ConfigMap): without them, no pod is created.
-    let mut companions_written = true;
+}
+
+/// The pods use them (MPIJob's launcher runs as its ServiceAccount and mounts the
+/// ConfigMap): without them, no pod is created. Whether they are written (or need not be,
+/// the job being finished); a failure goes to `first_error`.
+async fn companions_written<J: TrainingJob>(
+    defaulted: &J,
+    ctx: &Context,
+    namespace: &str,
+    plan: &Plan,
+    first_error: &mut Option<ReconcileError>,
+) -> bool {
     if !conditions::is_finished(&plan.status)
         && let Err(e) = companions::sync_companions(defaulted, ctx, namespace).await
     {
-        companions_written = false;
         first_error.get_or_insert(e);
+        return false;
     }
+    true
+}
+
+/// The pods and services this reconcile creates, and when to look again.
+struct Creations {
+    pods: Vec<(ReplicaType, i32)>,
+    services: Vec<(ReplicaType, i32)>,
+    look_again: Option<Duration>,
+}
+
+/// Of the plan's pods and services, those to create now: pods only once the PodGroup admits
+/// them and their companions are written, and neither when created recently and still on
+/// their way to the caches; and when to look again for those that wait.
+fn creations<J: TrainingJob>(
+    ctx: &Context,
+    job: &J,
+    plan: &Plan,
+    pods_admitted: bool,
+    companions_written: bool,
+) -> Creations {
     let waiting_for_pod_group = !pods_admitted && !plan.create_pods.is_empty();
     if waiting_for_pod_group {
         tracing::info!("waiting for the PodGroup to be admitted before creating pods");
     }
-    let (create_pods, pods_expiry) = if pods_admitted && companions_written {
+    let (pods, pods_expiry) = if pods_admitted && companions_written {
         not_on_their_way(ctx, Kind::Pod, job, &plan.create_pods)
     } else {
         (Vec::new(), None)
     };
-    let (create_services, services_expiry) =
+    let (services, services_expiry) =
         not_on_their_way(ctx, Kind::Service, job, &plan.create_services);
     // PodGroups are not watched: poll while the pods wait for one.
     let look_again = [
@@ -84,13 +140,34 @@ pub(super) async fn carry_out<J: TrainingJob>(
     .into_iter()
     .flatten()
     .min();
+    Creations {
+        pods,
+        services,
+        look_again,
+    }
+}
 
-    let service_creates = create_services.iter().map(|&(rtype, index)| {
+/// Create the services and pods, side by side, and record one event per kind of object
+/// created; failures go to `first_error`, services' first.
+async fn create_all<J: TrainingJob>(
+    job: &J,
+    defaulted: &J,
+    ctx: &Context,
+    pods: &Api<Pod>,
+    services: &Api<Service>,
+    creations: &Creations,
+    first_error: &mut Option<ReconcileError>,
+) {
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let service_creates = creations.services.iter().map(|&(rtype, index)| {
         let service = build::service(defaulted, rtype, index);
         create(
             ctx,
             job,
-            &services,
+            services,
             &pp,
             service,
             Kind::Service,
@@ -98,7 +175,40 @@ pub(super) async fn carry_out<J: TrainingJob>(
             index,
         )
     });
-    // Once per replica type whose pods this reconcile creates, not on every reconcile.
+    publish_template_warnings(job, defaulted, ctx, &creations.pods);
+    let pod_creates = creations.pods.iter().map(|&(rtype, index)| {
+        let pod = build::pod(defaulted, rtype, index, &ctx.options);
+        create(ctx, job, pods, &pp, pod, Kind::Pod, rtype, index)
+    });
+    let (service_results, pod_results) =
+        futures::join!(join_all(service_creates), join_all(pod_creates));
+    let created_services = done(service_results, first_error);
+    let created_pods = done(pod_results, first_error);
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulCreateService",
+        "Created service",
+        &created_services,
+    );
+    publish_done(
+        ctx,
+        job,
+        "SuccessfulCreatePod",
+        "Created pod",
+        &created_pods,
+    );
+}
+
+/// What the templates of the pods about to be created do that the cluster may not: a
+/// Warning log line and event each. Once per replica type whose pods this reconcile creates,
+/// not on every reconcile.
+fn publish_template_warnings<J: TrainingJob>(
+    job: &J,
+    defaulted: &J,
+    ctx: &Context,
+    create_pods: &[(ReplicaType, i32)],
+) {
     let mut created_types: Vec<ReplicaType> = create_pods.iter().map(|&(t, _)| t).collect();
     created_types.sort_unstable();
     created_types.dedup();
@@ -119,29 +229,20 @@ pub(super) async fn carry_out<J: TrainingJob>(
             );
         }
     }
-    let pod_creates = create_pods.iter().map(|&(rtype, index)| {
-        let pod = build::pod(defaulted, rtype, index, &ctx.options);
-        create(ctx, job, &pods, &pp, pod, Kind::Pod, rtype, index)
-    });
-    let (service_results, pod_results) =
-        futures::join!(join_all(service_creates), join_all(pod_creates));
-    let created_services = done(service_results, &mut first_error);
-    let created_pods = done(pod_results, &mut first_error);
-    publish_done(
-        ctx,
-        job,
-        "SuccessfulCreateService",
-        "Created service",
-        &created_services,
-    );
-    publish_done(
-        ctx,
-        job,
-        "SuccessfulCreatePod",
-        "Created pod",
-        &created_pods,
-    );
+}
 
+/// Delete the pods and services the plan no longer wants, side by side, and record one event
+/// per kind of object deleted; failures go to `first_error`, pods' first. The pods are
+/// remembered as deleted first, so a failure is never handled twice.
+async fn delete_all<J: TrainingJob>(
+    job: &J,
+    ctx: &Context,
+    job_uid: &str,
+    pods: &Api<Pod>,
+    services: &Api<Service>,
+    plan: &Plan,
+    first_error: &mut Option<ReconcileError>,
+) {
     {
         let mut deleted = lock(&ctx.deleted);
         for uid in plan.delete_pods.iter().filter_map(|d| d.uid.clone()) {
@@ -151,15 +252,15 @@ pub(super) async fn carry_out<J: TrainingJob>(
     let pod_deletes = plan
         .delete_pods
         .iter()
-        .map(|d| delete_pod(ctx, job, &pods, d));
+        .map(|d| delete_pod(ctx, job, pods, d));
     let service_deletes = plan
         .delete_services
         .iter()
-        .map(|name| delete_service(ctx, job, &services, name));
+        .map(|name| delete_service(ctx, job, services, name));
     let (pod_results, service_results) =
         futures::join!(join_all(pod_deletes), join_all(service_deletes));
-    let deleted_pods = done(pod_results, &mut first_error);
-    let deleted_services = done(service_results, &mut first_error);
+    let deleted_pods = done(pod_results, first_error);
+    let deleted_services = done(service_results, first_error);
     publish_done(
         ctx,
         job,
@@ -174,47 +275,54 @@ pub(super) async fn carry_out<J: TrainingJob>(
         "Deleted service",
         &deleted_services,
     );
+}
 
-    if plan.delete_job {
-        let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(job_uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match api.delete(&job.name_any(), &dp).await {
-            Ok(_) => {
-                ctx.metrics.job_deleted(J::FRAMEWORK.name, namespace);
-                tracing::info!("deleted: ttlSecondsAfterFinished passed");
-                ctx.events.publish(
-                    job,
-                    EventType::Normal,
-                    "SuccessfulDeleteJob".into(),
-                    format!("Deleted job: {}", job.name_any()),
-                    "Delete",
-                );
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(source) => {
-                ctx.events.publish(
-                    job,
-                    EventType::Warning,
-                    "FailedDeleteJob".into(),
-                    format!("Error deleting: {}", OneLine(&source)),
-                    "Delete",
-                );
-                first_error.get_or_insert(ReconcileError::DeleteJob {
-                    kind: J::FRAMEWORK.kind,
-                    namespace: namespace.to_owned(),
-                    name: job.name_any(),
-                    source,
-                });
-            }
+/// Delete the job itself, its ttlSecondsAfterFinished having passed: only the job of this
+/// UID, and one already gone is no error.
+async fn delete_job<J: TrainingJob>(
+    job: &J,
+    ctx: &Context,
+    namespace: &str,
+    job_uid: &str,
+) -> Result<(), ReconcileError> {
+    let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(job_uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&job.name_any(), &dp).await {
+        Ok(_) => {
+            ctx.metrics.job_deleted(J::FRAMEWORK.name, namespace);
+            tracing::info!("deleted: ttlSecondsAfterFinished passed");
+            ctx.events.publish(
+                job,
+                EventType::Normal,
+                "SuccessfulDeleteJob".into(),
+                format!("Deleted job: {}", job.name_any()),
+                "Delete",
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(source) => {
+            ctx.events.publish(
+                job,
+                EventType::Warning,
+                "FailedDeleteJob".into(),
+                format!("Error deleting: {}", OneLine(&source)),
+                "Delete",
+            );
+            Err(ReconcileError::DeleteJob {
+                kind: J::FRAMEWORK.kind,
+                namespace: namespace.to_owned(),
+                name: job.name_any(),
+                source,
+            })
         }
     }
-    first_error.map_or(Ok(look_again), Err)
 }
 
 #[allow(clippy::too_many_arguments)]
