@@ -44,38 +44,8 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
     let name = job.name_any();
     if finished {
-        ctx.pod_groups.forget(namespace, &name);
-        return match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => {
-                ctx.events.publish(
-                    job,
-                    EventType::Normal,
-                    "SuccessfulDeletePodGroup".into(),
-                    format!("Deleted PodGroup: {name}"),
-                    "Delete",
-                );
-                ctx.metrics.object("deleted_pod_groups");
-                Ok(true)
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
-            Err(source) => {
-                ctx.events.publish(
-                    job,
-                    EventType::Warning,
-                    "FailedDeletePodGroup".into(),
-                    format!("Error deleting: {source}"),
-                    "Delete",
-                );
-                Err(ReconcileError::Delete {
-                    kind: "PodGroup",
-                    namespace: namespace.to_owned(),
-                    name,
-                    source,
-                })
-            }
-        };
+        return delete_pod_group(job, ctx, &api, namespace, name).await;
     }
-    let phase = |group: &DynamicObject| group.data["status"]["phase"].as_str().map(str::to_owned);
     let wanted = build::pod_group_spec(job, scheduler);
     if !creating_pods && ctx.pod_groups.is_seen(namespace, &name, &wanted) {
         return Ok(true);
@@ -89,30 +59,13 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
             name: name.clone(),
             source,
         })?;
-    if let Some(existing) = &existing {
-        let job_uid = job.uid().unwrap_or_default();
-        let someone_elses = existing
-            .owner_references()
-            .iter()
-            .any(|o| o.controller == Some(true) && o.uid != job_uid);
-        let applied = build::applied_spec_fields(&existing.metadata, FIELD_MANAGER);
-        if someone_elses || !build::pod_group_outdated(&existing.data["spec"], &wanted, &applied) {
-            ctx.pod_groups.seen(namespace, &name, &wanted);
-            return Ok(build::pod_group_admits_pods(
-                scheduler,
-                phase(existing).as_deref(),
-            ));
-        }
+    if let Some(existing) = &existing
+        && stands_as_it_is(job, existing, &wanted)
+    {
+        ctx.pod_groups.seen(namespace, &name, &wanted);
+        return Ok(admits(scheduler, existing));
     }
-    let mut group = DynamicObject::new(&name, &resource)
-        .within(namespace)
-        .data(serde_json::json!({ "spec": wanted }));
-    group.metadata.owner_references = Some(vec![build::owner_reference(job)]);
-    // Forced: the operator is the one writer of these fields; a conflict with an earlier
-    // writer (a person, or a version that created the group with a plain create) is resolved
-    // in the job's favour, as upstream's update does.
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    match api.patch(&name, &params, &Patch::Apply(&group)).await {
+    match apply_pod_group(job, &api, &resource, namespace, &name, &wanted).await {
         Ok(applied) => {
             ctx.pod_groups.seen(namespace, &name, &wanted);
             if existing.is_some() {
@@ -121,41 +74,136 @@ pub(super) async fn sync_pod_group<J: TrainingJob>(
             } else {
                 ctx.metrics.object("created_pod_groups");
             }
-            Ok(build::pod_group_admits_pods(
-                scheduler,
-                phase(&applied).as_deref(),
-            ))
+            Ok(admits(scheduler, &applied))
         }
+        Err(source) => Err(apply_failed(
+            job,
+            ctx,
+            namespace,
+            name,
+            existing.is_some(),
+            source,
+        )),
+    }
+}
+
+/// Write the group the job asks for, by server-side apply, with the job as its controller.
+async fn apply_pod_group<J: TrainingJob>(
+    job: &J,
+    api: &Api<DynamicObject>,
+    resource: &ApiResource,
+    namespace: &str,
+    name: &str,
+    wanted: &serde_json::Value,
+) -> kube::Result<DynamicObject> {
+    let mut group = DynamicObject::new(name, resource)
+        .within(namespace)
+        .data(serde_json::json!({ "spec": wanted }));
+    group.metadata.owner_references = Some(vec![build::owner_reference(job)]);
+    // Forced: the operator is the one writer of these fields; a conflict with an earlier
+    // writer (a person, or a version that created the group with a plain create) is resolved
+    // in the job's favour, as upstream's update does.
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(&group)).await
+}
+
+/// The job finished: delete its PodGroup (one already gone is no error), and forget it.
+async fn delete_pod_group<J: TrainingJob>(
+    job: &J,
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    namespace: &str,
+    name: String,
+) -> Result<bool, ReconcileError> {
+    ctx.pod_groups.forget(namespace, &name);
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => {
+            ctx.events.publish(
+                job,
+                EventType::Normal,
+                "SuccessfulDeletePodGroup".into(),
+                format!("Deleted PodGroup: {name}"),
+                "Delete",
+            );
+            ctx.metrics.object("deleted_pod_groups");
+            Ok(true)
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
         Err(source) => {
-            let updating = existing.is_some();
-            let (reason, verb, action) = if updating {
-                ("FailedUpdatePodGroup", "updating", "Update")
-            } else {
-                ("FailedCreatePodGroup", "creating", "Create")
-            };
             ctx.events.publish(
                 job,
                 EventType::Warning,
-                reason.into(),
-                format!("Error {verb}: {source}"),
-                action,
+                "FailedDeletePodGroup".into(),
+                format!("Error deleting: {source}"),
+                "Delete",
             );
-            let (kind, namespace) = ("PodGroup", namespace.to_owned());
-            Err(if updating {
-                ReconcileError::Update {
-                    kind,
-                    namespace,
-                    name,
-                    source,
-                }
-            } else {
-                ReconcileError::Create {
-                    kind,
-                    namespace,
-                    name,
-                    source,
-                }
+            Err(ReconcileError::Delete {
+                kind: "PodGroup",
+                namespace: namespace.to_owned(),
+                name,
+                source,
             })
+        }
+    }
+}
+
+/// Whether the group as it exists is left as it is: another object controls it, or it says
+/// what the job asks for in the fields the operator applied.
+fn stands_as_it_is<J: TrainingJob>(
+    job: &J,
+    existing: &DynamicObject,
+    wanted: &serde_json::Value,
+) -> bool {
+    let job_uid = job.uid().unwrap_or_default();
+    let someone_elses = existing
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid != job_uid);
+    let applied = build::applied_spec_fields(&existing.metadata, FIELD_MANAGER);
+    someone_elses || !build::pod_group_outdated(&existing.data["spec"], wanted, &applied)
+}
+
+/// Whether `group`, by its `status.phase`, admits the job's pods yet.
+fn admits(scheduler: &str, group: &DynamicObject) -> bool {
+    let phase = group.data["status"]["phase"].as_str();
+    build::pod_group_admits_pods(scheduler, phase)
+}
+
+/// The group could not be created (or updated): a Warning event, and the error to return.
+fn apply_failed<J: TrainingJob>(
+    job: &J,
+    ctx: &Context,
+    namespace: &str,
+    name: String,
+    updating: bool,
+    source: kube::Error,
+) -> ReconcileError {
+    let (reason, verb, action) = if updating {
+        ("FailedUpdatePodGroup", "updating", "Update")
+    } else {
+        ("FailedCreatePodGroup", "creating", "Create")
+    };
+    ctx.events.publish(
+        job,
+        EventType::Warning,
+        reason.into(),
+        format!("Error {verb}: {source}"),
+        action,
+    );
+    let (kind, namespace) = ("PodGroup", namespace.to_owned());
+    if updating {
+        ReconcileError::Update {
+            kind,
+            namespace,
+            name,
+            source,
+        }
+    } else {
+        ReconcileError::Create {
+            kind,
+            namespace,
+            name,
+            source,
         }
     }
 }
