@@ -20,6 +20,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -63,29 +64,8 @@ pub(super) async fn sync_autoscaler<J: TrainingJob>(
     status: &JobStatus,
 ) -> Result<(), ReconcileError> {
     let name = job.name_any();
-    let suspended = job.run_policy().and_then(|r| r.suspend) == Some(true);
-    let wanted = if conditions::is_finished(status) || suspended {
-        None
-    } else {
-        job.autoscaler().and_then(Result::ok)
-    };
-    let desired = wanted.map(|spec| {
-        json!({
-            "apiVersion": "autoscaling/v2",
-            "kind": KIND,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "ownerReferences": [owner(job)],
-            },
-            "spec": spec,
-        })
-    });
-    let hash = desired.as_ref().map(|d| {
-        let mut hasher = DefaultHasher::new();
-        d.to_string().hash(&mut hasher);
-        hasher.finish()
-    });
+    let desired = desired(job, &name, namespace, status);
+    let hash = desired.as_ref().map(digest);
     let seen = ctx.autoscalers.get(namespace, &name);
     // A job never seen that asks for none, of a kind that never has one: nothing to undo.
     if seen == Some(hash) || (seen.is_none() && hash.is_none() && !J::AUTOSCALES) {
@@ -108,22 +88,7 @@ pub(super) async fn sync_autoscaler<J: TrainingJob>(
     if let (Some(owner), Some(_)) = (controller, &desired)
         && owner.uid != job_uid
     {
-        ctx.events.publish(
-            job,
-            EventType::Warning,
-            "ErrResourceExists".into(),
-            format!(
-                "{KIND} {name} exists and is controlled by {} {}",
-                owner.kind, owner.name
-            ),
-            "Create",
-        );
-        return Err(ReconcileError::NotOurs {
-            kind: KIND,
-            namespace: namespace.to_owned(),
-            name,
-            owner: format!("{} {}", owner.kind, owner.name),
-        });
+        return Err(not_ours(job, ctx, namespace, name, owner));
     }
     match &desired {
         Some(object) => {
@@ -134,29 +99,104 @@ pub(super) async fn sync_autoscaler<J: TrainingJob>(
             tracing::info!("applied the {KIND}");
         }
         None if controller.is_some_and(|o| o.uid == job_uid) => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: existing.as_ref().and_then(|e| e.uid()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
-            match api.delete(&name, &params).await {
-                Ok(_) => tracing::info!("deleted the {KIND}: the job asks for none"),
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(ReconcileError::Delete {
-                        kind: KIND,
-                        namespace: namespace.to_owned(),
-                        name,
-                        source,
-                    });
-                }
-            }
+            let uid = existing.as_ref().and_then(|e| e.uid());
+            delete(&api, namespace, &name, uid).await?;
         }
         None => {}
     }
     ctx.autoscalers.set(namespace, &name, hash);
+    Ok(())
+}
+
+/// The autoscaler the job asks for: none once the job is finished or suspended, or when its
+/// policy cannot be honoured.
+fn desired<J: TrainingJob>(
+    job: &J,
+    name: &str,
+    namespace: &str,
+    status: &JobStatus,
+) -> Option<serde_json::Value> {
+    let suspended = job.run_policy().and_then(|r| r.suspend) == Some(true);
+    let wanted = if conditions::is_finished(status) || suspended {
+        None
+    } else {
+        job.autoscaler().and_then(Result::ok)
+    };
+    wanted.map(|spec| {
+        json!({
+            "apiVersion": "autoscaling/v2",
+            "kind": KIND,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "ownerReferences": [owner(job)],
+            },
+            "spec": spec,
+        })
+    })
+}
+
+/// What is remembered of an autoscaler written: a hash of it.
+fn digest(desired: &serde_json::Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    desired.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// An autoscaler of the job's name that another object controls is left alone: a Warning
+/// event, and the error to return.
+fn not_ours<J: TrainingJob>(
+    job: &J,
+    ctx: &Context,
+    namespace: &str,
+    name: String,
+    owner: &OwnerReference,
+) -> ReconcileError {
+    ctx.events.publish(
+        job,
+        EventType::Warning,
+        "ErrResourceExists".into(),
+        format!(
+            "{KIND} {name} exists and is controlled by {} {}",
+            owner.kind, owner.name
+        ),
+        "Create",
+    );
+    ReconcileError::NotOurs {
+        kind: KIND,
+        namespace: namespace.to_owned(),
+        name,
+        owner: format!("{} {}", owner.kind, owner.name),
+    }
+}
+
+/// The job asks for no autoscaler: delete the one it controls (that one, by its UID); one
+/// already gone is no error.
+async fn delete(
+    api: &Api<HorizontalPodAutoscaler>,
+    namespace: &str,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), ReconcileError> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => tracing::info!("deleted the {KIND}: the job asks for none"),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(source) => {
+            return Err(ReconcileError::Delete {
+                kind: KIND,
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                source,
+            });
+        }
+    }
     Ok(())
 }
 
