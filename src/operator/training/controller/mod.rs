@@ -55,8 +55,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedReceiver;
 use futures::future::{BoxFuture, join_all};
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{FutureExt, Stream, StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::controller::{Config as ControllerConfig, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -304,58 +305,9 @@ async fn run_one<J: TrainingJob>(
     queue: Arc<WorkQueue>,
     stop: Stop,
 ) -> Ended {
-    let (trigger, children_changed) = futures::channel::mpsc::unbounded();
-    let route_queue = queue.clone();
-    children.route(
-        J::FRAMEWORK.kind,
-        Box::new(move |namespace, name| {
-            route_queue.add(Some(namespace.to_owned()), name.to_owned());
-            // Closed only once the controller has stopped.
-            let _ = trigger.unbounded_send(ObjectRef::<StoredJob<J>>::new(name).within(namespace));
-        }),
-    );
-    // Cached compactly, and read into `J` for each reconcile (see `stored_job`).
-    let jobs: Api<StoredJob<J>> = match &settings.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let (job_store, job_writer) = reflector::store();
-    let job_stream = {
-        let queue = queue.clone();
-        watcher(jobs, watcher::Config::default())
-            .default_backoff()
-            // Neither is read, and a `kubectl apply`'d job's last-applied annotation is as big
-            // as the job again; a status write replaces the status alone.
-            .modify(|j: &mut StoredJob<J>| {
-                j.managed_fields_mut().clear();
-                j.meta_mut().annotations = None;
-            })
-            .reflect(job_writer)
-            .touched_objects()
-            .inspect_ok(move |j: &StoredJob<J>| queue.add(j.namespace(), j.name_any()))
-    };
-
-    let events = Events::start(
-        client.clone(),
-        J::FRAMEWORK.controller_name,
-        std::env::var("HOSTNAME").ok(),
-        metrics.clone(),
-    );
-    let context = Arc::new(Context {
-        client: client.clone(),
-        pods: children.pods.clone(),
-        services: children.services.clone(),
-        events,
-        metrics,
-        options: settings.options,
-        deleted: Mutex::new(HashMap::new()),
-        expectations: children.expectations.clone(),
-        queue: queue.clone(),
-        written: status::Written::default(),
-        pod_groups: pod_group::SeenPodGroups::default(),
-        autoscalers: autoscaler::SeenAutoscalers::default(),
-        companions: companions::SeenCompanions::watching(children.companions.clone()),
-    });
+    let children_changed = route_children::<J>(&children, &queue);
+    let (job_store, job_stream) = watch_jobs::<J>(&client, settings.namespace.as_deref(), &queue);
+    let context = new_context::<J>(&client, settings.options, metrics, &children, &queue);
 
     let for_gone_jobs = context.clone();
     let crd_deleted = Arc::new(installed::CrdDeleted::default());
@@ -390,6 +342,90 @@ async fn run_one<J: TrainingJob>(
     } else {
         Ended::Stopped
     }
+}
+
+/// A change of a child of one of `J`'s jobs queues the job and triggers its reconcile: the
+/// stream of those jobs, for the controller.
+fn route_children<J: TrainingJob>(
+    children: &Children,
+    queue: &Arc<WorkQueue>,
+) -> UnboundedReceiver<ObjectRef<StoredJob<J>>> {
+    let (trigger, children_changed) = futures::channel::mpsc::unbounded();
+    let route_queue = queue.clone();
+    children.route(
+        J::FRAMEWORK.kind,
+        Box::new(move |namespace, name| {
+            route_queue.add(Some(namespace.to_owned()), name.to_owned());
+            // Closed only once the controller has stopped.
+            let _ = trigger.unbounded_send(ObjectRef::<StoredJob<J>>::new(name).within(namespace));
+        }),
+    );
+    children_changed
+}
+
+/// The watch of `J`'s jobs (in `namespace`, else in all): their cache, and the stream of the
+/// jobs it touches, each queued as it comes.
+fn watch_jobs<J: TrainingJob>(
+    client: &Client,
+    namespace: Option<&str>,
+    queue: &Arc<WorkQueue>,
+) -> (
+    reflector::Store<StoredJob<J>>,
+    impl Stream<Item = Result<StoredJob<J>, watcher::Error>> + Send + 'static,
+) {
+    // Cached compactly, and read into `J` for each reconcile (see `stored_job`).
+    let jobs: Api<StoredJob<J>> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (job_store, job_writer) = reflector::store();
+    let job_stream = {
+        let queue = queue.clone();
+        watcher(jobs, watcher::Config::default())
+            .default_backoff()
+            // Neither is read, and a `kubectl apply`'d job's last-applied annotation is as big
+            // as the job again; a status write replaces the status alone.
+            .modify(|j: &mut StoredJob<J>| {
+                j.managed_fields_mut().clear();
+                j.meta_mut().annotations = None;
+            })
+            .reflect(job_writer)
+            .touched_objects()
+            .inspect_ok(move |j: &StoredJob<J>| queue.add(j.namespace(), j.name_any()))
+    };
+    (job_store, job_stream)
+}
+
+/// What `J`'s reconciles share: the client, the shared caches of children, and `J`'s own
+/// event recorder, queue and memory of what it wrote.
+fn new_context<J: TrainingJob>(
+    client: &Client,
+    options: build::Options,
+    metrics: Arc<Metrics>,
+    children: &Children,
+    queue: &Arc<WorkQueue>,
+) -> Arc<Context> {
+    let events = Events::start(
+        client.clone(),
+        J::FRAMEWORK.controller_name,
+        std::env::var("HOSTNAME").ok(),
+        metrics.clone(),
+    );
+    Arc::new(Context {
+        client: client.clone(),
+        pods: children.pods.clone(),
+        services: children.services.clone(),
+        events,
+        metrics,
+        options,
+        deleted: Mutex::new(HashMap::new()),
+        expectations: children.expectations.clone(),
+        queue: queue.clone(),
+        written: status::Written::default(),
+        pod_groups: pod_group::SeenPodGroups::default(),
+        autoscalers: autoscaler::SeenAutoscalers::default(),
+        companions: companions::SeenCompanions::watching(children.companions.clone()),
+    })
 }
 
 /// Close the books on one outcome of the controller; a failed watch of the jobs is returned,
