@@ -19,6 +19,7 @@ use crate::operator::training::engine::adopt;
 use crate::operator::training::engine::defaults;
 use crate::operator::training::engine::observe::Observed;
 use crate::operator::training::engine::plan;
+use crate::operator::training::framework::Event;
 use crate::operator::training::framework::TrainingJob;
 
 /// How long a reconcile that found the job's cache behind the operator's own status write
@@ -228,20 +229,8 @@ async fn reconcile_job<J: TrainingJob>(
     namespace: &str,
 ) -> Result<Action, ReconcileError> {
     tracing::debug!("reconciling");
-    if job.meta().deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
-    }
-    if let Some(manager) = job.run_policy().and_then(|r| r.managed_by.as_deref())
-        && manager != MANAGED_BY_US
-    {
-        tracing::debug!(managed_by = manager, "left to another controller");
-        return Ok(Action::await_change());
-    }
-    if ctx.written.is_stale(job, namespace) {
-        tracing::debug!("the cache has not shown the last status write yet");
-        // The write's watch event normally comes first; the requeue is a backstop, so a
-        // job is never left waiting for an event that does not come.
-        return Ok(Action::requeue(STALE_CACHE_BACKSTOP));
+    if let Some(action) = left_alone(job, ctx, namespace) {
+        return Ok(action);
     }
     // Children created before the caches synced would be invisible; wait for them.
     let _ = ctx.pods.wait_until_ready().await;
@@ -276,7 +265,41 @@ async fn reconcile_job<J: TrainingJob>(
 
     let result = carry_out::carry_out(job, &defaulted, ctx, namespace, &uid, &plan).await;
     let autoscaled = autoscaler::sync_autoscaler(&defaulted, ctx, namespace, &plan.status).await;
-    for e in &plan.events {
+    publish_events(job, ctx, &plan.events);
+    let look_again = result?;
+    autoscaled?;
+    // Children that could not be claimed are claimed on the retry.
+    if let Some(error) = claim_error {
+        return Err(error);
+    }
+    Ok(next_reconcile(plan.requeue_after, look_again))
+}
+
+/// What to do instead of reconciling a job that is not this reconcile's to change: one being
+/// deleted, one another controller manages, or one whose cache has not shown the operator's
+/// last status write yet.
+fn left_alone<J: TrainingJob>(job: &J, ctx: &Context, namespace: &str) -> Option<Action> {
+    if job.meta().deletion_timestamp.is_some() {
+        return Some(Action::await_change());
+    }
+    if let Some(manager) = job.run_policy().and_then(|r| r.managed_by.as_deref())
+        && manager != MANAGED_BY_US
+    {
+        tracing::debug!(managed_by = manager, "left to another controller");
+        return Some(Action::await_change());
+    }
+    if ctx.written.is_stale(job, namespace) {
+        tracing::debug!("the cache has not shown the last status write yet");
+        // The write's watch event normally comes first; the requeue is a backstop, so a
+        // job is never left waiting for an event that does not come.
+        return Some(Action::requeue(STALE_CACHE_BACKSTOP));
+    }
+    None
+}
+
+/// Record the events the plan made, whether or not carrying it out failed.
+fn publish_events<J: TrainingJob>(job: &J, ctx: &Context, events: &[Event]) {
+    for e in events {
         let kind = if e.warning {
             EventType::Warning
         } else {
@@ -291,19 +314,17 @@ async fn reconcile_job<J: TrainingJob>(
             None => ctx.events.publish(job, kind, reason, note, "Reconcile"),
         }
     }
-    let look_again = result?;
-    autoscaled?;
-    // Children that could not be claimed are claimed on the retry.
-    if let Some(error) = claim_error {
-        return Err(error);
-    }
+}
 
-    let requeue_after = match (plan.requeue_after, look_again) {
+/// When to reconcile the job again: the sooner of when the plan asks (a deadline, a TTL) and
+/// when carrying it out asks; else on its next change.
+fn next_reconcile(requeue_after: Option<Duration>, look_again: Option<Duration>) -> Action {
+    let requeue_after = match (requeue_after, look_again) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    Ok(match requeue_after {
+    match requeue_after {
         Some(after) => Action::requeue(after.max(Duration::from_millis(100))),
         None => Action::await_change(),
-    })
+    }
 }
