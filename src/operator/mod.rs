@@ -250,6 +250,45 @@ fn lease_namespace(settings: &Settings) -> String {
 /// Serve metrics and probes, take the lease if asked, and run the controller.
 pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     // Bad flags are reported before anything touches the network.
+    check_flags(&settings)?;
+    let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
+        .map_err(|source| OperatorError::Signals { source })?;
+    let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let health = Arc::new(http::Health::default());
+    serve_http(&settings, &metrics, &health).await?;
+
+    let controller_settings = controller_settings(&settings);
+    tracing::info!(
+        namespace = settings.namespace.as_deref().unwrap_or("(all)"),
+        concurrency = settings.concurrency,
+        leader_elect = settings.leader_elect,
+        frameworks = %settings
+            .frameworks
+            .iter()
+            .map(|r| r.framework.name)
+            .collect::<Vec<_>>()
+            .join(","),
+        "starting the training-job operator"
+    );
+
+    if !settings.leader_elect {
+        run_without_election(client, controller_settings, metrics, health, shutdown).await;
+        return Ok(());
+    }
+    run_when_elected(
+        &settings,
+        client,
+        controller_settings,
+        metrics,
+        health,
+        shutdown,
+    )
+    .await
+}
+
+/// The flags that can be wrong without the network: the listen addresses and the images.
+fn check_flags(settings: &Settings) -> Result<(), OperatorError> {
     http::parse_addr(&settings.metrics_addr).map_err(|source| OperatorError::Serve {
         what: "metrics",
         source,
@@ -268,12 +307,15 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             image: settings.mpi_kubectl_delivery_image.clone(),
         });
     }
-    let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
-        .map_err(|source| OperatorError::Signals { source })?;
-    let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
-    let metrics = Arc::new(metrics::Metrics::default());
-    let health = Arc::new(http::Health::default());
+    Ok(())
+}
 
+/// Serve `/metrics` and the health probes in the background, once both addresses listen.
+async fn serve_http(
+    settings: &Settings,
+    metrics: &Arc<metrics::Metrics>,
+    health: &Arc<http::Health>,
+) -> Result<(), OperatorError> {
     let metrics_listener =
         http::bind(&settings.metrics_addr)
             .await
@@ -296,8 +338,12 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
         health_listener,
         http::Endpoints::Health(health.clone()),
     ));
+    Ok(())
+}
 
-    let controller_settings = controller::Settings {
+/// What the controllers run with, from the operator's flags (and `CUSTOM_CLUSTER_DOMAIN`).
+fn controller_settings(settings: &Settings) -> controller::Settings {
+    controller::Settings {
         namespace: settings.namespace.clone(),
         concurrency: settings.concurrency,
         options: engine::build::Options {
@@ -309,35 +355,41 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             mpi_kubectl_delivery_image: Some(settings.mpi_kubectl_delivery_image.clone()),
         },
         frameworks: settings.frameworks.clone(),
-    };
-    tracing::info!(
-        namespace = settings.namespace.as_deref().unwrap_or("(all)"),
-        concurrency = settings.concurrency,
-        leader_elect = settings.leader_elect,
-        frameworks = %settings
-            .frameworks
-            .iter()
-            .map(|r| r.framework.name)
-            .collect::<Vec<_>>()
-            .join(","),
-        "starting the training-job operator"
-    );
-
-    if !settings.leader_elect {
-        metrics.set_leader(true);
-        controller::run(
-            client,
-            controller_settings,
-            metrics,
-            health,
-            shutdown.requested(),
-        )
-        .await;
-        return Ok(());
     }
+}
+
+/// Without leader election this replica leads: run the controllers until asked to stop.
+async fn run_without_election(
+    client: Client,
+    controller_settings: controller::Settings,
+    metrics: Arc<metrics::Metrics>,
+    health: Arc<http::Health>,
+    shutdown: shutdown::Shutdown,
+) {
+    metrics.set_leader(true);
+    controller::run(
+        client,
+        controller_settings,
+        metrics,
+        health,
+        shutdown.requested(),
+    )
+    .await;
+}
+
+/// With leader election: wait as a ready standby until this replica holds the lease, then run
+/// the controllers until asked to stop (and hand the lease over) or until the lease is lost.
+async fn run_when_elected(
+    settings: &Settings,
+    client: Client,
+    controller_settings: controller::Settings,
+    metrics: Arc<metrics::Metrics>,
+    health: Arc<http::Health>,
+    shutdown: shutdown::Shutdown,
+) -> Result<(), OperatorError> {
     // A standby replica is healthy and ready: it is waiting to take over.
     health.ready.store(true, Ordering::Relaxed);
-    let lease = leader::LeaseConfig::new(lease_namespace(&settings));
+    let lease = leader::LeaseConfig::new(lease_namespace(settings));
     tokio::select! {
         () = leader::acquire(client.clone(), &lease) => {}
         () = shutdown.clone().requested() => return Ok(()),
