@@ -114,6 +114,19 @@ impl Metrics {
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        self.render_jobs(&mut out);
+        self.render_objects(&mut out);
+        self.render_errors(&mut out);
+        self.render_reconcile_duration(&mut out);
+        self.render_gauges(&mut out);
+        render_build_info(&mut out);
+        process::render(&mut out);
+        out
+    }
+
+    /// `training_operator_jobs_*_total`, upstream's: one counter per transition, by namespace
+    /// and framework.
+    fn render_jobs(&self, out: &mut String) {
         let jobs = lock(&self.jobs);
         for name in ["created", "deleted", "successful", "failed", "restarted"] {
             let metric = format!("training_operator_jobs_{name}_total");
@@ -132,7 +145,10 @@ impl Metrics {
                 );
             }
         }
-        drop(jobs);
+    }
+
+    /// One counter per object operation seen (`created_pods_total`, ...).
+    fn render_objects(&self, out: &mut String) {
         let objects = lock(&self.objects);
         for (operation, value) in objects.iter() {
             let metric = format!("{operation}_total");
@@ -140,7 +156,10 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {metric} counter");
             let _ = writeln!(out, "{metric} {value}");
         }
-        drop(objects);
+    }
+
+    /// `mlkube_operator_reconcile_errors_total`, by the operation that failed.
+    fn render_errors(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP mlkube_operator_reconcile_errors_total Failed reconciles, by the operation that failed."
@@ -152,6 +171,10 @@ impl Metrics {
                 "mlkube_operator_reconcile_errors_total{{operation=\"{operation}\"}} {value}"
             );
         }
+    }
+
+    /// The reconcile-duration histogram.
+    fn render_reconcile_duration(&self, out: &mut String) {
         let h = lock(&self.reconcile);
         let metric = "mlkube_operator_reconcile_duration_seconds";
         let _ = writeln!(out, "# HELP {metric} Time one reconcile of one job took.");
@@ -162,7 +185,10 @@ impl Metrics {
         let _ = writeln!(out, "{metric}_bucket{{le=\"+Inf\"}} {}", h.count);
         let _ = writeln!(out, "{metric}_sum {}", h.sum);
         let _ = writeln!(out, "{metric}_count {}", h.count);
-        drop(h);
+    }
+
+    /// The gauges: work-queue depth, reconciles in flight, and whether this replica leads.
+    fn render_gauges(&self, out: &mut String) {
         for (metric, help, value) in [
             (
                 "mlkube_operator_workqueue_depth",
@@ -189,9 +215,6 @@ impl Metrics {
             "mlkube_operator_is_leader {}",
             self.leader.load(Ordering::Relaxed)
         );
-        render_build_info(&mut out);
-        process::render(&mut out);
-        out
     }
 }
 
