@@ -31,7 +31,7 @@
 //!
 //! # Errors
 //! A watch of a framework's jobs answered 404 asks discovery whether their CRD is gone; if it
-//! is, that framework's controller stops and waits for the CRD as at start (see `installed`).
+//! is, that framework's controller stops and waits for the CRD as at start (see `runtime::installed`).
 //! Every failed API call is logged with the job, recorded as an event where the user can see it
 //! (except adoption and release, which upstream does silently too), counted in
 //! `mlkube_operator_reconcile_errors_total{operation}`, and retried by `error_policy` after a
@@ -210,7 +210,7 @@ pub type RunFramework =
 /// Run the controller until `stop` resolves and the reconciles in flight have finished.
 ///
 /// `health` turns ready once the pod and service caches have synced, and says which
-/// frameworks wait for their CRD (see `installed`).
+/// frameworks wait for their CRD (see `runtime::installed`).
 pub async fn run(
     client: Client,
     settings: Settings,
@@ -247,7 +247,7 @@ pub async fn run(
 }
 
 /// Run the controller of one framework's jobs, as [`run`] does: once its CRD is installed,
-/// and again each time its CRD comes back after it was deleted (see `installed`).
+/// and again each time its CRD comes back after it was deleted (see `runtime::installed`).
 pub fn run_framework<J: TrainingJob>(
     client: Client,
     settings: Settings,
