@@ -6,7 +6,7 @@
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::training::crd`.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, JSON, JSONSchemaProps,
     JSONSchemaPropsOrBool,
 };
 use kube::CustomResourceExt;
@@ -38,6 +38,7 @@ pub fn definition_of<J: TrainingJob + CustomResourceExt>() -> CustomResourceDefi
             continue;
         };
         *schema = with_whole_sentences(schema);
+        default_run_policy(schema);
         add_rule(
             schema,
             "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",
@@ -155,6 +156,27 @@ fn printer_columns(framework: &Framework) -> Vec<CustomResourceColumnDefinition>
         columns.push(column(name, "integer", path));
     }
     columns
+}
+
+/// The defaults of `spec.runPolicy`: `suspend` is false, as in upstream's CRDs, and a job
+/// written without a run policy gets one (`{suspend: false}`), so that Kubeflow's Python SDK,
+/// whose models require `runPolicy`, reads every job. The default means what the absent field
+/// meant, and the API server applies it on reading too, so jobs stored before read the same.
+fn default_run_policy(root: &mut JSONSchemaProps) {
+    let run_policy = root
+        .properties
+        .as_mut()
+        .and_then(|p| p.get_mut("spec"))
+        .and_then(|spec| spec.properties.as_mut())
+        .and_then(|p| p.get_mut("runPolicy"))
+        .expect("every job's spec has a runPolicy");
+    run_policy.default = Some(JSON(serde_json::json!({})));
+    let suspend = run_policy
+        .properties
+        .as_mut()
+        .and_then(|p| p.get_mut("suspend"))
+        .expect("a runPolicy has suspend");
+    suspend.default = Some(JSON(serde_json::json!(false)));
 }
 
 fn add_rule(schema: &mut JSONSchemaProps, rule: &str, message: &str) {
@@ -305,6 +327,22 @@ mod tests {
             ),
             "Policies that apply to the job, all of it.\n\nMore:\n- one\n- two"
         );
+    }
+
+    #[test]
+    fn every_crd_defaults_a_run_policy_that_is_not_suspended() {
+        for registered in &registry::ALL {
+            let crd = serde_json::to_value((registered.crd)()).unwrap();
+            let run_policy = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                ["spec"]["properties"]["runPolicy"];
+            let kind = registered.framework.kind;
+            assert_eq!(run_policy["default"], serde_json::json!({}), "{kind}");
+            assert_eq!(
+                run_policy["properties"]["suspend"]["default"],
+                serde_json::json!(false),
+                "{kind}"
+            );
+        }
     }
 
     #[test]
