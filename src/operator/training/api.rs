@@ -155,6 +155,8 @@ pub struct JobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<Time>,
 
+    /// When the job was last reconciled. Not written: training-operator writes it only while a
+    /// gang scheduler holds the job back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reconcile_time: Option<Time>,
 }
@@ -188,10 +190,12 @@ pub struct ReplicaStatus {
     pub succeeded: i32,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed: i32,
-    /// Deprecated upstream in favour of `selector`; kept for clients that read it.
+    /// This type's pods' label selector. Not written: training-operator deprecated it in favour
+    /// of `selector`, and writes it neither.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-    /// The label selector of this type's pods, as a string.
+    /// The label selector of this type's pods, as a string; written for the kinds that scale by
+    /// it (PyTorchJob, PaddleJob, JAXJob), as upstream writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
     /// The indexes whose pod succeeded. They are never run again, even after their pod is gone.

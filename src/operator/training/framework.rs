@@ -81,6 +81,9 @@ pub struct Framework {
     /// The replica types whose counts `kubectl get` shows, after State and Age, with their
     /// column names: TFJob's `Workers` and `PS`.
     pub replica_columns: &'static [(&'static str, ReplicaType)],
+    /// Whether each replica type's status carries its pods' label `selector`, as upstream
+    /// writes it for the kinds whose CRD scales by it (PyTorchJob, PaddleJob, JAXJob) only.
+    pub status_selector: bool,
 }
 
 impl Framework {

@@ -258,7 +258,7 @@ async fn reconcile_job<J: TrainingJob>(
         &now,
     );
 
-    status::write(job, ctx, namespace, &plan.status, &now).await?;
+    status::write(job, ctx, namespace, &plan.status).await?;
     for transition in &plan.transitions {
         ctx.metrics.job(*transition, J::FRAMEWORK.name, namespace);
     }

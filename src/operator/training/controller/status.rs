@@ -21,7 +21,6 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 
@@ -69,7 +68,6 @@ pub(super) async fn write<J: TrainingJob>(
     ctx: &Context,
     namespace: &str,
     status: &JobStatus,
-    now: &Time,
 ) -> Result<(), ReconcileError> {
     let old = job.status().cloned().unwrap_or_default();
     if *status == old {
@@ -77,9 +75,7 @@ pub(super) async fn write<J: TrainingJob>(
     }
     let name = job.name_any();
     let mut updated = job.clone();
-    let mut written = status.clone();
-    written.last_reconcile_time = Some(now.clone());
-    *updated.status_mut() = Some(written);
+    *updated.status_mut() = Some(status.clone());
     let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),

@@ -51,7 +51,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::autoscaling;
@@ -302,7 +302,8 @@ fn tally_replica<'a, J: TrainingJob>(
     status
 }
 
-/// A replica type's status before its pods are counted: its selectors, and the restarts so far.
+/// A replica type's status before its pods are counted: its selector where upstream writes
+/// one, and the restarts so far.
 fn fresh_status<J: TrainingJob>(
     job: &Job<'_, J>,
     rtype: ReplicaType,
@@ -310,11 +311,9 @@ fn fresh_status<J: TrainingJob>(
 ) -> ReplicaStatus {
     ReplicaStatus {
         restarts,
-        selector: Some(build::selector(J::FRAMEWORK, &job.name, rtype)),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(build::type_labels(J::FRAMEWORK, &job.name, rtype)),
-            match_expressions: None,
-        }),
+        selector: J::FRAMEWORK
+            .status_selector
+            .then(|| build::selector(J::FRAMEWORK, &job.name, rtype)),
         ..ReplicaStatus::default()
     }
 }
@@ -870,6 +869,15 @@ mod tests {
         assert_eq!(last(&plan), ("Running", "True"));
         assert_eq!(plan.status.replica_statuses["Worker"].active, 2);
         assert_eq!(plan.status.replica_statuses["PS"].active, 1);
+    }
+
+    #[test]
+    fn a_tfjobs_replica_status_has_no_selector_as_upstreams() {
+        let job = job("j").replica("Worker", 1).build();
+        let plan = run(&job, &[pod(&job, W, 0).running().build()], 1);
+        let worker = &plan.status.replica_statuses["Worker"];
+        assert_eq!((worker.active, worker.selector.as_deref()), (1, None));
+        assert_eq!(worker.label_selector, None);
     }
 
     #[test]

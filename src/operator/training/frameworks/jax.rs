@@ -34,6 +34,7 @@ pub static JAX: Framework = Framework {
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
     replica_columns: &[],
+    status_selector: true,
 };
 
 /// A distributed JAX job: `replicas` Worker processes, worker 0 coordinating.

@@ -77,6 +77,7 @@ pub static MPI: Framework = Framework {
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: false,
     replica_columns: &[],
+    status_selector: false,
 };
 
 /// A distributed MPI job: a Launcher that runs `mpirun` and Workers it runs its processes on.

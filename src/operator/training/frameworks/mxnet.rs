@@ -52,6 +52,7 @@ pub static MXNET: Framework = Framework {
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
     replica_columns: &[],
+    status_selector: false,
 };
 
 /// An MXNet job: parameter-server training or auto-tuning, by `jobMode`.

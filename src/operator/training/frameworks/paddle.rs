@@ -42,6 +42,7 @@ pub static PADDLE: Framework = Framework {
     default_restart_policy: RestartPolicy::OnFailure,
     environment_in_every_container: true,
     replica_columns: &[],
+    status_selector: true,
 };
 
 /// A distributed PaddlePaddle job: Workers, optionally with a Master.

@@ -67,6 +67,7 @@ pub static PYTORCH: Framework = Framework {
     default_restart_policy: RestartPolicy::OnFailure,
     environment_in_every_container: true,
     replica_columns: &[],
+    status_selector: true,
 };
 
 /// A PyTorch training job: a Master and Workers, or Workers alone (elastic), each run as

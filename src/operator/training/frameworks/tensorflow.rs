@@ -48,6 +48,7 @@ pub static TENSORFLOW: Framework = Framework {
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: false,
     replica_columns: &[("Workers", WORKER), ("PS", PS)],
+    status_selector: false,
 };
 
 /// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as

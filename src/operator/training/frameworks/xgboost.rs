@@ -36,6 +36,7 @@ pub static XGBOOST: Framework = Framework {
     default_restart_policy: RestartPolicy::Never,
     environment_in_every_container: true,
     replica_columns: &[],
+    status_selector: false,
 };
 
 /// A distributed XGBoost training job: one Master (the tracker, rank 0) and Workers.
