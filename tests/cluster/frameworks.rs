@@ -151,7 +151,7 @@ async fn a_failed_pytorch_worker_is_restarted_by_its_default_on_failure_policy()
     .await;
     let (message, reporter) = restarting;
     assert!(
-        message.starts_with("job flaky is restarting because Worker replica(s) failed."),
+        message.starts_with("PyTorchJob flaky is restarting because 1 Worker replica(s) failed."),
         "{message}"
     );
     assert_eq!(reporter.as_deref(), Some("pytorchjob-controller"));

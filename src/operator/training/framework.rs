@@ -293,6 +293,11 @@ pub enum Outcome {
         replicas: usize,
         rtype: ReplicaType,
     },
+    /// `replicas` pods of `rtype` failed, and are run again.
+    Restarting {
+        replicas: usize,
+        rtype: ReplicaType,
+    },
 }
 
 /// Where a job's pods run, for addressing each other.

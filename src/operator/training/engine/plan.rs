@@ -47,7 +47,7 @@
 //! marks as being deleted (`deletionTimestamp`) the pods it has deleted but may still see in a
 //! stale cache, so a failure is never handled twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -98,7 +98,8 @@ impl Plan {
 struct Tally<'a> {
     /// Per replica type, its restart policy and the indexes that failed for good, with why.
     permanent_failures: Vec<(ReplicaType, RestartPolicy, Vec<String>)>,
-    /// Failed pods to delete and run again, with why.
+    /// Failed pods to delete and run again, with why, as a condition message says it:
+    /// `worker 1: exit code 1 of container tensorflow`.
     restarts_wanted: Vec<(ReplicaType, &'a Pod, String)>,
     /// Restarts so far, by the operator and by the kubelet.
     restart_total: i32,
@@ -331,8 +332,9 @@ fn tally_failed<'a, J: TrainingJob>(
     let why = failure_reason(pod, J::FRAMEWORK.container);
     plan.events.push(failure_event(job, pod, &why));
     if retries(policy, pod, J::FRAMEWORK.container) {
-        tally.restart_reasons.push(replica_why(rtype, index, &why));
-        tally.restarts_wanted.push((rtype, pod, why));
+        let part = replica_why(rtype, index, &why);
+        tally.restart_reasons.push(part.clone());
+        tally.restarts_wanted.push((rtype, pod, part));
         None
     } else {
         Some(replica_why(rtype, index, &why))
@@ -608,35 +610,40 @@ fn past_deadline<J: TrainingJob>(
     None
 }
 
-/// Delete the failed pods that run again, count the restarts, and mark the job Restarting.
+/// Delete the failed pods that run again, count the restarts, and mark the job Restarting in
+/// the words of upstream's controller of the job's kind, then why, replica by replica.
 fn restart<J: TrainingJob>(
     job: &Job<'_, J>,
     restarts_wanted: &[(ReplicaType, &Pod, String)],
     now: &Time,
     plan: &mut Plan,
 ) {
-    let mut counts: BTreeMap<ReplicaType, i32> = BTreeMap::new();
     for (rtype, pod, _) in restarts_wanted {
         plan.delete_pods.push(Deletion::of(pod));
-        *counts.entry(*rtype).or_default() += 1;
         if let Some(status) = plan.status.replica_statuses.get_mut(rtype.key()) {
             status.restarts += 1;
             status.failed += 1;
         }
         plan.transitions.push(Transition::Restarted);
     }
-    let Some((rtype, count)) = counts.into_iter().next() else {
+    let Some(rtype) = restarts_wanted.iter().map(|(rtype, _, _)| *rtype).min() else {
         return;
     };
-    let reasons: Vec<_> = restarts_wanted
+    // Upstream counts every failed pod of the type, those failed for good that it tolerates too.
+    let failed = plan
+        .status
+        .replica_statuses
+        .get(rtype.key())
+        .map_or(0, |s| s.failed);
+    let upstream = job.job.message(Outcome::Restarting {
+        replicas: usize::try_from(failed).unwrap_or_default(),
+        rtype,
+    });
+    let reasons: Vec<String> = restarts_wanted
         .iter()
-        .map(|(t, p, why)| format!("{} {}: {why}", t.lower(), p.name_any()))
+        .map(|(_, _, why)| why.clone())
         .collect();
-    let message = format!(
-        "job {} is restarting because {rtype} replica(s) failed. {count} restarted: {}",
-        job.name,
-        reasons.join("; ")
-    );
+    let message = explained(upstream, &reasons);
     let reason = job.reason("Restarting");
     cond::set(
         &mut plan.status,
@@ -1517,7 +1524,7 @@ mod tests {
         ];
         assert_eq!(
             message(&run(&restarting, &pods, 1)),
-            "job j is restarting because Worker replica(s) failed. 1 restarted: worker j-worker-1: OOMKilled: exit code 137 of container tensorflow"
+            "job j is restarting because Worker replica(s) failed. worker 1: OOMKilled: exit code 137 of container tensorflow"
         );
         let exit_code = job_with_restarts(RestartPolicy::ExitCode);
         let pods = [

@@ -93,6 +93,9 @@ impl TrainingJob for JAXJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("JAXJob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!("JAXJob {name} is restarting because {replicas} {rtype} replica(s) failed.")
+            }
         }
     }
 
@@ -192,6 +195,14 @@ mod tests {
         assert_eq!(
             job.message(failed),
             "JAXJob jaxjob-simple is failed because 1 Worker replica(s) failed."
+        );
+        let restarting = Outcome::Restarting {
+            replicas: 1,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(restarting),
+            "JAXJob jaxjob-simple is restarting because 1 Worker replica(s) failed."
         );
     }
 }

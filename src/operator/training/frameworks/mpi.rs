@@ -202,6 +202,9 @@ impl TrainingJob for MPIJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("MPIJob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!("MPIJob {name} is restarting because {replicas} {rtype} replica(s) failed.")
+            }
         }
     }
 

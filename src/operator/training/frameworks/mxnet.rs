@@ -129,6 +129,9 @@ impl TrainingJob for MXJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("mxjob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!("mxjob {name} is restarting because {replicas} {rtype} replica(s) failed.")
+            }
         }
     }
 
@@ -288,6 +291,14 @@ mod tests {
         assert_eq!(
             job.message(failed),
             "mxjob mxnet-job is failed because 1 Worker replica(s) failed."
+        );
+        let restarting = Outcome::Restarting {
+            replicas: 1,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(restarting),
+            "mxjob mxnet-job is restarting because 1 Worker replica(s) failed."
         );
     }
 }

@@ -148,6 +148,11 @@ impl TrainingJob for PaddleJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("PaddleJob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!(
+                    "PaddleJob {name} is restarting because {replicas} {rtype} replica(s) failed."
+                )
+            }
         }
     }
 

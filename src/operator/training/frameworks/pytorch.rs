@@ -276,6 +276,11 @@ impl TrainingJob for PyTorchJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("PyTorchJob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!(
+                    "PyTorchJob {name} is restarting because {replicas} {rtype} replica(s) failed."
+                )
+            }
         }
     }
 

@@ -166,6 +166,11 @@ impl TrainingJob for TFJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("TFJob {job} has failed because {replicas} {rtype} replica(s) failed.")
             }
+            // Upstream's shared pod handling words it, and TFJob's controller keeps its words.
+            Outcome::Restarting { rtype, .. } => {
+                let name = self.metadata.name.as_deref().unwrap_or_default();
+                format!("job {name} is restarting because {rtype} replica(s) failed.")
+            }
         }
     }
 

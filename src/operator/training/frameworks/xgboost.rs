@@ -102,6 +102,11 @@ impl TrainingJob for XGBoostJob {
             Outcome::Failed { replicas, rtype } => {
                 format!("XGBoostJob {name} is failed because {replicas} {rtype} replica(s) failed.")
             }
+            Outcome::Restarting { replicas, rtype } => {
+                format!(
+                    "XGBoostJob {name} is restarting because {replicas} {rtype} replica(s) failed."
+                )
+            }
         }
     }
 
@@ -242,6 +247,14 @@ mod tests {
         assert_eq!(
             job.message(failed),
             format!("XGBoostJob {name} is failed because 2 Worker replica(s) failed.")
+        );
+        let restarting = Outcome::Restarting {
+            replicas: 2,
+            rtype: WORKER,
+        };
+        assert_eq!(
+            job.message(restarting),
+            format!("XGBoostJob {name} is restarting because 2 Worker replica(s) failed.")
         );
     }
 }
