@@ -84,6 +84,9 @@ pub struct Framework {
     /// Whether each replica type's status carries its pods' label `selector`, as upstream
     /// writes it for the kinds whose CRD scales by it (PyTorchJob, PaddleJob, JAXJob) only.
     pub status_selector: bool,
+    /// The replica types of one pod whose pod has no `replica-index` label, as upstream's
+    /// (MPIJob's Launcher): Kubeflow's SDK lists a replica index's pods by that label.
+    pub unindexed: &'static [ReplicaType],
 }
 
 impl Framework {

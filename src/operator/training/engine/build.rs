@@ -49,7 +49,8 @@ pub fn job_labels(framework: &Framework, job: &str) -> BTreeMap<String, String> 
     ])
 }
 
-/// The labels of one replica: the job's plus type and index.
+/// The labels of one replica: the job's plus type and index (no index for a type the
+/// framework leaves `unindexed`).
 pub fn replica_labels(
     framework: &Framework,
     job: &str,
@@ -57,7 +58,9 @@ pub fn replica_labels(
     index: i32,
 ) -> BTreeMap<String, String> {
     let mut labels = type_labels(framework, job, rtype);
-    labels.insert(LABEL_REPLICA_INDEX.to_owned(), index.to_string());
+    if !framework.unindexed.contains(&rtype) {
+        labels.insert(LABEL_REPLICA_INDEX.to_owned(), index.to_string());
+    }
     labels
 }
 

@@ -137,10 +137,16 @@ fn replica_pods<'a, J: TrainingJob>(
     }
 }
 
-/// A pod's or service's place in the job, from its labels.
+/// A pod's or service's place in the job, from its labels. The one pod of a type the
+/// framework leaves `unindexed` is index 0 without the label (and with it, as an earlier
+/// mlkube labelled it).
 fn slot<J: TrainingJob>(labels: &BTreeMap<String, String>) -> Option<(ReplicaType, i32)> {
     let rtype = J::replica_type(labels.get(build::LABEL_REPLICA_TYPE)?)?;
-    let index = labels.get(build::LABEL_REPLICA_INDEX)?.parse().ok()?;
+    let index = match labels.get(build::LABEL_REPLICA_INDEX) {
+        Some(index) => index.parse().ok()?,
+        None if J::FRAMEWORK.unindexed.contains(&rtype) => 0,
+        None => return None,
+    };
     Some((rtype, index))
 }
 

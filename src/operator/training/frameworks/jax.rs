@@ -35,6 +35,7 @@ pub static JAX: Framework = Framework {
     environment_in_every_container: true,
     replica_columns: &[],
     status_selector: true,
+    unindexed: &[],
 };
 
 /// A distributed JAX job: `replicas` Worker processes, worker 0 coordinating.

@@ -78,6 +78,7 @@ pub static MPI: Framework = Framework {
     environment_in_every_container: false,
     replica_columns: &[],
     status_selector: false,
+    unindexed: &[LAUNCHER],
 };
 
 /// A distributed MPI job: a Launcher that runs `mpirun` and Workers it runs its processes on.

@@ -53,6 +53,7 @@ pub static MXNET: Framework = Framework {
     environment_in_every_container: true,
     replica_columns: &[],
     status_selector: false,
+    unindexed: &[],
 };
 
 /// An MXNet job: parameter-server training or auto-tuning, by `jobMode`.

@@ -43,6 +43,7 @@ pub static PADDLE: Framework = Framework {
     environment_in_every_container: true,
     replica_columns: &[],
     status_selector: true,
+    unindexed: &[],
 };
 
 /// A distributed PaddlePaddle job: Workers, optionally with a Master.

@@ -68,6 +68,7 @@ pub static PYTORCH: Framework = Framework {
     environment_in_every_container: true,
     replica_columns: &[],
     status_selector: true,
+    unindexed: &[],
 };
 
 /// A PyTorch training job: a Master and Workers, or Workers alone (elastic), each run as

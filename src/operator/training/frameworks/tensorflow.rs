@@ -49,6 +49,7 @@ pub static TENSORFLOW: Framework = Framework {
     environment_in_every_container: false,
     replica_columns: &[("Workers", WORKER), ("PS", PS)],
     status_selector: false,
+    unindexed: &[],
 };
 
 /// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as

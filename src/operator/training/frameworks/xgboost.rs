@@ -37,6 +37,7 @@ pub static XGBOOST: Framework = Framework {
     environment_in_every_container: true,
     replica_columns: &[],
     status_selector: false,
+    unindexed: &[],
 };
 
 /// A distributed XGBoost training job: one Master (the tracker, rank 0) and Workers.

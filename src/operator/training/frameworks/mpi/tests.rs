@@ -529,6 +529,22 @@ mod plans {
     }
 
     #[test]
+    fn the_launcher_has_no_replica_index_label_and_is_still_the_launcher() {
+        let job = example();
+        let launcher = in_phase(&job, LAUNCHER, 0, "Running", 0);
+        let labels = launcher.metadata.labels.as_ref().unwrap();
+        assert!(
+            !labels.contains_key(build::LABEL_REPLICA_INDEX),
+            "{labels:?}"
+        );
+        let mut pods = running_workers(&job);
+        pods.push(launcher);
+        let plan = plan_of(&job, &pods);
+        assert!(plan.create_pods.is_empty() && plan.delete_pods.is_empty());
+        assert_eq!(plan.status.replica_statuses["Launcher"].active, 1);
+    }
+
+    #[test]
     fn a_new_job_gets_its_workers_and_no_services_and_its_launcher_waits() {
         let job = example();
         let plan = plan_of(&job, &[]);
