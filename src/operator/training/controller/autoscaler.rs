@@ -10,6 +10,11 @@
 //! `ErrResourceExists`), otherwise it is server-side applied with `FIELD_MANAGER`, or deleted
 //! when the job asks for none.
 //!
+//! # Where this differs from upstream, on purpose
+//! A finished job's autoscaler is deleted; upstream's stays until the job is deleted, where it
+//! can only fail to read the metrics of pods that are done, or, from Workers a failure left
+//! running, rewrite the finished job's Worker replicas.
+//!
 //! # Caveats
 //! Autoscalers are not watched: one changed or deleted by hand is put back when the job's
 //! policy changes or the operator restarts. After a restart, every unfinished job of a kind

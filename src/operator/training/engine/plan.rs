@@ -22,6 +22,10 @@
 //! - `replicas: 0` means no pods and no services.
 //! - A pod being deleted is neither active nor failed (upstream counts a deleted Running pod as
 //!   failed, which failed ExitCode jobs on exit code 137); its index waits until it is gone.
+//! - Once the job has ended, `active` counts the pods left: those its cleanPodPolicy deletes
+//!   are not active, as in a Kubernetes Job's status (upstream keeps the counts the job had
+//!   when it failed). Replicas still running when it succeeded count as succeeded, as
+//!   upstream's do, an MPIJob's Workers too (upstream's MPIJob leaves them at 0).
 //! - The active deadline returns a requeue at the deadline, and passing it stops the running
 //!   and pending pods whatever the cleanPodPolicy, as a Kubernetes Job does and as the field's
 //!   upstream documentation says ("before the system tries to terminate it"); the policy then
