@@ -30,7 +30,10 @@
 //!   owned by the job).
 //! - `slotsPerWorker` is at least 1.
 //! - The `kubectl-delivery` container asks for no ephemeral storage (upstream's asks for 5Gi to
-//!   copy one binary, which leaves the Launcher unschedulable on nodes that report none).
+//!   copy one binary, which leaves the Launcher unschedulable on nodes that report none). Its
+//!   default image is mlkube's own, [`DEFAULT_KUBECTL_DELIVERY_IMAGE`], a pinned tag built for
+//!   the real node (upstream's is `ghcr.io/kubeflow/training-v1/kubectl-delivery:latest`,
+//!   which `--mpi-kubectl-delivery-image` runs unchanged).
 //! - Upstream's events ([`events`]) are written once per occurrence, not on every reconcile;
 //!   its second success event, reason `mpijobsSucceeded` (built from the plural), and its
 //!   `... is exist` events about the companions on every reconcile are not written.
