@@ -970,21 +970,166 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
         "{stderr}"
     );
     assert_eq!(snapshot_files(&app), before);
-    // An empty grid is an object, so it is stored, and rendering says what is wrong with it.
-    ok(
+    // An empty grid is an object, but the sweep would not render: refused when set too.
+    let stderr = fails(
         &app,
         &["param", "set", "sweep", "grid", "{}", "--env", "prod"],
     );
-    let stderr = fails(&app, &["show", "prod"]);
     assert!(
-        stderr
-            .starts_with("mlkube: error: cannot render component `sweep` for environment `prod`\n"),
+        stderr.starts_with(
+            "mlkube: error: `sweep.grid = {}` would break environment `prod`: component \
+             `sweep`, param `grid`: is empty; give each hyperparameter a list of values"
+        ),
         "{stderr}"
     );
+    assert_eq!(snapshot_files(&app), before);
+}
+
+/// Issue 36: the README's sweep walkthrough added a sweep without a grid, which broke every
+/// environment that set none of its own (`dev`), and values a prototype refuses only when it
+/// renders (a grid's shape and size against maxJobs, a random range, traffic weights) were
+/// written, to fail later with a library trace. Now each is refused when typed: exit 2, the
+/// component, the param and what is wrong, no trace, and no file changed.
+#[test]
+fn a_value_the_prototype_would_refuse_at_render_is_refused_when_set() {
+    let (_tmp, app) = new_app(&[]);
+    let refused = |args: &[&str], message: &str| {
+        let before = snapshot_files(&app);
+        let stderr = fails(&app, args);
+        assert!(stderr.starts_with(message), "{args:?}:\n{stderr}");
+        assert!(stderr.contains("\nhint: nothing was written; "), "{stderr}");
+        assert!(
+            !stderr.contains(" at mlkube/"),
+            "no library trace: {stderr}"
+        );
+        assert_eq!(snapshot_files(&app), before, "{args:?} wrote nothing");
+    };
+    let add = ["component", "add", "pytorch-job-sweep", "sweep"];
+    let image = ["--param", "image=example/mnist:1.0"];
+    refused(
+        &[&add[..], &image[..]].concat(),
+        "mlkube: error: adding component `sweep` (pytorch-job-sweep) would break environments \
+         `local`, `dev` and `prod`: component `sweep`, param `grid`: is empty; give each \
+         hyperparameter a list of values",
+    );
+    ok(
+        &app,
+        &[&add[..], &image[..], &["--param", r#"grid={"lr": [0.01]}"#]].concat(),
+    );
+    fn set<'a>(value: &'a str, env: &[&'a str]) -> Vec<&'a str> {
+        let (key, value) = value.split_once(' ').unwrap();
+        [&["param", "set", "sweep", key, value][..], env].concat()
+    }
+    refused(
+        &set("grid {}", &["--env", "dev"]),
+        "mlkube: error: `sweep.grid = {}` would break environment `dev`: component `sweep`, \
+         param `grid`: is empty",
+    );
+    ok(
+        &app,
+        &set(r#"grid {"lr": [0.1, 0.01, 0.001]}"#, &["--env", "prod"]),
+    );
+    refused(
+        &set("maxJobs 2", &[]),
+        "mlkube: error: `sweep.maxJobs = 2` would break environment `prod`: component `sweep`, \
+         param `grid`: gives 3 jobs, more than maxJobs (2); shrink the sweep or raise maxJobs",
+    );
+    refused(
+        &set(
+            r#"random {"count": 2, "ranges": {"momentum": {"min": 0.99, "max": 0.5}}}"#,
+            &["--env", "local"],
+        ),
+        "mlkube: error: `sweep.random = { count: 2, ranges: { momentum: { min: 0.99, max: 0.5 } \
+         } }` would break environment `local`: component `sweep`, param `random`: \
+         random.ranges.momentum: min (0.99) must be less than max (0.5)",
+    );
+    refused(
+        &set(r#"random {"count": 2, "ranges": {"lr": [0.5, 0.7]}}"#, &[]),
+        "mlkube: error: `sweep.random = { count: 2, ranges: { lr: [0.5, 0.7] } }` would break \
+         environments `local`, `dev` and `prod`: component `sweep`, param `random`: lr is in \
+         grid too",
+    );
+    refused(
+        &[
+            "param",
+            "set",
+            "mnist",
+            "trafficRule",
+            "v1:90,v2:20",
+            "--env",
+            "prod",
+        ],
+        "mlkube: error: `mnist.trafficRule = 'v1:90,v2:20'` would break environment `prod`: \
+         component `mnist`, param `trafficRule`: weights sum to 110",
+    );
+    // What renders is set, and every environment renders.
+    let canary = [
+        "param",
+        "set",
+        "mnist",
+        "trafficRule",
+        "v1:80,v2:20",
+        "--env",
+        "prod",
+    ];
+    ok(&app, &canary);
+    ok(&app, &set("maxJobs 3", &[]));
+    for env in ["local", "dev", "prod"] {
+        ok(&app, &["show", env]);
+    }
+}
+
+/// An environment broken before an edit (a params file edited by hand) does not refuse an edit
+/// that leaves it as broken as it was, and an edit that mends it goes through.
+#[test]
+fn an_edit_that_leaves_a_broken_environment_as_it_was_or_mends_it_is_written() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "pytorch-job-sweep",
+            "sweep",
+            "--param",
+            r#"grid={"lr": [0.01]}"#,
+        ],
+    );
+    write(
+        &app,
+        "environments/dev/params.libsonnet",
+        "{ components: { sweep: { grid: {} } } }\n",
+    );
+    assert!(fails(&app, &["show", "dev"]).contains("param grid: is empty"));
+    let objective = r#"{"metric": "accuracy", "goal": "maximize"}"#;
+    ok(&app, &["param", "set", "sweep", "objective", objective]);
+    ok(
+        &app,
+        &["param", "set", "sweep", "maxJobs", "1", "--env", "dev"],
+    );
+    // Broken otherwise than it was: refused.
+    let random = r#"{"count": 1, "ranges": {"m": {"min": 2, "max": 1}}}"#;
+    let stderr = fails(
+        &app,
+        &["param", "set", "sweep", "random", random, "--env", "dev"],
+    );
     assert!(
-        stderr.contains("runtime error: component tf-job-sweep: param grid: is empty; give each hyperparameter a list of values"),
+        stderr.contains("would break environment `dev`: component `sweep`, param `random`"),
         "{stderr}"
     );
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "sweep",
+            "grid",
+            r#"{"lr": [0.1]}"#,
+            "--env",
+            "dev",
+        ],
+    );
+    ok(&app, &["show", "dev"]);
 }
 
 #[test]

@@ -1860,7 +1860,9 @@ fn every_job_prototype_runs_one_cpu_replica_in_local_and_gpus_in_prod() {
         },
         Environments {
             prototype: "mxnet-job",
-            local: &[("schedulerReplicas", "0"), ("serverReplicas", "0")],
+            // Servers first: a Scheduler-less job renders only as a lone Worker, and each
+            // value is rendered when it is set.
+            local: &[("serverReplicas", "0"), ("schedulerReplicas", "0")],
             prod: &[("serverReplicas", "2"), ("workerReplicas", "4")],
             gpu_types: &["Worker"],
         },

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::check;
 use super::params::{self, ValueSource, unknown_param};
 use super::prototype::{self, ParamType};
 use super::{
@@ -179,14 +180,41 @@ pub fn add_component(
             Some(&edit::literal(value)),
         )?;
     }
+    let file = template::component(name, &prototype.name);
+    component_renders(app, name, &prototype.name, &text, &file)?;
     app.write(PARAMS_FILE, &text)?;
-    app.write(
-        &component_file(name),
-        &template::component(name, &prototype.name),
-    )?;
+    app.write(&component_file(name), &file)?;
     app.record_component(name, &prototype.name);
     app.save()?;
     Ok(prototype.name)
+}
+
+/// Refuse a new component that would not render, with the params given, in every environment.
+fn component_renders(
+    app: &App,
+    name: &str,
+    prototype: &str,
+    params_text: &str,
+    component_text: &str,
+) -> Result<(), AppError> {
+    let mut after = app.staging([
+        (PARAMS_FILE.to_owned(), params_text.to_owned()),
+        (component_file(name), component_text.to_owned()),
+    ]);
+    after.record_component(name, prototype);
+    let hint = |prototype: &str, param: &str| {
+        format!(
+            "give `{param}` a value that renders with `--param {param}=<value>`; `mlkube \
+             prototype describe {prototype}` says what it takes"
+        )
+    };
+    let reach = check::Reach {
+        edit: format!("adding component `{name}` ({prototype})"),
+        environments: app.environments().iter().map(|e| e.name.clone()).collect(),
+        components: vec![name.to_owned()],
+        hint: &hint,
+    };
+    check::keeps_rendering(app, &after, &reach)
 }
 
 /// `--param key=value` arguments as checked values of the prototype's parameters.
@@ -347,12 +375,45 @@ pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten
     let text = read_or(app, &file, &template)?;
     let literal = edit::literal(&value);
     let text = edit_file(&file, &text, &path, Some(&literal))?;
+    let edit = format!("`{component}.{key} = {literal}`");
+    param_renders(app, assignment, edit, &file, &text)?;
     app.write(&file, &text)?;
     Ok(ParamWritten {
         file,
         field: path[1..].join("."),
         literal,
     })
+}
+
+/// Refuse a value that would stop a component it reaches rendering, in an environment it
+/// reaches: the component's (every component's, for `global`), in its environment or in all.
+fn param_renders(
+    app: &App,
+    assignment: &ParamAssignment,
+    edit: String,
+    file: &str,
+    text: &str,
+) -> Result<(), AppError> {
+    let after = app.staging([(file.to_owned(), text.to_owned())]);
+    let environments = match &assignment.env {
+        Some(env) => vec![env.clone()],
+        None => app.environments().iter().map(|e| e.name.clone()).collect(),
+    };
+    let components = if assignment.component == "global" {
+        app.components()?.into_iter().map(|c| c.name).collect()
+    } else {
+        vec![assignment.component.clone()]
+    };
+    let hint = |prototype: &str, param: &str| {
+        format!("`mlkube prototype describe {prototype}` says what `{param}` takes")
+    };
+    let reach = check::Reach {
+        edit,
+        environments,
+        components,
+        hint: &hint,
+    };
+    check::keeps_rendering(app, &after, &reach)
 }
 
 /// A global value must suit every component whose prototype declares the key.

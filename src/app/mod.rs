@@ -14,6 +14,7 @@
 //! command line only parses their arguments and prints what they did.
 
 pub mod change;
+mod check;
 pub mod edit;
 pub mod init;
 pub mod param_type;
@@ -22,11 +23,14 @@ pub mod prototype;
 pub mod render;
 pub mod template;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
+
+use crate::render::jsonnet::Evaluator;
 
 /// The app's settings file.
 pub const APP_FILE: &str = "app.yaml";
@@ -184,6 +188,19 @@ pub enum AppError {
     },
     #[error("{0}")]
     Invalid(String),
+    /// An edit refused before anything is written: with it, an environment would not render.
+    #[error(
+        "{edit} would break {}: {problem}\nhint: nothing was written; {hint}",
+        check::environments_text(environments)
+    )]
+    WouldNotRender {
+        edit: String,
+        environments: Vec<String>,
+        problem: String,
+        hint: String,
+        #[source]
+        source: Option<Box<render::RenderError>>,
+    },
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -202,6 +219,9 @@ pub struct App {
     id: Option<String>,
     environments: Vec<Environment>,
     components: IndexMap<String, ComponentSpec>,
+    /// Files read and rendered in place of those on disk, by path relative to the root: an
+    /// edit being checked before it is written ([`App::staging`]).
+    staged: BTreeMap<String, String>,
 }
 
 impl App {
@@ -213,6 +233,7 @@ impl App {
             id: Some(crate::random::id()),
             environments: Vec::new(),
             components: IndexMap::new(),
+            staged: BTreeMap::new(),
         }
     }
 
@@ -247,6 +268,7 @@ impl App {
             id: file.id,
             environments,
             components: file.components,
+            staged: BTreeMap::new(),
         })
     }
 
@@ -300,6 +322,24 @@ impl App {
             })
     }
 
+    /// This app as it would be with `files` (path relative to the root -> text) written:
+    /// reading, resolving and rendering it see them, and nothing is written.
+    pub(crate) fn staging(&self, files: impl IntoIterator<Item = (String, String)>) -> App {
+        let mut app = self.clone();
+        app.staged.extend(files);
+        app
+    }
+
+    /// A Jsonnet evaluator of this app's files (and the staged ones).
+    pub fn evaluator(&self) -> Evaluator {
+        Evaluator::with_staged(&self.root, self.staged.clone())
+    }
+
+    /// Whether the app has `file` (relative to the root), on disk or staged.
+    pub(crate) fn has_file(&self, file: &str) -> bool {
+        self.staged.contains_key(file) || self.root.join(file).is_file()
+    }
+
     /// Every component, sorted by name: each `components/<name>.jsonnet`, and each component
     /// `app.yaml` lists (whose file must then exist).
     pub fn components(&self) -> Result<Vec<ComponentEntry>, AppError> {
@@ -316,6 +356,15 @@ impl App {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(source) => return Err(AppError::Read { path: dir, source }),
         };
+        let staged = self.staged.keys().filter_map(|file| {
+            let name = file.strip_prefix("components/")?.strip_suffix(".jsonnet")?;
+            (!name.contains('/')).then(|| name.to_owned())
+        });
+        for name in staged {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
         for (name, _) in &self.components {
             if !names.contains(name) {
                 return Err(AppError::MissingComponentFile {
@@ -406,8 +455,11 @@ impl App {
         write_file(&self.root.join(APP_FILE), &self.app_file_text()?)
     }
 
-    /// Read a file of the app, by its path relative to the root.
+    /// Read a file of the app, by its path relative to the root (staged, else on disk).
     pub fn read(&self, file: &str) -> Result<String, AppError> {
+        if let Some(text) = self.staged.get(file) {
+            return Ok(text.clone());
+        }
         let path = self.root.join(file);
         std::fs::read_to_string(&path).map_err(|source| AppError::Read { path, source })
     }

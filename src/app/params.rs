@@ -94,7 +94,7 @@ impl ParamsFile {
             file: file.to_owned(),
             ..ParamsFile::default()
         };
-        if !app.root().join(file).is_file() {
+        if !app.has_file(file) {
             return Ok(params);
         }
         let value = evaluator

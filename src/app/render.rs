@@ -8,7 +8,7 @@
 //! [`Manifest::process`]. Nothing here touches the network or the clock.
 
 use super::{App, AppError, params};
-use crate::render::jsonnet::{Evaluator, JsonnetError};
+use crate::render::jsonnet::JsonnetError;
 use crate::render::manifest::{self, Manifest, ManifestError, Target};
 
 /// Why an environment could not be rendered.
@@ -32,7 +32,7 @@ impl App {
     /// (namespace defaulted, mlkube labels set) in apply order.
     pub fn render(&self, env: &str, components: &[String]) -> Result<Manifest, RenderError> {
         let environment = self.environment(env)?;
-        let evaluator = Evaluator::new(self.root());
+        let evaluator = self.evaluator();
         let resolved = params::resolve(self, &evaluator, Some(environment))?;
         for name in components {
             if !resolved.iter().any(|c| &c.component.name == name) {

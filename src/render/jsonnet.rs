@@ -6,6 +6,7 @@
 //! a prototype shared by several components costs one evaluation, and the environment's params
 //! are read once for all components.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -207,11 +208,18 @@ pub struct Evaluator {
 
 impl Evaluator {
     pub fn new(app_root: &Path) -> Self {
+        Evaluator::with_staged(app_root, BTreeMap::new())
+    }
+
+    /// An evaluator that reads `staged` (path relative to the app -> text) in place of those
+    /// files on disk: the app as an edit not written yet would leave it.
+    pub fn with_staged(app_root: &Path, staged: BTreeMap<String, String>) -> Self {
         let contexts = ComponentContexts::default();
         let stdlib = jrsonnet_stdlib::ContextInitializer::new(PathResolver::Absolute);
+        let resolver = Resolver::new(app_root, contexts.clone()).with_staged(staged);
         let mut builder = State::builder();
         builder
-            .import_resolver(Resolver::new(app_root, contexts.clone()))
+            .import_resolver(resolver)
             .context_initializer(stdlib);
         Evaluator {
             state: builder.build(),

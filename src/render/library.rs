@@ -13,7 +13,7 @@
 //! by its `mlkube/` name, so error messages point at what the user can open.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Component as PathPart, Path, PathBuf};
 use std::rc::Rc;
 
@@ -79,6 +79,9 @@ pub type ComponentContexts = Rc<RefCell<HashMap<String, String>>>;
 pub struct Resolver {
     app_root: PathBuf,
     contexts: ComponentContexts,
+    /// Files of the app read from here instead of the disk, by their path relative to the
+    /// app: an edit not written yet.
+    staged: BTreeMap<String, String>,
 }
 
 impl Resolver {
@@ -86,7 +89,19 @@ impl Resolver {
         Resolver {
             app_root: app_root.to_owned(),
             contexts,
+            staged: BTreeMap::new(),
         }
+    }
+
+    /// The same resolver, reading `staged` (path relative to the app -> text) in place of
+    /// those files on disk.
+    pub fn with_staged(mut self, staged: BTreeMap<String, String>) -> Self {
+        self.staged = staged;
+        self
+    }
+
+    fn app_has(&self, name: &str) -> bool {
+        self.staged.contains_key(name) || self.app_root.join(name).is_file()
     }
 
     /// The name Jsonnet reports for a file, e.g. `components/mnist.jsonnet`.
@@ -138,10 +153,7 @@ impl Resolver {
             .into_iter()
             .flatten()
             .collect();
-        if let Some(name) = candidates
-            .iter()
-            .find(|name| self.app_root.join(name).is_file())
-        {
+        if let Some(name) = candidates.iter().find(|name| self.app_has(name)) {
             return Ok(name.clone());
         }
         Err(ErrorKind::ImportCallbackError(self.not_found(
@@ -235,6 +247,9 @@ impl ImportResolver for Resolver {
             return file(library_path)
                 .map(<[u8]>::to_vec)
                 .ok_or_else(|| ErrorKind::ResolvedFileNotFound(resolved.clone()).into());
+        }
+        if let Some(text) = self.staged.get(&name) {
+            return Ok(text.clone().into_bytes());
         }
         std::fs::read(self.app_root.join(&name))
             .map_err(|error| ErrorKind::ImportIo(format!("cannot read {name}: {error}")).into())
