@@ -328,16 +328,17 @@ pub fn prune_deployment(
 pub fn delete(global: &GlobalArgs, args: &DeleteArgs) -> Exit {
     // Delete works from the inventory on the cluster, not from the render: what was applied is
     // what gets deleted, even when the app changed since. It needs the app only for its name and
-    // the environment's cluster.
+    // the environment's cluster, and never renders it: an environment that no longer renders
+    // (a param edited by hand that its prototype refuses) can still be deleted.
     let selection = Selection {
         env: &args.env,
         components: &args.components,
         manifest: args.manifest.as_deref(),
     };
     let printer = Printer::new(args.output == ListFormat::Json, false);
-    let result = on_deployment(global, selection, &args.cluster, &args.request, |d| {
-        delete_deployment(d, args, &printer)
-    });
+    let result = settings::inventory(global, selection, &args.cluster, &args.request)
+        .map_err(DeployError::from)
+        .and_then(|d| delete_deployment(&d, args, &printer));
     finish_printed(result, &printer)
 }
 

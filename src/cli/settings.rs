@@ -79,7 +79,49 @@ pub fn deployment(
         });
     }
     let app = App::discover(global.app.as_deref())?;
-    let environment = app.environment(selection.env)?;
+    let manifest = app.render(selection.env, selection.components)?;
+    of_app(&app, selection.env, manifest, cluster, request)
+}
+
+/// The selected environment as `delete` needs it: where it is and whose inventory to read,
+/// without rendering it, so an environment that no longer renders can still be deleted (its
+/// manifest is left empty). `--manifest` is read as [`deployment`] reads it.
+pub fn inventory(
+    global: &GlobalArgs,
+    selection: Selection<'_>,
+    cluster: &ClusterArgs,
+    request: &RequestArgs,
+) -> Result<Deployment, SettingsError> {
+    if selection.manifest.is_some() {
+        return deployment(global, selection, cluster, request);
+    }
+    let app = App::discover(global.app.as_deref())?;
+    app.environment(selection.env)?;
+    let known = app.components()?;
+    if let Some(name) = selection
+        .components
+        .iter()
+        .find(|name| !known.iter().any(|c| &c.name == *name))
+    {
+        return Err(AppError::UnknownComponent {
+            name: name.clone(),
+            known: known.into_iter().map(|c| c.name).collect(),
+        }
+        .into());
+    }
+    of_app(&app, selection.env, Manifest::default(), cluster, request)
+}
+
+/// A deployment of the app's environment `env`, to the cluster it pins with the flags'
+/// overrides.
+fn of_app(
+    app: &App,
+    env: &str,
+    manifest: Manifest,
+    cluster: &ClusterArgs,
+    request: &RequestArgs,
+) -> Result<Deployment, SettingsError> {
+    let environment = app.environment(env)?;
     let target = Target {
         env: environment.name.clone(),
         namespace: environment.namespace.clone(),
@@ -89,7 +131,6 @@ pub fn deployment(
         context_flag: cluster.context.clone(),
         request_timeout: Some(request.request_timeout),
     };
-    let manifest = app.render(selection.env, selection.components)?;
     Ok(Deployment {
         app: app.name().to_string(),
         app_id: app.id().map(str::to_string),

@@ -249,3 +249,38 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
         "{stderr}"
     );
 }
+
+/// Issue 36: an environment that no longer renders (here a sweep's grid emptied by hand, which
+/// `param set` now refuses) is still deleted, from its inventory on the cluster: `delete` never
+/// renders the app.
+#[tokio::test]
+async fn an_environment_that_no_longer_renders_is_deleted_from_its_inventory() {
+    let ns = TestNamespace::new("sweep-unrendered").await;
+    install_crd(&ns.client).await;
+    let (_dir, app) = empty_app(&ns);
+    let app = app.as_path();
+    let grid = r#"grid={"lr": [0.1, 0.01]}"#;
+    let add = ["component", "add", "pytorch-job-sweep", "sweep", "--param"];
+    mlkube_ok(app, &[&add[..], &[grid]].concat());
+    mlkube_ok(app, &["apply", "local", "--no-wait"]);
+    let jobs = pytorchjobs(&ns.client, &ns.name);
+    let listed = jobs.list(&Default::default()).await.expect("listing");
+    assert_eq!(listed.items.len(), 2);
+
+    std::fs::write(
+        app.join("environments/local/params.libsonnet"),
+        "{ components: { sweep: { grid: {} } } }\n",
+    )
+    .expect("a hand edit");
+    let shown = mlkube(app, &["show", "local"]);
+    assert_eq!(shown.status.code(), Some(2), "local no longer renders");
+
+    let deleted = mlkube_ok(app, &["delete", "local", "--yes", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&deleted.stdout).expect("JSON");
+    assert_eq!(report["summary"]["deleted"], 2, "{report:#}");
+    eventually("the sweep's jobs to be gone", TIMEOUT, || async {
+        let list = jobs.list(&Default::default()).await.ok()?;
+        list.items.is_empty().then_some(())
+    })
+    .await;
+}
