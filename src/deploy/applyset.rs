@@ -314,6 +314,26 @@ pub fn deleted_at(parent: &Value) -> Option<&str> {
     parent["metadata"]["annotations"][DELETED_AT_ANNOTATION].as_str()
 }
 
+/// The environment of the ApplySet `id`, `app/env` as its parent's labels name it, found by
+/// the parent's id label in any namespace; `ApplySet <id>` when no parent of that id can be
+/// listed (there is none, or this user may not list Secrets in every namespace).
+pub async fn name_of(cluster: &impl Cluster, id: &str) -> String {
+    let selector = format!("{ID_LABEL}={id}");
+    let parents = cluster
+        .list(&ApplySet::parent_resource(), None, &selector)
+        .await
+        .unwrap_or_default();
+    parents
+        .iter()
+        .find_map(|parent| {
+            let labels = &parent["metadata"]["labels"];
+            let app = labels["app.kubernetes.io/part-of"].as_str()?;
+            let env = labels["mlkube.io/environment"].as_str()?;
+            Some(format!("{app}/{env}"))
+        })
+        .unwrap_or_else(|| format!("ApplySet {id}"))
+}
+
 /// The refusal of an inventory that records another app's id (`theirs`): an app of the same
 /// name, or an app without an id, which cannot be the app that recorded it.
 fn other_app(set: &ApplySet, theirs: Option<&str>) -> Option<ApplySetError> {

@@ -7,6 +7,10 @@
 //! three per object. Health follows the apply wait's rules ([`wait::health`]) plus the training
 //! jobs' last condition ([`training_job_health`]); drift follows the diff's own decision, and the
 //! config hash tells a change made on the cluster from a change made in the app ([`drift`]).
+//! A rendered object on the cluster that is not this environment's is `missing` for it, with
+//! whose it is: another set's or tool's (the diff's verdict), or, for a shared object other
+//! environments claim and this one does not yet, the environments that hold it, named by their
+//! inventories ([`held_by_others`]).
 //!
 //! The last apply (time, mlkube version, the app's git commit) is recorded on the ApplySet
 //! parent by [`record_last_apply`] once an apply finished. It is a server-side apply of its own
@@ -18,7 +22,7 @@
 //! deleted since the last apply or added to the app since: the inventory records kinds, not
 //! names, so the two cannot be told apart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -28,6 +32,7 @@ use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANN
 use crate::deploy::cluster::{ApplyMode, Cluster, namespace_resource};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::key::Key;
+use crate::deploy::ownership;
 use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
 use crate::deploy::wait::{self, Health};
 
@@ -294,8 +299,9 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
         show_secrets: false,
     };
     let changes = diff::diff_members(cluster, plan, &members, options).await?;
+    let held = held_by_others(cluster, plan, &members, &changes).await;
 
-    let statuses = members_status(plan, &members, &changes);
+    let statuses = members_status(plan, &members, &changes, &held);
     Ok(Status {
         app: set.app.clone(),
         env: set.env.clone(),
@@ -307,8 +313,14 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
 }
 
 /// Each object's status from what the diff decided about it and the live members, sorted by
-/// key. Pure: the cluster was read before.
-pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> Vec<MemberStatus> {
+/// key; `held` names, for each shared object this environment renders but holds no claim on,
+/// the environments that hold one ([`held_by_others`]). Pure: the cluster was read before.
+pub fn members_status(
+    plan: &Plan,
+    members: &[Member],
+    changes: &ChangeSet,
+    held: &BTreeMap<Key, Vec<String>>,
+) -> Vec<MemberStatus> {
     let live: BTreeMap<&Key, &Member> = members.iter().map(|m| (&m.key, m)).collect();
     let desired: BTreeMap<&Key, &Desired> = plan.objects.iter().map(|d| (&d.key, d)).collect();
     let mut statuses: Vec<MemberStatus> = Vec::new();
@@ -323,12 +335,22 @@ pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> V
         // Rendered, on the cluster, but another environment's or another tool's: not a member
         // of this one (apply refuses it without --adopt).
         if let (None, Some(owner)) = (member, &change.owner) {
-            statuses.push(member_status(
-                &change.key,
-                change.component.clone(),
-                None,
-                Drift::Missing,
-                Some(format!("{owner}: `mlkube apply --adopt` takes it over")),
+            statuses.push(not_held(
+                change,
+                owner.clone(),
+                "`mlkube apply --adopt` takes it over",
+            ));
+            continue;
+        }
+        // Shared, and claimed by other environments but not this one.
+        if let (None, Some(holders)) = (member, held.get(&change.key)) {
+            statuses.push(not_held(
+                change,
+                format!(
+                    "on the cluster, shared with {}, but this environment holds no claim on it",
+                    holders.join(", ")
+                ),
+                "`mlkube apply` claims it for this environment too",
             ));
             continue;
         }
@@ -367,6 +389,72 @@ pub fn members_status(plan: &Plan, members: &[Member], changes: &ChangeSet) -> V
     }
     statuses.sort_by(|a, b| a.key.cmp(&b.key));
     statuses
+}
+
+/// A rendered object that is on the cluster but not this environment's: `missing` for it,
+/// with whose it is and what takes it in.
+fn not_held(change: &diff::Change, whose: String, remedy: &str) -> MemberStatus {
+    MemberStatus {
+        reason: Some(whose),
+        drift_reason: Some(remedy.to_string()),
+        ..member_status(
+            &change.key,
+            change.component.clone(),
+            None,
+            Drift::Missing,
+            None,
+        )
+    }
+}
+
+/// For each shared object the plan renders that exists but is no member of this environment
+/// (another environment claims it), the environments that hold a claim on it, `app/env` as
+/// their inventories name them, or `ApplySet <id>` when no inventory of that id can be read
+/// (this user may not list Secrets in every namespace).
+pub async fn held_by_others(
+    cluster: &impl Cluster,
+    plan: &Plan,
+    members: &[Member],
+    changes: &ChangeSet,
+) -> BTreeMap<Key, Vec<String>> {
+    let shared: BTreeSet<&Key> = plan
+        .objects
+        .iter()
+        .filter(|d| d.shared)
+        .map(|d| &d.key)
+        .collect();
+    let claimed: BTreeMap<Key, Vec<String>> = changes
+        .changes
+        .iter()
+        .filter(|c| c.owner.is_none() && shared.contains(&c.key))
+        .filter(|c| !members.iter().any(|m| m.key == c.key))
+        .filter_map(|c| {
+            let users = ownership::other_users(&plan.applyset, c.before.as_ref()?);
+            (!users.is_empty()).then(|| (c.key.clone(), users))
+        })
+        .collect();
+    let ids: BTreeSet<&String> = claimed.values().flatten().collect();
+    let names = futures::future::join_all(
+        ids.into_iter()
+            .map(|id| async move { (id.clone(), applyset::name_of(cluster, id).await) }),
+    )
+    .await;
+    let names: BTreeMap<String, String> = names.into_iter().collect();
+    claimed
+        .into_iter()
+        .map(|(key, ids)| {
+            let holders = ids
+                .iter()
+                .map(|id| {
+                    names
+                        .get(id)
+                        .cloned()
+                        .unwrap_or_else(|| format!("ApplySet {id}"))
+                })
+                .collect();
+            (key, holders)
+        })
+        .collect()
 }
 
 fn member_status(
@@ -861,7 +949,7 @@ mod tests {
                 reason: "mlkube never applied it".into(),
             }],
         };
-        let statuses = members_status(&plan, &members, &changes);
+        let statuses = members_status(&plan, &members, &changes, &BTreeMap::new());
         let by_name: BTreeMap<&str, &MemberStatus> =
             statuses.iter().map(|m| (m.key.name.as_str(), m)).collect();
         // The environment's namespace is not a member, even when the diff would create it.
@@ -936,6 +1024,11 @@ mod tests {
 
         async fn applied(plan: &Plan) -> MemoryCluster {
             let cluster = MemoryCluster::new();
+            apply_to(&cluster, plan).await;
+            cluster
+        }
+
+        async fn apply_to(cluster: &MemoryCluster, plan: &Plan) {
             let options = ApplyOptions {
                 dry_run: false,
                 prune: false,
@@ -948,10 +1041,68 @@ mod tests {
                 observer: &apply::Quiet,
                 cancel: &crate::deploy::cancel::Cancel::new(),
             };
-            apply::apply(&cluster, plan, &options)
+            apply::apply(cluster, plan, &options)
                 .await
                 .expect("the apply");
-            cluster
+        }
+
+        /// The operator's CRD, which every environment that runs an operator renders.
+        fn crd() -> Object {
+            Object {
+                component: "operator".into(),
+                value: json!({"apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": "widgets.example.com"},
+                    "spec": {"group": "example.com", "scope": "Namespaced",
+                        "names": {"plural": "widgets", "kind": "Widget"},
+                        "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+            }
+        }
+
+        /// The plan of environment `env` of the app, in namespace `env`: one ConfigMap, and
+        /// the CRD when `with_crd`.
+        fn plan_in(env: &str, with_crd: bool) -> Plan {
+            let mut settings = config("settings");
+            settings.value["metadata"]["namespace"] = json!(env);
+            let objects = std::iter::once(settings)
+                .chain(with_crd.then(crd))
+                .collect();
+            let set = ApplySet::new("app", env, env);
+            plan::plan(&Manifest { objects }, &set, &[]).expect("a plan")
+        }
+
+        #[tokio::test]
+        async fn a_shared_crd_another_environment_holds_names_its_holder_until_applied() {
+            // `local` runs the operator; `dev` was applied before it rendered the operator too.
+            let cluster = applied(&plan_in("local", true)).await;
+            apply_to(&cluster, &plan_in("dev", false)).await;
+
+            let held = status(&cluster, &plan_in("dev", true))
+                .await
+                .expect("the status");
+            let crd = held
+                .members
+                .iter()
+                .find(|m| m.key.kind == "CustomResourceDefinition")
+                .expect("the CRD is listed");
+            assert_eq!((crd.state, crd.drift), (State::Missing, Drift::Missing));
+            assert_eq!(
+                crd.reason.as_deref(),
+                Some(
+                    "on the cluster, shared with app/local, but this environment holds no \
+                     claim on it"
+                ),
+            );
+            assert_eq!(
+                crd.drift_reason.as_deref(),
+                Some("`mlkube apply` claims it for this environment too")
+            );
+
+            apply_to(&cluster, &plan_in("dev", true)).await;
+            let claimed = status(&cluster, &plan_in("dev", true))
+                .await
+                .expect("the status");
+            assert!(claimed.all_well(), "{:#?}", claimed.members);
         }
 
         fn recorded(commit: Option<&str>) -> LastApply {

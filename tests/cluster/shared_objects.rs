@@ -416,6 +416,62 @@ async fn status_after_delete_says_the_environment_was_deleted_and_when() {
     assert_eq!(status.status.code(), Some(0), "{}", stderr(&status));
 }
 
+/// The member `name` of `mlkube status <env> -o json`.
+fn status_member(app: &Path, env: &str, name: &str) -> Value {
+    let output = mlkube(app, &["status", env, "-o", "json"]);
+    let data: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status -o json printed no JSON ({e}):\n{}", stderr(&output)));
+    data["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} is not in {data:#}"))
+}
+
+#[tokio::test]
+async fn status_names_the_environment_that_holds_a_shared_crd_this_one_does_not_claim_yet() {
+    let local = TestNamespace::new("shared-held-a").await;
+    let dev = TestNamespace::new("shared-held-b").await;
+    let group = format!("{}.held.mlkube.test", local.name);
+    let name = format!("widgets.{group}");
+    let _cleanup = CrdCleanup(name.clone());
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = init_app(tmp.path(), "platform", &local.name, &dev.name);
+    std::fs::write(
+        app.join("components/settings.jsonnet"),
+        config_component("settings"),
+    )
+    .unwrap();
+    // dev was applied before the app rendered the CRD; local since.
+    ok(&app, &["apply", "dev"]);
+    add_widgets(&app, &group);
+    ok(&app, &["apply", "local"]);
+
+    let held = status_member(&app, "dev", &name);
+    assert_eq!(
+        (&held["state"], &held["drift"]),
+        (&Value::from("missing"), &Value::from("missing")),
+        "{held:#}"
+    );
+    assert_eq!(
+        held["reason"],
+        "on the cluster, shared with platform/local, but this environment holds no claim on it",
+        "{held:#}"
+    );
+    assert_eq!(
+        held["drift_reason"],
+        "`mlkube apply` claims it for this environment too"
+    );
+
+    ok(&app, &["apply", "dev"]);
+    let claimed = status_member(&app, "dev", &name);
+    assert_eq!(claimed["state"], "healthy", "{claimed:#}");
+    ok(&app, &["delete", "local", "--yes"]);
+    ok(&app, &["delete", "dev", "--yes"]);
+}
+
 #[tokio::test]
 async fn a_plain_apply_after_component_rm_says_how_many_objects_it_left_and_how_to_prune() {
     let test = TestNamespace::new("shared-left").await;
