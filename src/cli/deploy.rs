@@ -314,11 +314,10 @@ pub fn prune_deployment(
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&[])?;
         let report = apply::prune(&cluster, &plan, &options).await?;
-        if report.pruned.is_empty() && !printer.json() {
-            eprintln!(
-                "mlkube: nothing to prune in environment `{}`",
-                deployment.target.env
-            );
+        if let Some(note) = output::nothing_done_note("prune", &deployment.target.env, "", &report)
+            && !printer.json()
+        {
+            eprintln!("mlkube: {note}");
         }
         output::print_report("prune", &report, printer);
         Ok(exit_of(&report))
@@ -361,12 +360,11 @@ pub fn delete_deployment(
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
-        let touched = report.pruned.len() + report.released.len() + report.kept.len();
-        if touched == 0 && !printer.json() {
-            eprintln!(
-                "mlkube: environment `{}` has nothing applied on context `{}`",
-                deployment.target.env, cluster.context
-            );
+        let env = &deployment.target.env;
+        if let Some(note) = output::nothing_done_note("delete", env, &cluster.context, &report)
+            && !printer.json()
+        {
+            eprintln!("mlkube: {note}");
         }
         output::print_report("delete", &report, printer);
         Ok(exit_of(&report))

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 use crate::deploy::key::Key;
+use crate::deploy::ownership::Verdict;
 use crate::deploy::wait::Watched;
 
 use super::progress::WaitProgress;
@@ -176,6 +177,7 @@ impl Observer for Printer {
 fn outcome_word(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Created => "created",
+        Outcome::Adopted => "adopted",
         Outcome::Configured => "configured",
         Outcome::Unchanged => "unchanged",
     }
@@ -185,6 +187,7 @@ fn outcome_word(outcome: Outcome) -> &'static str {
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
     pub created: usize,
+    pub adopted: usize,
     pub configured: usize,
     pub unchanged: usize,
     pub deleted: usize,
@@ -197,6 +200,7 @@ impl Counts {
         let count = |o| report.applied.iter().filter(|(_, x)| *x == o).count();
         Counts {
             created: count(Outcome::Created),
+            adopted: count(Outcome::Adopted),
             configured: count(Outcome::Configured),
             unchanged: count(Outcome::Unchanged),
             deleted: report.pruned.len(),
@@ -210,8 +214,12 @@ impl Counts {
 pub fn summary_line(verb: &str, report: &ApplyReport, dry_run: bool, elapsed: Duration) -> String {
     let c = Counts::of(report);
     let mut line = if verb == "apply" {
+        let adopted = match c.adopted {
+            0 => String::new(),
+            n => format!(", {n} adopted"),
+        };
         format!(
-            "{verb}: {} created, {} configured, {} unchanged, {} pruned",
+            "{verb}: {} created{adopted}, {} configured, {} unchanged, {} pruned",
             c.created, c.configured, c.unchanged, c.deleted
         )
     } else {
@@ -258,7 +266,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
         "interrupted": report.interrupted,
         "namespace_created": report.namespace_created.as_ref().map(|key| key.name.clone()),
         "objects": objects,
-        "adopted": report.adopted.iter().map(|(k, owner)| with(k, "owner", owner)).collect::<Vec<_>>(),
+        "adopted": report.adopted.iter().map(|(k, owner)| with(k, "owner", &owner.to_string())).collect::<Vec<_>>(),
         "removed_fields": report.removed_fields.iter().map(|(k, removed)| {
             let mut object = with(k, "field", &removed.field);
             object["managers"] = serde_json::json!(removed.managers);
@@ -282,7 +290,7 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
         return;
     }
     for (key, owner) in &report.adopted {
-        eprintln!("mlkube: adopted {key} (it was {owner})");
+        eprintln!("mlkube: {}", adopted_line(key, owner));
     }
     for (key, removed) in &report.removed_fields {
         let verb = if printer.dry_run {
@@ -310,6 +318,11 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
         );
     }
     eprintln!("{}", summary_line(verb, report, printer.dry_run, elapsed));
+}
+
+/// What `apply --adopt` says of an object it took over.
+fn adopted_line(key: &Key, owner: &Verdict) -> String {
+    format!("adopted {key}: {}", owner.was())
 }
 
 /// What happened to the objects a prune or delete did not delete, and what a plain apply left.
@@ -353,6 +366,30 @@ fn not_ready_headline(report: &ApplyReport, waited: bool) -> String {
             "interrupted during the wait: everything was applied; {count} object(s) not ready yet:"
         ),
         (false, _) => format!("{count} object(s) not ready before the timeout:"),
+    }
+}
+
+/// What a prune or delete that touched nothing says before its report: there was nothing to
+/// prune, or the environment has nothing applied on `context`. Nothing when it was interrupted:
+/// it stopped before it reached anything, which its report says, and the inventory still lists
+/// what is there.
+pub fn nothing_done_note(
+    verb: &str,
+    env: &str,
+    context: &str,
+    report: &ApplyReport,
+) -> Option<String> {
+    if report.interrupted {
+        return None;
+    }
+    match verb {
+        "prune" if report.pruned.is_empty() => {
+            Some(format!("nothing to prune in environment `{env}`"))
+        }
+        "delete" if report.pruned.len() + report.released.len() + report.kept.len() == 0 => Some(
+            format!("environment `{env}` has nothing applied on context `{context}`"),
+        ),
+        _ => None,
     }
 }
 
@@ -497,6 +534,74 @@ mod tests {
                 && !note.contains("written"),
             "{note}"
         );
+    }
+
+    #[test]
+    fn an_adopted_object_is_told_whose_it_was_in_words_and_counted_apart() {
+        let written = Verdict::NotOurs {
+            managers: vec!["kubectl-create".into()],
+        };
+        assert_eq!(
+            adopted_line(&key("a"), &written),
+            "adopted ConfigMap n/a: it existed, written by kubectl-create, and no environment \
+             owned it"
+        );
+        let nobody = Verdict::NotOurs { managers: vec![] };
+        assert_eq!(
+            adopted_line(&key("a"), &nobody),
+            "adopted ConfigMap n/a: it existed, and no environment owned it"
+        );
+        let owned = Verdict::OwnedBy {
+            owner: "app/dev (ApplySet x)".into(),
+        };
+        assert_eq!(
+            adopted_line(&key("a"), &owned),
+            "adopted ConfigMap n/a: it was owned by app/dev (ApplySet x)"
+        );
+
+        let mut report = ApplyReport::default();
+        report.applied.push((key("a"), Outcome::Adopted));
+        report.applied.push((key("b"), Outcome::Unchanged));
+        assert_eq!(
+            summary_line("apply", &report, false, Duration::from_millis(1500)),
+            "apply: 0 created, 1 adopted, 0 configured, 1 unchanged, 0 pruned in 1.5s"
+        );
+        report.applied.remove(0);
+        assert_eq!(
+            summary_line("apply", &report, false, Duration::from_millis(1500)),
+            "apply: 0 created, 0 configured, 1 unchanged, 0 pruned in 1.5s",
+            "no adopted count when nothing was adopted"
+        );
+        let json = report_json(&report, false, Duration::ZERO);
+        assert_eq!(json["summary"]["adopted"], 0);
+    }
+
+    #[test]
+    fn an_interrupted_delete_or_prune_never_says_there_was_nothing_to_do() {
+        let nothing = ApplyReport::default();
+        assert_eq!(
+            nothing_done_note("delete", "dev", "kind-ml", &nothing).as_deref(),
+            Some("environment `dev` has nothing applied on context `kind-ml`")
+        );
+        assert_eq!(
+            nothing_done_note("prune", "dev", "", &nothing).as_deref(),
+            Some("nothing to prune in environment `dev`")
+        );
+        let stopped = interrupted();
+        for verb in ["delete", "prune"] {
+            assert_eq!(
+                nothing_done_note(verb, "dev", "kind-ml", &stopped),
+                None,
+                "{verb}"
+            );
+        }
+        let mut deleted = ApplyReport::default();
+        deleted.pruned.push(key("a"));
+        assert_eq!(
+            nothing_done_note("delete", "dev", "kind-ml", &deleted),
+            None
+        );
+        assert_eq!(nothing_done_note("prune", "dev", "", &deleted), None);
     }
 
     #[test]

@@ -106,6 +106,8 @@ pub struct ApplyOptions<'a> {
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     Created,
+    /// Taken over with `--adopt`: it existed, and was not this environment's.
+    Adopted,
     Configured,
     Unchanged,
 }
@@ -122,7 +124,7 @@ pub struct ApplyReport {
     /// Without `--prune`: the members no longer rendered that a prune would remove.
     pub not_rendered: Vec<Key>,
     /// Objects taken over with `--adopt`, and whose they were.
-    pub adopted: Vec<(Key, String)>,
+    pub adopted: Vec<(Key, Verdict)>,
     /// The fields of adopted objects that the adopt removes (in a dry run: would remove), and
     /// who wrote them.
     pub removed_fields: Vec<(Key, RemovedField)>,
@@ -459,7 +461,7 @@ async fn adopt(
     }
     report.adopted = foreign
         .iter()
-        .map(|(k, v, _)| (k.clone(), v.to_string()))
+        .map(|(k, v, _)| (k.clone(), v.clone()))
         .collect();
     Ok(foreign.into_iter().map(|(k, _, live)| (k, live)).collect())
 }
@@ -875,20 +877,27 @@ async fn apply_one(
         return Err(conflict);
     }
     let answer = sending.answers.get(&desired.key);
+    let adopted = sending.adopted.get(&desired.key);
     if mode.dry_run {
         // Checked already; what the checks deferred waits for its namespace, so is created.
         return Ok(match answer {
+            _ if adopted.is_some() => Outcome::Adopted,
             Some(answer) => outcome(answer, before, mode),
             None => Outcome::Created,
         });
     }
-    if let Some(live) = sending.adopted.get(&desired.key) {
+    if let Some(live) = adopted {
         // The fields the other managers wrote become mlkube's, so the apply removes those the
         // render lacks.
         cluster
             .take_over(r, live, mode.manager)
             .await
             .map_err(|e| apply_failure(&e))?;
+        return cluster
+            .apply(r, namespace, &desired.key.name, &desired.value, mode)
+            .await
+            .map(|_| Outcome::Adopted)
+            .map_err(|e| apply_failure(&e));
     }
     if let (Some(answer), Some(member)) = (answer, before)
         && *answer == member.value
@@ -924,7 +933,8 @@ fn outcome(applied: &Value, before: Option<&Member>, mode: ApplyMode<'_>) -> Out
         }
         Some(_) => Outcome::Configured,
         None => {
-            // Not a member yet: created now, or adopted (then other managers show up).
+            // Not a member yet: created now, or a shared object other environments hold
+            // (their managers show up). An adopted object is told apart before.
             let others = applied["metadata"]["managedFields"]
                 .as_array()
                 .into_iter()
@@ -1390,8 +1400,7 @@ mod tests {
             Outcome::Configured
         );
         assert_eq!(outcome(&applied, None, real()), Outcome::Created);
-        let adopted =
-            json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "kubectl"}]}});
-        assert_eq!(outcome(&adopted, None, real()), Outcome::Configured);
+        let shared = json!({"metadata": {"managedFields": [{"manager": "mlkube"}, {"manager": "mlkube@other"}]}});
+        assert_eq!(outcome(&shared, None, real()), Outcome::Configured);
     }
 }

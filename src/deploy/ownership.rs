@@ -87,6 +87,23 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+impl Verdict {
+    /// Whose an object was, as `apply --adopt` tells what it took over.
+    pub fn was(&self) -> String {
+        match self {
+            Verdict::Ours => "it was already this environment's".into(),
+            Verdict::OwnedBy { owner } => format!("it was owned by {owner}"),
+            Verdict::NotOurs { managers } if managers.is_empty() => {
+                "it existed, and no environment owned it".into()
+            }
+            Verdict::NotOurs { managers } => format!(
+                "it existed, written by {}, and no environment owned it",
+                managers.join(", ")
+            ),
+        }
+    }
+}
+
 /// Judge the live object of a rendered one (see the table above).
 pub fn judge(set: &ApplySet, shared: bool, live: &Value) -> Verdict {
     let labels = &live["metadata"]["labels"];

@@ -697,6 +697,44 @@ async fn an_object_someone_else_created_is_refused_then_adopted_and_then_prunabl
 }
 
 #[tokio::test]
+async fn an_adopted_object_is_reported_adopted_in_a_dry_run_and_for_real_not_created() {
+    let cluster = deployed(vec![config_map("a", "config")]).await;
+    cluster.create_as(
+        "kubectl-create",
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "preexisting", "namespace": NS}, "data": {"k": "theirs"}}),
+    );
+    let with_it = plan_of(
+        vec![config_map("a", "config"), config_map("a", "preexisting")],
+        &[],
+    );
+    let outcomes = |report: &apply::ApplyReport| -> Vec<(String, Outcome)> {
+        report
+            .applied
+            .iter()
+            .map(|(key, outcome)| (key.name.clone(), *outcome))
+            .collect()
+    };
+    let expected = [
+        ("config".to_string(), Outcome::Unchanged),
+        ("preexisting".to_string(), Outcome::Adopted),
+    ];
+    for dry_run in [true, false] {
+        let adopting = ApplyOptions {
+            adopt: true,
+            dry_run,
+            ..options(&Yes)
+        };
+        let report = apply::apply(&cluster, &with_it, &adopting)
+            .await
+            .expect("apply --adopt");
+        let mut told = outcomes(&report);
+        told.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(told, expected, "dry run: {dry_run}");
+    }
+}
+
+#[tokio::test]
 async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_them() {
     let cluster = MemoryCluster::new();
     let local = ApplySet::new("app", "local", "a");
