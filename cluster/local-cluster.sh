@@ -586,6 +586,45 @@ stop_operator() {
   rm -f "$STATE_DIR/operator.pid"
 }
 
+# The operator's Deployments in the cluster (the tf-job-operator component's, by its name label),
+# one line each: `namespace/name|ready|replicas`; nothing when the API server is not ready.
+operator_deployments() {
+  [ -f "$KUBECONFIG_FILE" ] && api_ready || return 0
+  kubectl_local get deployments --all-namespaces -l app.kubernetes.io/name=tf-job-operator \
+    -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.status.readyReplicas}|{.spec.replicas}{"\n"}{end}' \
+    2>/dev/null || true
+}
+
+# The operator beside the cluster (`operator` starts it), and the operator in the cluster (the
+# component's Deployment: it runs on a real node; kwok's pods run no container, so there only the
+# one beside runs jobs). Fails when the one beside has exited.
+operator_status() {
+  local name ready replicas found=0 exited=0
+  if is_running operator; then
+    found=1
+    printf '%-24s running (pid %s) beside the cluster, as %s, /readyz %s\n' "mlkube operator" \
+      "$(pid_of operator)" \
+      "$(sed -n 's/^- name: system:serviceaccount:/ServiceAccount /p' "$OPERATOR_KUBECONFIG")" \
+      "$(operator_ready && echo ready || echo "not ready")"
+  elif [ -f "$STATE_DIR/operator.pid" ]; then
+    printf '%-24s exited; see %s\n' "mlkube operator" "$STATE_DIR/operator.log"
+    found=1 exited=1
+  fi
+  while IFS='|' read -r name ready replicas; do
+    [ -n "$name" ] || continue
+    if [ "$NODE_KIND" = real ]; then
+      found=1
+      printf '%-24s running in the cluster: Deployment %s, %s/%s ready\n' "mlkube operator" \
+        "$name" "${ready:-0}" "${replicas:-0}"
+    else
+      printf '%-24s Deployment %s is in the cluster, but %s\n' "mlkube operator" "$name" \
+        "kwok runs no container: only an operator beside the cluster runs jobs"
+    fi
+  done < <(operator_deployments)
+  [ "$found" = 1 ] || printf '%-24s not started (cluster/quickstart.sh starts it)\n' "mlkube operator"
+  return "$exited"
+}
+
 status() {
   local c healthy=0
   echo "node kind                $NODE_KIND$([ "$NODE_KIND" = kwok ] || echo ", network namespace $NETNS")"
@@ -597,16 +636,7 @@ status() {
       healthy=1
     fi
   done
-  if is_running operator; then
-    printf '%-24s running (pid %s), as %s, /readyz %s\n' "mlkube operator" "$(pid_of operator)" \
-      "$(sed -n 's/^- name: system:serviceaccount:/ServiceAccount /p' "$OPERATOR_KUBECONFIG")" \
-      "$(operator_ready && echo ready || echo "not ready")"
-  elif [ -f "$STATE_DIR/operator.pid" ]; then
-    printf '%-24s exited; see %s\n' "mlkube operator" "$STATE_DIR/operator.log"
-    healthy=1
-  else
-    printf '%-24s not started (cluster/quickstart.sh starts it)\n' "mlkube operator"
-  fi
+  operator_status || healthy=1
   if [ -f "$KUBECONFIG_FILE" ] && api_ready; then
     echo "api server               ready at https://127.0.0.1:$API_PORT"
     kubectl_local get nodes

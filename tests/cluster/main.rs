@@ -13,6 +13,7 @@ mod frameworks_more;
 mod identity;
 mod image_pull;
 mod job_prototypes;
+mod local_cluster;
 mod logs;
 mod messages;
 mod mpi;
