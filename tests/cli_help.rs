@@ -5,6 +5,7 @@ use std::process::Command;
 
 use clap::CommandFactory;
 use mlkube::cli::Cli;
+use mlkube::operator::training::registry;
 
 /// Every command of the tree with its path, e.g. `mlkube env set`.
 fn commands(command: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
@@ -44,6 +45,21 @@ fn every_verb_has_a_description_and_an_example_and_every_argument_a_description(
         }
     }
     assert!(blank.is_empty(), "blank help:\n{}", blank.join("\n"));
+}
+
+#[test]
+fn the_operator_verb_names_every_kind_the_operator_runs() {
+    let cli = Cli::command();
+    let operator = cli.find_subcommand("operator").expect("the operator verb");
+    let about = text(operator.get_about());
+    let missing: Vec<&str> = registry::ALL
+        .iter()
+        .map(|r| r.framework.kind)
+        .filter(|kind| {
+            !about.contains(&format!(" {kind},")) && !about.contains(&format!(" {kind})"))
+        })
+        .collect();
+    assert!(missing.is_empty(), "`{about}` leaves out {missing:?}");
 }
 
 #[test]

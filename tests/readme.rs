@@ -10,6 +10,9 @@
 //! Each must exit 0, or 0 or 1 where its comment documents `exit 0: ..., 1: ...`. Where the
 //! README shows a command's output (the lines after a `$ ` command), stdout must be that
 //! output, or begin with it where the README ends it with `...`.
+//!
+//! And where the README lists the kinds of training jobs a verb reads, the list is the
+//! operator's whole.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -192,4 +195,29 @@ fn the_workflow_examples_that_need_no_cluster_run_as_written() {
     }
     assert!(home.join("zfunc/_mlkube").is_file());
     assert!(home.join("profile.ps1").is_file());
+}
+
+/// The README's paragraph that begins with `start`, up to the next blank line.
+fn paragraph<'r>(readme: &'r str, start: &str) -> &'r str {
+    let from = readme
+        .find(start)
+        .unwrap_or_else(|| panic!("the README has no paragraph `{start}`"));
+    let rest = &readme[from..];
+    &rest[..rest.find("\n\n").unwrap_or(rest.len())]
+}
+
+#[test]
+fn the_logs_section_names_every_kind_logs_reads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let logs = paragraph(&readme, "**Logs of a training job.**");
+    let missing: Vec<String> = mlkube::operator::training::registry::ALL
+        .iter()
+        .map(|r| format!("`{}`", r.framework.kind.to_lowercase()))
+        .filter(|kind| !logs.contains(kind.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the logs section leaves out {missing:?}:\n{logs}"
+    );
 }

@@ -172,7 +172,7 @@ pub enum Command {
   mlkube logs -n ml pytorchjob/dist --previous --replica master")]
     Logs(logs::LogsArgs),
     /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob, MXJob, XGBoostJob,
-    /// JAXJob, PaddleJob) against the cluster.
+    /// JAXJob, PaddleJob, MPIJob) against the cluster.
     #[command(after_help = "Examples:
   mlkube operator
   mlkube operator --namespace ml --leader-elect --frameworks tensorflow,pytorch")]
