@@ -45,13 +45,14 @@ pub const APPLIED_DIRTY_ANNOTATION: &str = "mlkube.io/last-applied-dirty";
 pub const LAST_APPLY_MANAGER: &str = "mlkube-last-apply";
 
 /// The kinds of kubeflow.org/v1 training jobs, whose health is their last condition.
-pub const TRAINING_JOB_KINDS: [&str; 6] = [
+pub const TRAINING_JOB_KINDS: [&str; 7] = [
     "TFJob",
     "PyTorchJob",
     "MXJob",
     "XGBoostJob",
     "PaddleJob",
     "JAXJob",
+    "MPIJob",
 ];
 
 /// The app's git commit at an apply.
@@ -789,6 +790,14 @@ mod tests {
         // kubeflow.org kinds that are not training jobs are not read as jobs.
         assert!(!is_training_job("kubeflow.org", "Notebook"));
         assert!(is_training_job("kubeflow.org", "PyTorchJob"));
+    }
+
+    #[test]
+    fn regression_every_kind_the_operator_runs_is_read_as_a_training_job() {
+        for registered in &crate::operator::training::registry::ALL {
+            let kind = registered.framework.kind;
+            assert!(is_training_job("kubeflow.org", kind), "{kind}");
+        }
     }
 
     #[test]
