@@ -1081,6 +1081,33 @@ fn a_value_the_prototype_would_refuse_at_render_is_refused_when_set() {
 
 /// An environment broken before an edit (a params file edited by hand) does not refuse an edit
 /// that leaves it as broken as it was, and an edit that mends it goes through.
+/// A hand-written component that needs two params fails on the second while only the first is
+/// set: setting them one at a time is not refused (the cluster test `dry_run_truth` does so).
+#[test]
+fn regression_a_hand_written_component_takes_its_params_one_at_a_time() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/widget.jsonnet",
+        "local component = import 'mlkube/component.libsonnet';\n\
+         [{ apiVersion: component.params.group + '/v1', kind: 'Widget',\n\
+            metadata: { name: 'w' }, spec: { size: component.params.size } }]\n",
+    );
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "widget",
+            "group",
+            "example.com",
+            "--as-string",
+        ],
+    );
+    ok(&app, &["param", "set", "widget", "size", "3"]);
+    assert!(ok(&app, &["show", "dev"]).contains("size: 3"));
+}
+
 #[test]
 fn an_edit_that_leaves_a_broken_environment_as_it_was_or_mends_it_is_written() {
     let (_tmp, app) = new_app(&["--empty"]);

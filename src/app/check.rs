@@ -7,9 +7,10 @@
 //!
 //! A prototype's refusal (`component <prototype>: param <param>: <problem>`) is told as the
 //! param and its problem, without the library's trace; any other failure keeps the render's
-//! error, location and trace, as its cause. A failure the environment had before the edit, the
-//! same, is not the edit's and does not refuse it: an edit that mends a broken environment, or
-//! leaves it as broken as it was, goes through.
+//! error, location and trace, as its cause. A component that did not render before the edit is
+//! not the edit's to refuse, unless its prototype now refuses a value: an edit that mends a
+//! broken environment, leaves it as broken as it was, or sets one of several params a
+//! hand-written component needs (it then fails on the next one), goes through.
 
 use super::render::RenderError;
 use super::{App, AppError};
@@ -35,8 +36,8 @@ struct Broken {
 }
 
 /// Refuse the edit `after` stages on `before` when it makes a component it reaches fail to
-/// render, or fail otherwise than before, in an environment it reaches; the refusal names the
-/// environments that fail the same way as the first.
+/// render in an environment it reaches, or makes its prototype refuse a value there; the
+/// refusal names the environments that fail the same way as the first.
 pub(crate) fn keeps_rendering(
     before: &App,
     after: &App,
@@ -86,7 +87,8 @@ fn new_failure(before: &App, after: &App, env: &str, components: &[String]) -> O
         };
         let alone = component.clone().map_or_else(|| scope.clone(), |c| vec![c]);
         let earlier = before.render(env, &alone).err();
-        if earlier.as_ref().map(signature) != Some(signature(&error)) {
+        let new = earlier.as_ref().map(signature) != Some(signature(&error));
+        if new && (earlier.is_none() || refuses_a_value(&error)) {
             return Some(Broken::of(error));
         }
         match component {
@@ -95,6 +97,11 @@ fn new_failure(before: &App, after: &App, env: &str, components: &[String]) -> O
         }
     }
     None
+}
+
+/// Whether `error` is a prototype's refusal of a param's value.
+fn refuses_a_value(error: &RenderError) -> bool {
+    matches!(error, RenderError::Evaluate { source, .. } if param_refusal(&source.message).is_some())
 }
 
 /// What tells one failure from another: the component and the evaluator's message (not where
