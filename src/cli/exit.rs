@@ -2,8 +2,9 @@
 //!
 //! They follow `kubectl diff`: 0 means done (or no differences), 1 means differences were found,
 //! and 2 and up are errors. `status` uses the same codes for the same meanings: 1 for drift,
-//! 3 for objects not healthy, and 4 for an environment never applied. 130 is an apply, prune
-//! or delete stopped by Ctrl-C.
+//! 3 for objects not healthy, and 4 for an environment never applied; `logs` exits 3 when a
+//! job it read failed (after its lines and how it ended). 130 is an apply, prune or delete
+//! stopped by Ctrl-C.
 //!
 //! An error ends with code 2, printed to stderr with the chain of its causes.
 
@@ -25,7 +26,8 @@ pub enum Exit {
     /// Bad input, a failed operation, or a verb that is not available yet.
     Error = 2,
     /// `apply` applied everything but not all of it became healthy before the timeout; for
-    /// `status`, some object is failed, missing or not ready yet (with or without drift).
+    /// `status`, some object is failed, missing or not ready yet (with or without drift); for
+    /// `logs`, a job it read failed.
     NotReady = 3,
     /// `status`: the environment has no inventory on the cluster, it was never applied.
     NeverApplied = 4,

@@ -18,7 +18,7 @@ use crate::app::AppError;
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::Target;
 use crate::observe::logs::source::KubeSource;
-use crate::observe::logs::{self, Containers, JobRef, LogsError, Output, Request, jobs};
+use crate::observe::logs::{self, Containers, JobRef, LogsError, Outcome, Output, Request, jobs};
 
 use super::exit::{Exit, report};
 use super::settings::{self, Selection, SettingsError};
@@ -151,12 +151,14 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
         let cancel = Cancel::new();
         cancel_on_ctrl_c(&cancel);
         let mut out = Terminal;
-        tokio::select! {
+        let outcome = tokio::select! {
             result = logs::logs(&source, &request, &mut out, &cancel) => result?,
-            () = cancel.cancelled() => {}
-        }
+            () = cancel.cancelled() => Outcome::default(),
+        };
         Ok(if cancel.is_cancelled() {
             Exit::Interrupted
+        } else if outcome.any_failed() {
+            Exit::NotReady
         } else {
             Exit::Done
         })

@@ -11,6 +11,7 @@
 pub mod adopt;
 pub mod apply;
 pub mod applyset;
+pub mod blocked;
 pub mod cancel;
 pub mod cluster;
 pub mod deferred;

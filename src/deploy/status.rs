@@ -25,11 +25,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::cluster::{ApplyMode, Cluster, namespace_resource};
+use crate::deploy::blocked;
+use crate::deploy::cluster::{ApplyMode, CONCURRENCY, Cluster, namespace_resource};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::key::Key;
 use crate::deploy::ownership;
@@ -302,7 +304,8 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
     let changes = diff::diff_members(cluster, plan, &members, options).await?;
     let held = held_by_others(cluster, plan, &members, &changes).await;
 
-    let statuses = members_status(plan, &members, &changes, &held);
+    let mut statuses = members_status(plan, &members, &changes, &held);
+    explain_blocked(cluster, &mut statuses, &members).await;
     Ok(Status {
         app: set.app.clone(),
         env: set.env.clone(),
@@ -390,6 +393,77 @@ pub fn members_status(
     }
     statuses.sort_by(|a, b| a.key.cmp(&b.key));
     statuses
+}
+
+/// The label the training operator puts on every pod of a job, with the job's name.
+pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
+
+/// For each member not healthy yet whose pods say why (a pod the scheduler cannot place, an
+/// image that cannot be pulled, a container crashing), add the first such reason to its own.
+/// An image that cannot be pulled fails it, as it fails the apply's wait: waiting will not
+/// help. Best effort: pods that cannot be listed add nothing.
+async fn explain_blocked(
+    cluster: &impl Cluster,
+    statuses: &mut [MemberStatus],
+    members: &[Member],
+) {
+    let live: BTreeMap<&Key, &Value> = members.iter().map(|m| (&m.key, &m.value)).collect();
+    let reads: Vec<_> = statuses
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.state == State::Progressing)
+        .filter_map(|(i, s)| Some((i, s.key.clone(), *live.get(&s.key)?)))
+        .map(|(i, key, object)| async move {
+            let pods = member_pods(cluster, &key, object).await;
+            (i, blocker(&key, object, &pods))
+        })
+        .collect();
+    let found: Vec<(usize, Option<blocked::Blocked>)> = futures::stream::iter(reads)
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    for (i, blocked) in found {
+        let Some(blocked) = blocked else { continue };
+        let status = &mut statuses[i];
+        status.reason = Some(match status.reason.take() {
+            Some(reason) => format!("{}; {}", reason.trim_end_matches('.'), blocked.text),
+            None => blocked.text,
+        });
+        if blocked.lasting {
+            status.state = State::Failed;
+        }
+    }
+}
+
+/// The pods of a member: a training job's by the operator's job-name label, a workload's by its
+/// selector; none for other kinds.
+async fn member_pods(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<Value> {
+    if !is_training_job(&key.group, &key.kind) {
+        return wait::pods_of(cluster, key, object).await;
+    }
+    let Some(pods) = cluster.resolve("v1", "Pod") else {
+        return Vec::new();
+    };
+    let selector = format!("{JOB_NAME_LABEL}={}", key.name);
+    cluster
+        .list(&pods, key.namespace.as_deref(), &selector)
+        .await
+        .unwrap_or_default()
+}
+
+/// The first reason one of a member's pods (not being deleted) gives for not running. For a
+/// workload an image counts as lasting only when it is its pod template's current one.
+fn blocker(key: &Key, object: &Value, pods: &[Value]) -> Option<blocked::Blocked> {
+    let current: Vec<Value> = pods
+        .iter()
+        .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect();
+    let found = current.iter().find_map(blocked::pod_blocked)?;
+    let lasting = found.lasting
+        && (is_training_job(&key.group, &key.kind)
+            || wait::image_pull_failure(object, &current).is_some());
+    Some(blocked::Blocked { lasting, ..found })
 }
 
 /// A rendered object that is on the cluster but not this environment's: `missing` for it,
@@ -1179,6 +1253,82 @@ mod tests {
                 (2, 1, 2)
             );
             assert!(status.unhealthy());
+        }
+
+        fn serving() -> Object {
+            Object {
+                component: "serving".into(),
+                value: json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "serving", "namespace": "ml",
+                                 "labels": {"mlkube.io/component": "serving"}},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "serving"}},
+                        "template": {"metadata": {"labels": {"app": "serving"}},
+                            "spec": {"containers": [{"name": "serving",
+                                                     "image": "example/serving:1"}]}}}}),
+            }
+        }
+
+        /// The Deployment's pod, its status as the scheduler or kubelet left it.
+        fn serving_pod(cluster: &MemoryCluster, status: Value) {
+            cluster.create_as(
+                "kube-controller-manager",
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": "serving-1", "namespace": "ml",
+                                    "labels": {"app": "serving"}},
+                       "spec": {"containers": [{"name": "serving",
+                                                "image": "example/serving:1"}]}}),
+            );
+            cluster.set_status("v1", "Pod", Some("ml"), "serving-1", status);
+        }
+
+        async fn serving_status(pod_status: Value) -> MemberStatus {
+            let manifest = Manifest {
+                objects: vec![serving()],
+            };
+            let plan =
+                plan::plan(&manifest, &ApplySet::new("app", "local", "ml"), &[]).expect("a plan");
+            let cluster = applied(&plan).await;
+            let (namespace, name) = (Some("ml"), "serving");
+            cluster.set_status(
+                "apps/v1",
+                "Deployment",
+                namespace,
+                name,
+                json!({"replicas": 1}),
+            );
+            serving_pod(&cluster, pod_status);
+            let status = status(&cluster, &plan).await.expect("the status");
+            status.members.into_iter().next().expect("one member")
+        }
+
+        #[tokio::test]
+        async fn a_member_not_ready_says_what_its_pods_wait_for_and_an_image_pull_fails_it() {
+            let pulling = serving_status(json!({"containerStatuses": [{"name": "serving",
+                "restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull",
+                                                         "message": "not found"}}}]}))
+            .await;
+            assert_eq!(pulling.state, State::Failed);
+            let reason = pulling.reason.unwrap_or_default();
+            assert!(
+                reason.contains(
+                    "; pod serving-1: container serving: image example/serving:1 cannot be \
+                     pulled: not found (ErrImagePull)"
+                ),
+                "{reason}"
+            );
+            let unscheduled = serving_status(json!({"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu."}]}))
+            .await;
+            assert_eq!(unscheduled.state, State::Progressing);
+            let reason = unscheduled.reason.unwrap_or_default();
+            assert!(
+                reason.ends_with(
+                    "; pod serving-1 cannot be scheduled: 0/1 nodes are available: 1 \
+                     Insufficient cpu."
+                ),
+                "{reason}"
+            );
         }
 
         #[tokio::test]

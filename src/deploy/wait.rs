@@ -24,6 +24,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::deploy::blocked::{IMAGE_PULL_FAILURES, image_of, image_pull_message};
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
 use crate::deploy::key::Key;
@@ -333,15 +334,6 @@ pub async fn pods_of(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<V
         .unwrap_or_default()
 }
 
-/// The waiting reasons of a container whose image the kubelet cannot get. The kubelet retries,
-/// but only a change of the image (or of what the nodes can reach) ends them.
-const IMAGE_PULL_FAILURES: [&str; 4] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "ErrImageNeverPull",
-];
-
 /// Why a workload can never become ready, if one of its pods says its image cannot be pulled:
 /// the image, the kubelet's message and what to do, on one line.
 ///
@@ -368,34 +360,6 @@ pub fn image_pull_failure(object: &Value, pods: &[Value]) -> Option<String> {
                         .then(|| image_pull_message(image, reason, waiting["message"].as_str()))
                 })
         })
-}
-
-/// The image of the container (or init container) called `name` in a pod spec.
-fn image_of<'a>(spec: &'a Value, name: &str) -> Option<&'a str> {
-    ["initContainers", "containers"]
-        .iter()
-        .flat_map(|field| spec[field].as_array().into_iter().flatten())
-        .find(|c| c["name"] == name)?["image"]
-        .as_str()
-}
-
-fn image_pull_message(image: &str, reason: &str, message: Option<&str>) -> String {
-    let what = match message.map(str::trim).filter(|m| !m.is_empty()) {
-        Some(message) => format!("{message} ({reason})"),
-        None => reason.to_string(),
-    };
-    let hint = match reason {
-        "InvalidImageName" => "fix the image reference in the component's image param",
-        "ErrImageNeverPull" => {
-            "the pod's imagePullPolicy is Never: import the image into the nodes' container \
-             runtime, or set the component's image param to an image they have"
-        }
-        _ => {
-            "build the image and import it into the cluster's nodes (or push it to a registry \
-             they can pull from), or set the component's image param to an image that exists"
-        }
-    };
-    format!("image {image} cannot be pulled: {what}; hint: {hint}")
 }
 
 /// The problems of one pod, each as a line.

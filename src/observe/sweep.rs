@@ -33,8 +33,10 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::deploy::blocked;
 use crate::deploy::cluster::CONCURRENCY;
 use crate::observe::logs::jobs::{self, JobRef};
+use crate::observe::logs::outcome;
 use crate::observe::logs::{self, LogSource, LogsError, Output, Request};
 use crate::operator::training::engine::build::LABEL_JOB_ROLE;
 
@@ -219,8 +221,27 @@ async fn read_job(
             Err(LogsError::NotServed { reasons }) => result.note = Some(reasons),
             Err(error) => result.note = Some(first_line(&error.to_string())),
         }
+    } else if jobs::finished(live) {
+        result.note = Some(format!("failed: {}", outcome::failed_message(live)));
+    } else {
+        result.note = blocked(source, &job).await?;
     }
     Ok(result)
+}
+
+/// Why a job that has not finished does not run, if one of its pods says (`pod mnist-worker-0
+/// cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu.`).
+async fn blocked(source: &impl LogSource, job: &JobRef) -> Result<Option<String>, SweepError> {
+    let pods = match source.pods(job).await {
+        Ok(pods) => pods,
+        Err(error @ LogsError::Cluster(_)) => return Err(error.into()),
+        Err(_) => return Ok(None),
+    };
+    Ok(pods
+        .iter()
+        .filter_map(|pod| serde_json::to_value(pod).ok())
+        .find_map(|pod| blocked::pod_blocked(&pod))
+        .map(|blocked| blocked.text))
 }
 
 /// The metrics in the log of the job's lead replica.

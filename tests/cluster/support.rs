@@ -33,16 +33,26 @@ pub fn kubeconfig_path() -> PathBuf {
 /// Run mlkube in `dir` against the test cluster: the binary built with the tests, or the one
 /// `MLKUBE_TEST_BIN` names (to check that a test fails with a build from before a fix).
 pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    mlkube_command(dir, args)
+        .output()
+        .expect("the mlkube binary runs")
+}
+
+/// The command [`mlkube`] runs, its input empty, for a test that starts it itself (its output
+/// piped, to read while it runs or once it ends).
+pub fn mlkube_command(dir: &Path, args: &[&str]) -> Command {
     let binary =
         std::env::var_os("MLKUBE_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_mlkube").into());
-    Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .args(args)
         .current_dir(dir)
         .env("KUBECONFIG", kubeconfig_path())
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
 }
 
 /// [`mlkube`], insisting that it succeeds.

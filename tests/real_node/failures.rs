@@ -8,7 +8,7 @@ use kube::api::ListParams;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::json;
 
-use crate::jobs::{finished, logs, submit};
+use crate::jobs::{finished, logs_of_failed, submit};
 use crate::support::TestNamespace;
 
 const TRAINING_IMAGE: &str = "mlkube/training:0.1.0";
@@ -63,8 +63,18 @@ async fn an_exit_code_fails_the_job_naming_it_and_the_logs_stay_readable() {
         1,
         "cleanPodPolicy None keeps the pod"
     );
-    let logs = logs(&ns, "tfjob/exits", &[]);
-    assert!(logs.contains("worker-0 | no data in /data/train"), "{logs}");
+    for args in [&[][..], &["-f"]] {
+        let (logs, notes) = logs_of_failed(&ns, "tfjob/exits", args);
+        assert!(logs.contains("worker-0 | no data in /data/train"), "{logs}");
+        assert!(
+            notes.contains("worker-0: container tensorflow ended with exit code 3"),
+            "{args:?}: {notes}"
+        );
+        assert!(
+            notes.contains(&format!("tfjob {}/exits failed: ", ns.name)),
+            "{args:?}: {notes}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -79,8 +89,12 @@ async fn a_memory_limit_kills_the_worker_and_the_job_fails_as_oom_killed() {
         message.contains("OOMKilled"),
         "the message names the OOM kill: {message}"
     );
-    let logs = logs(&ns, "tfjob/greedy", &[]);
+    let (logs, notes) = logs_of_failed(&ns, "tfjob/greedy", &[]);
     assert!(logs.contains("worker-0 | loading"), "{logs}");
+    assert!(
+        notes.contains("worker-0: container tensorflow was OOMKilled (exit code 137)"),
+        "{notes}"
+    );
 }
 
 #[tokio::test]
@@ -115,7 +129,7 @@ async fn a_crash_loop_fails_the_job_at_its_backoff_limit_and_keeps_its_pods_and_
         "the kubelet restarted it up to the limit: {restarts}"
     );
     // The container's last run: between restarts the kubelet keeps only the newest dead one.
-    let logs = logs(&ns, "tfjob/crashes", &[]);
+    let (logs, _) = logs_of_failed(&ns, "tfjob/crashes", &[]);
     assert!(
         logs.contains("worker-0 | cannot reach the parameter store"),
         "{logs}"

@@ -63,6 +63,25 @@ pub fn logs(ns: &TestNamespace, job: &str, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("logs are UTF-8")
 }
 
+/// `mlkube logs -n NS <kind>/<name> ARGS...` of a job that failed: it must exit 3 after the
+/// lines; its stdout (the lines) and stderr (the notes on how it ended).
+pub fn logs_of_failed(ns: &TestNamespace, job: &str, args: &[&str]) -> (String, String) {
+    let mut all = vec!["logs", "-n", &ns.name, job];
+    all.extend_from_slice(args);
+    let output = platform::mlkube(platform::app(), &all);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "mlkube {} exits 3 for a failed job:\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        all.join(" ")
+    );
+    (stdout, stderr)
+}
+
 /// The `metric accuracy=<value>` a replica printed, from `mlkube logs` output: (replica, value).
 pub fn accuracies(logs: &str) -> Vec<(String, f64)> {
     logs.lines()

@@ -108,13 +108,14 @@ impl Follow {
         self.listed = true;
         for (of, container) in containers {
             let key = (of.uid.clone(), of.container.clone());
-            if let State::Waiting(reason) = &container.state {
-                if self.waiting.get(&key) != Some(reason) {
+            if let State::Waiting(_) = &container.state {
+                let why = container.waiting_for();
+                if self.waiting.get(&key) != Some(&why) {
                     notes.push(format!(
-                        "{}: waiting for container {} to start ({reason})",
+                        "{}: waiting for container {} to start{why}",
                         of.label, of.container
                     ));
-                    self.waiting.insert(key, reason.clone());
+                    self.waiting.insert(key, why);
                 }
                 continue;
             }
@@ -211,14 +212,14 @@ enum Event {
 }
 
 /// Follow the logs of `found` until every job has finished and every stream has ended, or
-/// `cancel` comes.
+/// `cancel` comes; the jobs and pods as last read.
 pub async fn follow(
     source: &impl LogSource,
     request: &Request,
     found: &[Found],
     out: &mut dyn Output,
     cancel: &Cancel,
-) -> Result<(), LogsError> {
+) -> Result<Vec<Found>, LogsError> {
     follow_every(source, request, found, out, cancel, POLL).await
 }
 
@@ -230,7 +231,7 @@ pub async fn follow_every(
     out: &mut dyn Output,
     cancel: &Cancel,
     poll: Duration,
-) -> Result<(), LogsError> {
+) -> Result<Vec<Found>, LogsError> {
     check(request, found)?;
     for empty in found.iter().filter(|f| f.pods.is_empty()) {
         let why = jobs::no_pods(&empty.job, &empty.object).to_string();
@@ -249,6 +250,7 @@ pub async fn follow_every(
     ticker.tick().await;
     loop {
         let containers = replicas::targets(&replicas::replicas(&found), &found, request);
+        stuck(&containers)?;
         let (opens, notes) = state.round(&containers);
         for note in notes {
             out.note(&note);
@@ -263,17 +265,17 @@ pub async fn follow_every(
         }
         let open = state.open_labels();
         match (finished_rounds, open.is_empty()) {
-            (1.., true) => return Ok(()),
+            (1.., true) => return Ok(found),
             (2, false) => out.note(&still_following(&found, &open)),
             _ => {}
         }
         loop {
             tokio::select! {
-                () = cancel.cancelled() => return Ok(()),
+                () = cancel.cancelled() => return Ok(found),
                 _ = ticker.tick() => break,
                 Some(event) = streams.next(), if !streams.is_empty() => {
                     if !handle(event, &mut state, &mut printer, out)? {
-                        return Ok(());
+                        return Ok(found);
                     }
                 }
             }
@@ -291,6 +293,28 @@ fn check(request: &Request, found: &[Found]) -> Result<(), LogsError> {
     }
     let picked = replicas::pick(all, &request.replicas, found, true)?;
     replicas::check_container(&picked, &request.containers, found)
+}
+
+/// A container that waiting will not start (its image cannot be pulled) ends the follow: the
+/// job cannot get past it, and a follow that waits would wait forever.
+fn stuck(containers: &[(StreamOf, Container)]) -> Result<(), LogsError> {
+    let reasons: Vec<String> = containers
+        .iter()
+        .filter(|(_, c)| !c.state.started())
+        .filter_map(|(of, c)| {
+            let blocked = c.blocked.as_ref().filter(|b| b.lasting)?;
+            Some(format!(
+                "{}: container {} cannot start: {}",
+                of.label, of.container, blocked.text
+            ))
+        })
+        .collect();
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    Err(LogsError::Stuck {
+        reasons: reasons.join("\n  "),
+    })
 }
 
 /// Why a follow goes on after its jobs finished: containers that still run (a parameter server
@@ -455,6 +479,8 @@ mod tests {
 
     fn container(state: State, restarts: i32) -> Container {
         Container {
+            blocked: None,
+            ended: None,
             name: "tensorflow".into(),
             init: false,
             state,

@@ -32,6 +32,7 @@
 
 pub mod follow;
 pub mod jobs;
+pub mod outcome;
 pub mod read;
 pub mod replicas;
 pub mod source;
@@ -47,6 +48,7 @@ use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::ClusterError;
 
 pub use jobs::JobRef;
+pub use outcome::Outcome;
 pub use source::LogSource;
 
 /// Which containers of each replica's pod to read.
@@ -165,6 +167,11 @@ pub enum LogsError {
         container: String,
         have: String,
     },
+    #[error(
+        "{reasons}\n  hint: the job cannot get past it; fix what the message names, then apply \
+         again"
+    )]
+    Stuck { reasons: String },
     #[error("there are no logs to read yet: {reasons}\n  hint: {hint}")]
     NothingToRead { reasons: String, hint: &'static str },
     #[error(
@@ -245,19 +252,22 @@ pub enum LogsError {
 }
 
 /// Read the logs `request` asks for from `source` into `out`, until they end (or, following,
-/// until every job has finished and its streams have ended, or `cancel` comes).
+/// until every job has finished and its streams have ended, or `cancel` comes); then note how
+/// the containers that did not succeed ended and which jobs failed ([`outcome`]).
 pub async fn logs(
     source: &impl LogSource,
     request: &Request,
     out: &mut dyn Output,
     cancel: &Cancel,
-) -> Result<(), LogsError> {
+) -> Result<Outcome, LogsError> {
     let found = jobs::find(source, request, out).await?;
-    if request.follow {
-        follow::follow(source, request, &found, out, cancel).await
+    let last = if request.follow {
+        follow::follow(source, request, &found, out, cancel).await?
     } else {
-        read::read(source, request, &found, out).await
-    }
+        read::read(source, request, &found, out).await?;
+        found
+    };
+    Ok(outcome::report(&last, request, out))
 }
 
 /// A line of logs as the kubelet sends it with timestamps: the time and the rest.

@@ -56,10 +56,15 @@ pub async fn read(
         });
     }
     skipped.extend(unserved);
+    let lasting = replicas::targets(&picked, found, request)
+        .iter()
+        .any(|(_, c)| c.blocked.as_ref().is_some_and(|b| b.lasting));
     if streams.is_empty() {
         return Err(LogsError::NothingToRead {
             reasons: skipped.join("; "),
-            hint: if request.previous {
+            hint: if lasting {
+                "waiting will not start it: fix what the message names, then apply again"
+            } else if request.previous {
                 "--previous reads the instance of a container before its last restart; without \
                  it, the current one"
             } else {
@@ -88,9 +93,11 @@ fn readable(
                 "{}: container {} has not restarted, so it has no previous instance",
                 of.label, of.container
             )),
-            (State::Waiting(reason), false) => skipped.push(format!(
-                "{}: container {} has not started ({reason})",
-                of.label, of.container
+            (State::Waiting(_), false) => skipped.push(format!(
+                "{}: container {} has not started{}",
+                of.label,
+                of.container,
+                container.waiting_for()
             )),
             _ => readable.push(of),
         }

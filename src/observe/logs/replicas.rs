@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::jobs::Found;
 use super::source::StreamOf;
 use super::{Containers, LogsError, Request};
+use crate::deploy::blocked::{self, Blocked};
 use crate::operator::training::engine::build::{LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE};
 use crate::operator::training::framework::Framework;
 
@@ -40,6 +41,11 @@ pub struct Container {
     pub state: State,
     /// How many times it restarted: its instance.
     pub restarts: i32,
+    /// Why it has not started, when more than its start holds it (its pod cannot be scheduled,
+    /// its image cannot be pulled, it crashes).
+    pub blocked: Option<Blocked>,
+    /// How it ended, now or before its last restart, when it did not succeed.
+    pub ended: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,12 +111,13 @@ pub fn replica(framework: &Framework, job: &str, pod: &Pod) -> Replica {
     let main = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
     let init_statuses = status.and_then(|s| s.init_container_statuses.as_deref());
     let main_statuses = status.and_then(|s| s.container_statuses.as_deref());
+    let value = serde_json::to_value(pod).unwrap_or_default();
     let containers = init
         .iter()
-        .map(|c| container(&c.name, true, init_statuses))
+        .map(|c| container(&c.name, true, init_statuses, &value))
         .chain(
             main.iter()
-                .map(|c| container(&c.name, false, main_statuses)),
+                .map(|c| container(&c.name, false, main_statuses, &value)),
         )
         .collect();
     Replica {
@@ -129,7 +136,12 @@ pub fn replica(framework: &Framework, job: &str, pod: &Pod) -> Replica {
     }
 }
 
-fn container(name: &str, init: bool, statuses: Option<&[ContainerStatus]>) -> Container {
+fn container(
+    name: &str,
+    init: bool,
+    statuses: Option<&[ContainerStatus]>,
+    pod: &Value,
+) -> Container {
     let status = statuses.unwrap_or_default().iter().find(|s| s.name == name);
     let state = status.and_then(|s| s.state.as_ref());
     let state = match state {
@@ -148,6 +160,20 @@ fn container(name: &str, init: bool, statuses: Option<&[ContainerStatus]>) -> Co
         init,
         state,
         restarts: status.map_or(0, |s| s.restart_count),
+        blocked: blocked::container_blocked(pod, name),
+        ended: blocked::container_status(pod, name).and_then(blocked::ended),
+    }
+}
+
+impl Container {
+    /// Why it has not started, after `has not started`: ` (ContainerCreating)`, or `: <what
+    /// blocks it>`.
+    pub fn waiting_for(&self) -> String {
+        match (&self.blocked, &self.state) {
+            (Some(blocked), _) => format!(": {}", blocked.text),
+            (None, State::Waiting(reason)) => format!(" ({reason})"),
+            (None, _) => String::new(),
+        }
     }
 }
 

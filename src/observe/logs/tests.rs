@@ -225,7 +225,7 @@ fn request(jobs: Vec<JobRef>) -> Request {
     }
 }
 
-async fn read(fake: &Fake, request: &Request) -> (Result<(), LogsError>, Recorder) {
+async fn read(fake: &Fake, request: &Request) -> (Result<Outcome, LogsError>, Recorder) {
     let recorder = Recorder::default();
     let mut out = recorder.clone();
     let result = logs(fake, request, &mut out, &Cancel::new()).await;
@@ -306,14 +306,14 @@ async fn containers_that_have_not_started_are_noted_and_none_at_all_is_an_error(
     let fake = Fake::default();
     fake.set_job(tfjob("mnist", "Running", 2));
     fake.set_pod(pod("mnist", "worker", 0, running(), 0));
-    fake.set_pod(pod("mnist", "worker", 1, waiting("ImagePullBackOff"), 0));
+    fake.set_pod(pod("mnist", "worker", 1, waiting("ContainerCreating"), 0));
     fake.log("mnist-worker-0", "tensorflow", &["2026-01-01T10:00:00Z hi"]);
     let (result, out) = read(&fake, &request(vec![tf("mnist")])).await;
     result.expect("worker-0 is read");
     assert_eq!(out.lines(), ["worker-0 | hi"]);
     assert_eq!(
         out.notes(),
-        ["worker-1: container tensorflow has not started (ImagePullBackOff)"]
+        ["worker-1: container tensorflow has not started (ContainerCreating)"]
     );
     let only_waiting = Request {
         replicas: vec!["worker-1".into()],
@@ -323,7 +323,7 @@ async fn containers_that_have_not_started_are_noted_and_none_at_all_is_an_error(
     assert!(
         error.starts_with(
             "there are no logs to read yet: worker-1: container tensorflow has not started \
-             (ImagePullBackOff)\n  hint: follow them with -f"
+             (ContainerCreating)\n  hint: follow them with -f"
         ),
         "{error}"
     );
@@ -565,7 +565,9 @@ fn start_following(
     let task = tokio::spawn(async move {
         let found = jobs::find(&fake, &request, &mut out).await?;
         let poll = Duration::from_millis(20);
-        follow::follow_every(&fake, &request, &found, &mut out, &cancel, poll).await
+        follow::follow_every(&fake, &request, &found, &mut out, &cancel, poll)
+            .await
+            .map(|_| ())
     });
     (task, recorder)
 }
@@ -792,4 +794,117 @@ async fn a_container_still_running_after_its_job_finished_is_followed_and_said_s
     ended(task)
         .await
         .expect("the follow ends with the container");
+}
+
+/// The pod of `worker-0` of `job` that the scheduler could not place: no container statuses.
+fn unscheduled(job: &str) -> Pod {
+    let mut pod = pod(job, "worker", 0, running(), 0);
+    pod.spec.as_mut().expect("a spec").node_name = None;
+    pod.status = serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/1 nodes are available: 1 Insufficient cpu."}]}))
+    .expect("a pod status");
+    pod
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_pulled_is_named_and_a_follow_ends_with_it() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("badimg", "Created", 1));
+    let message = "failed to pull and unpack image \"tf:1\": not found";
+    let state = json!({"waiting": {"reason": "ErrImagePull", "message": message}});
+    fake.set_pod(pod("badimg", "worker", 0, state, 0));
+    let error = read(&fake, &request(vec![tf("badimg")]))
+        .await
+        .0
+        .unwrap_err();
+    let error = error.to_string();
+    assert!(
+        error.starts_with(&format!(
+            "there are no logs to read yet: worker-0: container tensorflow has not started: \
+             image tf:1 cannot be pulled: {message} (ErrImagePull)"
+        )),
+        "{error}"
+    );
+    assert!(error.contains("hint: waiting will not start it"), "{error}");
+    let (task, _) = start_following(&fake, request_following("badimg"), &Cancel::new());
+    let error = ended(task).await.unwrap_err().to_string();
+    assert!(
+        error.starts_with(&format!(
+            "worker-0: container tensorflow cannot start: image tf:1 cannot be pulled: {message}"
+        )),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_pod_the_scheduler_cannot_place_says_what_it_lacks_and_a_follow_waits_saying_so() {
+    let fake = Fake::default();
+    fake.set_job(tfjob("big", "Created", 1));
+    fake.set_pod(unscheduled("big"));
+    let error = read(&fake, &request(vec![tf("big")])).await.0.unwrap_err();
+    let why = "cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu.";
+    assert!(
+        error.to_string().starts_with(&format!(
+            "there are no logs to read yet: worker-0: container tensorflow has not started: {why}"
+        )),
+        "{error}"
+    );
+    let cancel = Cancel::new();
+    let (task, out) = start_following(&fake, request_following("big"), &cancel);
+    let note = format!("worker-0: waiting for container tensorflow to start: {why}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !out.notes().contains(&note) {
+        assert!(tokio::time::Instant::now() < deadline, "{:?}", out.notes());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!task.is_finished(), "room may come: the follow waits");
+    cancel.cancel();
+    ended(task).await.expect("Ctrl-C ends it well");
+}
+
+/// A TFJob that failed with `message`.
+fn failed_tfjob(name: &str, message: &str) -> Value {
+    let mut job = tfjob(name, "Failed", 1);
+    job["status"]["conditions"][1]["message"] = json!(message);
+    job
+}
+
+#[tokio::test]
+async fn the_logs_of_a_failed_job_end_saying_how_each_replica_ended_and_that_it_failed() {
+    let message = "TFJob ml/greedy has failed because 1 Worker replica(s) failed.";
+    let oom = json!({"terminated": {"exitCode": 137, "reason": "OOMKilled"}});
+    for follow in [false, true] {
+        let fake = Fake::default();
+        fake.set_job(failed_tfjob("greedy", message));
+        fake.set_pod(pod("greedy", "worker", 0, oom.clone(), 0));
+        fake.log("greedy-worker-0", "tensorflow", &[]);
+        let asked = Request {
+            follow,
+            ..request(vec![tf("greedy")])
+        };
+        let (result, out) = read(&fake, &asked).await;
+        let outcome = result.expect("an empty log is read");
+        assert_eq!(outcome.failed, ["tfjob ml/greedy"], "follow {follow}");
+        assert!(outcome.any_failed());
+        assert_eq!(
+            out.notes(),
+            [
+                "worker-0: container tensorflow was OOMKilled (exit code 137)".to_string(),
+                format!("tfjob ml/greedy failed: {message}"),
+            ],
+            "follow {follow}"
+        );
+    }
+    let fake = Fake::default();
+    fake.set_job(tfjob("fine", "Succeeded", 1));
+    fake.set_pod(pod("fine", "worker", 0, terminated(), 0));
+    fake.log(
+        "fine-worker-0",
+        "tensorflow",
+        &["2026-01-01T10:00:00Z done"],
+    );
+    let (result, out) = read(&fake, &request(vec![tf("fine")])).await;
+    assert!(!result.expect("read").any_failed());
+    assert!(out.notes().is_empty(), "{:?}", out.notes());
 }
