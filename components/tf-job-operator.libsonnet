@@ -235,7 +235,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       {
         apiVersion: 'apps/v1',
         kind: 'Deployment',
-        metadata: meta(name),
+        // Which namespaces it acts in: an apply refuses a second operator whose jobs overlap.
+        metadata: meta(name, { 'mlkube.io/operator-scope': scope }),
         spec: {
           replicas: replicas,
           selector: { matchLabels: u.selector(name, part) },

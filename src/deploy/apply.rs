@@ -48,6 +48,7 @@ use crate::deploy::diff::{self, prunable};
 use crate::deploy::key::Key;
 use crate::deploy::live;
 use crate::deploy::managed_fields::FIELD_MANAGER;
+use crate::deploy::operators;
 use crate::deploy::ownership::{self, Verdict};
 use crate::deploy::plan::{Desired, Plan};
 use crate::deploy::preflight::{
@@ -161,6 +162,8 @@ pub enum ApplyError {
     #[error(transparent)]
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
+    Operators(#[from] operators::CheckError),
+    #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error("cannot create namespace `{namespace}`")]
     Namespace {
@@ -217,6 +220,7 @@ pub async fn apply(
     options: &ApplyOptions<'_>,
 ) -> Result<ApplyReport, ApplyError> {
     let resolved = resolve_all(cluster, plan)?;
+    operators::check(cluster, plan).await?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
     let members = match &inventory {
         Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,

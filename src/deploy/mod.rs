@@ -22,6 +22,7 @@ pub mod managed_fields;
 #[cfg(test)]
 pub mod memory;
 pub mod openapi;
+pub mod operators;
 pub mod ownership;
 pub mod plan;
 pub mod preflight;

@@ -15,6 +15,7 @@ mod hub;
 mod jobs;
 mod mpi;
 mod network;
+mod operators;
 mod platform;
 mod stuck;
 #[path = "../cluster/support.rs"]

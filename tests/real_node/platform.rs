@@ -12,6 +12,8 @@ use kube::api::ListParams;
 
 use crate::support;
 
+/// The app's name: its directory's.
+pub const APP_NAME: &str = "mlkube-real-node-app";
 /// The `local` environment's namespace, where the operator runs.
 pub const NAMESPACE: &str = "mlkube-real";
 /// The operator component of the default app, and the label of its pods.
@@ -24,7 +26,7 @@ pub fn app() -> &'static Path {
     APP.get_or_init(|| {
         // One app for every run against this cluster: a second app of the same name would
         // (rightly) be refused the first one's objects.
-        let dir = std::env::temp_dir().join("mlkube-real-node-app");
+        let dir = std::env::temp_dir().join(APP_NAME);
         if !dir.join("app.yaml").exists() {
             let init = mlkube(
                 &std::env::temp_dir(),
