@@ -41,6 +41,7 @@ pub const NAMESPACES_ANNOTATION: &str = "applyset.kubernetes.io/additional-names
 pub const COMPONENT_LABEL: &str = "mlkube.io/component";
 /// The prefix of the label by which a set claims a shared object: `used-by.mlkube.io/<id>`.
 pub const CLAIM_PREFIX: &str = "used-by.mlkube.io/";
+pub use crate::deploy::managed_fields::SHARED_HASH_PREFIX;
 /// The parent's record of the app's id, so two apps of one name never share a set.
 pub const APP_ID_ANNOTATION: &str = "mlkube.io/app-id";
 /// On a parent `delete` left behind: when the environment was deleted (RFC 3339, UTC).
@@ -91,6 +92,12 @@ impl ApplySet {
     /// The label by which this set claims a shared object.
     pub fn claim_label(&self) -> String {
         format!("{CLAIM_PREFIX}{}", self.id)
+    }
+
+    /// The annotation in which this set records the hash of its configuration of a shared
+    /// object: each set its own, as each writes its own value.
+    pub fn shared_hash_annotation(&self) -> String {
+        format!("{SHARED_HASH_PREFIX}{}", self.id)
     }
 
     /// The label selector of the members.

@@ -70,7 +70,11 @@ fn union(into: &mut Value, from: &Value) {
     }
 }
 
-/// The merge patch that takes `manager` and the label `label` off `live`, on the condition that
+/// The prefix of the annotation in which a set records its configuration of a shared object,
+/// before the set's id (as its claim label has it after `used-by.mlkube.io/`).
+pub const SHARED_HASH_PREFIX: &str = "config-hash.mlkube.io/";
+
+/// The merge patch that takes `manager` with the label `label` and its set's configuration hash off `live`, on the condition that
 /// `live` is still the object's state (its resource version). The server takes managed fields
 /// written by a patch as the object's new ones; every field stays, and those only `manager`
 /// owned are owned by nobody. A list of no managers would be read as "not given", so one empty
@@ -86,9 +90,11 @@ pub fn disowning(live: &Value, manager: &str, label: &str) -> Value {
     if remaining.is_empty() {
         remaining.push(json!({}));
     }
+    let id = label.rsplit('/').next().unwrap_or(label);
     json!({"metadata": {
         "resourceVersion": live["metadata"]["resourceVersion"],
         "managedFields": remaining,
         "labels": {label: null},
+        "annotations": {format!("{SHARED_HASH_PREFIX}{id}"): null},
     }})
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use sha2::{Digest, Sha256};
 
-use super::applyset::{ApplySet, PART_OF_LABEL};
+use super::applyset::{ApplySet, PART_OF_LABEL, SHARED_HASH_PREFIX};
 use super::key::Key;
 use super::managed_fields::FIELD_MANAGER;
 use crate::render::kinds::{Tier, tier};
@@ -135,14 +135,21 @@ impl Plan {
 /// When this says `false` the object simply goes the slow way (a server-side dry run or apply);
 /// values the server normalises (quantities, for one) end up there too, which is safe.
 pub fn unchanged(desired: &Desired, live: &Value) -> bool {
-    let hash = |v: &Value| {
-        v["metadata"]["annotations"][CONFIG_HASH_ANNOTATION]
-            .as_str()
-            .map(str::to_string)
+    let Some((annotation, hash)) = config_hash(&desired.value) else {
+        return false;
     };
-    hash(&desired.value).is_some()
-        && hash(&desired.value) == hash(live)
+    live["metadata"]["annotations"][annotation].as_str() == Some(hash)
         && subset(&desired.value, live)
+}
+
+/// The annotation holding a rendered object's configuration hash, and the hash: a member's
+/// [`CONFIG_HASH_ANNOTATION`], or a shared object's, under its set's own name.
+fn config_hash(value: &Value) -> Option<(&str, &str)> {
+    let annotations = value["metadata"]["annotations"].as_object()?;
+    annotations
+        .iter()
+        .find(|(k, _)| *k == CONFIG_HASH_ANNOTATION || k.starts_with(SHARED_HASH_PREFIX))
+        .and_then(|(k, v)| Some((k.as_str(), v.as_str()?)))
 }
 
 /// Every value in `small` is in `large` at the same place (lists item by item, same length).
@@ -232,8 +239,8 @@ pub fn plan(
 }
 
 /// The object as it is sent: a member carries the set's label and the hash of its
-/// configuration; a shared object carries the set's claim and no hash (each set would write
-/// its own value); a namespace carries neither label.
+/// configuration; a shared object carries the set's claim and the hash under the set's own
+/// annotation (each set writes its own value); a namespace carries neither label.
 fn labelled(rendered: &Value, tier: Tier, shared: bool, set: &ApplySet, component: &str) -> Value {
     let mut value = rendered.clone();
     let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) else {
@@ -251,9 +258,10 @@ fn labelled(rendered: &Value, tier: Tier, shared: bool, set: &ApplySet, componen
             }
         }
     }
-    if shared {
-        return value;
-    }
+    let annotation = match shared {
+        true => set.shared_hash_annotation(),
+        false => CONFIG_HASH_ANNOTATION.to_string(),
+    };
     let hash = Sha256::digest(value.to_string().as_bytes());
     let hash: String = hash.iter().take(16).map(|b| format!("{b:02x}")).collect();
     if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -261,7 +269,7 @@ fn labelled(rendered: &Value, tier: Tier, shared: bool, set: &ApplySet, componen
             .entry("annotations")
             .or_insert_with(|| Value::Object(Default::default()));
         if let Some(annotations) = annotations.as_object_mut() {
-            annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), Value::String(hash));
+            annotations.insert(annotation, Value::String(hash));
         }
     }
     value

@@ -488,15 +488,15 @@ async fn an_unchanged_object_is_not_dry_run_and_a_changed_one_once() {
 }
 
 #[tokio::test]
-async fn a_shared_object_the_server_finds_unchanged_is_checked_and_not_written() {
-    // A shared object carries no configuration hash, so the fast path never skips it.
+async fn a_shared_object_unchanged_since_the_sets_apply_is_skipped_and_a_drifted_one_checked() {
+    // A shared object carries the set's own configuration hash: the fast path skips it too.
     let objects = vec![config_map("a", "c"), storage_class()];
     let cluster = deployed(objects.clone()).await;
-    let report = apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes))
+    let report = apply::apply(&cluster, &plan_of(objects.clone(), &[]), &options(&Yes))
         .await
         .expect("the no-op re-apply");
-    assert_eq!(cluster.dry_runs(), ["StorageClass kvc"]);
-    assert_eq!(cluster.writes(), [], "its dry run answered: no change");
+    assert_eq!(cluster.dry_runs(), Vec::<String>::new());
+    assert_eq!(cluster.writes(), []);
     assert!(
         report
             .applied
@@ -505,6 +505,16 @@ async fn a_shared_object_the_server_finds_unchanged_is_checked_and_not_written()
         "{:?}",
         report.applied
     );
+
+    // A value the set wrote, changed by hand: the fast path cannot vouch for it any more.
+    cluster.create_as(
+        "kubectl-edit",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": "kvc", "labels": {"mlkube.io/component": "by-hand"}}}),
+    );
+    // Whether it then conflicts or is taken back is the apply's business; it is asked first.
+    let _ = apply::apply(&cluster, &plan_of(objects, &[]), &options(&Yes)).await;
+    assert_eq!(cluster.dry_runs(), ["StorageClass kvc"]);
 }
 
 #[tokio::test]
