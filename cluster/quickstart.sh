@@ -37,7 +37,8 @@ MLKUBE_CLUSTER_NODE=${MLKUBE_CLUSTER_NODE:-$(cluster/local-cluster.sh node-kind 
 export MLKUBE_CLUSTER_NODE
 
 say "installing mlkube (cargo install --locked --path .; a release build, some minutes the first time)"
-cargo install --quiet --locked --path . --force
+source image/progress.sh # a line a minute while the build runs
+with_progress "cargo install" cargo install --quiet --locked --path . --force
 installed=${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin/mlkube
 if [ "$(command -v mlkube)" != "$installed" ]; then
   say "warning: $(dirname "$installed") is not first on PATH, so \`mlkube\` is not the one just installed"
@@ -95,6 +96,9 @@ mlkube param set notebook-hub image mlkube/notebook-hub --env local >/dev/null
 mlkube param set notebook-hub tag "$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
+# PyTorch workers' init container: the busybox image the node holds (upstream's alpine:3.10
+# comes from a registry the node cannot reach).
+mlkube param set tf-job-operator pytorchInitImage "mlkube/pytorch-init:$IMAGE_TAG" --env local >/dev/null
 # No volume provisioner on the local node: notebooks keep their files in the pod.
 mlkube param set notebook-hub notebookPvcMount "" --env local >/dev/null
 say "applying the operator (from its image) and the notebook hub; TensorFlow Serving (mnist) and the"

@@ -22,6 +22,7 @@ CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}"
 export CARGO_TARGET_DIR
 ARCHIVE=$(realpath -m "${1:-$CARGO_TARGET_DIR/image/mlkube.oci.tar}")
 source "$(dirname "$0")/oci.sh"
+source "$(dirname "$0")/progress.sh"
 cd "$(dirname "$0")/.."
 
 TARGET=x86_64-unknown-linux-musl
@@ -55,7 +56,10 @@ path_independent_flags() {
   # As cargo spells it: absolute, symbolic links not resolved.
   cargo_home=$(realpath -ms "${CARGO_HOME:-$HOME/.cargo}")
   local -a maps=("$cargo_home=/cargo" "$CARGO_TARGET_DIR=/target")
-  local map rust_flags=() c_flags=()
+  # Stripped by a flag of the musl target's, not by the release profile: a profile setting
+  # would reach the host's build scripts and proc-macros too, which `cargo install` shares in
+  # the same target directory, and each build would then rebuild them for the other.
+  local map rust_flags=(-Cstrip=symbols) c_flags=()
   for map in "${maps[@]}"; do
     rust_flags+=("--remap-path-prefix=$map")
     c_flags+=("-ffile-prefix-map=$map")
@@ -76,7 +80,7 @@ dependencies_epoch() {
 build_binary() {
   say "building the static binary (cargo build --release --target $TARGET)"
   path_independent_flags
-  SOURCE_DATE_EPOCH=$(dependencies_epoch) CARGO_PROFILE_RELEASE_STRIP=symbols \
+  SOURCE_DATE_EPOCH=$(dependencies_epoch) with_progress "the static binary" \
     cargo build --quiet --locked --release --target "$TARGET" --bin mlkube
   BINARY=$CARGO_TARGET_DIR/$TARGET/release/mlkube
   VERSION=$("$BINARY" --version | awk '{print $2}')

@@ -11,6 +11,7 @@
 #   docker.io/mlkube/training:<version>      image/training/    Python with TF, JAX, sklearn, XGBoost
 #   docker.io/mlkube/notebook-hub:<version>  image/notebook-hub/  JupyterHub, and the notebooks
 #   docker.io/mlkube/kubectl-delivery:<version>  image/kubectl-delivery/  kubectl for MPIJob launchers
+#   docker.io/mlkube/pytorch-init:<version>  image/pytorch-init/  busybox for PyTorch workers' init
 #
 # kubectl-delivery copies the control plane's own kubectl: $MLKUBE_KUBECTL, or the newest
 # ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/controlplane/*/bin/kubectl cluster/local-cluster.sh built.
@@ -132,6 +133,8 @@ cached_image training "$VERSION" image/training/build.sh "$DEBIAN_SOURCES" \
   image/training image/oci.sh image/debian.sh "${EXAMPLES[@]}"
 cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCES" \
   image/notebook-hub image/oci.sh image/debian.sh
+cached_image pytorch-init "$VERSION" image/pytorch-init/build.sh "$DEBIAN_SOURCES" \
+  image/pytorch-init image/oci.sh image/debian.sh
 cached_image kubectl-delivery "$VERSION" image/kubectl-delivery/build.sh \
   "$(musl-gcc --version | head -1) kubectl $(sha256sum "$KUBECTL" | awk '{print $1}')" \
   image/kubectl-delivery image/oci.sh

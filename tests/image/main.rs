@@ -451,3 +451,60 @@ async fn the_pause_image_reaps_children_and_exits_cleanly_on_sigterm() {
     .await;
     assert_eq!(status.code(), Some(0), "a clean exit on SIGTERM");
 }
+
+/// The image's build changes nothing that the host's release build (`cargo install`, in the same
+/// target directory) uses: a profile setting in cargo's environment would reach the host's build
+/// scripts and proc-macros too, and each build would rebuild them for the other. A `cargo` that
+/// records what it is given, and writes a stand-in binary, shows what image/build.sh passes.
+#[test]
+fn the_image_build_leaves_the_hosts_release_build_alone() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("a bin directory");
+    let record = dir.path().join("cargo.record");
+    let fake = "#!/bin/sh\nenv > \"$RECORD\"\necho \"args: $*\" >> \"$RECORD\"\n\
+        out=\"$CARGO_TARGET_DIR/x86_64-unknown-linux-musl/release\"\nmkdir -p \"$out\"\n\
+        printf '#!/bin/sh\\necho mlkube 0.0.0\\n' > \"$out/mlkube\"\nchmod +x \"$out/mlkube\"\n";
+    let cargo = bin.join("cargo");
+    std::fs::write(&cargo, fake).expect("the recording cargo");
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("executable");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("image/build.sh"))
+        .arg(dir.path().join("image.oci.tar"))
+        .env("PATH", path)
+        .env("RECORD", &record)
+        .env("CARGO_TARGET_DIR", dir.path().join("target"))
+        .output()
+        .expect("image/build.sh runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let recorded = std::fs::read_to_string(&record).expect("cargo was called");
+    let profile: Vec<&str> = recorded
+        .lines()
+        .filter(|l| l.starts_with("CARGO_PROFILE_"))
+        .collect();
+    assert!(
+        profile.is_empty(),
+        "profile settings reach the host's build: {profile:?}"
+    );
+    assert!(
+        recorded.contains("--target x86_64-unknown-linux-musl"),
+        "{recorded}"
+    );
+    let flags = recorded
+        .lines()
+        .find_map(|l| l.strip_prefix("CARGO_ENCODED_RUSTFLAGS="))
+        .expect("the musl target's flags");
+    assert!(
+        flags.split('\x1f').any(|f| f == "-Cstrip=symbols"),
+        "{flags:?}"
+    );
+}

@@ -17,6 +17,7 @@ mod mpi;
 mod network;
 mod operators;
 mod platform;
+mod pytorch;
 mod stuck;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]

@@ -12,6 +12,8 @@ use kube::api::ListParams;
 
 use crate::support;
 
+/// The image of PyTorch workers' `init-pytorch` container among the node's images.
+pub const PYTORCH_INIT_IMAGE: &str = "mlkube/pytorch-init:0.1.0";
 /// The app's name: its directory's.
 pub const APP_NAME: &str = "mlkube-real-node-app";
 /// The `local` environment's namespace, where the operator runs.
@@ -39,6 +41,15 @@ pub fn app() -> &'static Path {
             );
             assert_success("mlkube init", &init);
         }
+        // PyTorch workers' init container: the image the node holds, not upstream's alpine.
+        let init = [
+            "param",
+            "set",
+            OPERATOR,
+            "pytorchInitImage",
+            PYTORCH_INIT_IMAGE,
+        ];
+        assert_success("mlkube param set", &mlkube(&dir, &init));
         let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
         assert_success("mlkube apply local -c tf-job-operator", &apply);
         dir

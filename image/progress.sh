@@ -1,0 +1,19 @@
+# with_progress, sourced by scripts whose steps may take long (image/build.sh,
+# cluster/quickstart.sh); it speaks through the caller's `say`.
+
+# Run a command that may take long, saying every minute that it still runs and for how long,
+# so a first build (the static binary, 10 minutes or more on 2 cores) is never silent.
+with_progress() {
+  local what=$1 started=$SECONDS status
+  shift
+  (
+    while sleep 60; do
+      say "$what: still running ($(((SECONDS - started) / 60)) min so far)"
+    done
+  ) &
+  local ticker=$!
+  "$@" && status=0 || status=$?
+  kill "$ticker" 2>/dev/null
+  wait "$ticker" 2>/dev/null || true
+  return "$status"
+}
