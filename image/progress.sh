@@ -7,7 +7,8 @@ with_progress() {
   local what=$1 started=$SECONDS status
   shift
   (
-    while sleep 60; do
+    # sleep holds none of the caller's pipes, so killing the loop lets them close at once.
+    while sleep 60 </dev/null >/dev/null 2>&1; do
       say "$what: still running ($(((SECONDS - started) / 60)) min so far)"
     done
   ) &
