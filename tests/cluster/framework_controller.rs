@@ -793,3 +793,62 @@ async fn kills_of_the_operator_never_start_a_second_attempt_nor_retry_a_task() {
         );
     }
 }
+
+/// Leader failover: a standby replica takes over mid-run from a leader that was killed, and the
+/// Framework keeps its one attempt and one pod per Task.
+#[tokio::test]
+async fn a_standby_takes_over_from_a_killed_leader_with_one_attempt_and_one_pod_per_task() {
+    let ns = TestNamespace::new("fc-failover").await;
+    install_crd(&ns.client).await;
+    let access = Access::scoped(Scope::Namespace).with_leader_election();
+    let identity = OperatorIdentity::new(&ns, access).await;
+    let flags = ["--frameworks", "frameworkcontroller", "--leader-elect"];
+    let seen = Arc::new(Seen::default());
+    let watch = watch_uids(&ns, seen.clone());
+    let mut leader = spawn_operator_binary(&ns.name, &identity, &flags);
+    let service = framework(
+        "failover",
+        (false, -2),
+        vec![role("server", 6, (1, -1), (false, -2), None)],
+    );
+    let api = submit(&ns, &service).await;
+    eventually("the leader to start the attempt", TIMEOUT, || async {
+        (seen.snapshot().len() >= 3).then_some(())
+    })
+    .await;
+    let _standby = spawn_operator_binary(&ns.name, &identity, &flags);
+    leader.kill();
+    let s = await_status(&api, "failover", "runs all 6 Tasks", |s| {
+        running(s)
+            && (s.attempt_status.task_role_statuses[0].task_statuses.iter())
+                .all(|t| t.state == TaskState::AttemptRunning)
+    })
+    .await;
+    watch.abort();
+    let seen = seen.snapshot();
+    assert_eq!(
+        seen["failover-attempt"].len(),
+        1,
+        "one FrameworkAttempt: {seen:?}"
+    );
+    assert_eq!(
+        (
+            s.attempt_status.id,
+            s.retry_policy_status.total_retried_count
+        ),
+        (0, 0)
+    );
+    let live = pods(&ns, "failover").await;
+    assert_eq!(live.len(), 6);
+    for task in &s.attempt_status.task_role_statuses[0].task_statuses {
+        assert_eq!(
+            task.attempt_status.id, 0,
+            "Task {} was never retried",
+            task.index
+        );
+        let pod = live
+            .iter()
+            .find(|p| p.name_any() == task.attempt_status.pod_name);
+        assert_eq!(pod.and_then(|p| p.uid()), task.attempt_status.pod_uid);
+    }
+}
