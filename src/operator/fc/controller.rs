@@ -32,14 +32,14 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 
-use super::api::{Framework, FrameworkStatus};
+use super::api::{Framework, FrameworkState, FrameworkStatus};
 use super::completion as cc;
 use super::objects::{self, FRAMEWORK_NAME, config_map_name};
 use super::sync::{self, Action, Done, Observed};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::{EventType, Events};
 use crate::operator::runtime::http::Health;
-use crate::operator::runtime::metrics::Metrics;
+use crate::operator::runtime::metrics::{Metrics, Transition};
 use crate::operator::runtime::shutdown::Stop;
 use crate::operator::runtime::{FIELD_MANAGER, installed, lock};
 
@@ -361,10 +361,36 @@ async fn write_status(
     {
         ctx.wrote(framework, version);
     }
+    for transition in transitions(framework.status.as_ref(), status) {
+        ctx.metrics.job(transition, FLAG_NAME, &namespace);
+    }
     if framework.status.as_ref().map(|s| s.state) != Some(status.state) {
         tracing::info!(framework = %format!("{namespace}/{name}"), state = ?status.state, attempt = status.attempt_status.id, "state");
     }
     Ok(stored)
+}
+
+/// What a status write tells the job metrics: a Framework first seen is created, a new attempt
+/// is a restart, and one that completes succeeded or failed by its last attempt.
+fn transitions(old: Option<&FrameworkStatus>, new: &FrameworkStatus) -> Vec<Transition> {
+    let mut found = Vec::new();
+    let Some(old) = old else {
+        found.push(Transition::Created);
+        return found;
+    };
+    if new.attempt_status.id > old.attempt_status.id {
+        found.push(Transition::Restarted);
+    }
+    if new.state == FrameworkState::Completed && old.state != FrameworkState::Completed {
+        let failed =
+            (new.attempt_status.completion_status.as_ref()).is_none_or(|c| c.status.failed());
+        found.push(if failed {
+            Transition::Failed
+        } else {
+            Transition::Succeeded
+        });
+    }
+    found
 }
 
 fn is_status(error: &kube::Error, codes: &[u16]) -> bool {
@@ -390,7 +416,7 @@ async fn carry_out(
             let object = objects::config_map(framework, status);
             match api.create(&pp, &object).await {
                 Ok(created) => {
-                    ctx.metrics.object("create_configmap");
+                    ctx.metrics.object("created_configmaps");
                     Ok(Some(Done::ConfigMapCreated {
                         uid: created.uid().unwrap_or_default(),
                     }))
@@ -415,7 +441,10 @@ async fn carry_out(
                 ..DeleteParams::foreground()
             };
             match api.delete(&name, &params).await {
-                Ok(_) => Ok(Some(Done::ConfigMapDeleteSent)),
+                Ok(_) => {
+                    ctx.metrics.object("deleted_configmaps");
+                    Ok(Some(Done::ConfigMapDeleteSent))
+                }
                 Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::ConfigMapDeleteSent)),
                 Err(source) => Err(act_error("delete", format!("ConfigMap {name}"), source)),
             }
@@ -435,7 +464,7 @@ async fn carry_out(
             };
             match api.delete(&name, &params).await {
                 Ok(_) => {
-                    ctx.metrics.object("delete_pod");
+                    ctx.metrics.object("deleted_pods");
                     Ok(Some(Done::PodDeleteSent { name, force }))
                 }
                 Err(e) if is_status(&e, &[404, 409]) => {
@@ -479,7 +508,7 @@ async fn create_pod(
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.create(pp, &pod).await {
         Ok(created) => {
-            ctx.metrics.object("create_pod");
+            ctx.metrics.object("created_pods");
             Ok(Some(Done::PodCreated {
                 role,
                 index,
@@ -514,5 +543,40 @@ async fn create_pod(
             format!("pod {}", pod.name_any()),
             source,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::operator::fc::api::FrameworkSpec;
+    use crate::operator::fc::completion as cc;
+    use crate::operator::fc::sync::new_status;
+
+    #[test]
+    fn job_metrics_count_creation_restarts_and_the_end() {
+        let start = new_status(
+            &FrameworkSpec::default(),
+            "fw",
+            Time(Timestamp::UNIX_EPOCH),
+            &|| "u".into(),
+        );
+        assert_eq!(transitions(None, &start), [Transition::Created]);
+        assert!(transitions(Some(&start), &start).is_empty());
+        let mut retried = start.clone();
+        retried.attempt_status.id = 1;
+        assert_eq!(transitions(Some(&start), &retried), [Transition::Restarted]);
+        let mut done = retried.clone();
+        done.state = FrameworkState::Completed;
+        done.attempt_status.completion_status =
+            Some(crate::operator::fc::api::FrameworkAttemptCompletionStatus {
+                status: cc::SUCCEEDED.status("ok"),
+                trigger: None,
+            });
+        assert_eq!(transitions(Some(&retried), &done), [Transition::Succeeded]);
+        done.attempt_status.completion_status = None;
+        assert_eq!(transitions(Some(&retried), &done), [Transition::Failed]);
     }
 }
