@@ -27,7 +27,9 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, PostParams, Preconditions};
-use kube::runtime::controller::{Action as Requeue, Config as ControllerConfig};
+use kube::runtime::controller::{
+    Action as Requeue, Config as ControllerConfig, Error as ControllerError,
+};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -185,6 +187,7 @@ pub async fn run(
                 .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     };
+    let for_gone = context.clone();
     let controller = Controller::new(frameworks, watcher::Config::default())
         .with_config(
             ControllerConfig::default()
@@ -194,7 +197,14 @@ pub async fn run(
         .reconcile_on(children)
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, context)
-        .for_each(|_| async {});
+        .for_each(move |result| {
+            // A Framework deleted before its turn: forget its writes.
+            if let Err(ControllerError::ObjectNotFound(gone)) = result {
+                let key = (gone.namespace.unwrap_or_default(), gone.name);
+                lock(&for_gone.replaced).remove(&key);
+            }
+            async {}
+        });
     futures::future::join(controller, ready).await;
 }
 
