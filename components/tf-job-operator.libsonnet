@@ -1,5 +1,6 @@
-// The training-job operator: mlkube's own `mlkube operator` and the kubeflow.org/v1 CRDs of the
-// frameworks it runs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob).
+// The training-job operator: mlkube's own `mlkube operator` and the CRDs of the frameworks it
+// runs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob of kubeflow.org/v1, and
+// FrameworkController's Framework).
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'tf-job-operator';
@@ -15,7 +16,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
   name: component,
   description: |||
     The training-job operator: runs `mlkube operator`, which drives TFJobs, PyTorchJobs, MXJobs, XGBoostJobs, JAXJobs, PaddleJobs and MPIJobs (kubeflow.org/v1)
-    to pods and services. Renders the CRDs of the `frameworks` it runs (crds/<plural>.kubeflow.org.yaml,
+    to pods and services, and FrameworkController's Frameworks (frameworkcontroller.microsoft.com/v1) to ConfigMaps and pods.
+    Renders the CRDs of the `frameworks` it runs (crds/<plural>.<group>.yaml,
     generated from the operator's Rust types),
     a ServiceAccount, least-privilege RBAC (exactly the verbs and resources the operator uses, never
     `*`, and job delete for ttlSecondsAfterFinished; a ClusterRole/Binding, or a Role/RoleBinding
@@ -39,7 +41,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     replicas: { type: 'integer', minimum: 1, default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
     leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
     deploymentScope: { type: 'string', enum: ['cluster', 'namespace'], default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
-    frameworks: { type: 'array', items: { type: 'string', enum: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi'] }, default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi'], description: 'The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi. Their CRDs and RBAC rules are rendered.' },
+    frameworks: { type: 'array', items: { type: 'string', enum: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'] }, default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'], description: "The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi, and frameworkcontroller (FrameworkController's Framework). Their CRDs and RBAC rules are rendered." },
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     gangScheduler: { type: 'string', default: null, description: "Gang-schedule every job with this scheduler (--gang-scheduler): 'volcano', or a scheduler-plugins scheduler's name; grants its PodGroups." },
@@ -68,6 +70,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       jax: { resource: 'jaxjobs', crd: std.parseYaml(importstr 'mlkube/crds/jaxjobs.kubeflow.org.yaml') },
       paddle: { resource: 'paddlejobs', crd: std.parseYaml(importstr 'mlkube/crds/paddlejobs.kubeflow.org.yaml') },
       mpi: { resource: 'mpijobs', crd: std.parseYaml(importstr 'mlkube/crds/mpijobs.kubeflow.org.yaml') },
+      frameworkcontroller: { resource: null, crd: std.parseYaml(importstr 'mlkube/crds/frameworks.frameworkcontroller.microsoft.com.yaml') },
     };
     local frameworks =
       if std.length(params.frameworks) == 0 then u.fail(component, 'frameworks', 'must name at least one of %s' % std.join(', ', std.objectFields(known)))
@@ -76,7 +79,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         else u.fail(component, 'frameworks', 'no framework %s; the frameworks are %s' % [f, std.join(', ', std.objectFields(known))])
         for f in std.set(params.frameworks)
       ];
-    local jobs = [f.resource for f in frameworks];
+    local jobs = [f.resource for f in frameworks if f.resource != null];
+    local runsFrameworkController = std.member(params.frameworks, 'frameworkcontroller');
     local gangScheduler = params.gangScheduler;
     local validGangScheduler =
       if gangScheduler == null then null
@@ -106,7 +110,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
 
     // Exactly the operator's calls (src/operator/); the operator's cluster tests run with these
     // rules, and tests/cluster/identity.rs fails on a verb granted and not used.
-    local rules = [
+    local rules = (if std.length(jobs) > 0 then [
       // Its cache (list, watch), the re-read before adopting orphans (get), TTL (delete).
       { apiGroups: ['kubeflow.org'], resources: jobs, verbs: ['get', 'list', 'watch', 'delete'] },
       // The status is written whole, with a replace.
@@ -117,9 +121,23 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       // Caches (list, watch), creates and deletes, adopting and releasing orphans (patch).
       { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
       { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
+    ] else []) + [
       // events.k8s.io/v1 only; a repeat patches the event's series.
       { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
     ] + (
+      // FrameworkController's Framework (src/operator/fc/): its cache (list, watch), its status
+      // written whole (update), and its ConfigMaps (one per attempt, owned by the Framework
+      // with blockOwnerDeletion: the finalizers rules) and pods (owned by the ConfigMap, with
+      // blockOwnerDeletion too), each cached, created and deleted. Never cluster-admin, never a CRD write: the CRD is
+      // rendered here, not created by the controller as FrameworkController does.
+      if runsFrameworkController then [
+        { apiGroups: ['frameworkcontroller.microsoft.com'], resources: ['frameworks'], verbs: ['list', 'watch'] },
+        { apiGroups: ['frameworkcontroller.microsoft.com'], resources: ['frameworks/status', 'frameworks/finalizers'], verbs: ['update'] },
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch', 'create', 'delete'] },
+        { apiGroups: [''], resources: ['configmaps/finalizers'], verbs: ['update'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete'] },
+      ] else []
+    ) + (
       // Read, server-side applied (which creates it the first time), deleted when the job ends;
       // never watched.
       if std.length(podGroupApis) > 0 then [

@@ -338,6 +338,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
     assert_eq!(
         kinds_and_names(&objects),
         [
+            "CustomResourceDefinition frameworks.frameworkcontroller.microsoft.com",
             "CustomResourceDefinition jaxjobs.kubeflow.org",
             "CustomResourceDefinition mpijobs.kubeflow.org",
             "CustomResourceDefinition mxjobs.kubeflow.org",
@@ -369,7 +370,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "--health-addr",
             ":8081",
             "--frameworks",
-            "jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
+            "frameworkcontroller,jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
             "--namespace",
             "kubeflow",
             "--leader-elect"
@@ -578,6 +579,11 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
     - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\"] [\"services\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
+    - "[\"frameworkcontroller.microsoft.com\"] [\"frameworks\"] [\"list\",\"watch\"]"
+    - "[\"frameworkcontroller.microsoft.com\"] [\"frameworks/status\",\"frameworks/finalizers\"] [\"update\"]"
+    - "[\"\"] [\"configmaps\"] [\"list\",\"watch\",\"create\",\"delete\"]"
+    - "[\"\"] [\"configmaps/finalizers\"] [\"update\"]"
+    - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\"]"
     - "[\"scheduling.volcano.sh\",\"scheduling.x-k8s.io\"] [\"podgroups\"] [\"get\",\"create\",\"patch\",\"delete\"]"
     - "[\"\"] [\"configmaps\",\"serviceaccounts\"] [\"get\",\"list\",\"watch\",\"create\",\"patch\"]"
     - "[\"rbac.authorization.k8s.io\"] [\"roles\",\"rolebindings\"] [\"get\",\"list\",\"watch\",\"create\",\"patch\"]"

@@ -647,9 +647,10 @@ pub struct OperatorArgs {
         default_value = crate::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
     )]
     pub mpi_kubectl_delivery_image: String,
-    /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all).
+    /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all);
+    /// `frameworkcontroller` is FrameworkController's Framework.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
-    pub frameworks: Vec<&'static crate::operator::training::registry::Registered>,
+    pub frameworks: Vec<FrameworkChoice>,
     /// After SIGTERM, how long reconciles in flight may take before the process exits
     /// anyway, e.g. 20s, 500ms.
     #[arg(long, value_name = "D", default_value = "20s", value_parser = settings::duration)]
@@ -693,10 +694,19 @@ impl OperatorArgs {
             mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image,
             shutdown_timeout: self.shutdown_timeout,
             log_format: self.log_format,
+            framework_controller: self.frameworks.is_empty()
+                || self
+                    .frameworks
+                    .contains(&FrameworkChoice::FrameworkController),
             frameworks: if self.frameworks.is_empty() {
                 crate::operator::training::registry::ALL.iter().collect()
             } else {
-                let mut chosen = self.frameworks;
+                let mut chosen: Vec<_> = (self.frameworks.iter())
+                    .filter_map(|f| match f {
+                        FrameworkChoice::Training(r) => Some(*r),
+                        FrameworkChoice::FrameworkController => None,
+                    })
+                    .collect();
                 chosen.sort_by_key(|r| r.framework.name);
                 chosen.dedup_by_key(|r| r.framework.name);
                 chosen
@@ -705,18 +715,40 @@ impl OperatorArgs {
     }
 }
 
-/// A `--frameworks` name: `tensorflow`, `pytorch`, ...
-fn framework(
-    name: &str,
-) -> Result<&'static crate::operator::training::registry::Registered, String> {
+/// One name of `--frameworks`: a kubeflow.org/v1 kind's framework, or FrameworkController's
+/// Framework.
+#[derive(Clone, Copy, Debug)]
+pub enum FrameworkChoice {
+    Training(&'static crate::operator::training::registry::Registered),
+    FrameworkController,
+}
+
+impl PartialEq for FrameworkChoice {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Training(a), Self::Training(b)) => a.framework.name == b.framework.name,
+            (Self::FrameworkController, Self::FrameworkController) => true,
+            _ => false,
+        }
+    }
+}
+
+/// A `--frameworks` name: `tensorflow`, `pytorch`, ..., `frameworkcontroller`.
+fn framework(name: &str) -> Result<FrameworkChoice, String> {
+    use crate::operator::fc::controller::FLAG_NAME;
     use crate::operator::training::registry;
-    registry::by_name(name).ok_or_else(|| {
-        let names: Vec<_> = registry::names().collect();
-        format!(
-            "no framework {name}; the frameworks are {}",
-            names.join(", ")
-        )
-    })
+    if name == FLAG_NAME {
+        return Ok(FrameworkChoice::FrameworkController);
+    }
+    registry::by_name(name)
+        .map(FrameworkChoice::Training)
+        .ok_or_else(|| {
+            let names: Vec<_> = registry::names().chain([FLAG_NAME]).collect();
+            format!(
+                "no framework {name}; the frameworks are {}",
+                names.join(", ")
+            )
+        })
 }
 
 /// Parse the process arguments, run the verb, and turn the outcome into an exit code.

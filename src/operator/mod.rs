@@ -6,9 +6,12 @@
 //! of installed CRDs. `training` is the controller of Kubeflow's `kubeflow.org/v1` jobs (TFJob,
 //! PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob): their types and CRDs, the pure
 //! engine that decides, one small module per framework, and the controller that talks to the
-//! cluster. It uses `runtime`; `runtime` uses nothing here. This file reads the flags, starts
-//! the runtime's parts (metrics, probes, lease) and runs the enabled controllers under them.
+//! cluster. `fc` is FrameworkController's Framework, a room of its own on the same runtime.
+//! Both use `runtime`; `runtime` uses nothing here, and neither room uses the other. This file
+//! reads the flags, starts the runtime's parts (metrics, probes, lease) and runs the enabled
+//! controllers under them.
 
+pub mod fc;
 pub mod runtime;
 pub mod training;
 
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -51,6 +55,8 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// The frameworks whose jobs to run (`registry::ALL` for all).
     pub frameworks: Vec<&'static registry::Registered>,
+    /// Run FrameworkController's Framework too (`frameworkcontroller` in `--frameworks`).
+    pub framework_controller: bool,
     /// How log lines are written; `None`: text on a terminal, else JSON.
     pub log_format: Option<LogFormat>,
 }
@@ -269,22 +275,61 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             .map(|r| r.framework.name)
             .collect::<Vec<_>>()
             .join(","),
+        framework_controller = settings.framework_controller,
         "starting the training-job operator"
     );
+    let controllers = Controllers {
+        training: (!settings.frameworks.is_empty()).then_some(controller_settings),
+        framework: settings
+            .framework_controller
+            .then(|| fc::controller::Settings {
+                namespace: settings.namespace.clone(),
+                concurrency: settings.concurrency,
+            }),
+    };
 
     if !settings.leader_elect {
-        run_without_election(client, controller_settings, metrics, health, shutdown).await;
+        run_without_election(client, controllers, metrics, health, shutdown).await;
         return Ok(());
     }
-    run_when_elected(
-        &settings,
-        client,
-        controller_settings,
-        metrics,
-        health,
-        shutdown,
-    )
-    .await
+    run_when_elected(&settings, client, controllers, metrics, health, shutdown).await
+}
+
+/// The controllers to run, each with its settings; `None` is off.
+struct Controllers {
+    training: Option<controller::Settings>,
+    framework: Option<fc::controller::Settings>,
+}
+
+impl Controllers {
+    /// Run every enabled controller until `stop` and the reconciles in flight have finished.
+    async fn run(
+        self,
+        client: Client,
+        metrics: Arc<metrics::Metrics>,
+        health: Arc<http::Health>,
+        stop: shutdown::Stop,
+    ) {
+        let training_runs = self.training.is_some();
+        let training = match self.training {
+            Some(settings) => controller::run(
+                client.clone(),
+                settings,
+                metrics.clone(),
+                health.clone(),
+                stop.clone(),
+            )
+            .boxed(),
+            None => futures::future::ready(()).boxed(),
+        };
+        let framework = match self.framework {
+            Some(settings) => {
+                fc::controller::run(client, settings, metrics, health, stop, !training_runs).boxed()
+            }
+            None => futures::future::ready(()).boxed(),
+        };
+        futures::future::join(training, framework).await;
+    }
 }
 
 /// The flags that can be wrong without the network: the listen addresses and the images.
@@ -361,20 +406,14 @@ fn controller_settings(settings: &Settings) -> controller::Settings {
 /// Without leader election this replica leads: run the controllers until asked to stop.
 async fn run_without_election(
     client: Client,
-    controller_settings: controller::Settings,
+    controllers: Controllers,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,
 ) {
     metrics.set_leader(true);
-    controller::run(
-        client,
-        controller_settings,
-        metrics,
-        health,
-        shutdown.requested(),
-    )
-    .await;
+    let stop = shutdown.requested().boxed().shared();
+    controllers.run(client, metrics, health, stop).await;
 }
 
 /// With leader election: wait as a ready standby until this replica holds the lease, then run
@@ -382,7 +421,7 @@ async fn run_without_election(
 async fn run_when_elected(
     settings: &Settings,
     client: Client,
-    controller_settings: controller::Settings,
+    controllers: Controllers,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,
@@ -395,9 +434,9 @@ async fn run_when_elected(
         () = shutdown.clone().requested() => return Ok(()),
     }
     metrics.set_leader(true);
-    let stop = shutdown.requested();
+    let stop = shutdown.requested().boxed().shared();
     tokio::select! {
-        () = controller::run(client.clone(), controller_settings, metrics.clone(), health, stop) => {
+        () = controllers.run(client.clone(), metrics.clone(), health, stop) => {
             // Hand the lease over now rather than make a standby wait for it to run out.
             leader::release(client, &lease).await;
             metrics.set_leader(false);

@@ -110,6 +110,26 @@ const RUNS_JOBS: &[Uses] = &[
         "horizontalpodautoscalers",
         &["create", "delete", "get", "patch"],
     ),
+    // FrameworkController's Framework: its cache, its status written whole, and the
+    // blockOwnerDeletion of the ConfigMap it owns; each attempt's ConfigMap is created and
+    // deleted, and owns the attempt's pods with blockOwnerDeletion (src/operator/fc/).
+    uses(
+        "frameworkcontroller.microsoft.com",
+        "frameworks",
+        &["list", "watch"],
+    ),
+    uses(
+        "frameworkcontroller.microsoft.com",
+        "frameworks/status",
+        &["update"],
+    ),
+    uses(
+        "frameworkcontroller.microsoft.com",
+        "frameworks/finalizers",
+        &["update"],
+    ),
+    uses("", "configmaps", &["delete"]),
+    uses("", "configmaps/finalizers", &["update"]),
 ];
 
 /// With `leaderElect`, in the operator's own namespace: its one Lease.

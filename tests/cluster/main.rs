@@ -8,6 +8,7 @@ mod crd_deleted;
 mod deploy;
 mod dry_run_truth;
 mod events;
+mod framework_controller;
 mod frameworks;
 mod frameworks_more;
 mod identity;

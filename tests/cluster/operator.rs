@@ -33,13 +33,13 @@ use crate::support::{TestNamespace, eventually};
 /// An upper bound only: passing tests finish far sooner; a loaded 2-core CI machine needs room.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Install every framework's CRD (idempotent, shared by every test) and wait until each is
-/// served.
+/// Install every framework's CRD, FrameworkController's Framework's too (the operator runs it by
+/// default), idempotent and shared by every test, and wait until each is served.
 pub(crate) async fn install_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let params = PatchParams::apply("mlkube-operator-tests").force();
-    for registered in &registry::ALL {
-        let crd = (registered.crd)();
+    let all = registry::ALL.iter().map(|r| (r.crd)());
+    for crd in all.chain([mlkube::operator::fc::crd::definition()]) {
         let name = crd.name_any();
         crds.patch(&name, &params, &Patch::Apply(crd))
             .await

@@ -1,0 +1,592 @@
+//! The Framework controller: watches Frameworks, and the ConfigMaps and pods labelled
+//! `FC_FRAMEWORK_NAME`, and for each Framework runs `sync::decide`, writes the status, then
+//! carries out the creations and deletions and records their results.
+//!
+//! # Expected flow
+//! A Framework, or its ConfigMap or one of its pods, changes; a reconcile of the Framework is
+//! scheduled (one at a time per Framework). It reads the three caches, decides, writes the
+//! status to the status subresource with the resourceVersion it was decided from, acts, and
+//! writes what the actions produced (UIDs, deletes sent). Its own writes trigger the next step.
+//!
+//! # Guarantees
+//! - The status is written before any action it allows; a stale cache (one still showing a
+//!   version the operator's own writes replaced) decides nothing, and a concurrent change turns
+//!   into a conflict and a retry.
+//! - Deletes carry the UID they were decided on as a precondition; a ConfigMap is deleted in
+//!   the foreground, so it outlives its pods.
+//!
+//! # Caveats
+//! - The CRD is looked up at start (see `runtime::installed`); a CRD deleted while the
+//!   controller runs is not waited for again: its watch retries with backoff.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::runtime::controller::{
+    Action as Requeue, Config as ControllerConfig, Error as ControllerError,
+};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::api::{Framework, FrameworkState, FrameworkStatus};
+use super::completion as cc;
+use super::objects::{self, FRAMEWORK_NAME, config_map_name};
+use super::sync::{self, Action, Done, Observed};
+use crate::error_text::OneLine;
+use crate::operator::runtime::events::{EventType, Events};
+use crate::operator::runtime::http::Health;
+use crate::operator::runtime::metrics::{Metrics, Transition};
+use crate::operator::runtime::shutdown::Stop;
+use crate::operator::runtime::{FIELD_MANAGER, installed, lock};
+
+/// The name that turns it on in `--frameworks` and the operator component's `frameworks`.
+pub const FLAG_NAME: &str = "frameworkcontroller";
+/// Events are reported as FrameworkController's.
+const CONTROLLER_NAME: &str = "frameworkcontroller";
+
+/// What the Framework controller runs with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch only this namespace; `None`: all.
+    pub namespace: Option<String>,
+    /// How many Frameworks are reconciled at once.
+    pub concurrency: u16,
+}
+
+/// Why a reconcile failed; it is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("cannot write the status of Framework {namespace}/{name}")]
+    WriteStatus {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot {operation} {object}")]
+    Act {
+        operation: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot build pod {role}-{index}")]
+    Build {
+        role: String,
+        index: i32,
+        #[source]
+        source: objects::BuildError,
+    },
+}
+
+struct Context {
+    client: Client,
+    config_maps: Store<ConfigMap>,
+    pods: Store<Pod>,
+    events: Events,
+    metrics: Arc<Metrics>,
+    /// Per Framework, the resourceVersions its status writes replaced that the cache may still
+    /// show.
+    replaced: Mutex<HashMap<(String, String), HashSet<String>>>,
+}
+
+impl Context {
+    /// Whether the cache still shows a version of `framework` the operator's writes replaced.
+    fn is_stale(&self, framework: &Framework) -> bool {
+        let key = (
+            framework.namespace().unwrap_or_default(),
+            framework.name_any(),
+        );
+        let mut replaced = lock(&self.replaced);
+        let Some(versions) = replaced.get(&key) else {
+            return false;
+        };
+        if framework
+            .resource_version()
+            .is_some_and(|v| versions.contains(&v))
+        {
+            return true;
+        }
+        replaced.remove(&key);
+        false
+    }
+
+    fn wrote(&self, framework: &Framework, replaced_version: String) {
+        let key = (
+            framework.namespace().unwrap_or_default(),
+            framework.name_any(),
+        );
+        lock(&self.replaced)
+            .entry(key)
+            .or_default()
+            .insert(replaced_version);
+    }
+}
+
+/// Run the controller until `stop`; `health` turns ready once its caches are synced if
+/// `signal_ready` (when no other controller does).
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: Stop,
+    signal_ready: bool,
+) {
+    let served = installed::Served {
+        kind: "Framework",
+        plural: "frameworks",
+        group: "frameworkcontroller.microsoft.com".to_owned(),
+        api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
+        flag_name: FLAG_NAME,
+    };
+    if !installed::await_installed(
+        &client,
+        &served,
+        &health,
+        stop.clone(),
+        installed::Waiting::AtStart,
+    )
+    .await
+    {
+        return;
+    }
+    let (config_maps, cm_changes) = watch_children::<ConfigMap>(&client, &settings);
+    let (pods, pod_changes) = watch_children::<Pod>(&client, &settings);
+    let frameworks: Api<Framework> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let context = Arc::new(Context {
+        client: client.clone(),
+        config_maps: config_maps.clone(),
+        pods: pods.clone(),
+        events: Events::start(
+            client.clone(),
+            CONTROLLER_NAME,
+            std::env::var("HOSTNAME").ok(),
+            metrics.clone(),
+        ),
+        metrics,
+        replaced: Mutex::new(HashMap::new()),
+    });
+    let children = futures::stream::select(cm_changes, pod_changes);
+    let ready = async move {
+        if config_maps.wait_until_ready().await.is_ok()
+            && pods.wait_until_ready().await.is_ok()
+            && signal_ready
+        {
+            health
+                .ready
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let for_gone = context.clone();
+    let controller = Controller::new(frameworks, watcher::Config::default())
+        .with_config(
+            ControllerConfig::default()
+                .concurrency(settings.concurrency.max(1))
+                .debounce(Duration::from_millis(100)),
+        )
+        .reconcile_on(children)
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, context)
+        .for_each(move |result| {
+            // A Framework deleted before its turn: forget its writes.
+            if let Err(ControllerError::ObjectNotFound(gone)) = result {
+                let key = (gone.namespace.unwrap_or_default(), gone.name);
+                lock(&for_gone.replaced).remove(&key);
+            }
+            async {}
+        });
+    futures::future::join(controller, ready).await;
+}
+
+/// A cache of `K`s labelled with a Framework's name, and the stream of the Frameworks whose
+/// children changed. The stream drives the cache.
+fn watch_children<K>(
+    client: &Client,
+    settings: &Settings,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = ObjectRef<Framework>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let api: Api<K> = match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(FRAMEWORK_NAME);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .touched_objects()
+        .filter_map(|o| async move {
+            let o = o.ok()?;
+            let name = o.labels().get(FRAMEWORK_NAME)?.clone();
+            Some(ObjectRef::<Framework>::new(&name).within(&o.namespace()?))
+        });
+    (store, stream)
+}
+
+fn error_policy(_: Arc<Framework>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    tracing::warn!(error = %OneLine(error), "reconcile failed");
+    ctx.metrics.error("reconcile");
+    Requeue::requeue(Duration::from_secs(2))
+}
+
+/// A random version-4 UUID.
+fn new_uid() -> String {
+    let mut bytes = crate::random::bytes();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// A delay in FrameworkController's range for a transient conflict.
+fn conflict_delay() -> i64 {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&crate::random::bytes()[..8]);
+    let (min, max) = super::retry::CONFLICT_DELAY_SEC;
+    let span = u64::try_from(max - min + 1).unwrap_or(1);
+    min + i64::try_from(u64::from_le_bytes(bytes) % span).unwrap_or(0)
+}
+
+async fn reconcile(
+    framework: Arc<Framework>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, ReconcileError> {
+    if ctx.is_stale(&framework) {
+        // The watch event of the operator's own write is on its way.
+        return Ok(Requeue::await_change());
+    }
+    let started = std::time::Instant::now();
+    let namespace = framework.namespace().unwrap_or_default();
+    let cm = ctx
+        .config_maps
+        .get(&ObjectRef::new(&config_map_name(&framework.name_any())).within(&namespace));
+    let pods: HashMap<String, Arc<Pod>> = (framework.status.iter())
+        .flat_map(|s| &s.attempt_status.task_role_statuses)
+        .flat_map(|r| &r.task_statuses)
+        .filter_map(|t| {
+            let name = &t.attempt_status.pod_name;
+            let pod = ctx.pods.get(&ObjectRef::new(name).within(&namespace))?;
+            Some((name.clone(), pod))
+        })
+        .collect();
+    let plan = {
+        let pod = |name: &str| pods.get(name).map(AsRef::as_ref);
+        let observed = Observed {
+            now: Timestamp::now(),
+            framework_deleting: framework.metadata.deletion_timestamp.is_some(),
+            config_map: cm.as_deref(),
+            pod: &pod,
+            conflict_delay_sec: conflict_delay(),
+            new_uid: &new_uid,
+        };
+        sync::decide(&framework, &observed)
+    };
+    if let Some(blocked) = &plan.blocked {
+        ctx.events.publish(
+            framework.as_ref(),
+            EventType::Warning,
+            "Blocked".into(),
+            blocked.clone(),
+            "Sync",
+        );
+    }
+    let mut stored = write_status(&ctx, &framework, &plan.status).await?;
+    let mut status = plan.status;
+    let mut done = false;
+    for action in plan.actions {
+        if let Some(result) = carry_out(&ctx, &stored, &status, cm.as_deref(), action).await? {
+            sync::record(&mut status, result, Timestamp::now());
+            done = true;
+        }
+    }
+    if done {
+        stored = write_status(&ctx, &stored, &status).await?;
+    }
+    let _ = stored;
+    ctx.metrics.reconciled(started.elapsed());
+    Ok(match plan.wake_after {
+        Some(after) => Requeue::requeue(after),
+        None => Requeue::await_change(),
+    })
+}
+
+/// Write `status` if it differs from `framework`'s; the Framework as stored after.
+async fn write_status(
+    ctx: &Context,
+    framework: &Framework,
+    status: &FrameworkStatus,
+) -> Result<Framework, ReconcileError> {
+    if framework.status.as_ref() == Some(status) {
+        return Ok(framework.clone());
+    }
+    let namespace = framework.namespace().unwrap_or_default();
+    let name = framework.name_any();
+    let api: Api<Framework> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut updated = framework.clone();
+    updated.status = Some(status.clone());
+    updated.metadata.managed_fields = None;
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let stored = api
+        .replace_status(&name, &pp, &updated)
+        .await
+        .map_err(|source| ReconcileError::WriteStatus {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+    if let Some(version) = framework.resource_version()
+        && stored.resource_version().as_ref() != Some(&version)
+    {
+        ctx.wrote(framework, version);
+    }
+    for transition in transitions(framework.status.as_ref(), status) {
+        ctx.metrics.job(transition, FLAG_NAME, &namespace);
+    }
+    if framework.status.as_ref().map(|s| s.state) != Some(status.state) {
+        tracing::info!(framework = %format!("{namespace}/{name}"), state = ?status.state, attempt = status.attempt_status.id, "state");
+    }
+    Ok(stored)
+}
+
+/// What a status write tells the job metrics: a Framework first seen is created, a new attempt
+/// is a restart, and one that completes succeeded or failed by its last attempt.
+fn transitions(old: Option<&FrameworkStatus>, new: &FrameworkStatus) -> Vec<Transition> {
+    let mut found = Vec::new();
+    let Some(old) = old else {
+        found.push(Transition::Created);
+        return found;
+    };
+    if new.attempt_status.id > old.attempt_status.id {
+        found.push(Transition::Restarted);
+    }
+    if new.state == FrameworkState::Completed && old.state != FrameworkState::Completed {
+        let failed =
+            (new.attempt_status.completion_status.as_ref()).is_none_or(|c| c.status.failed());
+        found.push(if failed {
+            Transition::Failed
+        } else {
+            Transition::Succeeded
+        });
+    }
+    found
+}
+
+fn is_status(error: &kube::Error, codes: &[u16]) -> bool {
+    matches!(error, kube::Error::Api(s) if codes.contains(&s.code))
+}
+
+/// Carry out one action; what it produced, for the status.
+async fn carry_out(
+    ctx: &Context,
+    framework: &Framework,
+    status: &FrameworkStatus,
+    cm: Option<&ConfigMap>,
+    action: Action,
+) -> Result<Option<Done>, ReconcileError> {
+    let namespace = framework.namespace().unwrap_or_default();
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    match action {
+        Action::CreateConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+            let object = objects::config_map(framework, status);
+            match api.create(&pp, &object).await {
+                Ok(created) => {
+                    ctx.metrics.object("created_configmaps");
+                    Ok(Some(Done::ConfigMapCreated {
+                        uid: created.uid().unwrap_or_default(),
+                    }))
+                }
+                // Seen in the cache soon, and then deleted as not recorded.
+                Err(e) if is_status(&e, &[409]) => Ok(None),
+                Err(source) => Err(act_error(
+                    "create",
+                    format!("ConfigMap {}", object.name_any()),
+                    source,
+                )),
+            }
+        }
+        Action::DeleteConfigMap { uid } => {
+            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+            let name = config_map_name(&framework.name_any());
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::foreground()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => {
+                    ctx.metrics.object("deleted_configmaps");
+                    Ok(Some(Done::ConfigMapDeleteSent))
+                }
+                Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::ConfigMapDeleteSent)),
+                Err(source) => Err(act_error("delete", format!("ConfigMap {name}"), source)),
+            }
+        }
+        Action::CreatePod { role, index } => {
+            create_pod(ctx, framework, status, cm, role, index, &pp).await
+        }
+        Action::DeletePod { name, uid, force } => {
+            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                grace_period_seconds: force.then_some(0),
+                ..DeleteParams::default()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => {
+                    ctx.metrics.object("deleted_pods");
+                    Ok(Some(Done::PodDeleteSent { name, force }))
+                }
+                Err(e) if is_status(&e, &[404, 409]) => {
+                    Ok(Some(Done::PodDeleteSent { name, force }))
+                }
+                Err(source) => Err(act_error("delete", format!("pod {name}"), source)),
+            }
+        }
+    }
+}
+
+fn act_error(operation: &'static str, object: String, source: kube::Error) -> ReconcileError {
+    ReconcileError::Act {
+        operation,
+        object,
+        source,
+    }
+}
+
+/// Create a Task's pod; an API server refusal that a retry cannot fix completes its attempt.
+async fn create_pod(
+    ctx: &Context,
+    framework: &Framework,
+    status: &FrameworkStatus,
+    cm: Option<&ConfigMap>,
+    role: String,
+    index: i32,
+    pp: &PostParams,
+) -> Result<Option<Done>, ReconcileError> {
+    let Some(cm) = cm.filter(|cm| cm.uid() == status.attempt_status.config_map_uid) else {
+        return Ok(None);
+    };
+    let pod = objects::pod(framework, status, cm, &role, index).map_err(|source| {
+        ReconcileError::Build {
+            role: role.clone(),
+            index,
+            source,
+        }
+    })?;
+    let namespace = framework.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    match api.create(pp, &pod).await {
+        Ok(created) => {
+            ctx.metrics.object("created_pods");
+            Ok(Some(Done::PodCreated {
+                role,
+                index,
+                uid: created.uid().unwrap_or_default(),
+            }))
+        }
+        Err(e) if is_status(&e, &[409]) => Ok(None),
+        Err(kube::Error::Api(s))
+            if [400, 403, 413, 422].contains(&s.code) && !s.message.contains("exceeded quota") =>
+        {
+            let code = if [413, 422].contains(&s.code) {
+                cc::POD_CREATION_PERMANENT_ERROR
+            } else {
+                cc::POD_CREATION_UNKNOWN_ERROR
+            };
+            ctx.events.publish(
+                framework,
+                EventType::Warning,
+                "FailedCreatePod".into(),
+                s.message.clone(),
+                "Create",
+            );
+            Ok(Some(Done::PodRefused {
+                role,
+                index,
+                code,
+                message: format!("Pod creation failed: {}", s.message),
+            }))
+        }
+        Err(source) => Err(act_error(
+            "create",
+            format!("pod {}", pod.name_any()),
+            source,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::operator::fc::api::FrameworkSpec;
+    use crate::operator::fc::completion as cc;
+    use crate::operator::fc::sync::new_status;
+
+    #[test]
+    fn job_metrics_count_creation_restarts_and_the_end() {
+        let start = new_status(
+            &FrameworkSpec::default(),
+            "fw",
+            Time(Timestamp::UNIX_EPOCH),
+            &|| "u".into(),
+        );
+        assert_eq!(transitions(None, &start), [Transition::Created]);
+        assert!(transitions(Some(&start), &start).is_empty());
+        let mut retried = start.clone();
+        retried.attempt_status.id = 1;
+        assert_eq!(transitions(Some(&start), &retried), [Transition::Restarted]);
+        let mut done = retried.clone();
+        done.state = FrameworkState::Completed;
+        done.attempt_status.completion_status =
+            Some(crate::operator::fc::api::FrameworkAttemptCompletionStatus {
+                status: cc::SUCCEEDED.status("ok"),
+                trigger: None,
+            });
+        assert_eq!(transitions(Some(&retried), &done), [Transition::Succeeded]);
+        done.attempt_status.completion_status = None;
+        assert_eq!(transitions(Some(&retried), &done), [Transition::Failed]);
+    }
+}
