@@ -141,6 +141,17 @@ impl StoreApp {
     /// `mlkube init` and `mlkube apply local -c object-store`, which waits until the store
     /// answers S3 requests.
     async fn deploy() -> Self {
+        let store = Self::init().await;
+        let apply = mlkube(
+            &store.app,
+            &["apply", "local", "-c", STORE, "--timeout", "5m"],
+        );
+        assert_success("mlkube apply local -c object-store", &apply);
+        store
+    }
+
+    /// `mlkube init` alone.
+    async fn init() -> Self {
         let namespace = TestNamespace::new("store").await;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let app = dir.path().join("store-app");
@@ -149,8 +160,6 @@ impl StoreApp {
             "mlkube init",
             &mlkube(dir.path(), &["init", path, "--namespace", &namespace.name]),
         );
-        let apply = mlkube(&app, &["apply", "local", "-c", STORE, "--timeout", "5m"]);
-        assert_success("mlkube apply local -c object-store", &apply);
         StoreApp {
             namespace,
             app,
@@ -200,6 +209,11 @@ for bucket in os.environ["S3_BUCKETS"].split(","):
 /// A pod that runs `script` with python3 and boto3, reaching the store by reference: the
 /// endpoint from the component's ConfigMap, the credentials from its Secret.
 fn s3_client_pod(name: &str, script: &str) -> Value {
+    s3_client_pod_with(name, script, &format!("{STORE}-credentials"))
+}
+
+/// As [`s3_client_pod`], with the credentials of the Secret `secret`.
+fn s3_client_pod_with(name: &str, script: &str, secret: &str) -> Value {
     json!({
         "metadata": { "name": name },
         "spec": {
@@ -213,7 +227,7 @@ fn s3_client_pod(name: &str, script: &str) -> Value {
                 "command": ["python3", "-c", script],
                 "envFrom": [
                     { "configMapRef": { "name": format!("{STORE}-endpoint") } },
-                    { "secretRef": { "name": format!("{STORE}-credentials") } },
+                    { "secretRef": { "name": secret } },
                 ],
             }],
         },
@@ -284,10 +298,8 @@ async fn the_object_store_keeps_every_object_across_a_restart_of_its_pod() {
     assert_store_healthy(&store);
 }
 
-/// `mlkube status local -o json` reports every object of the store healthy (the StatefulSet is
-/// healthy only while its pod is Ready: a signed ListBuckets answered). The app's other
-/// components are not applied here, so only the store's members are read.
-fn assert_store_healthy(store: &StoreApp) {
+/// The states `mlkube status local -o json` reports for the store's objects, by kind.
+fn store_states(store: &StoreApp) -> BTreeMap<String, String> {
     let status = mlkube(&store.app, &["status", "local", "-o", "json"]);
     let report: Value = serde_json::from_slice(&status.stdout).unwrap_or_else(|e| {
         panic!(
@@ -295,20 +307,105 @@ fn assert_store_healthy(store: &StoreApp) {
             String::from_utf8_lossy(&status.stderr)
         )
     });
-    let members: Vec<&Value> = report["members"]
+    report["members"]
         .as_array()
         .expect("members")
         .iter()
         .filter(|m| m["component"] == STORE)
-        .collect();
-    assert!(
-        members.iter().any(|m| m["kind"] == "StatefulSet"),
-        "{report:#}"
-    );
-    for member in members {
-        assert_eq!(member["state"], "healthy", "{member:#}");
-    }
+        .map(|m| {
+            let kind = m["kind"].as_str().unwrap_or("?").to_string();
+            (
+                kind + "/" + m["name"].as_str().unwrap_or("?"),
+                m["state"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
 }
+
+/// `mlkube status local -o json` reports every object of the store healthy (the StatefulSet is
+/// healthy only while its pod is Ready: a signed ListBuckets answered). The app's other
+/// components are not applied here, so only the store's members are read.
+fn assert_store_healthy(store: &StoreApp) {
+    let states = store_states(store);
+    assert!(
+        states.contains_key(&format!("StatefulSet/{STORE}")),
+        "{states:?}"
+    );
+    assert!(states.values().all(|s| s == "healthy"), "{states:?}");
+}
+
+/// With `credentialsSecret` naming a Secret that does not exist, the store never serves: its
+/// init container says which Secret and how to make it, and `status` does not call it
+/// healthy. Once the user creates the Secret, the store serves with those keys.
+#[tokio::test]
+async fn a_store_given_a_missing_secret_says_so_and_serves_once_it_exists() {
+    let store = StoreApp::init().await;
+    let set = [
+        "param",
+        "set",
+        STORE,
+        "credentialsSecret",
+        "team-keys",
+        "--env",
+        "local",
+    ];
+    assert_success("mlkube param set", &mlkube(&store.app, &set));
+    let apply = mlkube(&store.app, &["apply", "local", "-c", STORE, "--no-wait"]);
+    assert_success("mlkube apply --no-wait", &apply);
+    let pods = Api::<Pod>::namespaced(store.namespace.client.clone(), store.ns());
+    let params = kube::api::LogParams {
+        container: Some("credentials".into()),
+        ..Default::default()
+    };
+    let said = eventually("the init container's error", POD_TIMEOUT, || async {
+        let logs = pods.logs(&format!("{STORE}-0"), &params).await.ok()?;
+        logs.contains("error:").then_some(logs)
+    })
+    .await;
+    let ns = store.ns();
+    assert!(
+        said.contains(&format!(
+            "the Secret {ns}/team-keys with the object store's credentials does not exist"
+        )) && said.contains("hint: kubectl create secret generic team-keys"),
+        "{said}"
+    );
+    let states = store_states(&store);
+    assert_ne!(
+        states[&format!("StatefulSet/{STORE}")],
+        "healthy",
+        "{states:?}"
+    );
+
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "team-keys" },
+        "stringData": { "AWS_ACCESS_KEY_ID": "team", "AWS_SECRET_ACCESS_KEY": "a-secret-of-the-teams-own-42" },
+    }))
+    .expect("a valid Secret");
+    Api::<Secret>::namespaced(store.namespace.client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the Secret");
+    // The init container retries with the kubelet's back-off (10 s, 20 s, 40 s, ... 5 min);
+    // as a user would, the test does not wait for it: a new pod starts at once.
+    pods.delete(&format!("{STORE}-0"), &DeleteParams::default())
+        .await
+        .expect("delete the store's pod");
+    ready_store_pod(&pods).await;
+    let listed = run_to_completion(&pods, s3_client_pod_with("list", LIST, "team-keys")).await;
+    assert_eq!(
+        listed.trim(),
+        "data models",
+        "the buckets, with the team's keys"
+    );
+    assert_store_healthy(&store);
+}
+
+/// Python with boto3 that prints the names of the buckets, space-separated.
+const LIST: &str = r#"
+import os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+print(" ".join(sorted(b["Name"] for b in s3.list_buckets()["Buckets"])))
+"#;
 
 #[tokio::test]
 async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
@@ -336,7 +433,7 @@ async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
     for args in [
         &["show", "local", "-c", STORE][..],
         &["diff", "local", "-c", STORE],
-        &["status", "local", "-c", STORE],
+        &["status", "local"],
     ] {
         let output = mlkube(&store.app, args);
         let text = String::from_utf8_lossy(&output.stdout).to_string()
