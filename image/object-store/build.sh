@@ -7,15 +7,22 @@
 # this with the image's name and caches the archive.
 #
 #   image/object-store/build.sh ARCHIVE REF   (as root; e.g. REF docker.io/mlkube/object-store:0.1.0)
+#   image/object-store/build.sh --binary      only `weed`, into the cache (cluster/run-tests.sh
+#                                             builds it ahead, while the kwok tests run)
 #
 # `weed` is built once per SeaweedFS version into ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/seaweedfs-
 # <version>/bin (about 15 minutes on 2 cores; later builds reuse it), from a module of our own
 # that requires SeaweedFS's and copies its `replace` directives and go.sum (the module proxy's
 # `go install module@version` refuses a module with replaces).
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+BINARY_ONLY=false
+if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then
+  BINARY_ONLY=true
+else
+  [ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF | --binary" >&2; exit 2; }
+  ARCHIVE=$(realpath -m "$1")
+  REF=$2
+fi
 source "$(dirname "$0")/../oci.sh"
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
@@ -96,6 +103,10 @@ run_config() {
 CONFIG
 }
 
+if [ "$BINARY_ONLY" = true ]; then
+  build_weed
+  exit 0
+fi
 debian_require_tools
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 build_weed
