@@ -13,6 +13,8 @@
 #                   run, in a network namespace of the cluster's own: see cluster/real-node.sh
 #
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
+#   cluster/local-cluster.sh build-node  build (once) what only a real node runs: CoreDNS and
+#                                     local-path-provisioner (run-tests.sh builds them ahead)
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
 #   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
 #   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH
@@ -402,7 +404,10 @@ up() {
   [ "$NODE_KIND" = kwok ] || require_real_node_host
   check_ports_free
   build
-  [ "$NODE_KIND" = kwok ] || build_coredns
+  if [ "$NODE_KIND" = real ]; then
+    build_coredns
+    build_local_path_provisioner
+  fi
   local started=$SECONDS
   mkdir -p "$STATE_DIR/bin" "$NODE_DIR"
   echo "$NODE_KIND" >"$STATE_DIR/node-kind"
@@ -649,6 +654,10 @@ status() {
 
 case "${1:-}" in
   build) build ;;
+  build-node)
+    build_coredns
+    build_local_path_provisioner
+    ;;
   up) up ;;
   node-kind)
     # The kind of node of the cluster in the state dir; with --running, fail when there is none.
@@ -668,7 +677,7 @@ case "${1:-}" in
     start_operator "$@"
     ;;
   *)
-    echo "usage: $0 build|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
+    echo "usage: $0 build|build-node|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -73,7 +73,8 @@ run_operator_beside_the_cluster() {
 }
 
 if [ "$MLKUBE_CLUSTER_NODE" = kwok ]; then
-  mlkube apply local
+  # The object store keeps its data on a volume, and kwok's nodes have no provisioner.
+  mlkube apply local -c mnist -c notebook-hub -c tf-job-operator -c volume-controller
   run_operator_beside_the_cluster
   cat <<NEXT
 
@@ -98,12 +99,12 @@ mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env 
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
 # PyTorch workers' init container: the busybox image the node holds (upstream's alpine:3.10
 # comes from a registry the node cannot reach).
-mlkube param set tf-job-operator pytorchInitImage "mlkube/pytorch-init:$IMAGE_TAG" --env local >/dev/null
-# No volume provisioner on the local node: notebooks keep their files in the pod.
-mlkube param set notebook-hub notebookPvcMount "" --env local >/dev/null
-say "applying the operator (from its image) and the notebook hub; TensorFlow Serving (mnist) and the"
-say "volume controller are left out: their images come from registries this machine cannot reach"
-mlkube apply local -c tf-job-operator -c notebook-hub
+busybox=$(kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names[*]}{"\n"}{end}' |
+  tr ' ' '\n' | grep -m1 '^docker.io/mlkube/busybox:')
+mlkube param set tf-job-operator pytorchInitImage "${busybox#docker.io/}" --env local >/dev/null
+say "applying the operator (from its image), the notebook hub and the object store; TensorFlow Serving"
+say "(mnist) and the volume controller are left out: their images come from registries this machine cannot reach"
+mlkube apply local -c tf-job-operator -c notebook-hub -c object-store
 
 job=$(sed -n 's/^  name: //p' "$TRAINING_JOB" | head -n1)
 say "training: $TRAINING_JOB (TFJob $job, 2 workers, MultiWorkerMirroredStrategy on the digits data)"
@@ -115,7 +116,8 @@ kubectl wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
 cat <<NEXT
 
 mlkube is installed as $installed. The default app is in $app; its local environment runs on
-the local cluster's real node: the operator from its image, and the notebook hub.
+the local cluster's real node: the operator from its image, the notebook hub (each user's
+notebook on a volume of their own) and the object store (S3, buckets data and models).
 TFJob $job trained on it; its workers' logs, tagged by replica, are above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH

@@ -5,7 +5,8 @@
 //! What only a real kubelet shows is proved here: the operator running in-cluster from its
 //! image as its ServiceAccount (in-cluster config, probes), real training jobs reading the
 //! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
-//! container logs through `mlkube logs`, and the notebook hub spawning a notebook.
+//! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
+//! its user's, claims of the default StorageClass, and the object store keeping its objects.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
@@ -18,6 +19,7 @@ mod network;
 mod operators;
 mod platform;
 mod pytorch;
+mod storage;
 mod stuck;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]

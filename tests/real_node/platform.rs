@@ -12,8 +12,6 @@ use kube::api::ListParams;
 
 use crate::support;
 
-/// The image of PyTorch workers' `init-pytorch` container among the node's images.
-pub const PYTORCH_INIT_IMAGE: &str = "mlkube/pytorch-init:0.1.0";
 /// The app's name: its directory's.
 pub const APP_NAME: &str = "mlkube-real-node-app";
 /// The `local` environment's namespace, where the operator runs.
@@ -42,13 +40,7 @@ pub fn app() -> &'static Path {
             assert_success("mlkube init", &init);
         }
         // PyTorch workers' init container: the image the node holds, not upstream's alpine.
-        let init = [
-            "param",
-            "set",
-            OPERATOR,
-            "pytorchInitImage",
-            PYTORCH_INIT_IMAGE,
-        ];
+        let init = ["param", "set", OPERATOR, "pytorchInitImage", &busybox()];
         assert_success("mlkube param set", &mlkube(&dir, &init));
         let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
         assert_success("mlkube apply local -c tf-job-operator", &apply);
@@ -113,4 +105,16 @@ async fn the_operator_runs_in_cluster_from_its_image_as_its_service_account_and_
         container.image_id.contains("sha256:"),
         "the container runs an image the node holds: {container:?}"
     );
+}
+
+/// The busybox image the node holds, for PyTorch workers' `init-pytorch` container (upstream's
+/// alpine cannot be pulled here), read from the node's images on a runtime of its own: the
+/// platform is set up from synchronous code, often inside a test's runtime.
+fn busybox() -> String {
+    std::thread::spawn(|| {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        runtime.block_on(async { crate::storage::busybox_image(&support::client().await).await })
+    })
+    .join()
+    .expect("the node's images are read")
 }

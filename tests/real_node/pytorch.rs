@@ -1,5 +1,5 @@
 //! A PyTorchJob on the real node: its worker's `init-pytorch` container (the operator's, from
-//! the pytorch-init image the node holds, since upstream's alpine:3.10 cannot be pulled here)
+//! the busybox image the node holds, since upstream's alpine:3.10 cannot be pulled here)
 //! waits until the Master's name resolves over cluster DNS; then the worker reaches the Master at
 //! `MASTER_ADDR:MASTER_PORT`, as torch.distributed would. The training image has no PyTorch, so
 //! plain sockets play its rendezvous.
