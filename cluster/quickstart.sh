@@ -97,9 +97,9 @@ mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env 
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
 # No volume provisioner on the local node: notebooks keep their files in the pod.
 mlkube param set notebook-hub notebookPvcMount "" --env local >/dev/null
-say "applying the operator (from its image) and the notebook hub; TensorFlow Serving (mnist) and the"
-say "volume controller are left out: their images come from registries this machine cannot reach"
-mlkube apply local -c tf-job-operator -c notebook-hub
+say "applying the operator and the volume controller (from the operator's image) and the notebook hub;"
+say "TensorFlow Serving (mnist) is left out: its image comes from a registry this machine cannot reach"
+mlkube apply local -c tf-job-operator -c volume-controller -c notebook-hub
 
 job=$(sed -n 's/^  name: //p' "$TRAINING_JOB" | head -n1)
 say "training: $TRAINING_JOB (TFJob $job, 2 workers, MultiWorkerMirroredStrategy on the digits data)"

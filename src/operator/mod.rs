@@ -6,11 +6,14 @@
 //! of installed CRDs. `training` is the controller of Kubeflow's `kubeflow.org/v1` jobs (TFJob,
 //! PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob): their types and CRDs, the pure
 //! engine that decides, one small module per framework, and the controller that talks to the
-//! cluster. It uses `runtime`; `runtime` uses nothing here. This file reads the flags, starts
-//! the runtime's parts (metrics, probes, lease) and runs the enabled controllers under them.
+//! cluster. `volumes` is the volume controller of KVC's `kvc.kubeflow.org/v1` VolumeManagers:
+//! its types, the pure plan, the pods that place data and the fetcher they run. Both use
+//! `runtime`; `runtime` uses nothing here. This file reads the flags, starts the runtime's
+//! parts (metrics, probes, lease) and runs the enabled controllers (`--controllers`) under them.
 
 pub mod runtime;
 pub mod training;
+pub mod volumes;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -53,6 +57,19 @@ pub struct Settings {
     pub frameworks: Vec<&'static registry::Registered>,
     /// How log lines are written; `None`: text on a terminal, else JSON.
     pub log_format: Option<LogFormat>,
+    /// The controllers to run.
+    pub controllers: Controllers,
+    /// Where the volume controller places data on nodes, and the image of its pods.
+    pub placement: volumes::pods::Placement,
+}
+
+/// Which of the operator's controllers run (`--controllers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Controllers {
+    /// The kubeflow.org/v1 training jobs of `--frameworks`.
+    pub training: bool,
+    /// The kvc.kubeflow.org/v1 VolumeManagers.
+    pub volumes: bool,
 }
 
 /// How the operator writes its log lines on stderr.
@@ -96,6 +113,14 @@ pub enum OperatorError {
         "--mpi-kubectl-delivery-image {image:?} is not an image\nhint: give it as the cluster's nodes pull it, e.g. mlkube/kubectl-delivery:0.1.0 or mirror.internal/mlkube/kubectl-delivery:0.1.0"
     )]
     KubectlDeliveryImage { image: String },
+    #[error(
+        "--volume-image {image:?} is not an image\nhint: give the image with the mlkube binary as the cluster's nodes pull it, e.g. mlkube/mlkube:0.1.0"
+    )]
+    VolumeImage { image: String },
+    #[error(
+        "--volume-root {root:?} is not an absolute directory other than /\nhint: e.g. /var/lib/mlkube/volumes"
+    )]
+    VolumeRoot { root: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -269,11 +294,21 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             .map(|r| r.framework.name)
             .collect::<Vec<_>>()
             .join(","),
+        training = settings.controllers.training,
+        volumes = settings.controllers.volumes,
         "starting the training-job operator"
     );
 
     if !settings.leader_elect {
-        run_without_election(client, controller_settings, metrics, health, shutdown).await;
+        run_without_election(
+            &settings,
+            client,
+            controller_settings,
+            metrics,
+            health,
+            shutdown,
+        )
+        .await;
         return Ok(());
     }
     run_when_elected(
@@ -305,6 +340,18 @@ fn check_flags(settings: &Settings) -> Result<(), OperatorError> {
     if !is_image(&settings.mpi_kubectl_delivery_image) {
         return Err(OperatorError::KubectlDeliveryImage {
             image: settings.mpi_kubectl_delivery_image.clone(),
+        });
+    }
+    if !is_image(&settings.placement.image) {
+        return Err(OperatorError::VolumeImage {
+            image: settings.placement.image.clone(),
+        });
+    }
+    if !settings.placement.root.starts_with('/')
+        || settings.placement.root.trim_end_matches('/').is_empty()
+    {
+        return Err(OperatorError::VolumeRoot {
+            root: settings.placement.root.clone(),
         });
     }
     Ok(())
@@ -358,8 +405,51 @@ fn controller_settings(settings: &Settings) -> controller::Settings {
     }
 }
 
+/// Run the enabled controllers until `stop`, on one client, metrics and health.
+async fn run_controllers(
+    client: Client,
+    settings: &Settings,
+    controller_settings: controller::Settings,
+    metrics: Arc<metrics::Metrics>,
+    health: Arc<http::Health>,
+    stop: shutdown::Stop,
+) {
+    let training = async {
+        if settings.controllers.training {
+            let stop = stop.clone();
+            controller::run(
+                client.clone(),
+                controller_settings,
+                metrics.clone(),
+                health.clone(),
+                stop,
+            )
+            .await;
+        }
+    };
+    let volume_settings = volumes::controller::Settings {
+        namespace: settings.namespace.clone(),
+        placement: settings.placement.clone(),
+        concurrency: settings.concurrency,
+    };
+    let volumes = async {
+        if settings.controllers.volumes {
+            volumes::controller::run(
+                client.clone(),
+                volume_settings,
+                metrics.clone(),
+                health.clone(),
+                stop.clone(),
+            )
+            .await;
+        }
+    };
+    futures::future::join(training, volumes).await;
+}
+
 /// Without leader election this replica leads: run the controllers until asked to stop.
 async fn run_without_election(
+    settings: &Settings,
     client: Client,
     controller_settings: controller::Settings,
     metrics: Arc<metrics::Metrics>,
@@ -367,14 +457,8 @@ async fn run_without_election(
     shutdown: shutdown::Shutdown,
 ) {
     metrics.set_leader(true);
-    controller::run(
-        client,
-        controller_settings,
-        metrics,
-        health,
-        shutdown.requested(),
-    )
-    .await;
+    let stop = shutdown.requested().boxed().shared();
+    run_controllers(client, settings, controller_settings, metrics, health, stop).await;
 }
 
 /// With leader election: wait as a ready standby until this replica holds the lease, then run
@@ -395,9 +479,17 @@ async fn run_when_elected(
         () = shutdown.clone().requested() => return Ok(()),
     }
     metrics.set_leader(true);
-    let stop = shutdown.requested();
+    let stop = shutdown.requested().boxed().shared();
+    let controllers = run_controllers(
+        client.clone(),
+        settings,
+        controller_settings,
+        metrics.clone(),
+        health,
+        stop,
+    );
     tokio::select! {
-        () = controller::run(client.clone(), controller_settings, metrics.clone(), health, stop) => {
+        () = controllers => {
             // Hand the lease over now rather than make a standby wait for it to run out.
             leader::release(client, &lease).await;
             metrics.set_leader(false);

@@ -29,3 +29,4 @@ mod smoke;
 mod status;
 mod support;
 mod sweeps;
+mod volumes;
