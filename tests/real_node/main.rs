@@ -21,3 +21,4 @@ mod platform;
 mod support;
 mod sweeps;
 mod training;
+mod volumes;

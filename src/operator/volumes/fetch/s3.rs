@@ -58,8 +58,7 @@ impl S3 {
             None => (rest, ""),
         };
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| CallError::Connect(format!("no TLS roots: {e}")))?
+            .with_tls_config(tls_config()?)
             .https_or_http()
             .enable_http1()
             .build();
@@ -161,6 +160,21 @@ impl S3 {
             message: element(&body, "Message").unwrap_or_default(),
         })
     }
+}
+
+/// TLS trusting the system's roots, as many as load: none is no error until an `https://`
+/// endpoint's certificate cannot be verified.
+fn tls_config() -> Result<rustls::ClientConfig, CallError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| CallError::Connect(format!("no TLS configuration: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// An error and its causes on one line, without repeats.

@@ -1,0 +1,265 @@
+//! The volume controller on the real node: the `volume-controller` component's Deployment runs
+//! `mlkube operator --controllers volumes` from the operator's image, as its ServiceAccount, in
+//! the platform's namespace, and its fetcher and cleaner pods really run there, writing and
+//! removing hostPath directories of the node. A pod of the training image looks at the node's
+//! directories to check what was (and was not) placed.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use mlkube::operator::volumes::api::{State, VolumeManager, VolumeStatus};
+use serde_json::{Value, json};
+
+use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::support::{self, eventually};
+
+const COMPONENT: &str = "volume-controller";
+const ROOT: &str = "/var/lib/mlkube/volumes";
+const TRAINING_IMAGE: &str = "mlkube/training:0.1.0";
+/// Fetchers start from a local image and fail or finish in seconds.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The platform with its volume controller applied (once) and Ready.
+pub fn volume_controller() {
+    static APPLIED: OnceLock<()> = OnceLock::new();
+    APPLIED.get_or_init(|| {
+        let apply = mlkube(
+            app(),
+            &["apply", "local", "-c", COMPONENT, "--timeout", "5m"],
+        );
+        assert_success("mlkube apply local -c volume-controller", &apply);
+    });
+}
+
+/// A Secret `name` in the platform's namespace with this access key, replaced if it exists.
+pub async fn credentials(client: &Client, name: &str, id: &str, key: &str) {
+    let secrets = Api::<Secret>::namespaced(client.clone(), NAMESPACE);
+    let _ = secrets.delete(name, &DeleteParams::default()).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "stringData": { "awsAccessKeyID": id, "awsSecretAccessKey": key },
+    }))
+    .expect("a valid Secret");
+    eventually(&format!("Secret {name} to be created"), TIMEOUT, || async {
+        secrets.create(&PostParams::default(), &secret).await.ok()
+    })
+    .await;
+}
+
+/// Create the VolumeManager `name` in the platform's namespace (deleting a leftover first).
+pub async fn create(
+    client: &Client,
+    name: &str,
+    configs: Value,
+) -> (Api<VolumeManager>, VolumeManager) {
+    let api = Api::<VolumeManager>::namespaced(client.clone(), NAMESPACE);
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    gone(&api, name).await;
+    let vm: VolumeManager = serde_json::from_value(json!({
+        "apiVersion": "kvc.kubeflow.org/v1", "kind": "VolumeManager",
+        "metadata": { "name": name }, "spec": { "volumeConfigs": configs },
+    }))
+    .expect("a valid VolumeManager");
+    let created = api
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap_or_else(|e| panic!("creating VolumeManager {name}: {e}"));
+    (api, created)
+}
+
+/// Wait until the VolumeManager `name` is gone.
+pub async fn gone(api: &Api<VolumeManager>, name: &str) {
+    eventually(
+        &format!("VolumeManager {name} to be gone"),
+        TIMEOUT,
+        || async { matches!(api.get_opt(name).await, Ok(None)).then_some(()) },
+    )
+    .await;
+}
+
+/// The volumes' statuses once every one of `ids` has finished (Completed or Failed).
+pub async fn finished(api: &Api<VolumeManager>, name: &str, ids: &[&str]) -> Vec<VolumeStatus> {
+    eventually(
+        &format!("the volumes {ids:?} of {name} to finish"),
+        TIMEOUT,
+        || async {
+            let status = api.get(name).await.ok()?.status?;
+            let done = ids.iter().all(|id| {
+                status.volumes.iter().any(|v| {
+                    v.id == *id && matches!(v.state, Some(State::Completed | State::Failed))
+                })
+            });
+            done.then_some(status.volumes)
+        },
+    )
+    .await
+}
+
+pub fn volume<'a>(volumes: &'a [VolumeStatus], id: &str) -> &'a VolumeStatus {
+    volumes
+        .iter()
+        .find(|v| v.id == id)
+        .unwrap_or_else(|| panic!("no volume {id} in {volumes:?}"))
+}
+
+/// The nodes the fetchers of `vm` ran on.
+pub async fn fetcher_nodes(client: &Client, vm: &VolumeManager) -> Vec<String> {
+    let selector = format!(
+        "kvc.kubeflow.org/role=fetch,kvc.kubeflow.org/volume-manager-uid={}",
+        vm.uid().unwrap_or_default()
+    );
+    let mut nodes: Vec<String> = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .expect("listing the fetchers")
+        .items
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// Run `script` in the training image's Python on `node`, with the controller's root directory
+/// of that node at `/root`, plus the pod `extra` fields; what it printed.
+pub async fn on_node(
+    client: &Client,
+    name: &str,
+    node: &str,
+    script: &str,
+    extra: Value,
+) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let _ = pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await;
+    eventually(&format!("pod {name} to be gone"), TIMEOUT, || async {
+        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+    let mut pod = json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "look", "image": TRAINING_IMAGE, "command": ["python3", "-c", script],
+                "volumeMounts": [{ "name": "root", "mountPath": "/root", "readOnly": true }],
+            }],
+            "volumes": [{ "name": "root", "hostPath": { "path": ROOT, "type": "DirectoryOrCreate" } }],
+        },
+    });
+    merge(&mut pod, extra);
+    let pod: Pod = serde_json::from_value(pod).expect("a valid Pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating pod {name}: {e}"));
+    let phase = eventually(&format!("pod {name} to finish"), TIMEOUT, || async {
+        let phase = pods.get(name).await.ok()?.status?.phase?;
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+    })
+    .await;
+    let logs = pods
+        .logs(name, &LogParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the logs of pod {name}: {e}"));
+    assert_eq!(phase, "Succeeded", "pod {name} failed:\n{logs}");
+    let _ = pods.delete(name, &DeleteParams::default()).await;
+    logs
+}
+
+/// Merge `extra` into `base`, objects key by key and arrays appended.
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (Value::Array(base), Value::Array(extra)) => base.extend(extra),
+        (base, extra) => *base = extra,
+    }
+}
+
+/// What lies in the node's directory of `vm`: its entries, or `absent`.
+pub async fn placed_on(client: &Client, node: &str, vm: &VolumeManager, pod: &str) -> String {
+    let uid = vm.uid().unwrap_or_default();
+    let script = format!(
+        "import os; d='/root/{uid}'; print(sorted(os.listdir(d)) if os.path.isdir(d) else 'absent')"
+    );
+    on_node(client, pod, node, &script, json!({}))
+        .await
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
+    volume_controller();
+    let client = support::client().await;
+    credentials(
+        &client,
+        "volumes-bad-creds",
+        "AKIDEXAMPLE",
+        "not-a-real-secret",
+    )
+    .await;
+    let endpoint = "http://127.0.0.1:1";
+    let configs = json!([
+        { "id": "refused", "replicas": 1, "sourceType": "S3-Dev", "endpointURL": endpoint,
+          "sourceURL": "s3://datasets/digits",
+          "options": { "awsCredentialsSecretName": "volumes-bad-creds" } },
+        { "id": "nosecret", "replicas": 1, "sourceType": "S3-Dev", "endpointURL": endpoint,
+          "sourceURL": "s3://datasets/digits",
+          "options": { "awsCredentialsSecretName": "no-such-secret" } },
+        { "id": "pach", "replicas": 1, "sourceType": "Pachyderm", "options": { "repo": "images" } },
+    ]);
+    let (api, vm) = create(&client, "bad-sources", configs).await;
+    let volumes = finished(&api, "bad-sources", &["refused", "nosecret", "pach"]).await;
+    let message = |id: &str| volume(&volumes, id).message.clone().unwrap_or_default();
+    for id in ["refused", "nosecret", "pach"] {
+        assert_eq!(
+            volume(&volumes, id).state,
+            Some(State::Failed),
+            "{id}: {}",
+            message(id)
+        );
+        assert!(volume(&volumes, id).volume_source.is_none());
+    }
+    assert!(
+        message("refused").contains(&format!("source unreachable: {endpoint}"))
+            && message("refused")
+                .to_lowercase()
+                .contains("connection refused"),
+        "{}",
+        message("refused")
+    );
+    assert!(
+        message("nosecret").contains("bad credentials: Secret no-such-secret has no access key"),
+        "{}",
+        message("nosecret")
+    );
+    assert!(message("pach").contains("Pachyderm is not supported"));
+
+    // Nothing half-placed: the fetchers' node holds no copy, partial or whole.
+    let nodes = fetcher_nodes(&client, &vm).await;
+    assert!(!nodes.is_empty(), "the fetchers ran on a node");
+    for node in &nodes {
+        let placed = placed_on(&client, node, &vm, "look-bad-sources").await;
+        assert_eq!(placed, "[]", "on {node}");
+    }
+    // Deleting it cleans the node: not even the empty directory is left.
+    api.delete("bad-sources", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "bad-sources").await;
+    for node in &nodes {
+        let placed = placed_on(&client, node, &vm, "look-bad-sources").await;
+        assert_eq!(placed, "absent", "on {node}");
+    }
+}
