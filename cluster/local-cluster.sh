@@ -402,7 +402,10 @@ up() {
   [ "$NODE_KIND" = kwok ] || require_real_node_host
   check_ports_free
   build
-  [ "$NODE_KIND" = kwok ] || build_coredns
+  if [ "$NODE_KIND" = real ]; then
+    build_coredns
+    build_local_path_provisioner
+  fi
   local started=$SECONDS
   mkdir -p "$STATE_DIR/bin" "$NODE_DIR"
   echo "$NODE_KIND" >"$STATE_DIR/node-kind"

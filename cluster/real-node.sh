@@ -8,6 +8,11 @@
 # in it can reach anything outside it. The host reaches the API server through a forwarder on
 # 127.0.0.1:<API port>, so KUBECONFIG, kubectl and the tests work as with kwok.
 #
+# Volumes: Rancher's local-path-provisioner, built from its module like CoreDNS and run beside
+# the node agents, provisions every claim of the default StorageClass `local-path` as a
+# directory under the node's state dir (so `down` removes them), made and removed by helper pods
+# run from the busybox image.
+#
 # Images come from image/node-images.sh (or the command MLKUBE_NODE_IMAGES names, which prints
 # `<ref> <OCI archive>` lines as that script does), built locally, never pulled, and are imported
 # into the node's containerd, whose image store is kept in the cache (per API port) so that a
@@ -19,6 +24,10 @@
 
 COREDNS_VERSION=v1.14.7
 COREDNS_BIN=$CACHE_ROOT/coredns-$COREDNS_VERSION/bin/coredns
+LOCAL_PATH_VERSION=v0.0.30
+LOCAL_PATH_BIN=$CACHE_ROOT/local-path-provisioner-$LOCAL_PATH_VERSION/bin/local-path-provisioner
+LOCAL_PATH_NAMESPACE=local-path-storage
+STORAGE_CLASS=local-path
 NETNS=mlkube-$API_PORT
 NETNS_PATH=/run/netns/$NETNS
 NODE_NAME=mlkube-node
@@ -33,7 +42,8 @@ NODE_DIR=$STATE_DIR/node
 CONTAINERD_SOCKET=$STATE_DIR/containerd.sock
 # Images survive `down`: imported once, kept per cluster port (two clusters never share a store).
 CONTAINERD_ROOT=$CACHE_ROOT/node/containerd-$API_PORT
-REAL_COMPONENTS=(forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns)
+REAL_COMPONENTS=(forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns
+  local-path-provisioner)
 # The node's tools, and the images' (image/node-images.sh): command or path, then its package.
 REAL_TOOLS=(nsenter:util-linux ip:iproute2 socat:socat containerd:containerd runc:runc
   ctr:containerd iptables:iptables conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins
@@ -95,6 +105,21 @@ build_coredns() {
   GOBIN=$(dirname "$COREDNS_BIN") CGO_ENABLED=0 go install -trimpath -ldflags=-s \
     "github.com/coredns/coredns@$COREDNS_VERSION" >"$log" 2>&1 ||
     die "building CoreDNS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+}
+
+# The provisioner's main package is its module's root, and its go.mod has no replaces: a plain
+# `go install` builds it.
+build_local_path_provisioner() {
+  [ -x "$LOCAL_PATH_BIN" ] && return 0
+  require_go
+  local log=$CACHE_ROOT/local-path-provisioner-$LOCAL_PATH_VERSION/build.log started=$SECONDS
+  mkdir -p "$(dirname "$LOCAL_PATH_BIN")"
+  say "building local-path-provisioner $LOCAL_PATH_VERSION once (about 2 minutes on 2 cores); log: $log"
+  GOBIN=$(dirname "$LOCAL_PATH_BIN") CGO_ENABLED=0 nice go install -trimpath \
+    -ldflags="-s -X main.VERSION=$LOCAL_PATH_VERSION" \
+    "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" >"$log" 2>&1 ||
+    die "building local-path-provisioner failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+  say "built local-path-provisioner in $((SECONDS - started))s"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -395,6 +420,76 @@ start_node() {
   start_in_netns coredns "$COREDNS_BIN" -conf "$NODE_DIR/Corefile"
   wait_until "the node $NODE_NAME to be Ready" 120 kubelet node_ready
   wait_until "CoreDNS on $NODE_IP:53" 30 coredns dns_ready
+  start_provisioner
+}
+
+# ---------------------------------------------------------------------------------------------
+# volumes: local-path-provisioner and the default StorageClass
+
+# The helper pods' image: the busybox image/node-images.sh built (its tag is busybox's version).
+helper_image() { awk '$1 ~ /\/busybox:/ {print $1; exit}' "$STATE_DIR/images.list"; }
+
+# The provisioner's namespace, the ServiceAccount of its helper pods, its config (volumes under
+# the node's state dir; the scripts the helper pods run; their pod, as root, since they make and
+# remove directories in root's state dir) and the default StorageClass. A claim binds when its
+# first pod is scheduled, as the provisioner needs the node.
+storage_manifest() {
+  local helper=$1
+  cat <<MANIFEST
+apiVersion: v1
+kind: Namespace
+metadata: {name: $LOCAL_PATH_NAMESPACE}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: local-path-provisioner-service-account, namespace: $LOCAL_PATH_NAMESPACE}
+automountServiceAccountToken: false
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: local-path-config, namespace: $LOCAL_PATH_NAMESPACE}
+data:
+  config.json: |-
+    {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$NODE_DIR/volumes"]}]}
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "\$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "\$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: helper-pod}
+    spec:
+      securityContext: {runAsUser: 0}
+      containers:
+      - name: helper-pod
+        image: $helper
+        imagePullPolicy: Never
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+MANIFEST
+}
+
+start_provisioner() {
+  local helper
+  helper=$(helper_image)
+  [ -n "$helper" ] || die "image/node-images.sh built no busybox image for the provisioner's helper pods"
+  mkdir -p "$NODE_DIR/volumes"
+  storage_manifest "$helper" | kubectl_local apply -f - >"$STATE_DIR/storage.log" 2>&1 ||
+    die "creating the StorageClass and the provisioner's config failed; see $STATE_DIR/storage.log"
+  start_in_netns local-path-provisioner "$LOCAL_PATH_BIN" --debug start --kubeconfig "$KUBECONFIG_FILE" \
+    --namespace "$LOCAL_PATH_NAMESPACE" --helper-image "$helper" --configmap-name local-path-config
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -454,7 +549,7 @@ remove_fixed_paths() {
 down_real() {
   stop_operator
   # First what would recreate pods, then the node, then the rest of the control plane.
-  stop_components kube-controller-manager kube-scheduler
+  stop_components kube-controller-manager kube-scheduler local-path-provisioner
   stop_components kubelet kube-proxy coredns
   if is_running containerd; then
     remove_containers

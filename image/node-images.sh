@@ -11,6 +11,8 @@
 #   docker.io/mlkube/training:<version>      image/training/    Python with TF, JAX, sklearn, XGBoost
 #   docker.io/mlkube/notebook-hub:<version>  image/notebook-hub/  JupyterHub, and the notebooks
 #   docker.io/mlkube/kubectl-delivery:<version>  image/kubectl-delivery/  kubectl for MPIJob launchers
+#   docker.io/mlkube/busybox:<busybox version>   image/busybox/   a shell: the volume provisioner's helper pods
+#   docker.io/mlkube/object-store:<version>  image/object-store/  SeaweedFS (built from its Go module) and boto3
 #
 # kubectl-delivery copies the control plane's own kubectl: $MLKUBE_KUBECTL, or the newest
 # ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/controlplane/*/bin/kubectl cluster/local-cluster.sh built.
@@ -135,3 +137,12 @@ cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCE
 cached_image kubectl-delivery "$VERSION" image/kubectl-delivery/build.sh \
   "$(musl-gcc --version | head -1) kubectl $(sha256sum "$KUBECTL" | awk '{print $1}')" \
   image/kubectl-delivery image/oci.sh
+# Debian's busybox-static; the tag is its upstream version, the key the full package version.
+BUSYBOX_VERSION=$(apt-cache policy busybox-static 2>/dev/null | awk '/Candidate:/ {print $2}')
+BUSYBOX_TAG=${BUSYBOX_VERSION#*:}
+BUSYBOX_TAG=${BUSYBOX_TAG%%-*}
+[ -n "$BUSYBOX_TAG" ] && [ "$BUSYBOX_VERSION" != "(none)" ] ||
+  die "apt knows no busybox-static" "run apt-get update, and check that the host's apt sources have Debian main"
+cached_image busybox "$BUSYBOX_TAG" image/busybox/build.sh "$BUSYBOX_VERSION" image/busybox image/oci.sh
+cached_image object-store "$VERSION" image/object-store/build.sh "$DEBIAN_SOURCES" \
+  image/object-store image/oci.sh image/debian.sh

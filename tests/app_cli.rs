@@ -496,6 +496,7 @@ fn listings_print_json_for_scripts() {
             "mxnet-job",
             "mxnet-job-sweep",
             "notebook-hub",
+            "object-store",
             "paddle-job",
             "paddle-job-sweep",
             "pytorch-job",
@@ -532,7 +533,7 @@ fn listings_print_json_for_scripts() {
 
     let components: Value =
         serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
-    assert_eq!(components.as_array().unwrap().len(), 4);
+    assert_eq!(components.as_array().unwrap().len(), 5);
     let diff: Value = serde_json::from_str(&differs(
         &app,
         &["param", "diff", "dev", "prod", "-o", "json"],
@@ -596,12 +597,14 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(
         fails(&app, &["show", "local", "-c", "resnet"]),
         "mlkube: error: unknown component `resnet`; the app has: mnist, notebook-hub, \
+         object-store, \
          tf-job-operator, volume-controller\n"
     );
     assert_eq!(
         fails(&app, &["component", "add", "tf-servin", "resnet"]),
         "mlkube: error: unknown prototype `tf-servin`; the library has: jax-job, jax-job-sweep, \
-         mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, paddle-job, paddle-job-sweep, pytorch-job, \
+         mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
+         pytorch-job, \
          pytorch-job-sweep, tf-job, tf-job-operator, tf-job-sweep, tf-serving, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
     );
@@ -1186,7 +1189,7 @@ fn listings_print_text_json_yaml_and_names() {
     );
     assert_eq!(
         ok(&app, &["component", "list", "-o", "name"]),
-        "mnist\nnotebook-hub\ntf-job-operator\nvolume-controller\n"
+        "mnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n"
     );
     let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
     assert_eq!(prototypes.lines().next(), Some("jax-job"));
@@ -1334,7 +1337,7 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
                     `tf-servin`, which the library does not have; it has: jax-job, \
                     jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
-                    notebook-hub, paddle-job, \
+                    notebook-hub, object-store, paddle-job, \
                     paddle-job-sweep, pytorch-job, pytorch-job-sweep, tf-job, tf-job-operator, \
                     tf-job-sweep, tf-serving, volume-controller, xgboost-job, \
                     xgboost-job-sweep\nhint: fix \
@@ -1859,6 +1862,6 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
     assert_eq!(
         run.stderr,
         "Created app `platform` in platform with environments local, dev, prod and components \
-         mnist (tf-serving), notebook-hub, tf-job-operator, volume-controller.\n"
+         mnist (tf-serving), notebook-hub, object-store, tf-job-operator, volume-controller.\n"
     );
 }

@@ -11,9 +11,10 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 18] = [
+const PROTOTYPES: [&str; 19] = [
     "tf-job-operator",
     "notebook-hub",
+    "object-store",
     "tf-serving",
     "volume-controller",
     "tf-job",
@@ -261,6 +262,98 @@ fn notebook_hub_stops_servers_at_shutdown_unless_its_database_outlives_the_pod()
 fn tf_serving_with_default_params() {
     let objects = render("tf-serving", "mnist", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn object_store_with_default_params() {
+    let objects = render("object-store", "object-store", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+/// The credentials are never rendered (so `show` and `diff` cannot print them): the store and
+/// its gateway read them from the Secret by reference, and only the init container that makes
+/// them may create Secrets.
+#[test]
+fn object_store_renders_no_credentials_and_reads_them_by_reference() {
+    let objects = render("object-store", "store", &json!({})).unwrap();
+    assert!(
+        !kinds_and_names(&objects)
+            .iter()
+            .any(|k| k.starts_with("Secret ")),
+        "{:?}",
+        kinds_and_names(&objects)
+    );
+    let store = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "StatefulSet")
+        .unwrap();
+    for container in store["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+    {
+        let env = container["env"].as_array().unwrap();
+        for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+            let var = env.iter().find(|v| v["name"] == key).unwrap();
+            assert_eq!(
+                var["valueFrom"]["secretKeyRef"]["name"],
+                "store-credentials"
+            );
+            assert!(var.get("value").is_none(), "{key} has a literal value");
+        }
+    }
+    let init = &store["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(
+        init["command"],
+        json!(["python3", "/scripts/credentials.py"])
+    );
+    let endpoint = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["metadata"]["name"] == "store-endpoint")
+        .unwrap();
+    assert_eq!(
+        endpoint["data"]["AWS_ENDPOINT_URL"],
+        "http://store.kubeflow.svc:8333"
+    );
+    assert_eq!(
+        endpoint["data"]["S3_CREDENTIALS_SECRET"],
+        "store-credentials"
+    );
+    assert_eq!(endpoint["data"]["S3_BUCKETS"], "data,models");
+}
+
+/// With an external endpoint nothing is deployed: the connection details point there, with
+/// the user's Secret, and the user's Secret is only read, never created.
+#[test]
+fn object_store_with_an_external_endpoint_deploys_nothing() {
+    let objects = render(
+        "object-store",
+        "store",
+        &json!({ "endpoint": "https://s3.example.com", "credentialsSecret": "s3-keys" }),
+    )
+    .unwrap();
+    assert_eq!(kinds_and_names(&objects), ["ConfigMap store-endpoint"]);
+    assert_eq!(objects[0]["data"]["S3_ENDPOINT"], "https://s3.example.com");
+    assert_eq!(objects[0]["data"]["S3_CREDENTIALS_SECRET"], "s3-keys");
+    let own = render(
+        "object-store",
+        "store",
+        &json!({ "credentialsSecret": "s3-keys" }),
+    )
+    .unwrap();
+    let role = own
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "Role")
+        .unwrap();
+    assert_eq!(
+        role["rules"],
+        json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys"], "verbs": ["get"] }])
+    );
 }
 
 #[test]
@@ -592,6 +685,7 @@ fn every_container_has_resources_and_runs_non_root() {
     for (prototype, name) in [
         ("tf-job-operator", "tf-job-operator"),
         ("notebook-hub", "notebook-hub"),
+        ("object-store", "object-store"),
         ("tf-serving", "mnist"),
         ("volume-controller", "volume-controller"),
     ] {
@@ -726,6 +820,7 @@ fn shipped_environments_render_every_component() {
     let instances = [
         ("tf-job-operator", "tf-job-operator"),
         ("notebook-hub", "notebook-hub"),
+        ("object-store", "object-store"),
         ("mnist", "tf-serving"),
         ("volume-controller", "volume-controller"),
     ];
@@ -841,6 +936,21 @@ fn bad_values_name_the_component_and_the_param() {
             "notebook-hub",
             json!({ "authenticator": "oauth" }),
             "component notebook-hub: param authenticator",
+        ),
+        (
+            "object-store",
+            json!({ "buckets": ["Data"] }),
+            "component object-store: param buckets: \"Data\" is not an S3 bucket name",
+        ),
+        (
+            "object-store",
+            json!({ "endpoint": "s3.example.com" }),
+            "component object-store: param endpoint: \"s3.example.com\" is not an http",
+        ),
+        (
+            "object-store",
+            json!({ "endpoint": "https://s3.example.com" }),
+            "component object-store: param credentialsSecret: name the Secret",
         ),
         (
             "volume-controller",

@@ -3,6 +3,12 @@
 {
   global: {},
   components: {
+    'object-store': {
+      storage: '20Gi',
+      cpuRequest: '100m',
+      memoryRequest: '256Mi',
+      memoryLimit: '1Gi',
+    },
     'tf-job-operator': {
       replicas: 1,
       leaderElect: false,

@@ -3,6 +3,11 @@
 {
   global: {},
   components: {
+    'object-store': {
+      storage: '5Gi',
+      cpuRequest: '50m',
+      memoryRequest: '128Mi',
+    },
     'tf-job-operator': {
       replicas: 1,
       leaderElect: false,

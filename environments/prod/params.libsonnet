@@ -6,6 +6,15 @@
 {
   global: {},
   components: {
+    // Sized for datasets and models; for a replicated store, set endpoint (and
+    // credentialsSecret) to one and nothing is deployed.
+    'object-store': {
+      storage: '200Gi',
+      cpuRequest: '1',
+      memoryRequest: '2Gi',
+      cpuLimit: '4',
+      memoryLimit: '8Gi',
+    },
     'tf-job-operator': {
       replicas: 2,
       leaderElect: true,

@@ -17,6 +17,7 @@ use crate::render::library;
 const DEFAULT_COMPONENTS: &[(&str, &str)] = &[
     ("mnist", "tf-serving"),
     ("notebook-hub", "notebook-hub"),
+    ("object-store", "object-store"),
     ("tf-job-operator", "tf-job-operator"),
     ("volume-controller", "volume-controller"),
 ];

@@ -4,7 +4,8 @@
 //! then a user logs in with the default `dummy` authenticator, is refused options the hub does
 //! not offer through its REST API, spawns a notebook from the options form, uses it through
 //! configurable-http-proxy (JupyterLab after the OAuth round with the hub, the REST API, a file
-//! saved in the home directory) and stops it again.
+//! saved in the home directory, on the user's own volume, a claim of the default StorageClass) and
+//! stops it again.
 //!
 //! Pod IPs are not reachable from the host, so the test is a browser that talks to the hub's
 //! public Service through the API server's service proxy. That proxy drops the `Authorization`
@@ -16,7 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, StatusCode};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::ListParams;
 use kube::client::Body;
 use kube::{Api, Client};
@@ -55,8 +56,6 @@ impl HubApp {
             ("tag", TAG),
             ("proxyImage", &image),
             ("notebookImages", &notebook_images),
-            // The local cluster has no volume provisioner: a claim per user would stay Pending.
-            ("notebookPvcMount", ""),
         ] {
             let set = mlkube(&app, &["param", "set", HUB, param, value, "--env", "local"]);
             assert_success(&format!("mlkube param set {HUB} {param}"), &set);
@@ -503,6 +502,18 @@ async fn pods(client: &Client, namespace: &str, label: &str) -> Vec<Pod> {
         .items
 }
 
+/// The user's own volume (KubeSpawner's claim, of the default StorageClass) is bound, so the
+/// home directory the notebook saves into is on it.
+async fn assert_user_volume_bound(client: &Client, namespace: &str) {
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), namespace);
+    let claim = claims
+        .get(&format!("claim-{USER}"))
+        .await
+        .expect("KubeSpawner made the user's claim");
+    let phase = claim.status.and_then(|s| s.phase);
+    assert_eq!(phase.as_deref(), Some("Bound"), "the user's volume binds");
+}
+
 #[tokio::test]
 async fn a_user_logs_in_spawns_a_notebook_and_it_answers_through_the_proxy() {
     let started = Instant::now();
@@ -529,6 +540,7 @@ async fn a_user_logs_in_spawns_a_notebook_and_it_answers_through_the_proxy() {
     spawn_from_form(&mut browser, USER, &image).await;
     let spawned = started.elapsed();
     assert_notebook_pod(&pods(&client, namespace, NOTEBOOK_LABEL).await, &image);
+    assert_user_volume_bound(&client, namespace).await;
     use_the_notebook(&mut browser, USER).await;
     stop_the_notebook(&mut browser, &client, namespace, USER).await;
     restart_the_hub_with_a_server_running(&mut browser, &client, namespace, USER).await;

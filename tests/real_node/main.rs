@@ -16,6 +16,7 @@ mod jobs;
 mod mpi;
 mod network;
 mod platform;
+mod storage;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
 mod support;

@@ -1,0 +1,235 @@
+// An S3-compatible object store: SeaweedFS, one pod, its data on a volume; or, with `endpoint`,
+// only the connection details of an S3 service that runs elsewhere.
+local u = import 'mlkube/util.libsonnet';
+
+local component = 'object-store';
+local part = 'object-store';
+local s3Port = 8333;
+// The loopback ports of the servers behind the S3 gateway: never reachable from outside the pod.
+local filerPort = 8888;
+local innerS3Port = 8334;
+local uid = 1000;
+local gid = 100;
+local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
+
+{
+  name: component,
+  description: |||
+    An S3-compatible object store for datasets and models: SeaweedFS (`weed`), Apache-2.0,
+    from the image image/object-store/ builds. Renders a StatefulSet of one pod whose data
+    (metadata and blobs) lives on a PersistentVolumeClaim of `storage` (storageClass, or the
+    cluster default), so a restart of the pod keeps every object; `weed mini` runs master,
+    volume server and filer on the pod's loopback only, and `weed s3` serves the S3 API on
+    port 8333, the one port a NetworkPolicy admits, behind the Service <name>. The buckets of
+    `buckets` are created at start. Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in
+    the Secret credentialsSecret (yours, created beforehand), or, when null, in <name>-credentials,
+    generated with random values by the pod's init container and owned by the StatefulSet: never
+    rendered, so `show` and `diff` never print them. A pod reaches the store by reference:
+    `envFrom` the ConfigMap <name>-endpoint (AWS_ENDPOINT_URL, S3_ENDPOINT, AWS_REGION,
+    S3_BUCKETS, S3_CREDENTIALS_SECRET) and the credentials Secret. The pod is Ready, and
+    `status` healthy, only while a signed ListBuckets answers and every bucket is there. With
+    `endpoint` set, nothing is deployed: only <name>-endpoint pointing there, and
+    credentialsSecret must name the Secret holding that service's keys.
+    Dropped from what Kubeflow ships (Kubeflow Pipelines' MinIO): MinIO itself, archived and
+    unmaintained since April 2026 (and AGPL-3.0), its fixed minio/minio123 credentials, and
+    replication across servers (one pod serves; for a replicated store, point `endpoint` at one).
+  ||| + u.paramsLine($.params),
+  params: {
+    image: { type: 'image', default: 'mlkube/object-store:0.1.0', description: 'Image with weed (SeaweedFS) and python3 with boto3 (image/object-store/build.sh).' },
+    buckets: { type: 'array', items: { type: 'string' }, default: ['data', 'models'], description: 'Buckets made at start (S3 bucket names: 3-63 lower-case letters, digits, dots, hyphens).' },
+    storage: { type: 'quantity', default: '10Gi', description: 'Size of the volume holding the data.' },
+    storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
+    credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
+    endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
+    region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },
+  } + u.resourceParams('100m', '256Mi'),
+
+  render(params, env):: (
+    local name = params.name;
+    local meta(objectName) = u.metadata(objectName, part, {}, name);
+    local generated = params.credentialsSecret == null;
+    local secretName = if generated then name + '-credentials' else params.credentialsSecret;
+    local buckets = [
+      if std.isString(b) && std.length(std.findSubstr('..', b)) == 0 && $.validBucket(b) then b
+      else u.fail(component, 'buckets', '%s is not an S3 bucket name (3-63 lower-case letters, digits, dots, hyphens)' % std.manifestJson(b))
+      for b in params.buckets
+    ];
+    local external = params.endpoint != null;
+    local endpointUrl =
+      if !external then 'http://%s.%s.svc:%d' % [name, env.namespace, s3Port]
+      else if !std.startsWith(params.endpoint, 'http://') && !std.startsWith(params.endpoint, 'https://') then
+        u.fail(component, 'endpoint', '%s is not an http:// or https:// URL' % std.manifestJson(params.endpoint))
+      else if generated then u.fail(component, 'credentialsSecret', 'name the Secret with the keys of the external endpoint %s' % params.endpoint)
+      else params.endpoint;
+    local connection = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: meta(name + '-endpoint'),
+      data: {
+        AWS_ENDPOINT_URL: endpointUrl,
+        S3_ENDPOINT: endpointUrl,
+        AWS_REGION: params.region,
+        AWS_DEFAULT_REGION: params.region,
+        S3_BUCKETS: std.join(',', buckets),
+        S3_CREDENTIALS_SECRET: secretName,
+      },
+    };
+    [connection] + (if external then [] else $.server(params, env, buckets, secretName, generated))
+  ),
+
+  validBucket(b):: std.length(b) >= 3 && std.length(b) <= 63 && std.all([
+    std.member('abcdefghijklmnopqrstuvwxyz0123456789.-', c)
+    for c in std.stringChars(b)
+  ]) && !std.member('.-', b[0]) && !std.member('.-', b[std.length(b) - 1]),
+
+  // The ServiceAccount and Role of the init container that makes or reads the credentials.
+  access(params, env, secretName, generated):: (
+    local name = params.name;
+    local meta(objectName) = u.metadata(objectName, part, {}, name);
+    [
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(name) },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: meta(name),
+        rules: [
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [secretName], verbs: ['get'] },
+        ] + (if generated then [
+               // `create` cannot be limited to a name; the script creates only secretName.
+               { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+               { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [name], verbs: ['get'] },
+             ] else []),
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(name),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: name },
+        subjects: [{ kind: 'ServiceAccount', name: name, namespace: env.namespace }],
+      },
+    ]
+  ),
+
+  server(params, env, buckets, secretName, generated):: (
+    local name = params.name;
+    local meta(objectName) = u.metadata(objectName, part, {}, name);
+    local scripts = {
+      'credentials.py': importstr 'mlkube/object-store/credentials.py',
+      's3_ready.py': importstr 'mlkube/object-store/s3_ready.py',
+    };
+    $.access(params, env, secretName, generated) + [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: meta(name + '-scripts'),
+        data: scripts,
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta(name),
+        spec: {
+          selector: u.selector(name, part),
+          ports: [{ name: 's3', port: s3Port, targetPort: 's3', protocol: 'TCP' }],
+        },
+      },
+      {
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'NetworkPolicy',
+        metadata: meta(name),
+        spec: {
+          podSelector: { matchLabels: u.selector(name, part) },
+          policyTypes: ['Ingress'],
+          ingress: [{ ports: [{ protocol: 'TCP', port: s3Port }] }],
+        },
+      },
+      $.statefulSet(params, buckets, secretName, generated, std.md5(std.manifestJson(scripts))),
+    ]
+  ),
+
+  statefulSet(params, buckets, secretName, generated, scriptsHash):: (
+    local name = params.name;
+    local credential(key) = { name: key, valueFrom: { secretKeyRef: { name: secretName, key: key } } };
+    local credentials = [credential('AWS_ACCESS_KEY_ID'), credential('AWS_SECRET_ACCESS_KEY')];
+    local mounts = [{ name: 'tmp', mountPath: '/tmp' }];
+    local container(containerName) = {
+      name: containerName,
+      image: params.image,
+      resources: u.resources(params),
+      securityContext: u.containerSecurity(uid),
+    };
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: u.metadata(name, part, {}, name),
+      spec: {
+        // One pod: `weed mini` keeps master, volume server and filer in one process.
+        replicas: 1,
+        serviceName: name,
+        selector: { matchLabels: u.selector(name, part) },
+        updateStrategy: { type: 'RollingUpdate' },
+        template: {
+          metadata: {
+            labels: u.selector(name, part),
+            annotations: { 'mlkube.io/config-hash': scriptsHash },
+          },
+          spec: {
+            serviceAccountName: name,
+            securityContext: u.podSecurity(uid, gid),
+            initContainers: [container('credentials') {
+              command: ['python3', '/scripts/credentials.py'],
+              env: [{ name: 'SECRET_NAME', value: secretName }] + (
+                if generated then [
+                  { name: 'OWNER_STATEFULSET', value: name },
+                  { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
+                ] else []
+              ),
+              resources: u.resources(params { cpuRequest: '10m', memoryRequest: '32Mi' }),
+              volumeMounts: [{ name: 'scripts', mountPath: '/scripts', readOnly: true }],
+            }],
+            containers: [
+              container('store') {
+                command: [
+                  'weed', 'mini', '-dir=/data', '-ip=127.0.0.1', '-ip.bind=127.0.0.1',
+                  '-master.port=9333', '-filer.port=%d' % filerPort, '-volume.port=9340',
+                  '-s3.port=%d' % innerS3Port, '-s3.port.iceberg=0', '-s3.port.lance=0',
+                  '-webdav=false', '-admin.ui=false', '-bucket=' + std.join(',', buckets),
+                ],
+                env: credentials,
+                volumeMounts: mounts + [{ name: 'data', mountPath: '/data' }],
+              },
+              container('s3') {
+                command: [
+                  'weed', 's3', '-filer=127.0.0.1:%d' % filerPort, '-ip.bind=0.0.0.0',
+                  '-port=%d' % s3Port, '-port.iceberg=0', '-port.lance=0',
+                ],
+                env: credentials + [
+                  { name: 'S3_ENDPOINT', value: 'http://127.0.0.1:%d' % s3Port },
+                  { name: 'S3_BUCKETS', value: std.join(',', buckets) },
+                  { name: 'AWS_REGION', value: params.region },
+                ],
+                ports: [{ name: 's3', containerPort: s3Port, protocol: 'TCP' }],
+                readinessProbe: { exec: { command: ['python3', '/scripts/s3_ready.py'] }, periodSeconds: 10, timeoutSeconds: 10, failureThreshold: 2 },
+                livenessProbe: { tcpSocket: { port: 's3' }, initialDelaySeconds: 30, periodSeconds: 20, failureThreshold: 6 },
+                resources: u.resources(params { cpuRequest: '50m', memoryRequest: '128Mi' }),
+                volumeMounts: mounts + [{ name: 'scripts', mountPath: '/scripts', readOnly: true }],
+              },
+            ],
+            volumes: [
+              { name: 'scripts', configMap: { name: name + '-scripts' } },
+              { name: 'tmp', emptyDir: {} },
+            ],
+          },
+        },
+        volumeClaimTemplates: [{
+          metadata: { name: 'data' },
+          spec: std.prune({
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: params.storageClass,
+            resources: { requests: { storage: params.storage } },
+          }),
+        }],
+      },
+    }
+  ),
+}

@@ -1,0 +1,105 @@
+"""The object store's credentials, before its servers start (an init container).
+
+Makes sure the Secret named by SECRET_NAME holds AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+With OWNER_STATEFULSET set (the component generates its credentials), a missing Secret is
+created with random values, owned by that StatefulSet so that it goes when the store goes; a
+Secret another pod created first is read instead. Without it (the Secret is the user's), a
+missing Secret or key is an error that says how to make it. The values are never printed.
+
+Talks to the API server with the pod's ServiceAccount token, standard library only.
+"""
+
+import json
+import os
+import secrets
+import ssl
+import sys
+import urllib.error
+import urllib.request
+
+ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def api(method, path, body=None):
+    """(status, JSON body) of one request to the API server."""
+    with open(f"{ACCOUNT}/token") as token:
+        headers = {"Authorization": "Bearer " + token.read().strip(), "Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    host = os.environ["KUBERNETES_SERVICE_HOST"]
+    port = os.environ["KUBERNETES_SERVICE_PORT"]
+    request = urllib.request.Request(f"https://{host}:{port}{path}", data, headers, method=method)
+    context = ssl.create_default_context(cafile=f"{ACCOUNT}/ca.crt")
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        text = error.read()
+        try:
+            return error.code, json.loads(text)
+        except ValueError:
+            return error.code, {"message": text.decode(errors="replace")}
+
+
+def create(namespace, name, owner, labels):
+    """Creates the Secret with new random values, owned by the StatefulSet `owner`."""
+    status, statefulset = api("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{owner}")
+    if status != 200:
+        return status, statefulset
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "ownerReferences": [{
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "name": owner,
+                "uid": statefulset["metadata"]["uid"],
+            }],
+        },
+        "stringData": {
+            "AWS_ACCESS_KEY_ID": "mlkube" + secrets.token_hex(10),
+            "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
+        },
+    }
+    status, created = api("POST", f"/api/v1/namespaces/{namespace}/secrets", secret)
+    if status == 409:
+        # Another pod of the store created it first: theirs is the one.
+        return api("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    return status, created
+
+
+def main():
+    with open(f"{ACCOUNT}/namespace") as file:
+        namespace = file.read().strip()
+    name = os.environ["SECRET_NAME"]
+    owner = os.environ.get("OWNER_STATEFULSET", "")
+    status, secret = api("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    made = False
+    if status == 404 and owner:
+        labels = json.loads(os.environ.get("SECRET_LABELS", "{}"))
+        status, secret = create(namespace, name, owner, labels)
+        made = status in (200, 201)
+    if status == 404:
+        sys.exit(
+            f"error: the Secret {namespace}/{name} with the object store's credentials does not exist\n"
+            f"hint: kubectl create secret generic {name} -n {namespace} "
+            "--from-literal=AWS_ACCESS_KEY_ID=<key id> --from-literal=AWS_SECRET_ACCESS_KEY=<secret>"
+        )
+    if status not in (200, 201):
+        sys.exit(f"error: reading the Secret {namespace}/{name}: HTTP {status}: {secret.get('message', '')}")
+    missing = [key for key in KEYS if not (secret.get("data") or {}).get(key)]
+    if missing:
+        sys.exit(f"error: the Secret {namespace}/{name} has no {' and no '.join(missing)}\n"
+                 "hint: the object store reads its credentials from those two keys")
+    print(f"credentials: {'made' if made else 'found'} in Secret {namespace}/{name}")
+
+
+if __name__ == "__main__":
+    main()

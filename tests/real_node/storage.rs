@@ -1,0 +1,363 @@
+//! Storage on the real node: claims of the default StorageClass (local-path-provisioner, which
+//! `local-cluster.sh` runs beside the node) bind and keep what a pod wrote; the object-store
+//! component, deployed by `mlkube apply` from a default app, answers S3 requests with the
+//! credentials it generated, never printed, and keeps every object across a restart of its pod.
+//!
+//! Pods of the tests do the reading and writing, as a user's pods would: busybox for files,
+//! boto3 (in the object store's image) for S3, with the endpoint and credentials taken by
+//! reference from the component's ConfigMap and Secret. Debian's boto3 (1.26) predates
+//! `AWS_ENDPOINT_URL`, so the scripts pass `S3_ENDPOINT` themselves.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::platform::{assert_success, mlkube};
+use crate::support::{TestNamespace, eventually};
+
+const STORE: &str = "object-store";
+const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
+const POD_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The busybox image the node holds (its tag is Debian's busybox version, so it is looked up).
+async fn busybox_image(client: &Client) -> String {
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list the nodes");
+    nodes
+        .items
+        .iter()
+        .flat_map(|n| n.status.iter().flat_map(|s| s.images.iter().flatten()))
+        .flat_map(|i| i.names.iter().flatten())
+        .find(|name| name.starts_with("docker.io/mlkube/busybox:"))
+        .cloned()
+        .expect("the node holds the busybox image (image/node-images.sh builds it)")
+}
+
+/// Create the pod `pod` (JSON), wait until it ends, and return its logs; panics with them if it
+/// failed.
+async fn run_to_completion(pods: &Api<Pod>, pod: Value) -> String {
+    let name = pod["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_string();
+    let pod: Pod = serde_json::from_value(pod).expect("a valid Pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("create the pod {name}: {e}"));
+    let phase = eventually(&format!("the pod {name} to end"), POD_TIMEOUT, || async {
+        let phase = pods.get(&name).await.ok()?.status?.phase?;
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+    })
+    .await;
+    let logs = pods
+        .logs(&name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("the logs of {name}: {e}"));
+    assert_eq!(phase, "Succeeded", "the pod {name} failed:\n{logs}");
+    logs
+}
+
+/// A pod that runs `script` with `sh` from `image`, the claim `claim` mounted at /data.
+fn shell_pod(name: &str, image: &str, claim: &str, script: &str) -> Value {
+    json!({
+        "metadata": { "name": name },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": { "runAsUser": 65532, "runAsNonRoot": true },
+            "containers": [{
+                "name": "sh",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-ec", script],
+                "volumeMounts": [{ "name": "data", "mountPath": "/data" }],
+            }],
+            "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": claim } }],
+        },
+    })
+}
+
+#[tokio::test]
+async fn a_claim_of_the_default_storage_class_binds_and_keeps_what_a_pod_wrote() {
+    let ns = TestNamespace::new("volume").await;
+    let image = busybox_image(&ns.client).await;
+    let claims = Api::<PersistentVolumeClaim>::namespaced(ns.client.clone(), &ns.name);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": { "name": "scratch" },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": { "requests": { "storage": "64Mi" } },
+        },
+    }))
+    .expect("a valid claim");
+    claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .expect("create the claim");
+    let pods = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let write = "head -c 1048576 /dev/urandom > /data/blob && sha256sum /data/blob";
+    let written = run_to_completion(&pods, shell_pod("writer", &image, "scratch", write)).await;
+    // Another pod, started after the first one ended: what it reads came from the volume.
+    let read = "sha256sum /data/blob";
+    let read_back = run_to_completion(&pods, shell_pod("reader", &image, "scratch", read)).await;
+    assert!(written.contains("/data/blob"), "{written}");
+    assert_eq!(read_back, written, "the reader sees the writer's bytes");
+
+    let bound = claims.get("scratch").await.expect("the claim");
+    let spec = bound.spec.expect("a claim has a spec");
+    assert_eq!(spec.storage_class_name.as_deref(), Some("local-path"));
+    let status = bound.status.expect("a bound claim has a status");
+    assert_eq!(status.phase.as_deref(), Some("Bound"));
+    let volume = Api::<PersistentVolume>::all(ns.client.clone())
+        .get(
+            spec.volume_name
+                .as_deref()
+                .expect("a bound claim names its volume"),
+        )
+        .await
+        .expect("the claim's volume");
+    let affinity = serde_json::to_string(&volume.spec.expect("a spec").node_affinity).unwrap();
+    assert!(
+        affinity.contains("mlkube-node"),
+        "the volume is pinned to the node that holds it: {affinity}"
+    );
+}
+
+/// The store's app and namespace, removed when the test ends (also when it fails).
+struct StoreApp {
+    namespace: TestNamespace,
+    app: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl StoreApp {
+    /// `mlkube init` and `mlkube apply local -c object-store`, which waits until the store
+    /// answers S3 requests.
+    async fn deploy() -> Self {
+        let namespace = TestNamespace::new("store").await;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let app = dir.path().join("store-app");
+        let path = app.to_str().expect("a UTF-8 path");
+        assert_success(
+            "mlkube init",
+            &mlkube(dir.path(), &["init", path, "--namespace", &namespace.name]),
+        );
+        let apply = mlkube(&app, &["apply", "local", "-c", STORE, "--timeout", "5m"]);
+        assert_success("mlkube apply local -c object-store", &apply);
+        StoreApp {
+            namespace,
+            app,
+            _dir: dir,
+        }
+    }
+
+    fn ns(&self) -> &str {
+        &self.namespace.name
+    }
+}
+
+/// Python with boto3 that uploads objects of random sizes to both buckets and prints one line
+/// `<bucket>/<key> <sha256>` each; then checks that an unsigned request is refused.
+const UPLOAD: &str = r#"
+import hashlib, os, boto3, botocore
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+for bucket in os.environ["S3_BUCKETS"].split(","):
+    for i, size in enumerate([0, 1, 4096, 5 * 1024 * 1024 + 17]):
+        body = os.urandom(size)
+        key = f"set/{i}-{size}.bin"
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+        print(f"{bucket}/{key} {hashlib.sha256(body).hexdigest()}")
+anonymous = boto3.client(
+    "s3", endpoint_url=os.environ["S3_ENDPOINT"], config=Config(signature_version=botocore.UNSIGNED)
+)
+try:
+    anonymous.list_objects_v2(Bucket="data")
+    print("anonymous allowed")
+except botocore.exceptions.ClientError as error:
+    print("anonymous refused", error.response["Error"]["Code"])
+"#;
+
+/// Python with boto3 that lists every object of both buckets and prints `<bucket>/<key>
+/// <sha256>` of what it downloads.
+const DOWNLOAD: &str = r#"
+import hashlib, os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+for bucket in os.environ["S3_BUCKETS"].split(","):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            print(f"{bucket}/{item['Key']} {hashlib.sha256(body).hexdigest()}")
+"#;
+
+/// A pod that runs `script` with python3 and boto3, reaching the store by reference: the
+/// endpoint from the component's ConfigMap, the credentials from its Secret.
+fn s3_client_pod(name: &str, script: &str) -> Value {
+    json!({
+        "metadata": { "name": name },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "securityContext": { "runAsUser": 1000, "runAsNonRoot": true },
+            "containers": [{
+                "name": "client",
+                "image": STORE_IMAGE,
+                "imagePullPolicy": "Never",
+                "command": ["python3", "-c", script],
+                "envFrom": [
+                    { "configMapRef": { "name": format!("{STORE}-endpoint") } },
+                    { "secretRef": { "name": format!("{STORE}-credentials") } },
+                ],
+            }],
+        },
+    })
+}
+
+/// `<bucket>/<key>` to checksum, from the lines a client pod printed.
+fn checksums(logs: &str) -> BTreeMap<String, String> {
+    logs.lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(object, _)| object.contains('/'))
+        .map(|(object, sum)| (object.to_string(), sum.to_string()))
+        .collect()
+}
+
+/// The uid of the store's pod once it is Ready.
+async fn ready_store_pod(pods: &Api<Pod>) -> String {
+    let name = format!("{STORE}-0");
+    eventually("the store's pod to be Ready", POD_TIMEOUT, || async {
+        let pod = pods.get(&name).await.ok()?;
+        let ready = pod
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        ready.then(|| pod.metadata.uid.clone()).flatten()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_object_store_keeps_every_object_across_a_restart_of_its_pod() {
+    let store = StoreApp::deploy().await;
+    let client = store.namespace.client.clone();
+    let pods = Api::<Pod>::namespaced(client.clone(), store.ns());
+    let before = ready_store_pod(&pods).await;
+
+    let uploaded = run_to_completion(&pods, s3_client_pod("upload", UPLOAD)).await;
+    assert!(
+        uploaded.contains("anonymous refused AccessDenied"),
+        "{uploaded}"
+    );
+    let written = checksums(&uploaded);
+    assert_eq!(
+        written.len(),
+        8,
+        "four objects in each of two buckets: {uploaded}"
+    );
+
+    pods.delete(&format!("{STORE}-0"), &DeleteParams::default())
+        .await
+        .expect("delete the store's pod");
+    let after = eventually("a new store pod", POD_TIMEOUT, || async {
+        let uid = ready_store_pod(&pods).await;
+        (uid != before).then_some(uid)
+    })
+    .await;
+    assert_ne!(after, before);
+
+    let downloaded = run_to_completion(&pods, s3_client_pod("download", DOWNLOAD)).await;
+    assert_eq!(
+        checksums(&downloaded),
+        written,
+        "every object, byte for byte, after the restart"
+    );
+    assert_store_healthy(&store);
+}
+
+/// `mlkube status local -o json` reports every object of the store healthy (the StatefulSet is
+/// healthy only while its pod is Ready: a signed ListBuckets answered). The app's other
+/// components are not applied here, so only the store's members are read.
+fn assert_store_healthy(store: &StoreApp) {
+    let status = mlkube(&store.app, &["status", "local", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&status.stdout).unwrap_or_else(|e| {
+        panic!(
+            "mlkube status -o json prints JSON ({e}): {}",
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    let members: Vec<&Value> = report["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter(|m| m["component"] == STORE)
+        .collect();
+    assert!(
+        members.iter().any(|m| m["kind"] == "StatefulSet"),
+        "{report:#}"
+    );
+    for member in members {
+        assert_eq!(member["state"], "healthy", "{member:#}");
+    }
+}
+
+#[tokio::test]
+async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
+    let store = StoreApp::deploy().await;
+    let secrets = Api::<Secret>::namespaced(store.namespace.client.clone(), store.ns());
+    let secret = secrets
+        .get(&format!("{STORE}-credentials"))
+        .await
+        .expect("the store made its credentials Secret");
+    let owners = secret.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (owners[0].kind.as_str(), owners[0].name.as_str()),
+        ("StatefulSet", STORE)
+    );
+    let data = secret.data.expect("the Secret has data");
+    let values: Vec<String> = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+        .iter()
+        .map(|key| {
+            let bytes = &data.get(*key).unwrap_or_else(|| panic!("no {key}")).0;
+            String::from_utf8(bytes.clone()).expect("UTF-8")
+        })
+        .collect();
+    assert!(values[1].len() >= 32, "a long random secret key");
+    for args in [
+        &["show", "local", "-c", STORE][..],
+        &["diff", "local", "-c", STORE],
+        &["status", "local", "-c", STORE],
+    ] {
+        let output = mlkube(&store.app, args);
+        let text = String::from_utf8_lossy(&output.stdout).to_string()
+            + &String::from_utf8_lossy(&output.stderr);
+        for value in &values {
+            assert!(
+                !text.contains(value.as_str()),
+                "`mlkube {}` prints a credential",
+                args.join(" ")
+            );
+        }
+    }
+    // A second apply keeps the credentials: they are made once, not per apply or per pod.
+    let apply = mlkube(
+        &store.app,
+        &["apply", "local", "-c", STORE, "--timeout", "5m"],
+    );
+    assert_success("a second apply", &apply);
+    let again = secrets
+        .get(&format!("{STORE}-credentials"))
+        .await
+        .expect("the Secret");
+    assert_eq!(again.metadata.uid, secret.metadata.uid);
+}
