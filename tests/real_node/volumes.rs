@@ -133,14 +133,6 @@ pub async fn on_node(
     script: &str,
     extra: Value,
 ) -> String {
-    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
-    let _ = pods
-        .delete(name, &DeleteParams::default().grace_period(0))
-        .await;
-    eventually(&format!("pod {name} to be gone"), TIMEOUT, || async {
-        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await;
     let mut pod = json!({
         "metadata": { "name": name },
         "spec": {
@@ -155,6 +147,22 @@ pub async fn on_node(
         },
     });
     merge(&mut pod, extra);
+    run_pod(client, pod).await
+}
+
+/// Create `pod` in the platform's namespace (replacing a leftover of its name), wait until it
+/// has succeeded, and return what it printed.
+pub async fn run_pod(client: &Client, pod: Value) -> String {
+    let name = pod["metadata"]["name"].as_str().expect("a name").to_owned();
+    let name = name.as_str();
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let _ = pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await;
+    eventually(&format!("pod {name} to be gone"), TIMEOUT, || async {
+        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
     let pod: Pod = serde_json::from_value(pod).expect("a valid Pod");
     pods.create(&PostParams::default(), &pod)
         .await
@@ -262,4 +270,195 @@ async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
         let placed = placed_on(&client, node, &vm, "look-bad-sources").await;
         assert_eq!(placed, "absent", "on {node}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against the object store (the `object-store` component, applied in the platform's namespace).
+
+const STORE: &str = "object-store";
+const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
+const STORE_SECRET: &str = "object-store-credentials";
+const PREFIX: &str = "kvc-test/digits";
+
+/// The store's S3 endpoint, as its `<name>-endpoint` ConfigMap gives it to pods.
+fn store_endpoint() -> String {
+    format!("http://{STORE}.{NAMESPACE}.svc:8333")
+}
+
+/// The platform with its object store applied (once) and answering S3 requests.
+fn object_store() {
+    static APPLIED: OnceLock<()> = OnceLock::new();
+    APPLIED.get_or_init(|| {
+        let apply = mlkube(app(), &["apply", "local", "-c", STORE, "--timeout", "5m"]);
+        assert_success("mlkube apply local -c object-store", &apply);
+    });
+}
+
+/// Python with boto3, as the store's credentials: objects of a few sizes (one in a
+/// subdirectory) under PREFIX in the `data` bucket, and `<path below PREFIX> <sha256>` each.
+const UPLOAD: &str = r#"
+import hashlib, os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+for name, size in [("train.bin", 3 * 1024 * 1024 + 5), ("test.bin", 1000), ("labels/all.bin", 1)]:
+    body = os.urandom(size)
+    s3.put_object(Bucket="data", Key=os.environ["PREFIX"] + "/" + name, Body=body)
+    print(name, hashlib.sha256(body).hexdigest())
+"#;
+
+/// Python that prints `<path below /data> <sha256>` of every file under /data.
+const READ: &str = r#"
+import hashlib, os
+for root, _, files in os.walk("/data"):
+    for f in files:
+        path = os.path.join(root, f)
+        print(os.path.relpath(path, "/data"), hashlib.sha256(open(path, "rb").read()).hexdigest())
+"#;
+
+fn sums(logs: &str) -> std::collections::BTreeMap<String, String> {
+    logs.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(path, sum)| (path.to_owned(), sum.trim().to_owned()))
+        .collect()
+}
+
+async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
+    let pod = json!({
+        "metadata": { "name": "volumes-upload" },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "upload", "image": STORE_IMAGE, "imagePullPolicy": "Never",
+                "command": ["python3", "-c", UPLOAD],
+                "env": [{ "name": "PREFIX", "value": PREFIX }],
+                "envFrom": [
+                    { "configMapRef": { "name": format!("{STORE}-endpoint") } },
+                    { "secretRef": { "name": STORE_SECRET } },
+                ],
+            }],
+        },
+    });
+    sums(&run_pod(client, pod).await)
+}
+
+fn s3_volume(id: &str, url: &str, secret: &str) -> Value {
+    json!({
+        "id": id, "replicas": 1, "sourceType": "S3-Dev", "endpointURL": store_endpoint(),
+        "sourceURL": url,
+        "options": { "awsCredentialsSecretName": secret, "timeoutForDataDownload": "5m" },
+    })
+}
+
+#[tokio::test]
+async fn a_volume_manager_fills_a_nodes_volume_from_the_store_that_a_pod_reads_back_and_deleting_it_removes_it()
+ {
+    volume_controller();
+    object_store();
+    let client = support::client().await;
+    let uploaded = upload(&client).await;
+    assert_eq!(uploaded.len(), 3, "{uploaded:?}");
+    let url = format!("s3://data/{PREFIX}");
+    let (api, vm) = create(
+        &client,
+        "digits",
+        json!([s3_volume("digits", &url, STORE_SECRET)]),
+    )
+    .await;
+    let volumes = finished(&api, "digits", &["digits"]).await;
+    let digits = volume(&volumes, "digits");
+    assert_eq!(digits.state, Some(State::Completed), "{:?}", digits.message);
+    let source =
+        serde_json::to_value(digits.volume_source.as_ref().expect("a volume source")).unwrap();
+    let affinity =
+        serde_json::to_value(digits.node_affinity.as_ref().expect("a node affinity")).unwrap();
+
+    // A pod that copies what the status says reads the same bytes.
+    let mut reader = source.clone();
+    reader["name"] = json!("data");
+    let pod = json!({
+        "metadata": { "name": "volumes-read" },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "affinity": { "nodeAffinity": affinity },
+            "containers": [{
+                "name": "read", "image": TRAINING_IMAGE, "command": ["python3", "-c", READ],
+                "volumeMounts": [{ "name": "data", "mountPath": "/data", "readOnly": true }],
+            }],
+            "volumes": [reader],
+        },
+    });
+    let read = sums(&run_pod(&client, pod).await);
+    assert_eq!(
+        read, uploaded,
+        "the volume holds exactly the objects, byte for byte"
+    );
+
+    // Deleting the VolumeManager removes the data from the node.
+    let nodes = fetcher_nodes(&client, &vm).await;
+    assert_eq!(nodes.len(), 1);
+    api.delete("digits", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "digits").await;
+    assert_eq!(
+        placed_on(&client, &nodes[0], &vm, "look-digits").await,
+        "absent"
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_a_missing_bucket_and_a_missing_key_fail_with_their_cause() {
+    volume_controller();
+    object_store();
+    let client = support::client().await;
+    credentials(
+        &client,
+        "volumes-wrong-creds",
+        "AKIDWRONG",
+        "wrong-secret-key",
+    )
+    .await;
+    let configs = json!([
+        s3_volume("wrong", "s3://data/kvc-test", "volumes-wrong-creds"),
+        s3_volume("nobucket", "s3://no-such-bucket/x", STORE_SECRET),
+        s3_volume("nokey", "s3://data/no/such/prefix", STORE_SECRET),
+    ]);
+    let (api, vm) = create(&client, "bad-store", configs).await;
+    let volumes = finished(&api, "bad-store", &["wrong", "nobucket", "nokey"]).await;
+    let message = |id: &str| volume(&volumes, id).message.clone().unwrap_or_default();
+    for id in ["wrong", "nobucket", "nokey"] {
+        assert_eq!(
+            volume(&volumes, id).state,
+            Some(State::Failed),
+            "{id}: {}",
+            message(id)
+        );
+    }
+    assert!(
+        message("wrong").contains("bad credentials: "),
+        "{}",
+        message("wrong")
+    );
+    assert!(
+        message("nobucket").contains("no such bucket: no-such-bucket"),
+        "{}",
+        message("nobucket")
+    );
+    assert!(
+        message("nokey").contains("no such key: no object under s3://data/no/such/prefix"),
+        "{}",
+        message("nokey")
+    );
+    for node in fetcher_nodes(&client, &vm).await {
+        assert_eq!(
+            placed_on(&client, &node, &vm, "look-bad-store").await,
+            "[]",
+            "on {node}"
+        );
+    }
+    api.delete("bad-store", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "bad-store").await;
 }
