@@ -102,9 +102,10 @@ mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\
 busybox=$(kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names[*]}{"\n"}{end}' |
   tr ' ' '\n' | grep -m1 '^docker.io/mlkube/busybox:')
 mlkube param set tf-job-operator pytorchInitImage "${busybox#docker.io/}" --env local >/dev/null
-say "applying the operator (from its image), the notebook hub and the object store; TensorFlow Serving"
-say "(mnist) and the volume controller are left out: their images come from registries this machine cannot reach"
-mlkube apply local -c tf-job-operator -c notebook-hub -c object-store
+say "applying the operator and the volume controller (from the operator's image), the notebook hub"
+say "and the object store; TensorFlow Serving (mnist) is left out: its image comes from a registry"
+say "this machine cannot reach"
+mlkube apply local -c tf-job-operator -c volume-controller -c notebook-hub -c object-store
 
 job=$(sed -n 's/^  name: //p' "$TRAINING_JOB" | head -n1)
 say "training: $TRAINING_JOB (TFJob $job, 2 workers, MultiWorkerMirroredStrategy on the digits data)"

@@ -1,49 +1,68 @@
-// The Kubernetes Volume Controller (KVC): VolumeManager resources turned into volumes on nodes.
+// The volume controller: VolumeManager resources (Kubeflow's KVC API) turned into data on nodes,
+// run by mlkube's own operator image as `mlkube operator --controllers volumes`.
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'volume-controller';
 local part = 'volume-controller';
-local templates = '/kvc-templates';
+local metricsPort = 8080;
+local healthPort = 8081;
 
 {
   name: component,
   description: |||
-    The Kubernetes Volume Controller (KVC): fills volumes from S3, NFS or Pachyderm for VolumeManager resources.
-    Renders the VolumeManager CRD (kvc.kubeflow.org/v1, typed schema for spec.volumeConfigs and
-    status; no status subresource, because the controller writes status with a whole-object
-    update), the controller Deployment (watching the environment's namespace), a ServiceAccount,
-    a ClusterRole/Binding for the cluster-scoped objects it handles (nodes, persistent volumes), a
-    Role/Binding for the namespaced ones (VolumeManagers, pods, claims, events), and the
-    `kubernetes.io/no-provisioner` StorageClass (WaitForFirstConsumer) its claims name.
-    Kubeflow shipped KVC as a Helm chart, not a ksonnet package; this follows that chart.
-    Dropped or changed: registry/org/repo (one image param); clusterrole.install (the controller
-    cannot run without its RBAC); the chart's `*` verbs on CRDs, storage classes, config maps,
-    services, endpoints and deployments (the controller touches none of them); no probes, as the
-    controller serves no health endpoint. Rollouts recreate the pod instead of the chart's surge:
-    without leader election, two controllers must never overlap. Containers run as uid 65534.
-    The 2018 image's PV template still uses the removed volume.alpha.kubernetes.io/node-affinity
-    annotation; that lives in the image, not here.
+    The volume controller: places the data of VolumeManager resources (KVC's kvc.kubeflow.org/v1 API) on nodes, from S3 or any S3 endpoint, or points at NFS.
+    Runs mlkube's own operator image as `mlkube operator --controllers volumes --namespace <env>`:
+    for each S3 volume it runs `replicas` fetcher pods of the same image, on distinct nodes, that
+    copy the objects into a hostPath directory under volumeRoot, and reports in status.volumes
+    the hostPath volume source and the node affinity a pod copies to read them; deleting the
+    VolumeManager removes that data from every node. NFS volumes are reported as they are;
+    Pachyderm is reported Failed (not supported).
+    Renders the VolumeManager CRD (kvc.kubeflow.org/v1, typed schema, no status subresource),
+    a ServiceAccount, a Role/RoleBinding with exactly the verbs the controller uses (it never
+    reads Secrets: fetchers take the access key from the Secret themselves), the Deployment
+    (non-root, read-only root filesystem, /healthz and /readyz probes), and the
+    `kubernetes.io/no-provisioner` StorageClass KVC's chart shipped (for hand-written local
+    volumes; the controller itself makes no claims).
+    Kubeflow shipped KVC as a Helm chart (image volumecontroller/kube-volume-controller:v0.1.0,
+    2018, no longer pullable); this follows its API, not its image. Dropped from the chart:
+    registry/org/repo (one image param), the pod/PV/PVC templates, and its cluster-wide `*` RBAC.
+    Fetcher pods run as root (hostPath directories belong to root) without capabilities, so the
+    namespace must admit hostPath pods (Pod Security `privileged`, not `baseline`/`restricted`).
   ||| + u.paramsLine($.params),
   params: {
-    image: { type: 'string', default: 'volumecontroller/kube-volume-controller', description: 'Controller image, without tag.' },
-    tag: { type: 'string', default: 'v0.1.0', description: 'Controller image tag.' },
-    logLevel: { type: 'integer', minimum: 0, default: null, description: 'Log verbosity (--v=N); null keeps the default.' },
+    image: { type: 'string', default: 'mlkube/mlkube', description: 'The mlkube operator image (controller and fetchers), without tag.' },
+    tag: { type: 'string', default: '0.1.0', description: 'Image tag.' },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
+    logLevel: { type: 'integer', minimum: 0, default: null, description: 'Log verbosity as KVC counted it (--v=N): 0 warn, 1 to 3 info, 4 and up debug; null keeps info.' },
+    volumeRoot: { type: 'string', default: '/var/lib/mlkube/volumes', description: 'The directory on each node under which placed data lives (--volume-root).' },
     installCrd: { type: 'boolean', default: true, description: 'Render the volumemanagers.kvc.kubeflow.org CRD.' },
     installStorageClass: { type: 'boolean', default: true, description: 'Render the no-provisioner StorageClass.' },
-    storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' is what the controller's claims use)." },
+    storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' as KVC's chart named it)." },
   } + u.resourceParams('50m', '64Mi'),
 
   render(params, env):: (
     local name = params.name;
     local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
-    local clusterName = u.clusterName(env, name);
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
     local crd = std.parseYaml(importstr 'mlkube/crds/volumemanagers.kvc.kubeflow.org.yaml');
+    local pullPolicy = u.oneOf(component, params, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never']);
     local logLevel =
-      if params.logLevel == null then []
+      if params.logLevel == null then 'info'
       else if params.logLevel < 0 then u.fail(component, 'logLevel', 'must not be negative, got %d' % params.logLevel)
-      else ['--v=%d' % params.logLevel];
-    local readWrite = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+      else if params.logLevel == 0 then 'warn'
+      else if params.logLevel < 4 then 'info'
+      else 'debug';
+    local root = params.volumeRoot;
+    local validRoot =
+      if std.type(root) != 'string' || !std.startsWith(root, '/') || std.length(std.rstripChars(root, '/')) == 0 then
+        u.fail(component, 'volumeRoot', 'must be an absolute directory other than /, got %s' % std.manifestJson(root))
+      else root;
+    local image = '%s:%s' % [params.image, params.tag];
+    local probe(path, period, failures) = {
+      httpGet: { path: path, port: 'health' },
+      periodSeconds: period,
+      failureThreshold: failures,
+    };
 
     (if params.installCrd then [crd] else [])
     + (if params.installStorageClass then [{
@@ -64,29 +83,19 @@ local templates = '/kvc-templates';
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRole',
-        metadata: meta(clusterName),
-        rules: [
-          { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: [''], resources: ['persistentvolumes'], verbs: readWrite },
-        ],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRoleBinding',
-        metadata: meta(clusterName),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterName },
-        subjects: [subject],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
         metadata: meta(name),
+        // Exactly the controller's calls (src/operator/volumes/controller.rs); its cluster
+        // tests run with these rules, and fail on a verb granted and not used.
         rules: [
-          { apiGroups: ['kvc.kubeflow.org'], resources: ['volumemanagers'], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
-          { apiGroups: [''], resources: ['pods', 'persistentvolumeclaims'], verbs: readWrite },
-          { apiGroups: [''], resources: ['pods/log'], verbs: ['get'] },
-          { apiGroups: ['', 'events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+          // Its cache (list, watch); the status, and its finalizer, by merge patch.
+          { apiGroups: ['kvc.kubeflow.org'], resources: ['volumemanagers'], verbs: ['list', 'watch', 'patch'] },
+          // Its pods set blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+          // admission plugin allows only to who may update the owner's finalizers.
+          { apiGroups: ['kvc.kubeflow.org'], resources: ['volumemanagers/finalizers'], verbs: ['update'] },
+          // Fetchers and cleaners: cached, created, and deleted (a fetcher of a deleted
+          // VolumeManager, a failed cleaner).
+          { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete'] },
         ],
       },
       {
@@ -101,7 +110,7 @@ local templates = '/kvc-templates';
         kind: 'Deployment',
         metadata: meta(name),
         spec: {
-          // One controller per namespace: it has no leader election.
+          // One controller per namespace, without leader election: a rollout never overlaps.
           replicas: 1,
           strategy: { type: 'Recreate' },
           selector: { matchLabels: u.selector(name, part) },
@@ -109,21 +118,36 @@ local templates = '/kvc-templates';
             metadata: { labels: u.selector(name, part) },
             spec: {
               serviceAccountName: name,
-              securityContext: u.podSecurity(65534),
+              securityContext: u.podSecurity(65532),
               containers: [{
                 name: 'controller',
-                image: '%s:%s' % [params.image, params.tag],
-                imagePullPolicy: 'IfNotPresent',
-                command: ['/kvc'],
+                image: image,
+                imagePullPolicy: pullPolicy,
+                command: ['mlkube'],
                 args: [
-                  '--podFile=%s/pod.tmpl' % templates,
-                  '--pvFile=%s/pv.tmpl' % templates,
-                  '--pvcFile=%s/pvc.tmpl' % templates,
-                  '--pachydermPodFile=%s/pod_pachyderm.tmpl' % templates,
-                  '--namespace=' + env.namespace,
-                ] + logLevel,
+                  'operator',
+                  '--controllers',
+                  'volumes',
+                  '--namespace',
+                  env.namespace,
+                  '--metrics-addr',
+                  ':%d' % metricsPort,
+                  '--health-addr',
+                  ':%d' % healthPort,
+                  '--volume-image',
+                  image,
+                  '--volume-root',
+                  validRoot,
+                ],
+                env: [{ name: 'RUST_LOG', value: logLevel }],
+                ports: [
+                  { name: 'metrics', containerPort: metricsPort, protocol: 'TCP' },
+                  { name: 'health', containerPort: healthPort, protocol: 'TCP' },
+                ],
+                livenessProbe: probe('/healthz', 20, 3) + { initialDelaySeconds: 5 },
+                readinessProbe: probe('/readyz', 10, 3),
                 resources: u.resources(params),
-                securityContext: u.containerSecurity(65534),
+                securityContext: u.containerSecurity(65532),
               }],
             },
           },

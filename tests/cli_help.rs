@@ -150,6 +150,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
         [
             "mnist",
             "notebook-hub",
+            "object-store",
             "tf-job-operator",
             "volume-controller"
         ]

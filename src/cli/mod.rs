@@ -192,10 +192,36 @@ pub enum Command {
   mlkube __complete -- apply ''       the environments"
     )]
     Complete(CompleteArgs),
+    /// Copy the objects under an S3 prefix into a directory: what the volume controller's
+    /// fetcher pods run (the access key comes from the environment).
+    #[command(
+        name = "volume-fetch",
+        hide = true,
+        after_help = "Examples:
+  mlkube volume-fetch --endpoint http://store:9000 --bucket datasets --prefix digits --secret store --dest /kvc/digits"
+    )]
+    VolumeFetch(VolumeFetchArgs),
+    /// Remove a VolumeManager's directory from this node: what the volume controller's
+    /// cleaner pods run.
+    #[command(
+        name = "volume-clean",
+        hide = true,
+        after_help = "Examples:
+  mlkube volume-clean /kvc/0c1e6f0e-0000-4000-8000-000000000000"
+    )]
+    VolumeClean(VolumeCleanArgs),
 }
 
 /// The verbs that read no app.
-const WITHOUT_APP: [&str; 5] = ["init", "prototype", "operator", "completion", "__complete"];
+const WITHOUT_APP: [&str; 7] = [
+    "init",
+    "prototype",
+    "operator",
+    "completion",
+    "__complete",
+    "volume-fetch",
+    "volume-clean",
+];
 
 /// A verb that reads no app takes no `--app`: it is neither listed nor accepted there (a
 /// global `--app` given before the verb is still read, and ignored).
@@ -676,6 +702,63 @@ pub struct OperatorArgs {
     /// The kubeconfig context to use (default: the kubeconfig's current context).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// The controllers to run: training (the kubeflow.org/v1 jobs), volumes (the volume
+    /// controller's VolumeManagers), or both.
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        value_enum,
+        default_value = "training"
+    )]
+    pub controllers: Vec<ControllerName>,
+    /// The directory on each node under which the volume controller places data.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/mlkube/volumes")]
+    pub volume_root: String,
+    /// The image of the volume controller's fetcher and cleaner pods: one with the mlkube
+    /// binary, as the nodes pull it (the operator's own image).
+    #[arg(long, value_name = "IMAGE", default_value = crate::operator::volumes::pods::DEFAULT_IMAGE)]
+    pub volume_image: String,
+}
+
+/// A controller of `mlkube operator`, for `--controllers`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ControllerName {
+    /// The kubeflow.org/v1 training jobs of --frameworks.
+    Training,
+    /// The volume controller: kvc.kubeflow.org/v1 VolumeManagers.
+    Volumes,
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeFetchArgs {
+    /// The S3 endpoint, e.g. http://object-store:9000.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: String,
+    /// The bucket to copy from.
+    #[arg(long, value_name = "NAME")]
+    pub bucket: String,
+    /// The key prefix to copy (empty: the whole bucket).
+    #[arg(long, value_name = "KEY", default_value = "")]
+    pub prefix: String,
+    /// The region the requests are signed for.
+    #[arg(long, value_name = "REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// The Secret the access key came from, named in error messages.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub secret: String,
+    /// How long the whole copy may take, e.g. 600s, 10m.
+    #[arg(long, value_name = "D", default_value = "30m", value_parser = settings::duration)]
+    pub timeout: std::time::Duration,
+    /// The directory to create with the objects.
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct VolumeCleanArgs {
+    /// The directory to remove.
+    pub path: PathBuf,
 }
 
 impl OperatorArgs {
@@ -698,6 +781,14 @@ impl OperatorArgs {
                 || self
                     .frameworks
                     .contains(&FrameworkChoice::FrameworkController),
+            controllers: crate::operator::Controllers {
+                training: self.controllers.contains(&ControllerName::Training),
+                volumes: self.controllers.contains(&ControllerName::Volumes),
+            },
+            placement: crate::operator::volumes::pods::Placement {
+                root: self.volume_root,
+                image: self.volume_image,
+            },
             frameworks: if self.frameworks.is_empty() {
                 crate::operator::training::registry::ALL.iter().collect()
             } else {
@@ -787,6 +878,21 @@ fn run(cli: Cli) -> Exit {
         Command::Status(args) => status::status(&cli.global, &args),
         Command::Logs(args) => logs::logs(&cli.global, &args),
         Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
+        Command::VolumeFetch(args) => {
+            let args = crate::operator::volumes::fetch::FetchArgs {
+                endpoint: args.endpoint,
+                bucket: args.bucket,
+                prefix: args.prefix,
+                region: args.region,
+                secret: args.secret,
+                timeout: args.timeout,
+                dest: args.dest,
+            };
+            succeeded(crate::operator::volumes::fetch::run_fetch(&args))
+        }
+        Command::VolumeClean(args) => {
+            succeeded(crate::operator::volumes::fetch::run_clean(&args.path))
+        }
     }
 }
 
@@ -837,6 +943,11 @@ fn print_stdout(text: &str) -> Result<(), std::io::Error> {
 }
 
 /// A verb's result as an exit code, reporting the error if there is one.
+/// A verb that printed its own outcome: done, or the error status.
+fn succeeded(ok: bool) -> Exit {
+    if ok { Exit::Done } else { Exit::Error }
+}
+
 fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
     match result {
         Ok(()) => Exit::Done,

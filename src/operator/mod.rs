@@ -6,14 +6,17 @@
 //! of installed CRDs. `training` is the controller of Kubeflow's `kubeflow.org/v1` jobs (TFJob,
 //! PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob): their types and CRDs, the pure
 //! engine that decides, one small module per framework, and the controller that talks to the
-//! cluster. `fc` is FrameworkController's Framework, a room of its own on the same runtime.
-//! Both use `runtime`; `runtime` uses nothing here, and neither room uses the other. This file
-//! reads the flags, starts the runtime's parts (metrics, probes, lease) and runs the enabled
-//! controllers under them.
+//! cluster. `fc` is FrameworkController's Framework, and `volumes` the volume controller of
+//! KVC's `kvc.kubeflow.org/v1` VolumeManagers (its types, the pure plan, the pods that place data
+//! and the fetcher they run): rooms of their own on the same runtime. Each uses `runtime`;
+//! `runtime` uses nothing here, and no room uses another. This file reads the flags, starts the
+//! runtime's parts (metrics, probes, lease) and runs the enabled controllers (`--controllers`)
+//! under them.
 
 pub mod fc;
 pub mod runtime;
 pub mod training;
+pub mod volumes;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -59,6 +62,19 @@ pub struct Settings {
     pub framework_controller: bool,
     /// How log lines are written; `None`: text on a terminal, else JSON.
     pub log_format: Option<LogFormat>,
+    /// The controllers to run.
+    pub controllers: Controllers,
+    /// Where the volume controller places data on nodes, and the image of its pods.
+    pub placement: volumes::pods::Placement,
+}
+
+/// Which of the operator's controllers run (`--controllers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Controllers {
+    /// The kubeflow.org/v1 training jobs of `--frameworks`.
+    pub training: bool,
+    /// The kvc.kubeflow.org/v1 VolumeManagers.
+    pub volumes: bool,
 }
 
 /// How the operator writes its log lines on stderr.
@@ -102,6 +118,14 @@ pub enum OperatorError {
         "--mpi-kubectl-delivery-image {image:?} is not an image\nhint: give it as the cluster's nodes pull it, e.g. mlkube/kubectl-delivery:0.1.0 or mirror.internal/mlkube/kubectl-delivery:0.1.0"
     )]
     KubectlDeliveryImage { image: String },
+    #[error(
+        "--volume-image {image:?} is not an image\nhint: give the image with the mlkube binary as the cluster's nodes pull it, e.g. mlkube/mlkube:0.1.0"
+    )]
+    VolumeImage { image: String },
+    #[error(
+        "--volume-root {root:?} is not an absolute directory other than /\nhint: e.g. /var/lib/mlkube/volumes"
+    )]
+    VolumeRoot { root: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -276,17 +300,11 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             .collect::<Vec<_>>()
             .join(","),
         framework_controller = settings.framework_controller,
+        training = settings.controllers.training,
+        volumes = settings.controllers.volumes,
         "starting the training-job operator"
     );
-    let controllers = Controllers {
-        training: (!settings.frameworks.is_empty()).then_some(controller_settings),
-        framework: settings
-            .framework_controller
-            .then(|| fc::controller::Settings {
-                namespace: settings.namespace.clone(),
-                concurrency: settings.concurrency,
-            }),
-    };
+    let controllers = running(&settings, controller_settings);
 
     if !settings.leader_elect {
         run_without_election(client, controllers, metrics, health, shutdown).await;
@@ -295,13 +313,36 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     run_when_elected(&settings, client, controllers, metrics, health, shutdown).await
 }
 
-/// The controllers to run, each with its settings; `None` is off.
-struct Controllers {
-    training: Option<controller::Settings>,
-    framework: Option<fc::controller::Settings>,
+/// The controllers `--controllers` enables, each with its settings: the training jobs of
+/// `--frameworks` and, beside them, FrameworkController's Framework when it is among them; the
+/// volume controller.
+fn running(settings: &Settings, training: controller::Settings) -> Running {
+    let trains = settings.controllers.training;
+    Running {
+        training: (trains && !settings.frameworks.is_empty()).then_some(training),
+        framework: (trains && settings.framework_controller).then(|| fc::controller::Settings {
+            namespace: settings.namespace.clone(),
+            concurrency: settings.concurrency,
+        }),
+        volumes: settings
+            .controllers
+            .volumes
+            .then(|| volumes::controller::Settings {
+                namespace: settings.namespace.clone(),
+                placement: settings.placement.clone(),
+                concurrency: settings.concurrency,
+            }),
+    }
 }
 
-impl Controllers {
+/// The controllers to run, each with its settings; `None` is off.
+struct Running {
+    training: Option<controller::Settings>,
+    framework: Option<fc::controller::Settings>,
+    volumes: Option<volumes::controller::Settings>,
+}
+
+impl Running {
     /// Run every enabled controller until `stop` and the reconciles in flight have finished.
     async fn run(
         self,
@@ -311,6 +352,7 @@ impl Controllers {
         stop: shutdown::Stop,
     ) {
         let training_runs = self.training.is_some();
+        let off = || futures::future::ready(()).boxed();
         let training = match self.training {
             Some(settings) => controller::run(
                 client.clone(),
@@ -320,15 +362,26 @@ impl Controllers {
                 stop.clone(),
             )
             .boxed(),
-            None => futures::future::ready(()).boxed(),
+            None => off(),
+        };
+        let volumes = match self.volumes {
+            Some(settings) => volumes::controller::run(
+                client.clone(),
+                settings,
+                metrics.clone(),
+                health.clone(),
+                stop.clone(),
+            )
+            .boxed(),
+            None => off(),
         };
         let framework = match self.framework {
             Some(settings) => {
                 fc::controller::run(client, settings, metrics, health, stop, !training_runs).boxed()
             }
-            None => futures::future::ready(()).boxed(),
+            None => off(),
         };
-        futures::future::join(training, framework).await;
+        futures::future::join3(training, framework, volumes).await;
     }
 }
 
@@ -350,6 +403,18 @@ fn check_flags(settings: &Settings) -> Result<(), OperatorError> {
     if !is_image(&settings.mpi_kubectl_delivery_image) {
         return Err(OperatorError::KubectlDeliveryImage {
             image: settings.mpi_kubectl_delivery_image.clone(),
+        });
+    }
+    if !is_image(&settings.placement.image) {
+        return Err(OperatorError::VolumeImage {
+            image: settings.placement.image.clone(),
+        });
+    }
+    if !settings.placement.root.starts_with('/')
+        || settings.placement.root.trim_end_matches('/').is_empty()
+    {
+        return Err(OperatorError::VolumeRoot {
+            root: settings.placement.root.clone(),
         });
     }
     Ok(())
@@ -406,7 +471,7 @@ fn controller_settings(settings: &Settings) -> controller::Settings {
 /// Without leader election this replica leads: run the controllers until asked to stop.
 async fn run_without_election(
     client: Client,
-    controllers: Controllers,
+    controllers: Running,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,
@@ -421,7 +486,7 @@ async fn run_without_election(
 async fn run_when_elected(
     settings: &Settings,
     client: Client,
-    controllers: Controllers,
+    controllers: Running,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,

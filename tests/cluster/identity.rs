@@ -132,6 +132,21 @@ const RUNS_JOBS: &[Uses] = &[
     uses("", "configmaps/finalizers", &["update"]),
 ];
 
+/// What the volume controller does in its namespace; each verb is a call in
+/// `src/operator/volumes/controller.rs`.
+const PLACES_VOLUMES: &[Uses] = &[
+    // The VolumeManager cache (list, watch); its status and finalizer by merge patch.
+    uses(
+        "kvc.kubeflow.org",
+        "volumemanagers",
+        &["list", "patch", "watch"],
+    ),
+    // Its pods carry blockOwnerDeletion (see RUNS_JOBS).
+    uses("kvc.kubeflow.org", "volumemanagers/finalizers", &["update"]),
+    // Fetchers and cleaners: cached, created, deleted.
+    uses("", "pods", &["create", "delete", "list", "watch"]),
+];
+
 /// With `leaderElect`, in the operator's own namespace: its one Lease.
 const ELECTS_A_LEADER: &[Uses] = &[
     uses("coordination.k8s.io", "leases", &["create"]),
@@ -297,5 +312,15 @@ async fn cluster_scope_lets_the_operator_do_exactly_its_calls_in_every_namespace
         list_and_watch_cached_kinds_everywhere(&identity.client)
             .await
             .unwrap_or_else(|e| panic!("{access:?} lists and watches every namespace: {e}"));
+    }
+}
+
+#[tokio::test]
+async fn the_volume_controller_may_do_exactly_its_calls_in_its_namespace_and_nothing_elsewhere() {
+    let access = Access::volume_controller();
+    let (_ns, identity) = assert_permissions(access, &[PLACES_VOLUMES], &[]).await;
+    match list_and_watch_everywhere::<Pod>(&identity.client).await {
+        Err(kube::Error::Api(e)) if e.code == 403 => {}
+        other => panic!("the volume controller must not list pods across namespaces: {other:?}"),
     }
 }

@@ -30,3 +30,4 @@ mod smoke;
 mod status;
 mod support;
 mod sweeps;
+mod volumes;

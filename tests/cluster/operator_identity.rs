@@ -35,6 +35,8 @@ use crate::support::{TestNamespace, clean_up, client_from, eventually, kubeconfi
 
 /// The component instance whose identity the operator gets; its ServiceAccount has this name.
 pub const COMPONENT: &str = "tf-job-operator";
+/// The volume controller's component instance; its ServiceAccount has this name.
+pub const VOLUME_CONTROLLER: &str = "volume-controller";
 /// The environment of the throwaway app the identity is rendered from.
 pub const ENVIRONMENT: &str = "local";
 pub const MANAGER: &str = "mlkube-identity-tests";
@@ -54,6 +56,8 @@ pub enum Scope {
 /// `gangScheduling` params.
 #[derive(Clone, Copy, Debug)]
 pub struct Access {
+    /// The component whose identity it is: [`COMPONENT`], or the volume controller's.
+    component: &'static str,
     scope: Scope,
     leader_elect: bool,
     gang_scheduling: bool,
@@ -62,9 +66,19 @@ pub struct Access {
 impl Access {
     pub fn scoped(scope: Scope) -> Self {
         Access {
+            component: COMPONENT,
             scope,
             leader_elect: false,
             gang_scheduling: false,
+        }
+    }
+
+    /// The `volume-controller` component's identity, as it renders by default (a Role in its
+    /// namespace).
+    pub fn volume_controller() -> Self {
+        Access {
+            component: VOLUME_CONTROLLER,
+            ..Access::scoped(Scope::Namespace)
         }
     }
 
@@ -83,6 +97,9 @@ impl Access {
     }
 
     fn params(self) -> serde_json::Value {
+        if self.component != COMPONENT {
+            return json!({});
+        }
         let scope = match self.scope {
             Scope::Cluster => "cluster",
             Scope::Namespace => "namespace",
@@ -129,7 +146,8 @@ impl OperatorIdentity {
                 cluster_objects.0.push((gvk, object.name().to_owned()));
             }
         }
-        let kubeconfig = token_kubeconfig_from(admin, admin_kubeconfig, namespace, COMPONENT).await;
+        let kubeconfig =
+            token_kubeconfig_from(admin, admin_kubeconfig, namespace, access.component).await;
         let client = client_from(&kubeconfig).await;
         let granted: BTreeSet<Permission> = objects
             .iter()
@@ -137,7 +155,10 @@ impl OperatorIdentity {
             .flat_map(|o| rules(&o.value["rules"]))
             .collect();
         eventually(
-            &format!("the RBAC of {COMPONENT} to take effect in {namespace}"),
+            &format!(
+                "the RBAC of {} to take effect in {namespace}",
+                access.component
+            ),
             TIMEOUT,
             || async {
                 let permitted = permissions(&client, namespace).await;
@@ -259,7 +280,8 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
         with_jobs: false,
     })
     .unwrap_or_else(|e| panic!("mlkube init {}: {e}", root.display()));
-    let params = json!({ "global": {}, "components": { COMPONENT: access.params() } });
+    let component = access.component;
+    let params = json!({ "global": {}, "components": { component: access.params() } });
     std::fs::write(
         root.join(mlkube::app::env_params_file(ENVIRONMENT)),
         params.to_string(),
@@ -267,8 +289,8 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
     .expect("write the environment's params");
     let app = App::load(&root).unwrap_or_else(|e| panic!("loading the app: {e}"));
     let manifest = app
-        .render(ENVIRONMENT, &[COMPONENT.to_owned()])
-        .unwrap_or_else(|e| panic!("rendering {COMPONENT} with {access:?}: {e:?}"));
+        .render(ENVIRONMENT, &[component.to_owned()])
+        .unwrap_or_else(|e| panic!("rendering {component} with {access:?}: {e:?}"));
     let objects: Vec<Object> = manifest
         .objects
         .into_iter()
@@ -277,8 +299,8 @@ fn render(namespace: &str, access: Access) -> Vec<Object> {
     assert!(
         objects
             .iter()
-            .any(|o| o.kind() == "ServiceAccount" && o.name() == COMPONENT),
-        "{COMPONENT} renders its ServiceAccount"
+            .any(|o| o.kind() == "ServiceAccount" && o.name() == component),
+        "{component} renders its ServiceAccount"
     );
     objects
 }

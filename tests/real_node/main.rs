@@ -26,3 +26,4 @@ mod stuck;
 mod support;
 mod sweeps;
 mod training;
+mod volumes;

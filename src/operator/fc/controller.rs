@@ -145,6 +145,8 @@ pub async fn run(
         group: "frameworkcontroller.microsoft.com".to_owned(),
         api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
         flag_name: FLAG_NAME,
+        flag: "--frameworks",
+        component: "tf-job-operator",
     };
     if !installed::await_installed(
         &client,

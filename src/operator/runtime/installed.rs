@@ -63,6 +63,10 @@ pub struct Served {
     /// The name that leaves it out of the operator's flags, e.g. `tensorflow` of
     /// `--frameworks`.
     pub flag_name: &'static str,
+    /// That flag, e.g. `--frameworks`.
+    pub flag: &'static str,
+    /// The component that renders its CRD, e.g. `tf-job-operator`.
+    pub component: &'static str,
 }
 
 impl Served {
@@ -130,10 +134,12 @@ fn warn_missing(served: &Served, crd: &str, waiting: Waiting) {
         kind,
         crd,
         "the {crd} CRD {what}, so {kind}s are not run until it is installed; \
-         hint: install it (the tf-job-operator component renders it unless its installCrd is \
+         hint: install it (the {} component renders it unless its installCrd is \
          false, or `kubectl apply -f crds/{crd}.yaml` from mlkube's source), or leave {} out \
-         of --frameworks",
-        served.flag_name
+         of {}",
+        served.component,
+        served.flag_name,
+        served.flag
     );
 }
 

@@ -293,6 +293,8 @@ fn served<J: TrainingJob>() -> installed::Served {
         group: J::group(&()).into_owned(),
         api_version: J::api_version(&()).into_owned(),
         flag_name: J::FRAMEWORK.name,
+        flag: "--frameworks",
+        component: "tf-job-operator",
     }
 }
 

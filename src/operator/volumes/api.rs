@@ -1,0 +1,145 @@
+//! The `kvc.kubeflow.org/v1` VolumeManager, as the component's CRD
+//! (`crds/volumemanagers.kvc.kubeflow.org.yaml`) defines it and Kubeflow's KVC wrote it.
+//!
+//! Field names follow upstream's Go types, so a VolumeManager written for KVC reads unchanged.
+//! Every field the API server may leave out is optional here: a watch must never choke on one
+//! object, and what is missing is reported in the status instead. One addition lives in the
+//! status and is optional, so upstream clients ignore it: each volume's own `state`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{HostPathVolumeSource, NFSVolumeSource, NodeAffinity, Toleration};
+use kube::CustomResource;
+use serde::{Deserialize, Serialize};
+
+/// The options key that names the Secret with the S3 access key.
+pub const CREDENTIALS_SECRET: &str = "awsCredentialsSecretName";
+/// The options key of the download's time limit.
+pub const DOWNLOAD_TIMEOUT: &str = "timeoutForDataDownload";
+/// The options key of the S3 region (default `us-east-1`).
+pub const REGION: &str = "region";
+
+/// A request for volumes filled from data sources, made available on nodes.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "kvc.kubeflow.org",
+    version = "v1",
+    kind = "VolumeManager",
+    plural = "volumemanagers",
+    namespaced,
+    status = "VolumeManagerStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeManagerSpec {
+    /// The volumes to provide, one per data source.
+    #[serde(default)]
+    pub volume_configs: Vec<VolumeConfig>,
+    /// Set by upstream's controller; kept as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// One volume: where its data comes from, and on how many nodes it is placed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeConfig {
+    /// Names the volume within its VolumeManager; `status.volumes` uses it.
+    #[serde(default)]
+    pub id: String,
+    /// How many nodes hold a copy of the data.
+    #[serde(default)]
+    pub replicas: i64,
+    /// `S3`, `S3-Dev`, `NFS` or `Pachyderm`.
+    #[serde(default)]
+    pub source_type: String,
+    #[serde(
+        default,
+        rename = "endpointURL",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub endpoint_url: Option<String>,
+    #[serde(default, rename = "sourceURL", skip_serializing_if = "Option::is_none")]
+    pub source_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<serde_json::Value>,
+    /// Restricts the nodes that may hold the data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+    /// Tolerations of the pods that place the data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Labels put on the pods the controller creates.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The source's options (see the module constants and the README).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+/// What the controller reports.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeManagerStatus {
+    #[serde(default)]
+    pub volumes: Vec<VolumeStatus>,
+    /// The state of the whole: Failed if a volume failed, else the least advanced volume's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One volume's state, and how a pod reads it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeStatus {
+    pub id: String,
+    /// What a pod mounts to read the data (once Completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_source: Option<VolumeSource>,
+    /// The nodes that hold (or are getting) the data; a pod that reads it copies this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A core/v1 VolumeSource, of the kinds this controller reports: a pod copies it into one of
+/// its `volumes` under a name of its own.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathVolumeSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfs: Option<NFSVolumeSource>,
+}
+
+/// How far a volume, or a VolumeManager, is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    /// Waiting for its pods to be scheduled.
+    Pending,
+    /// Its data is being placed.
+    Running,
+    /// The data is in place: mount `volumeSource` on a node of `nodeAffinity`.
+    Completed,
+    /// It cannot be placed; the message says why.
+    Failed,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "Pending",
+            State::Running => "Running",
+            State::Completed => "Completed",
+            State::Failed => "Failed",
+        }
+    }
+}

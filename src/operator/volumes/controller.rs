@@ -1,0 +1,258 @@
+//! The volume controller's loop: watches VolumeManagers and the pods it made for them (one
+//! cache each), runs `plan` for a VolumeManager when it or one of its pods changes, and carries
+//! the plan out.
+//!
+//! # Expected flow
+//! Once the VolumeManager CRD is served (see `runtime::installed`), a reconcile reads the
+//! VolumeManager's pods from the cache, plans, adds the finalizer if the plan asks, writes the
+//! status if it changed, then deletes and creates pods, and last removes the finalizer once
+//! every node is clean.
+//!
+//! # Guarantees
+//! - The status is written before any pod is deleted: the nodes a deleted fetcher ran on are
+//!   recorded first (see `plan`).
+//! - Creation is create-if-absent with deterministic names (AlreadyExists is success), so a
+//!   stale cache never makes a second fetcher for one replica.
+//! - Every write uses `FIELD_MANAGER`; the status is a merge patch of the `status` field alone
+//!   (the CRD has no status subresource), so it never races the user's spec edits.
+//!
+//! # Errors
+//! A failed API call is logged with the VolumeManager, counted in
+//! `mlkube_operator_reconcile_errors_total{operation}`, and retried after a short delay.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::api::{VolumeManager, VolumeManagerStatus};
+use super::plan::{self, FINALIZER, Finalizer, Plan};
+use super::pods::{self, Placement};
+use crate::error_text::OneLine;
+use crate::operator::runtime::FIELD_MANAGER;
+use crate::operator::runtime::http::Health;
+use crate::operator::runtime::installed;
+use crate::operator::runtime::metrics::Metrics;
+use crate::operator::runtime::shutdown::Stop;
+
+/// How long a failed reconcile waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(5);
+/// How long a reconcile that met a conflict waits: its cache is a write behind.
+const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+
+/// What the volume controller runs with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch only this namespace; `None`: all.
+    pub namespace: Option<String>,
+    pub placement: Placement,
+    /// How many VolumeManagers are reconciled at once.
+    pub concurrency: u16,
+}
+
+/// Why a reconcile did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("cannot {operation} for VolumeManager {namespace}/{name}")]
+    Write {
+        operation: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    client: Client,
+    pods: Store<Pod>,
+    placement: Placement,
+    metrics: Arc<Metrics>,
+}
+
+/// The VolumeManager kind, as discovery lists it.
+fn served() -> installed::Served {
+    installed::Served {
+        kind: "VolumeManager",
+        plural: "volumemanagers",
+        group: "kvc.kubeflow.org".to_owned(),
+        api_version: "kvc.kubeflow.org/v1".to_owned(),
+        flag_name: "volumes",
+        flag: "--controllers",
+        component: "volume-controller",
+    }
+}
+
+/// Run until `stop`: wait for the CRD, then reconcile VolumeManagers.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    stop: Stop,
+) {
+    let waiting = installed::Waiting::AtStart;
+    if !installed::await_installed(&client, &served(), &health, stop.clone(), waiting).await {
+        return;
+    }
+    let (managers, pods_api): (Api<VolumeManager>, Api<Pod>) = match &settings.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let (pod_store, pod_writer) = reflector::store();
+    let pod_stream = watcher(pods_api, watcher::Config::default().labels(pods::ROLE))
+        .default_backoff()
+        .reflect(pod_writer)
+        .touched_objects();
+    let context = Arc::new(Context {
+        client,
+        pods: pod_store,
+        placement: settings.placement,
+        metrics,
+    });
+    health
+        .ready
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    tracing::info!("running the volume controller");
+    Controller::new(managers, watcher::Config::default())
+        .owns_stream(pod_stream)
+        .with_config(ControllerConfig::default().concurrency(settings.concurrency.max(1)))
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, context)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %OneLine(&e), "volume reconcile did not complete");
+            }
+        })
+        .await;
+}
+
+fn error_policy(vm: Arc<VolumeManager>, error: &ReconcileError, _: Arc<Context>) -> Action {
+    let ReconcileError::Write { source, .. } = error;
+    if matches!(source, kube::Error::Api(status) if status.code == 409) {
+        // Read from a cache that had not caught up with a write: soon it has.
+        tracing::debug!(volume_manager = %vm.name_any(), error = %OneLine(error), "conflict; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    tracing::warn!(volume_manager = %vm.name_any(), error = %OneLine(error), "reconcile failed");
+    Action::requeue(RETRY)
+}
+
+/// Plan `vm` and carry the plan out.
+pub async fn reconcile(
+    vm: Arc<VolumeManager>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let uid = vm.uid().unwrap_or_default();
+    let owned: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.labels().get(pods::OWNER_UID) == Some(&uid))
+        .collect();
+    let owned: Vec<&Pod> = owned.iter().map(Arc::as_ref).collect();
+    let plan = plan::plan(&ctx.placement, &vm, &owned);
+    let result = carry_out(&vm, &ctx, plan).await;
+    ctx.metrics.reconciled(started.elapsed());
+    result.map(|()| Action::await_change())
+}
+
+async fn carry_out(vm: &VolumeManager, ctx: &Context, plan: Plan) -> Result<(), ReconcileError> {
+    let namespace = vm.namespace().unwrap_or_default();
+    let managers: Api<VolumeManager> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let fail = |operation: &'static str| {
+        let name = vm.name_any();
+        let namespace = namespace.clone();
+        move |source| ReconcileError::Write {
+            operation,
+            namespace,
+            name,
+            source,
+        }
+    };
+    // Each write's answer carries the resourceVersion the next one holds to.
+    let mut version = vm.resource_version();
+    if plan.finalizer == Finalizer::Add {
+        let finalizers: Vec<String> = vm
+            .finalizers()
+            .iter()
+            .cloned()
+            .chain([FINALIZER.to_owned()])
+            .collect();
+        let body = json!({ "metadata": { "finalizers": finalizers } });
+        version = patch(&managers, vm, version, body)
+            .await
+            .map_err(fail("add the finalizer"))?;
+    }
+    if vm.status.as_ref() != Some(&plan.status) {
+        let body = json!({ "status": status_patch(&plan.status) });
+        version = patch(&managers, vm, version, body)
+            .await
+            .map_err(fail("write the status"))?;
+    }
+    for name in &plan.delete {
+        match pods.delete(name, &DeleteParams::background()).await {
+            Ok(_) => ctx.metrics.object("volume pod deleted"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(fail("delete a pod")(e)),
+        }
+    }
+    for pod in &plan.create {
+        match pods.create(&PostParams::default(), pod).await {
+            Ok(_) => ctx.metrics.object("volume pod created"),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(fail("create a pod")(e)),
+        }
+    }
+    if plan.finalizer == Finalizer::Remove {
+        let finalizers: Vec<&String> = vm.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+        let body = json!({ "metadata": { "finalizers": finalizers } });
+        patch(&managers, vm, version, body)
+            .await
+            .map_err(fail("remove the finalizer"))?;
+    }
+    Ok(())
+}
+
+/// A merge patch of `vm` that holds `version`, so a change made since it was read (someone
+/// else's finalizer) turns into a conflict and a retry, never into a lost write; the version
+/// the patch made.
+async fn patch(
+    api: &Api<VolumeManager>,
+    vm: &VolumeManager,
+    version: Option<String>,
+    mut body: serde_json::Value,
+) -> Result<Option<String>, kube::Error> {
+    body["metadata"]["resourceVersion"] = json!(version);
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let patched = api
+        .patch(&vm.name_any(), &params, &Patch::Merge(body))
+        .await?;
+    Ok(patched.resource_version())
+}
+
+/// The status as a merge patch: fields the status no longer has are written as null, so
+/// they are removed.
+fn status_patch(status: &VolumeManagerStatus) -> serde_json::Value {
+    json!({
+        "volumes": status.volumes,
+        "state": status.state,
+        "message": status.message,
+    })
+}

@@ -1,0 +1,521 @@
+//! The decision core: from a VolumeManager and the pods it owns (as cached), what its status
+//! says and which pods to create and delete. Pure: no client, no clock; the controller carries
+//! the plan out. Most of the volume controller's tests live here.
+//!
+//! # Expected flow
+//! A VolumeManager is created. It gets the finalizer [`FINALIZER`] (when it has data to place)
+//! and, for each S3 volume, one fetcher pod per replica, which repel each other onto distinct
+//! nodes. A volume is Pending until all of its fetchers are scheduled, Running while they copy,
+//! Completed once all succeeded: its status then names a hostPath volume source and the nodes
+//! that hold the data (a `metadata.name` node affinity) for a pod to copy. An NFS volume is
+//! Completed at once with an NFS volume source. A volume whose entry cannot be read, or whose
+//! fetcher failed, is Failed, with the message of what failed (the fetcher's own: bad
+//! credentials, no such bucket or key, source unreachable, timeout).
+//!
+//! When the VolumeManager is deleted, fetchers still running are deleted, then one cleaner per
+//! node that has (or may have) its data removes that node's directory; once all cleaners
+//! succeeded the finalizer goes and the garbage collector takes the pods.
+//!
+//! # Guarantees
+//! - A fetcher that fails leaves nothing on its node (it removes its partial copy), so a
+//!   Failed volume holds no half-placed data there.
+//! - The nodes that may hold data are written into the status before a fetcher is deleted, so
+//!   a deletion cleans every node a fetcher ran on, also across restarts of the controller.
+//!
+//! # Caveats
+//! - The fetcher pods are the record of a placement: a fetcher deleted by hand is created again
+//!   and places the data again. A volume removed from `volumeConfigs`, or replicas lowered,
+//!   keeps its data until the VolumeManager is deleted.
+//! - A cleaner bound to a node that no longer exists never runs: the finalizer then stays until
+//!   removed by hand (`kubectl patch vm NAME --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]'`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{
+    HostPathVolumeSource, NFSVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, Pod,
+};
+use kube::ResourceExt;
+
+use super::api::{
+    State, VolumeConfig, VolumeManager, VolumeManagerStatus, VolumeSource, VolumeStatus,
+};
+use super::pods::{self, Placement};
+use super::source::{self, S3Source, Source};
+
+/// The finalizer that holds a VolumeManager until its data is removed from every node.
+pub const FINALIZER: &str = "kvc.kubeflow.org/data";
+
+/// What to do about the finalizer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finalizer {
+    Keep,
+    Add,
+    Remove,
+}
+
+/// What a reconcile does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub status: VolumeManagerStatus,
+    pub create: Vec<Pod>,
+    /// Names of pods to delete.
+    pub delete: Vec<String>,
+    pub finalizer: Finalizer,
+}
+
+/// The plan for `vm`, whose pods (fetchers and cleaners) are `pods`.
+pub fn plan(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
+    if vm.metadata.deletion_timestamp.is_some() {
+        return plan_deletion(placement, vm, pods);
+    }
+    let mut create = Vec::new();
+    let mut volumes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for config in &vm.spec.volume_configs {
+        let volume = if !seen.insert(config.id.as_str()) {
+            failed(
+                config,
+                format!(
+                    "id {:?} names two volumeConfigs; ids must differ",
+                    config.id
+                ),
+            )
+        } else {
+            volume(placement, vm, config, pods, &mut create)
+        };
+        volumes.push(volume);
+    }
+    let places_data = vm
+        .spec
+        .volume_configs
+        .iter()
+        .any(|c| matches!(source::source(c), Ok(Source::S3(_))));
+    let finalizer = if places_data && !vm.finalizers().iter().any(|f| f == FINALIZER) {
+        Finalizer::Add
+    } else {
+        Finalizer::Keep
+    };
+    Plan {
+        status: summary(volumes),
+        create,
+        delete: Vec::new(),
+        finalizer,
+    }
+}
+
+/// A volume that cannot be placed, and why.
+fn failed(config: &VolumeConfig, message: String) -> VolumeStatus {
+    VolumeStatus {
+        id: config.id.clone(),
+        state: Some(State::Failed),
+        message: Some(message),
+        ..VolumeStatus::default()
+    }
+}
+
+/// One volume's status; the fetchers it still needs go into `create`.
+fn volume(
+    placement: &Placement,
+    vm: &VolumeManager,
+    config: &VolumeConfig,
+    pods: &[&Pod],
+    create: &mut Vec<Pod>,
+) -> VolumeStatus {
+    if config.id.is_empty() {
+        return failed(config, "a volumeConfig has no id".to_owned());
+    }
+    if config.replicas < 1 {
+        return failed(
+            config,
+            format!("replicas must be at least 1, got {}", config.replicas),
+        );
+    }
+    match source::source(config) {
+        Err(message) => failed(config, message),
+        Ok(Source::Nfs { server, path }) => VolumeStatus {
+            id: config.id.clone(),
+            volume_source: Some(VolumeSource {
+                nfs: Some(NFSVolumeSource {
+                    server: server.clone(),
+                    path: path.clone(),
+                    read_only: None,
+                }),
+                ..VolumeSource::default()
+            }),
+            state: Some(State::Completed),
+            message: Some(format!("NFS {server}:{path}, mounted where it is")),
+            ..VolumeStatus::default()
+        },
+        Ok(Source::S3(s3)) => s3_volume(placement, vm, config, &s3, pods, create),
+    }
+}
+
+/// How one replica's fetcher stands.
+#[derive(Clone, Debug, PartialEq)]
+struct Replica {
+    state: State,
+    node: Option<String>,
+    message: Option<String>,
+}
+
+/// An S3 volume's status, from its fetchers; missing ones are created unless it failed.
+fn s3_volume(
+    placement: &Placement,
+    vm: &VolumeManager,
+    config: &VolumeConfig,
+    s3: &S3Source,
+    pods: &[&Pod],
+    create: &mut Vec<Pod>,
+) -> VolumeStatus {
+    let slug = pods::slug(&config.id);
+    let replicas: Vec<Replica> = (0..config.replicas)
+        .map(|r| match fetcher_of(pods, &slug, r) {
+            Some(pod) => replica(pod),
+            None => Replica {
+                state: State::Pending,
+                node: None,
+                message: None,
+            },
+        })
+        .collect();
+    let failure = replicas
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.state == State::Failed);
+    if failure.is_none() {
+        for r in 0..config.replicas {
+            if fetcher_of(pods, &slug, r).is_none() {
+                create.push(pods::fetcher(placement, vm, config, s3, r));
+            }
+        }
+    }
+    let nodes: BTreeSet<String> = replicas.iter().filter_map(|r| r.node.clone()).collect();
+    let (state, message) = match failure {
+        Some((r, replica)) => (State::Failed, failure_message(r, replica)),
+        None => progress(s3, &replicas),
+    };
+    VolumeStatus {
+        id: config.id.clone(),
+        volume_source: (state != State::Failed).then(|| VolumeSource {
+            host_path: Some(HostPathVolumeSource {
+                path: pods::volume_dir(placement, vm, &slug),
+                type_: Some("Directory".to_owned()),
+            }),
+            ..VolumeSource::default()
+        }),
+        node_affinity: node_affinity(&nodes),
+        state: Some(state),
+        message: Some(message),
+    }
+}
+
+fn failure_message(index: usize, replica: &Replica) -> String {
+    let message = replica.message.as_deref().unwrap_or("the fetcher failed");
+    match &replica.node {
+        Some(node) => format!("replica {index} on node {node}: {message}"),
+        None => format!("replica {index}: {message}"),
+    }
+}
+
+/// The state and message of a volume none of whose replicas failed.
+fn progress(s3: &S3Source, replicas: &[Replica]) -> (State, String) {
+    let state = replicas
+        .iter()
+        .map(|r| r.state)
+        .min()
+        .unwrap_or(State::Completed);
+    let url = s3.url();
+    let message = match state {
+        State::Completed => format!("{url} placed on {} nodes", replicas.len()),
+        State::Running => format!(
+            "placing {url}: {} of {} replicas done",
+            replicas
+                .iter()
+                .filter(|r| r.state == State::Completed)
+                .count(),
+            replicas.len()
+        ),
+        _ => {
+            let waiting: Vec<String> = replicas
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.state == State::Pending)
+                .map(|(i, r)| match &r.message {
+                    Some(why) => format!("replica {i}: {why}"),
+                    None => format!("replica {i}: waiting for its pod"),
+                })
+                .collect();
+            format!("placing {url}: {}", waiting.join("; "))
+        }
+    };
+    (state, message)
+}
+
+/// The fetcher of replica `r` of the volume `slug`, if cached.
+fn fetcher_of<'a>(pods: &[&'a Pod], slug: &str, r: i64) -> Option<&'a Pod> {
+    let replica = r.to_string();
+    pods.iter().copied().find(|pod| {
+        let labels = pod.labels();
+        labels.get(pods::ROLE).map(String::as_str) == Some(pods::FETCH)
+            && labels.get(pods::VOLUME).map(String::as_str) == Some(slug)
+            && labels.get(pods::REPLICA) == Some(&replica)
+    })
+}
+
+/// How a fetcher stands, read from its pod.
+fn replica(pod: &Pod) -> Replica {
+    let status = pod.status.clone().unwrap_or_default();
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let container = status.container_statuses.iter().flatten().next();
+    let state = match status.phase.as_deref() {
+        Some("Succeeded") => State::Completed,
+        Some("Failed") => State::Failed,
+        Some("Running") => State::Running,
+        _ if node.is_some() => State::Running,
+        _ => State::Pending,
+    };
+    let message = match state {
+        State::Failed => Some(failure_reason(pod)),
+        State::Pending => status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .and_then(|c| c.message.clone()),
+        _ => container
+            .and_then(|c| c.state.as_ref()?.waiting.as_ref())
+            .map(|w| {
+                format!(
+                    "{}: {}",
+                    w.reason.as_deref().unwrap_or("waiting"),
+                    w.message.as_deref().unwrap_or_default()
+                )
+            }),
+    };
+    Replica {
+        state,
+        node,
+        message,
+    }
+}
+
+/// Why a fetcher failed: what it said, else what the kubelet said.
+fn failure_reason(pod: &Pod) -> String {
+    let status = pod.status.clone().unwrap_or_default();
+    let terminated = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref()?.terminated.clone());
+    if let Some(message) = terminated
+        .as_ref()
+        .and_then(|t| t.message.as_deref())
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+    {
+        return message.to_owned();
+    }
+    if status.reason.as_deref() == Some("DeadlineExceeded") {
+        return "timeout: the fetcher ran past its deadline and was stopped".to_owned();
+    }
+    match (terminated, status.message) {
+        (_, Some(message)) if !message.is_empty() => message,
+        (Some(t), _) => format!("the fetcher exited with code {}", t.exit_code),
+        _ => "the fetcher failed".to_owned(),
+    }
+}
+
+/// The node affinity that selects `nodes` by name; none for no nodes.
+fn node_affinity(nodes: &BTreeSet<String>) -> Option<NodeAffinity> {
+    (!nodes.is_empty()).then(|| NodeAffinity {
+        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_fields: Some(vec![NodeSelectorRequirement {
+                    key: "metadata.name".to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(nodes.iter().cloned().collect()),
+                }]),
+                ..NodeSelectorTerm::default()
+            }],
+        }),
+        ..NodeAffinity::default()
+    })
+}
+
+/// The nodes a node affinity of [`node_affinity`] selects.
+fn nodes_of(affinity: Option<&NodeAffinity>) -> impl Iterator<Item = String> + '_ {
+    affinity
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .into_iter()
+        .flat_map(|s| &s.node_selector_terms)
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .filter(|f| f.key == "metadata.name")
+        .flat_map(|f| f.values.iter().flatten().cloned())
+}
+
+/// The whole status from its volumes.
+fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
+    let failed: Vec<String> = volumes
+        .iter()
+        .filter(|v| v.state == Some(State::Failed))
+        .map(|v| {
+            format!(
+                "volume {}: {}",
+                v.id,
+                v.message.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let state = if failed.is_empty() {
+        volumes
+            .iter()
+            .filter_map(|v| v.state)
+            .min()
+            .unwrap_or(State::Completed)
+    } else {
+        State::Failed
+    };
+    let done = volumes
+        .iter()
+        .filter(|v| v.state == Some(State::Completed))
+        .count();
+    let message = match state {
+        State::Failed => failed.join("; "),
+        _ => format!("{done} of {} volumes ready", volumes.len()),
+    };
+    VolumeManagerStatus {
+        volumes,
+        state: Some(state),
+        message: Some(message),
+    }
+}
+
+/// The plan of a VolumeManager being deleted: stop its fetchers, then clean every node that
+/// may hold its data, then let it go.
+fn plan_deletion(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
+    let mut status = vm.status.clone().unwrap_or_default();
+    let mut plan = Plan {
+        status: status.clone(),
+        create: Vec::new(),
+        delete: Vec::new(),
+        finalizer: Finalizer::Keep,
+    };
+    if !vm.finalizers().iter().any(|f| f == FINALIZER) {
+        return plan;
+    }
+    record_nodes(&mut status, vm, pods);
+    let mut nodes: BTreeSet<String> = status
+        .volumes
+        .iter()
+        .flat_map(|v| nodes_of(v.node_affinity.as_ref()))
+        .collect();
+    let fetchers: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| role(p) == Some(pods::FETCH))
+        .collect();
+    nodes.extend(
+        fetchers
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone()),
+    );
+    let running: Vec<&Pod> = fetchers.into_iter().filter(|p| !terminal(p)).collect();
+    if !running.is_empty() {
+        plan.delete = running
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.name_any())
+            .collect();
+        status.message = Some(format!("deleting: stopping {} fetchers", running.len()));
+        plan.status = status;
+        return plan;
+    }
+    let done = clean(placement, vm, pods, &nodes, &mut plan);
+    status.message = Some(format!(
+        "deleting: data removed from {done} of {} nodes",
+        nodes.len()
+    ));
+    plan.status = status;
+    if done == nodes.len() {
+        plan.finalizer = Finalizer::Remove;
+    }
+    plan
+}
+
+/// Add the nodes of `vm`'s fetchers to the status of their volumes, so they are cleaned even
+/// if the fetchers are gone before the cleaners ran.
+fn record_nodes(status: &mut VolumeManagerStatus, vm: &VolumeManager, pods: &[&Pod]) {
+    let mut by_slug: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for pod in pods.iter().filter(|p| role(p) == Some(pods::FETCH)) {
+        if let (Some(slug), Some(node)) = (
+            pod.labels().get(pods::VOLUME),
+            pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        ) {
+            by_slug.entry(slug.clone()).or_default().insert(node);
+        }
+    }
+    for config in &vm.spec.volume_configs {
+        let Some(found) = by_slug.remove(&pods::slug(&config.id)) else {
+            continue;
+        };
+        let index = match status.volumes.iter().position(|v| v.id == config.id) {
+            Some(i) => i,
+            None => {
+                status.volumes.push(VolumeStatus {
+                    id: config.id.clone(),
+                    ..VolumeStatus::default()
+                });
+                status.volumes.len() - 1
+            }
+        };
+        let volume = &mut status.volumes[index];
+        let mut nodes: BTreeSet<String> = nodes_of(volume.node_affinity.as_ref()).collect();
+        nodes.extend(found);
+        volume.node_affinity = node_affinity(&nodes);
+    }
+}
+
+/// Create or retry the cleaners of `nodes`; how many have succeeded.
+fn clean(
+    placement: &Placement,
+    vm: &VolumeManager,
+    pods: &[&Pod],
+    nodes: &BTreeSet<String>,
+    plan: &mut Plan,
+) -> usize {
+    let mut done = 0;
+    for node in nodes {
+        let name = pods::cleaner_name(vm, node);
+        match pods.iter().find(|p| p.name_any() == name) {
+            None => plan.create.push(pods::cleaner(placement, vm, node)),
+            Some(pod) if phase(pod) == Some("Succeeded") => done += 1,
+            // Deleted, so that the next reconcile creates it again.
+            Some(pod)
+                if phase(pod) == Some("Failed") && pod.metadata.deletion_timestamp.is_none() =>
+            {
+                plan.delete.push(name);
+            }
+            Some(_) => {}
+        }
+    }
+    done
+}
+
+fn role(pod: &Pod) -> Option<&str> {
+    pod.labels().get(pods::ROLE).map(String::as_str)
+}
+
+fn phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+fn terminal(pod: &Pod) -> bool {
+    matches!(phase(pod), Some("Succeeded" | "Failed"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,308 @@
+//! The decision table: a VolumeManager and its pods in, the status and the pods to create and
+//! delete out.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+use super::*;
+use crate::operator::volumes::api::CREDENTIALS_SECRET;
+
+fn placement() -> Placement {
+    Placement {
+        root: "/var/lib/mlkube/volumes".into(),
+        image: "mlkube/mlkube:0.1.0".into(),
+    }
+}
+
+/// A VolumeManager `data` with these volumeConfigs.
+fn manager(configs: serde_json::Value) -> VolumeManager {
+    serde_json::from_value(json!({
+        "apiVersion": "kvc.kubeflow.org/v1",
+        "kind": "VolumeManager",
+        "metadata": { "name": "data", "namespace": "ml", "uid": "u-1", "finalizers": [FINALIZER] },
+        "spec": { "volumeConfigs": configs },
+    }))
+    .unwrap()
+}
+
+fn s3(id: &str, replicas: i64) -> serde_json::Value {
+    json!({
+        "id": id, "replicas": replicas, "sourceType": "S3-Dev",
+        "endpointURL": "http://store:9000", "sourceURL": "s3://datasets/digits",
+        "options": { CREDENTIALS_SECRET: "store" },
+    })
+}
+
+/// The fetcher the plan creates for replica `r` of `id`, in `phase` on `node`.
+fn fetcher(vm: &VolumeManager, id: &str, r: i64, phase: &str, node: Option<&str>) -> Pod {
+    let config = vm.spec.volume_configs.iter().find(|c| c.id == id).unwrap();
+    let Ok(Source::S3(source)) = source::source(config) else {
+        panic!()
+    };
+    let mut pod = pods::fetcher(&placement(), vm, config, &source, r);
+    pod.spec.as_mut().unwrap().node_name = node.map(str::to_owned);
+    pod.status = Some(serde_json::from_value(json!({ "phase": phase })).unwrap());
+    pod
+}
+
+fn failed_with(mut pod: Pod, message: &str) -> Pod {
+    pod.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Failed",
+            "containerStatuses": [{ "name": "fetch", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": { "terminated": { "exitCode": 1, "message": message } } }],
+        }))
+        .unwrap(),
+    );
+    pod
+}
+
+fn state_of(plan: &Plan, id: &str) -> (Option<State>, String) {
+    let v = plan.status.volumes.iter().find(|v| v.id == id).unwrap();
+    (v.state, v.message.clone().unwrap_or_default())
+}
+
+fn nodes(plan: &Plan, id: &str) -> Vec<String> {
+    let v = plan.status.volumes.iter().find(|v| v.id == id).unwrap();
+    nodes_of(v.node_affinity.as_ref()).collect()
+}
+
+#[test]
+fn a_new_manager_gets_its_finalizer_and_one_fetcher_per_replica() {
+    let mut vm = manager(json!([s3("digits", 2)]));
+    vm.metadata.finalizers = None;
+    let plan = plan(&placement(), &vm, &[]);
+    assert_eq!(plan.finalizer, Finalizer::Add);
+    let names: Vec<String> = plan.create.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, ["data-digits-0", "data-digits-1"]);
+    assert_eq!(state_of(&plan, "digits").0, Some(State::Pending));
+    assert_eq!(plan.status.state, Some(State::Pending));
+    let spec = plan.create[0].spec.as_ref().unwrap();
+    let anti = serde_json::to_value(&spec.affinity).unwrap();
+    assert_eq!(
+        anti["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let volume = &spec.volumes.as_ref().unwrap()[0];
+    assert_eq!(
+        volume.host_path.as_ref().unwrap().path,
+        "/var/lib/mlkube/volumes/u-1"
+    );
+}
+
+#[test]
+fn fetchers_that_succeeded_complete_the_volume_with_its_nodes() {
+    let vm = manager(json!([s3("digits", 2)]));
+    let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
+    let b = fetcher(&vm, "digits", 1, "Running", Some("node-b"));
+    let running = plan(&placement(), &vm, &[&a, &b]);
+    assert!(running.create.is_empty());
+    assert_eq!(state_of(&running, "digits").0, Some(State::Running));
+    let b = fetcher(&vm, "digits", 1, "Succeeded", Some("node-b"));
+    let done = plan(&placement(), &vm, &[&a, &b]);
+    assert_eq!(
+        state_of(&done, "digits"),
+        (
+            Some(State::Completed),
+            "s3://datasets/digits placed on 2 nodes".into()
+        )
+    );
+    assert_eq!(nodes(&done, "digits"), ["node-a", "node-b"]);
+    let source = done.status.volumes[0].volume_source.as_ref().unwrap();
+    let host_path = source.host_path.as_ref().unwrap();
+    assert_eq!(host_path.path, "/var/lib/mlkube/volumes/u-1/digits");
+    assert_eq!(done.status.state, Some(State::Completed));
+    assert_eq!(done.finalizer, Finalizer::Keep);
+}
+
+#[test]
+fn a_failed_fetcher_fails_the_volume_with_its_message_and_no_source() {
+    let vm = manager(json!([s3("digits", 2)]));
+    let a = failed_with(
+        fetcher(&vm, "digits", 0, "Failed", Some("node-a")),
+        "bad credentials: the endpoint refused the access key (InvalidAccessKeyId)",
+    );
+    let plan = plan(&placement(), &vm, &[&a]);
+    // The missing replica is not placed once the volume has failed.
+    assert!(plan.create.is_empty());
+    let (state, message) = state_of(&plan, "digits");
+    assert_eq!(state, Some(State::Failed));
+    assert_eq!(
+        message,
+        "replica 0 on node node-a: bad credentials: the endpoint refused the access key (InvalidAccessKeyId)"
+    );
+    assert!(plan.status.volumes[0].volume_source.is_none());
+    assert_eq!(plan.status.state, Some(State::Failed));
+    assert!(
+        plan.status
+            .message
+            .as_deref()
+            .unwrap()
+            .starts_with("volume digits: replica 0")
+    );
+}
+
+#[test]
+fn a_fetcher_past_its_deadline_is_a_timeout() {
+    let vm = manager(json!([s3("digits", 1)]));
+    let mut pod = fetcher(&vm, "digits", 0, "Failed", Some("n"));
+    pod.status.as_mut().unwrap().reason = Some("DeadlineExceeded".into());
+    let plan = plan(&placement(), &vm, &[&pod]);
+    assert!(state_of(&plan, "digits").1.contains("timeout"));
+}
+
+#[test]
+fn an_unschedulable_fetcher_says_why_it_waits() {
+    let vm = manager(json!([s3("digits", 1)]));
+    let mut pod = fetcher(&vm, "digits", 0, "Pending", None);
+    pod.status = Some(
+        serde_json::from_value(json!({ "phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules." }] }))
+        .unwrap(),
+    );
+    let plan = plan(&placement(), &vm, &[&pod]);
+    let (state, message) = state_of(&plan, "digits");
+    assert_eq!(state, Some(State::Pending));
+    assert!(
+        message.contains("replica 0: 0/1 nodes are available"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unsupported_and_unreadable_sources_fail_without_pods() {
+    let vm = manager(json!([
+        { "id": "pach", "replicas": 1, "sourceType": "Pachyderm", "options": { "repo": "r" } },
+        { "id": "nosecret", "replicas": 1, "sourceType": "S3", "sourceURL": "s3://b/k" },
+        s3("zero", 0),
+        s3("twice", 1),
+        s3("twice", 1),
+    ]));
+    let plan = plan(&placement(), &vm, &[]);
+    assert!(
+        state_of(&plan, "pach")
+            .1
+            .contains("Pachyderm is not supported")
+    );
+    assert!(
+        state_of(&plan, "nosecret")
+            .1
+            .contains("awsCredentialsSecretName is missing")
+    );
+    assert!(
+        state_of(&plan, "zero")
+            .1
+            .contains("replicas must be at least 1")
+    );
+    assert!(
+        plan.status.volumes[4]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("names two volumeConfigs")
+    );
+    // Only the first of the twice-named volume is placed.
+    assert_eq!(plan.create.len(), 1);
+    assert_eq!(plan.status.state, Some(State::Failed));
+}
+
+#[test]
+fn an_nfs_volume_is_its_server_and_path_at_once() {
+    let mut vm = manager(json!([{ "id": "shared", "replicas": 1, "sourceType": "NFS",
+        "options": { "server": "10.0.0.2", "path": "/exports/ml" } }]));
+    vm.metadata.finalizers = None;
+    let plan = plan(&placement(), &vm, &[]);
+    assert_eq!(
+        plan.finalizer,
+        Finalizer::Keep,
+        "nothing placed, nothing to clean"
+    );
+    assert!(plan.create.is_empty());
+    let v = &plan.status.volumes[0];
+    assert_eq!(v.state, Some(State::Completed));
+    let nfs = v.volume_source.as_ref().unwrap().nfs.as_ref().unwrap();
+    assert_eq!(
+        (nfs.server.as_str(), nfs.path.as_str()),
+        ("10.0.0.2", "/exports/ml")
+    );
+    assert!(v.node_affinity.is_none());
+}
+
+fn deleting(mut vm: VolumeManager) -> VolumeManager {
+    vm.metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!("2026-11-27T04:00:00Z")).unwrap());
+    vm
+}
+
+#[test]
+fn a_deleted_manager_stops_its_fetchers_first_and_records_their_nodes() {
+    let vm = deleting(manager(json!([s3("digits", 2)])));
+    let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
+    let b = fetcher(&vm, "digits", 1, "Running", Some("node-b"));
+    let plan = plan(&placement(), &vm, &[&a, &b]);
+    assert_eq!(plan.delete, ["data-digits-1"]);
+    assert!(
+        plan.create.is_empty(),
+        "no cleaner while a fetcher may still write"
+    );
+    assert_eq!(nodes(&plan, "digits"), ["node-a", "node-b"]);
+    assert_eq!(plan.finalizer, Finalizer::Keep);
+}
+
+#[test]
+fn a_deleted_manager_cleans_every_node_then_lets_go() {
+    let mut vm = deleting(manager(json!([s3("digits", 2)])));
+    let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
+    // node-b's fetcher is gone; the status remembers it.
+    vm.status = Some(VolumeManagerStatus {
+        volumes: vec![VolumeStatus {
+            id: "digits".into(),
+            node_affinity: node_affinity(&["node-b".to_owned()].into()),
+            ..VolumeStatus::default()
+        }],
+        ..VolumeManagerStatus::default()
+    });
+    let first = plan(&placement(), &vm, &[&a]);
+    let cleaners: Vec<String> = first.create.iter().map(|p| p.name_any()).collect();
+    assert_eq!(
+        cleaners,
+        [
+            pods::cleaner_name(&vm, "node-a"),
+            pods::cleaner_name(&vm, "node-b")
+        ]
+    );
+    let node_names: Vec<_> = first
+        .create
+        .iter()
+        .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
+        .collect();
+    assert_eq!(node_names, ["node-a", "node-b"]);
+    assert_eq!(first.finalizer, Finalizer::Keep);
+
+    let mut clean_a = first.create[0].clone();
+    clean_a.status = Some(serde_json::from_value(json!({ "phase": "Succeeded" })).unwrap());
+    let mut clean_b = first.create[1].clone();
+    clean_b.status = Some(serde_json::from_value(json!({ "phase": "Failed" })).unwrap());
+    let retry = plan(&placement(), &vm, &[&a, &clean_a, &clean_b]);
+    assert_eq!(
+        retry.delete,
+        [clean_b.name_any()],
+        "a failed cleaner is tried again"
+    );
+    assert_eq!(retry.finalizer, Finalizer::Keep);
+
+    clean_b.status = Some(serde_json::from_value(json!({ "phase": "Succeeded" })).unwrap());
+    let done = plan(&placement(), &vm, &[&a, &clean_a, &clean_b]);
+    assert_eq!(done.finalizer, Finalizer::Remove);
+    assert!(done.create.is_empty() && done.delete.is_empty());
+}
+
+#[test]
+fn a_deleted_manager_without_placed_data_goes_at_once() {
+    let vm = deleting(manager(json!([s3("digits", 1)])));
+    let plan = plan(&placement(), &vm, &[]);
+    assert_eq!(plan.finalizer, Finalizer::Remove);
+    assert!(plan.create.is_empty());
+}

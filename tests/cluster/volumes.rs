@@ -1,0 +1,334 @@
+//! The volume controller (`mlkube operator --controllers volumes`) on the kwok cluster, run as
+//! the binary with the `volume-controller` component's ServiceAccount token: VolumeManagers
+//! placed on distinct nodes with the status a pod copies, deleted only once every node is
+//! clean, and bad input failed with its message and no pods. kwok runs no container: the
+//! fetchers and cleaners end as `cluster/kwok-stages.yaml` says (Succeeded after 1s, Failed with
+//! the label `mlkube.io/simulate-exit-code`). What the fetcher really does against an object
+//! store is proved on the real node (`tests/real_node/volumes.rs`).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::conditions;
+use kube::runtime::wait::await_condition;
+use kube::{Api, ResourceExt};
+use mlkube::operator::volumes::api::{State, VolumeManager};
+use serde_json::{Value, json};
+
+use crate::operator_identity::{Access, OperatorIdentity, OperatorProcess, spawn_operator_binary};
+use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const ROOT: &str = "/var/lib/mlkube/volumes";
+
+/// Apply the VolumeManager CRD from `crds/` (as the components tests do, with their manager).
+async fn install_crd(ns: &TestNamespace) {
+    let crd: Value = serde_yaml::from_str(include_str!(
+        "../../crds/volumemanagers.kvc.kubeflow.org.yaml"
+    ))
+    .expect("the CRD is YAML");
+    let api = Api::<CustomResourceDefinition>::all(ns.client.clone());
+    let name = "volumemanagers.kvc.kubeflow.org";
+    api.patch(
+        name,
+        &PatchParams::apply("mlkube").force(),
+        &Patch::Apply(crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api, name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the CRD is Established in time")
+    .expect("watching the CRD");
+}
+
+/// The volume controller for the test's namespace, as its component's ServiceAccount.
+struct Controller {
+    _process: OperatorProcess,
+    _identity: OperatorIdentity,
+}
+
+async fn start(ns: &TestNamespace) -> Controller {
+    install_crd(ns).await;
+    let identity = OperatorIdentity::new(ns, Access::volume_controller()).await;
+    let process = spawn_operator_binary(
+        &ns.name,
+        &identity,
+        &[
+            "--controllers",
+            "volumes",
+            "--volume-image",
+            "mlkube/mlkube:test",
+        ],
+    );
+    Controller {
+        _process: process,
+        _identity: identity,
+    }
+}
+
+/// An S3-Dev volume `id` of `replicas` from the bucket `datasets`, with `labels` on its pods.
+fn s3_volume(id: &str, replicas: i64, labels: Value) -> Value {
+    json!({
+        "id": id, "replicas": replicas, "sourceType": "S3-Dev",
+        "endpointURL": "http://object-store:9000", "sourceURL": "s3://datasets/digits",
+        "labels": labels,
+        "options": { "awsCredentialsSecretName": "object-store", "timeoutForDataDownload": "5m" },
+    })
+}
+
+async fn create(
+    ns: &TestNamespace,
+    name: &str,
+    configs: Value,
+) -> (Api<VolumeManager>, VolumeManager) {
+    let api = Api::<VolumeManager>::namespaced(ns.client.clone(), &ns.name);
+    let vm: VolumeManager = serde_json::from_value(json!({
+        "apiVersion": "kvc.kubeflow.org/v1", "kind": "VolumeManager",
+        "metadata": { "name": name }, "spec": { "volumeConfigs": configs },
+    }))
+    .expect("a valid VolumeManager");
+    let created = api
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap_or_else(|e| panic!("creating VolumeManager {name}: {e}"));
+    (api, created)
+}
+
+/// The VolumeManager once its state is `state`.
+async fn reaches(api: &Api<VolumeManager>, name: &str, state: State) -> VolumeManager {
+    eventually(
+        &format!("VolumeManager {name} to be {state:?}"),
+        TIMEOUT,
+        || async {
+            let vm = api.get(name).await.ok()?;
+            (vm.status.as_ref()?.state == Some(state)).then_some(vm)
+        },
+    )
+    .await
+}
+
+async fn pods(ns: &TestNamespace, role: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .list(&ListParams::default().labels(&format!("kvc.kubeflow.org/role={role}")))
+        .await
+        .expect("listing pods")
+        .items
+}
+
+#[tokio::test]
+async fn a_volume_manager_is_placed_on_distinct_nodes_and_says_how_a_pod_reads_it() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes").await;
+    let _controller = start(&ns).await;
+    let (api, created) = create(&ns, "data", json!([s3_volume("digits", 2, json!({}))])).await;
+    let uid = created.uid().expect("a uid");
+
+    let vm = reaches(&api, "data", State::Completed).await;
+    assert!(
+        vm.finalizers()
+            .contains(&"kvc.kubeflow.org/data".to_owned())
+    );
+    let status = serde_json::to_value(vm.status.as_ref().unwrap()).unwrap();
+    let volume = &status["volumes"][0];
+    assert_eq!(volume["id"], "digits");
+    assert_eq!(volume["state"], "Completed");
+    assert_eq!(
+        volume["volumeSource"],
+        json!({ "hostPath": { "path": format!("{ROOT}/{uid}/digits"), "type": "Directory" } })
+    );
+    let fetchers = pods(&ns, "fetch").await;
+    let mut nodes: Vec<String> = fetchers
+        .iter()
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .unwrap()
+                .node_name
+                .clone()
+                .expect("scheduled")
+        })
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(
+        nodes.len(),
+        2,
+        "the two replicas are on two nodes: {nodes:?}"
+    );
+    assert_eq!(
+        volume["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"],
+        json!([{ "key": "metadata.name", "operator": "In", "values": nodes }])
+    );
+    let spec = serde_json::to_value(fetchers[0].spec.as_ref().unwrap()).unwrap();
+    let container = &spec["containers"][0];
+    assert_eq!(container["image"], "mlkube/mlkube:test");
+    assert_eq!(
+        container["command"],
+        json!(["/usr/local/bin/mlkube", "volume-fetch"])
+    );
+    assert_eq!(
+        spec["volumes"][0]["hostPath"]["path"],
+        format!("{ROOT}/{uid}")
+    );
+    let secret_keys: Vec<&Value> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["valueFrom"]["secretKeyRef"]["name"])
+        .collect();
+    assert!(
+        secret_keys.iter().all(|n| *n == "object-store"),
+        "{secret_keys:?}"
+    );
+    assert_eq!(status["state"], "Completed");
+}
+
+#[tokio::test]
+async fn deleting_a_volume_manager_cleans_every_node_before_it_goes() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-delete").await;
+    let _controller = start(&ns).await;
+    let (api, created) = create(&ns, "data", json!([s3_volume("digits", 2, json!({}))])).await;
+    let uid = created.uid().expect("a uid");
+    reaches(&api, "data", State::Completed).await;
+    let placed: Vec<String> = pods(&ns, "fetch")
+        .await
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+
+    api.delete("data", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    // Cleaners run for a second (kwok) before they succeed and the VolumeManager may go; the
+    // nodes they were bound to are gathered until it is gone.
+    let mut cleaned = std::collections::BTreeSet::new();
+    let mut args = None;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        for pod in pods(&ns, "clean").await {
+            let spec = pod.spec.unwrap_or_default();
+            cleaned.extend(spec.node_name);
+            args = spec.containers[0].args.clone();
+        }
+        if matches!(api.get_opt("data").await, Ok(None)) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the VolumeManager is still there after {TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let placed: std::collections::BTreeSet<String> = placed.into_iter().collect();
+    assert_eq!(
+        cleaned, placed,
+        "a cleaner ran on every node that held data"
+    );
+    assert_eq!(args, Some(vec![format!("/kvc/{uid}")]));
+}
+
+#[tokio::test]
+async fn a_volume_manager_is_held_until_its_cleaners_succeed() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-held").await;
+    let _controller = start(&ns).await;
+    let (api, _) = create(&ns, "data", json!([s3_volume("digits", 1, json!({}))])).await;
+    reaches(&api, "data", State::Completed).await;
+    api.delete("data", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    // Between the delete and the cleaner's success, the VolumeManager is still there, saying so.
+    let held = eventually("a cleaner pod to be created", TIMEOUT, || async {
+        let cleaners = pods(&ns, "clean").await;
+        let vm = api.get("data").await.ok()?;
+        (!cleaners.is_empty()).then_some(vm)
+    })
+    .await;
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let message = held.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.starts_with("deleting:"), "{message}");
+}
+
+#[tokio::test]
+async fn bad_sources_fail_with_their_message_and_place_nothing() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-bad").await;
+    let _controller = start(&ns).await;
+    let configs = json!([
+        { "id": "pach", "replicas": 1, "sourceType": "Pachyderm",
+          "options": { "repo": "images", "branch": "master" } },
+        { "id": "nosecret", "replicas": 1, "sourceType": "S3-Dev",
+          "endpointURL": "http://object-store:9000", "sourceURL": "s3://datasets/digits" },
+        { "id": "noendpoint", "replicas": 1, "sourceType": "S3-Dev", "sourceURL": "s3://datasets",
+          "options": { "awsCredentialsSecretName": "object-store" } },
+    ]);
+    let (api, created) = create(&ns, "bad", configs).await;
+    let vm = reaches(&api, "bad", State::Failed).await;
+    let status = vm.status.expect("a status");
+    let message = |id: &str| {
+        status
+            .volumes
+            .iter()
+            .find(|v| v.id == id)
+            .and_then(|v| v.message.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        message("pach").contains("Pachyderm is not supported"),
+        "{}",
+        message("pach")
+    );
+    assert!(message("nosecret").contains("awsCredentialsSecretName is missing"));
+    assert!(message("noendpoint").contains("needs endpointURL"));
+    assert!(status.volumes.iter().all(|v| v.volume_source.is_none()));
+    assert!(
+        status
+            .message
+            .unwrap_or_default()
+            .contains("volume pach: sourceType Pachyderm")
+    );
+    assert!(pods(&ns, "fetch").await.is_empty(), "nothing is placed");
+    assert!(vm.metadata.finalizers.unwrap_or_default().is_empty());
+    // Nothing placed: the delete is immediate.
+    api.delete("bad", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    tokio::time::timeout(
+        TIMEOUT,
+        await_condition(api, "bad", conditions::is_deleted(&created.uid().unwrap())),
+    )
+    .await
+    .expect("deleted at once")
+    .expect("watching");
+}
+
+#[tokio::test]
+async fn a_failed_fetcher_fails_its_volume_and_is_not_replaced() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-fail").await;
+    let _controller = start(&ns).await;
+    let labels = json!({ "mlkube.io/simulate-exit-code": "1" });
+    let (api, _) = create(&ns, "data", json!([s3_volume("digits", 1, labels)])).await;
+    let vm = reaches(&api, "data", State::Failed).await;
+    let volume = &vm.status.as_ref().unwrap().volumes[0];
+    let message = volume.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("replica 0 on node ") && message.ends_with(": simulated failure"),
+        "{message}"
+    );
+    assert!(volume.volume_source.is_none());
+    let fetchers = pods(&ns, "fetch").await;
+    assert_eq!(
+        fetchers.len(),
+        1,
+        "the failed fetcher is kept as the record, not replaced"
+    );
+}

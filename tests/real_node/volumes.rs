@@ -1,0 +1,464 @@
+//! The volume controller on the real node: the `volume-controller` component's Deployment runs
+//! `mlkube operator --controllers volumes` from the operator's image, as its ServiceAccount, in
+//! the platform's namespace, and its fetcher and cleaner pods really run there, writing and
+//! removing hostPath directories of the node. A pod of the training image looks at the node's
+//! directories to check what was (and was not) placed.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use mlkube::operator::volumes::api::{State, VolumeManager, VolumeStatus};
+use serde_json::{Value, json};
+
+use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::support::{self, eventually};
+
+const COMPONENT: &str = "volume-controller";
+const ROOT: &str = "/var/lib/mlkube/volumes";
+const TRAINING_IMAGE: &str = "mlkube/training:0.1.0";
+/// Fetchers start from a local image and fail or finish in seconds.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The platform with its volume controller applied (once) and Ready.
+pub fn volume_controller() {
+    static APPLIED: OnceLock<()> = OnceLock::new();
+    APPLIED.get_or_init(|| {
+        let apply = mlkube(
+            app(),
+            &["apply", "local", "-c", COMPONENT, "--timeout", "5m"],
+        );
+        assert_success("mlkube apply local -c volume-controller", &apply);
+    });
+}
+
+/// A Secret `name` in the platform's namespace with this access key, replaced if it exists.
+pub async fn credentials(client: &Client, name: &str, id: &str, key: &str) {
+    let secrets = Api::<Secret>::namespaced(client.clone(), NAMESPACE);
+    let _ = secrets.delete(name, &DeleteParams::default()).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "stringData": { "awsAccessKeyID": id, "awsSecretAccessKey": key },
+    }))
+    .expect("a valid Secret");
+    eventually(&format!("Secret {name} to be created"), TIMEOUT, || async {
+        secrets.create(&PostParams::default(), &secret).await.ok()
+    })
+    .await;
+}
+
+/// Create the VolumeManager `name` in the platform's namespace (deleting a leftover first).
+pub async fn create(
+    client: &Client,
+    name: &str,
+    configs: Value,
+) -> (Api<VolumeManager>, VolumeManager) {
+    let api = Api::<VolumeManager>::namespaced(client.clone(), NAMESPACE);
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    gone(&api, name).await;
+    let vm: VolumeManager = serde_json::from_value(json!({
+        "apiVersion": "kvc.kubeflow.org/v1", "kind": "VolumeManager",
+        "metadata": { "name": name }, "spec": { "volumeConfigs": configs },
+    }))
+    .expect("a valid VolumeManager");
+    let created = api
+        .create(&PostParams::default(), &vm)
+        .await
+        .unwrap_or_else(|e| panic!("creating VolumeManager {name}: {e}"));
+    (api, created)
+}
+
+/// Wait until the VolumeManager `name` is gone.
+pub async fn gone(api: &Api<VolumeManager>, name: &str) {
+    eventually(
+        &format!("VolumeManager {name} to be gone"),
+        TIMEOUT,
+        || async { matches!(api.get_opt(name).await, Ok(None)).then_some(()) },
+    )
+    .await;
+}
+
+/// The volumes' statuses once every one of `ids` has finished (Completed or Failed).
+pub async fn finished(api: &Api<VolumeManager>, name: &str, ids: &[&str]) -> Vec<VolumeStatus> {
+    eventually(
+        &format!("the volumes {ids:?} of {name} to finish"),
+        TIMEOUT,
+        || async {
+            let status = api.get(name).await.ok()?.status?;
+            let done = ids.iter().all(|id| {
+                status.volumes.iter().any(|v| {
+                    v.id == *id && matches!(v.state, Some(State::Completed | State::Failed))
+                })
+            });
+            done.then_some(status.volumes)
+        },
+    )
+    .await
+}
+
+pub fn volume<'a>(volumes: &'a [VolumeStatus], id: &str) -> &'a VolumeStatus {
+    volumes
+        .iter()
+        .find(|v| v.id == id)
+        .unwrap_or_else(|| panic!("no volume {id} in {volumes:?}"))
+}
+
+/// The nodes the fetchers of `vm` ran on.
+pub async fn fetcher_nodes(client: &Client, vm: &VolumeManager) -> Vec<String> {
+    let selector = format!(
+        "kvc.kubeflow.org/role=fetch,kvc.kubeflow.org/volume-manager-uid={}",
+        vm.uid().unwrap_or_default()
+    );
+    let mut nodes: Vec<String> = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .expect("listing the fetchers")
+        .items
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
+/// Run `script` in the training image's Python on `node`, with the controller's root directory
+/// of that node at `/root`, plus the pod `extra` fields; what it printed.
+pub async fn on_node(
+    client: &Client,
+    name: &str,
+    node: &str,
+    script: &str,
+    extra: Value,
+) -> String {
+    let mut pod = json!({
+        "metadata": { "name": name },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "look", "image": TRAINING_IMAGE, "command": ["python3", "-c", script],
+                "volumeMounts": [{ "name": "root", "mountPath": "/root", "readOnly": true }],
+            }],
+            "volumes": [{ "name": "root", "hostPath": { "path": ROOT, "type": "DirectoryOrCreate" } }],
+        },
+    });
+    merge(&mut pod, extra);
+    run_pod(client, pod).await
+}
+
+/// Create `pod` in the platform's namespace (replacing a leftover of its name), wait until it
+/// has succeeded, and return what it printed.
+pub async fn run_pod(client: &Client, pod: Value) -> String {
+    let name = pod["metadata"]["name"].as_str().expect("a name").to_owned();
+    let name = name.as_str();
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let _ = pods
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await;
+    eventually(&format!("pod {name} to be gone"), TIMEOUT, || async {
+        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+    let pod: Pod = serde_json::from_value(pod).expect("a valid Pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating pod {name}: {e}"));
+    let phase = eventually(&format!("pod {name} to finish"), TIMEOUT, || async {
+        let phase = pods.get(name).await.ok()?.status?.phase?;
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+    })
+    .await;
+    let logs = pods
+        .logs(name, &LogParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the logs of pod {name}: {e}"));
+    assert_eq!(phase, "Succeeded", "pod {name} failed:\n{logs}");
+    let _ = pods.delete(name, &DeleteParams::default()).await;
+    logs
+}
+
+/// Merge `extra` into `base`, objects key by key and arrays appended.
+fn merge(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                merge(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (Value::Array(base), Value::Array(extra)) => base.extend(extra),
+        (base, extra) => *base = extra,
+    }
+}
+
+/// What lies in the node's directory of `vm`: its entries, or `absent`.
+pub async fn placed_on(client: &Client, node: &str, vm: &VolumeManager, pod: &str) -> String {
+    let uid = vm.uid().unwrap_or_default();
+    let script = format!(
+        "import os; d='/root/{uid}'; print(sorted(os.listdir(d)) if os.path.isdir(d) else 'absent')"
+    );
+    on_node(client, pod, node, &script, json!({}))
+        .await
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
+    volume_controller();
+    let client = support::client().await;
+    credentials(
+        &client,
+        "volumes-bad-creds",
+        "AKIDEXAMPLE",
+        "not-a-real-secret",
+    )
+    .await;
+    let endpoint = "http://127.0.0.1:1";
+    let configs = json!([
+        { "id": "refused", "replicas": 1, "sourceType": "S3-Dev", "endpointURL": endpoint,
+          "sourceURL": "s3://datasets/digits",
+          "options": { "awsCredentialsSecretName": "volumes-bad-creds" } },
+        { "id": "nosecret", "replicas": 1, "sourceType": "S3-Dev", "endpointURL": endpoint,
+          "sourceURL": "s3://datasets/digits",
+          "options": { "awsCredentialsSecretName": "no-such-secret" } },
+        { "id": "pach", "replicas": 1, "sourceType": "Pachyderm", "options": { "repo": "images" } },
+    ]);
+    let (api, vm) = create(&client, "bad-sources", configs).await;
+    let volumes = finished(&api, "bad-sources", &["refused", "nosecret", "pach"]).await;
+    let message = |id: &str| volume(&volumes, id).message.clone().unwrap_or_default();
+    for id in ["refused", "nosecret", "pach"] {
+        assert_eq!(
+            volume(&volumes, id).state,
+            Some(State::Failed),
+            "{id}: {}",
+            message(id)
+        );
+        assert!(volume(&volumes, id).volume_source.is_none());
+    }
+    assert!(
+        message("refused").contains(&format!("source unreachable: {endpoint}"))
+            && message("refused")
+                .to_lowercase()
+                .contains("connection refused"),
+        "{}",
+        message("refused")
+    );
+    assert!(
+        message("nosecret").contains("bad credentials: Secret no-such-secret has no access key"),
+        "{}",
+        message("nosecret")
+    );
+    assert!(message("pach").contains("Pachyderm is not supported"));
+
+    // Nothing half-placed: the fetchers' node holds no copy, partial or whole.
+    let nodes = fetcher_nodes(&client, &vm).await;
+    assert!(!nodes.is_empty(), "the fetchers ran on a node");
+    for node in &nodes {
+        let placed = placed_on(&client, node, &vm, "look-bad-sources").await;
+        assert_eq!(placed, "[]", "on {node}");
+    }
+    // Deleting it cleans the node: not even the empty directory is left.
+    api.delete("bad-sources", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "bad-sources").await;
+    for node in &nodes {
+        let placed = placed_on(&client, node, &vm, "look-bad-sources").await;
+        assert_eq!(placed, "absent", "on {node}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Against the object store (the `object-store` component, applied in the platform's namespace).
+
+const STORE: &str = "object-store";
+const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
+const STORE_SECRET: &str = "object-store-credentials";
+const PREFIX: &str = "kvc-test/digits";
+
+/// The store's S3 endpoint, as its `<name>-endpoint` ConfigMap gives it to pods.
+fn store_endpoint() -> String {
+    format!("http://{STORE}.{NAMESPACE}.svc:8333")
+}
+
+/// The platform with its object store applied (once) and answering S3 requests.
+fn object_store() {
+    static APPLIED: OnceLock<()> = OnceLock::new();
+    APPLIED.get_or_init(|| {
+        let apply = mlkube(app(), &["apply", "local", "-c", STORE, "--timeout", "5m"]);
+        assert_success("mlkube apply local -c object-store", &apply);
+    });
+}
+
+/// Python with boto3, as the store's credentials: objects of a few sizes (one in a
+/// subdirectory) under PREFIX in the `data` bucket, and `<path below PREFIX> <sha256>` each.
+const UPLOAD: &str = r#"
+import hashlib, os, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+for name, size in [("train.bin", 3 * 1024 * 1024 + 5), ("test.bin", 1000), ("labels/all.bin", 1)]:
+    body = os.urandom(size)
+    s3.put_object(Bucket="data", Key=os.environ["PREFIX"] + "/" + name, Body=body)
+    print(name, hashlib.sha256(body).hexdigest())
+"#;
+
+/// Python that prints `<path below /data> <sha256>` of every file under /data.
+const READ: &str = r#"
+import hashlib, os
+for root, _, files in os.walk("/data"):
+    for f in files:
+        path = os.path.join(root, f)
+        print(os.path.relpath(path, "/data"), hashlib.sha256(open(path, "rb").read()).hexdigest())
+"#;
+
+fn sums(logs: &str) -> std::collections::BTreeMap<String, String> {
+    logs.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(path, sum)| (path.to_owned(), sum.trim().to_owned()))
+        .collect()
+}
+
+async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
+    let pod = json!({
+        "metadata": { "name": "volumes-upload" },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "upload", "image": STORE_IMAGE, "imagePullPolicy": "Never",
+                "command": ["python3", "-c", UPLOAD],
+                "env": [{ "name": "PREFIX", "value": PREFIX }],
+                "envFrom": [
+                    { "configMapRef": { "name": format!("{STORE}-endpoint") } },
+                    { "secretRef": { "name": STORE_SECRET } },
+                ],
+            }],
+        },
+    });
+    sums(&run_pod(client, pod).await)
+}
+
+fn s3_volume(id: &str, url: &str, secret: &str) -> Value {
+    json!({
+        "id": id, "replicas": 1, "sourceType": "S3-Dev", "endpointURL": store_endpoint(),
+        "sourceURL": url,
+        "options": { "awsCredentialsSecretName": secret, "timeoutForDataDownload": "5m" },
+    })
+}
+
+#[tokio::test]
+async fn a_volume_manager_fills_a_nodes_volume_from_the_store_that_a_pod_reads_back_and_deleting_it_removes_it()
+ {
+    volume_controller();
+    object_store();
+    let client = support::client().await;
+    let uploaded = upload(&client).await;
+    assert_eq!(uploaded.len(), 3, "{uploaded:?}");
+    let url = format!("s3://data/{PREFIX}");
+    let (api, vm) = create(
+        &client,
+        "digits",
+        json!([s3_volume("digits", &url, STORE_SECRET)]),
+    )
+    .await;
+    let volumes = finished(&api, "digits", &["digits"]).await;
+    let digits = volume(&volumes, "digits");
+    assert_eq!(digits.state, Some(State::Completed), "{:?}", digits.message);
+    let source =
+        serde_json::to_value(digits.volume_source.as_ref().expect("a volume source")).unwrap();
+    let affinity =
+        serde_json::to_value(digits.node_affinity.as_ref().expect("a node affinity")).unwrap();
+
+    // A pod that copies what the status says reads the same bytes.
+    let mut reader = source.clone();
+    reader["name"] = json!("data");
+    let pod = json!({
+        "metadata": { "name": "volumes-read" },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "affinity": { "nodeAffinity": affinity },
+            "containers": [{
+                "name": "read", "image": TRAINING_IMAGE, "command": ["python3", "-c", READ],
+                "volumeMounts": [{ "name": "data", "mountPath": "/data", "readOnly": true }],
+            }],
+            "volumes": [reader],
+        },
+    });
+    let read = sums(&run_pod(&client, pod).await);
+    assert_eq!(
+        read, uploaded,
+        "the volume holds exactly the objects, byte for byte"
+    );
+
+    // Deleting the VolumeManager removes the data from the node.
+    let nodes = fetcher_nodes(&client, &vm).await;
+    assert_eq!(nodes.len(), 1);
+    api.delete("digits", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "digits").await;
+    assert_eq!(
+        placed_on(&client, &nodes[0], &vm, "look-digits").await,
+        "absent"
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_a_missing_bucket_and_a_missing_key_fail_with_their_cause() {
+    volume_controller();
+    object_store();
+    let client = support::client().await;
+    credentials(
+        &client,
+        "volumes-wrong-creds",
+        "AKIDWRONG",
+        "wrong-secret-key",
+    )
+    .await;
+    let configs = json!([
+        s3_volume("wrong", "s3://data/kvc-test", "volumes-wrong-creds"),
+        s3_volume("nobucket", "s3://no-such-bucket/x", STORE_SECRET),
+        s3_volume("nokey", "s3://data/no/such/prefix", STORE_SECRET),
+    ]);
+    let (api, vm) = create(&client, "bad-store", configs).await;
+    let volumes = finished(&api, "bad-store", &["wrong", "nobucket", "nokey"]).await;
+    let message = |id: &str| volume(&volumes, id).message.clone().unwrap_or_default();
+    for id in ["wrong", "nobucket", "nokey"] {
+        assert_eq!(
+            volume(&volumes, id).state,
+            Some(State::Failed),
+            "{id}: {}",
+            message(id)
+        );
+    }
+    assert!(
+        message("wrong").contains("bad credentials: "),
+        "{}",
+        message("wrong")
+    );
+    assert!(
+        message("nobucket").contains("no such bucket: no-such-bucket"),
+        "{}",
+        message("nobucket")
+    );
+    assert!(
+        message("nokey").contains("no such key: no object under s3://data/no/such/prefix"),
+        "{}",
+        message("nokey")
+    );
+    for node in fetcher_nodes(&client, &vm).await {
+        assert_eq!(
+            placed_on(&client, &node, &vm, "look-bad-store").await,
+            "[]",
+            "on {node}"
+        );
+    }
+    api.delete("bad-store", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    gone(&api, "bad-store").await;
+}
