@@ -87,7 +87,8 @@ async fn every_component_in_every_environment_passes_a_server_side_dry_run() {
             "pytorchjobs.kubeflow.org",
             "tfjobs.kubeflow.org",
             "xgboostjobs.kubeflow.org",
-            "volumemanagers.kvc.kubeflow.org"
+            "volumemanagers.kvc.kubeflow.org",
+            "frameworks.frameworkcontroller.microsoft.com"
         ]),
         "the components should ship exactly these CRDs"
     );

@@ -161,16 +161,39 @@ async fn a_job_without_pods_says_its_state_and_its_pods_are_listed_as_replicas()
         )),
         "{stderr}"
     );
+    // The pods ask for a node that does not exist: once the scheduler says so, that is why.
+    for index in [0, 1] {
+        unschedulable(&ns, &format!("mnist-worker-{index}")).await;
+    }
     let (code, stdout, stderr) = logs(&ns, &["tfjob/mnist"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
+    for replica in ["worker-0", "worker-1"] {
+        assert!(
+            stderr.contains(&format!(
+                "{replica}: container tensorflow has not started: cannot be scheduled: 0/"
+            )),
+            "{stderr}"
+        );
+    }
     assert!(
-        stderr.contains(
-            "there are no logs to read yet: worker-0: container tensorflow has not started \
-             (no status yet); worker-1: container tensorflow has not started (no status yet)"
-        ),
+        stderr.contains("didn't match Pod's node affinity/selector"),
         "{stderr}"
     );
+}
+
+/// Wait until the scheduler has said it cannot place the pod `name`.
+async fn unschedulable(ns: &TestNamespace, name: &str) {
+    let pods = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    support::eventually("the scheduler's verdict", TIMEOUT, || async {
+        let pod = pods.get(name).await.ok()?;
+        let conditions = pod.status?.conditions?;
+        conditions
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -187,6 +210,7 @@ async fn following_waits_for_containers_to_start_and_ends_with_the_job() {
     )
     .await;
     create_pod(&ns, "mnist", 0).await;
+    unschedulable(&ns, "mnist-worker-0").await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .args(["logs", "-n", &ns.name, "tfjob/mnist", "-f"])
         .env("KUBECONFIG", support::kubeconfig_path())
@@ -216,9 +240,11 @@ async fn following_waits_for_containers_to_start_and_ends_with_the_job() {
     let note = first
         .recv_timeout(TIMEOUT)
         .expect("the follow tells what it waits for");
-    assert_eq!(
-        note,
-        "mlkube: worker-0: waiting for container tensorflow to start (no status yet)"
+    assert!(
+        note.starts_with(
+            "mlkube: worker-0: waiting for container tensorflow to start: cannot be scheduled: 0/"
+        ),
+        "{note}"
     );
     set_conditions(
         &ns,

@@ -314,9 +314,16 @@ async fn regression_a_framework_without_its_crd_waits_quietly_and_shutdown_is_pr
     .await;
     let health_port = free_port();
     let log = plane.dir.path().join("operator.log");
+    let training_kinds = ALL
+        .iter()
+        .map(|r| r.framework.name)
+        .collect::<Vec<_>>()
+        .join(",");
     let mut operator = OperatorProcess(
         std::process::Command::new(env!("CARGO_BIN_EXE_mlkube"))
             .args(["operator", "--namespace", namespace, "--log-format", "json"])
+            // The training kinds alone: FrameworkController's Framework has a test of its own.
+            .args(["--frameworks", &training_kinds])
             .arg("--kubeconfig")
             .arg(identity.kubeconfig())
             .args(["--metrics-addr", "127.0.0.1:0", "--health-addr"])
