@@ -18,8 +18,9 @@ use crate::support::{self, TestNamespace, eventually};
 /// Long enough for a loaded 2-core node to create, schedule and try a pod.
 const TIMEOUT: Duration = Duration::from_secs(180);
 
-/// An app of its own in `dir` whose `local` environment is `ns`, with the tf-job component
-/// `name` (`params` set), applied alone without waiting.
+/// An app of its own in `dir` (a new directory, whose name names the app) whose `local`
+/// environment is `ns`, with the tf-job component `name` (`params` set), applied alone without
+/// waiting.
 fn job_app(dir: &Path, ns: &TestNamespace, name: &str, params: &[&str]) {
     let app = dir.to_str().expect("a UTF-8 path");
     let output = mlkube(Path::new("/"), &["init", app, "--namespace", &ns.name]);
@@ -96,18 +97,19 @@ fn waiting_on_pull(pod: &Pod) -> bool {
 async fn an_image_the_node_cannot_pull_is_named_by_status_and_logs_and_ends_a_follow() {
     platform::app();
     let ns = TestNamespace::new("real-badimg").await;
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("badimg-app");
     let image = "mlkube/no-such-image:0.0.1";
-    job_app(dir.path(), &ns, "badimg", &[&format!("image={image}")]);
+    job_app(&dir, &ns, "badimg", &[&format!("image={image}")]);
     pod_when(&ns, "badimg", "the pod's pull to fail", waiting_on_pull).await;
     let said = format!("image {image} cannot be pulled");
 
-    let (state, reason, code) = member(dir.path(), "TFJob", "badimg");
+    let (state, reason, code) = member(&dir, "TFJob", "badimg");
     assert_eq!((state.as_str(), code), ("failed", Some(3)), "{reason}");
     assert!(reason.contains(&said), "{reason}");
 
     for args in [&["logs", "local"][..], &["logs", "local", "-f"]] {
-        let output = mlkube_ends(dir.path(), args);
+        let output = mlkube_ends(&dir, args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(&said), "{args:?}: {stderr}");
@@ -126,8 +128,9 @@ fn unschedulable(pod: &Pod) -> bool {
 async fn a_pod_no_node_has_room_for_says_what_it_lacks_in_status_logs_and_the_job_report() {
     platform::app();
     let ns = TestNamespace::new("real-toobig").await;
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    job_app(dir.path(), &ns, "toobig", &["cpuRequest=64"]);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let dir = tmp.path().join("toobig-app");
+    job_app(&dir, &ns, "toobig", &["cpuRequest=64"]);
     pod_when(
         &ns,
         "toobig",
@@ -137,11 +140,11 @@ async fn a_pod_no_node_has_room_for_says_what_it_lacks_in_status_logs_and_the_jo
     .await;
     let said = "Insufficient cpu";
 
-    let (state, reason, code) = member(dir.path(), "TFJob", "toobig");
+    let (state, reason, code) = member(&dir, "TFJob", "toobig");
     assert_eq!((state.as_str(), code), ("progressing", Some(3)), "{reason}");
     assert!(reason.contains(said), "{reason}");
 
-    let output = mlkube_ends(dir.path(), &["logs", "local"]);
+    let output = mlkube_ends(&dir, &["logs", "local"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
@@ -149,10 +152,7 @@ async fn a_pod_no_node_has_room_for_says_what_it_lacks_in_status_logs_and_the_jo
         "{stderr}"
     );
 
-    let output = mlkube(
-        dir.path(),
-        &["status", "local", "-c", "toobig", "-o", "json"],
-    );
+    let output = mlkube(&dir, &["status", "local", "-c", "toobig", "-o", "json"]);
     let report: Value = serde_json::from_slice(&output.stdout).expect("report JSON");
     let note = report["jobs"][0]["note"].as_str().unwrap_or_default();
     assert!(note.contains(said), "{report:#}");
