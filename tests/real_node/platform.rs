@@ -39,6 +39,7 @@ pub fn app() -> &'static Path {
             );
             assert_success("mlkube init", &init);
         }
+        add_missing_components(&dir);
         // PyTorch workers' init container: the image the node holds, not upstream's alpine.
         let init = ["param", "set", OPERATOR, "pytorchInitImage", &busybox()];
         assert_success("mlkube param set", &mlkube(&dir, &init));
@@ -46,6 +47,20 @@ pub fn app() -> &'static Path {
         assert_success("mlkube apply local -c tf-job-operator", &apply);
         dir
     })
+}
+
+/// The components of the default app that an app kept from a run of an older mlkube lacks
+/// (the directory outlives the cluster), added as `mlkube init` adds them now.
+fn add_missing_components(dir: &Path) {
+    let listed = mlkube(dir, &["component", "list", "-o", "name"]);
+    assert_success("mlkube component list", &listed);
+    let have = String::from_utf8_lossy(&listed.stdout).into_owned();
+    for (component, prototype) in [("object-store", "object-store")] {
+        if !have.lines().any(|line| line.trim() == component) {
+            let add = mlkube(dir, &["component", "add", prototype, component]);
+            assert_success("mlkube component add", &add);
+        }
+    }
 }
 
 /// Run the built binary in `dir` against the test cluster.
