@@ -97,11 +97,6 @@ mlkube param set notebook-hub image mlkube/notebook-hub --env local >/dev/null
 mlkube param set notebook-hub tag "$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
-# PyTorch workers' init container: the busybox image the node holds (upstream's alpine:3.10
-# comes from a registry the node cannot reach).
-busybox=$(kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names[*]}{"\n"}{end}' |
-  tr ' ' '\n' | grep -m1 '^docker.io/mlkube/busybox:')
-mlkube param set tf-job-operator pytorchInitImage "${busybox#docker.io/}" --env local >/dev/null
 say "applying the operator and the volume controller (from the operator's image), the notebook hub"
 say "and the object store; TensorFlow Serving (mnist) is left out: its image comes from a registry"
 say "this machine cannot reach"

@@ -49,18 +49,8 @@ mkdir -p "$WORK/rootfs/bin" "$WORK/rootfs/tmp"
 chmod 1777 "$WORK/rootfs/tmp"
 install -m 0755 "$WORK/package/bin/busybox" "$WORK/rootfs/bin/busybox"
 for applet in $("$WORK/rootfs/bin/busybox" --list); do
-  [ "$applet" = busybox ] || [ "$applet" = nslookup ] || ln -s busybox "$WORK/rootfs/bin/$applet"
+  [ "$applet" = busybox ] || ln -s busybox "$WORK/rootfs/bin/$applet"
 done
-# Debian's nslookup asks every search domain and exits 1 when any answers NXDOMAIN, even once
-# the name resolved; PyTorch workers' init container (upstream's, made for alpine's) waits on
-# its exit status. This one succeeds when an answer names the host, as alpine's does.
-cat >"$WORK/rootfs/bin/nslookup" <<'NSLOOKUP'
-#!/bin/sh
-out=$(/bin/busybox nslookup "$@" 2>&1)
-echo "$out"
-echo "$out" | grep -q '^Name:'
-NSLOOKUP
-chmod 0755 "$WORK/rootfs/bin/nslookup"
 "$WORK/rootfs/bin/busybox" sh -c 'echo ok' | grep -qx ok ||
   die "the busybox binary does not run"
 

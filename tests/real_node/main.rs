@@ -18,7 +18,6 @@ mod mpi;
 mod network;
 mod operators;
 mod platform;
-mod pytorch;
 mod storage;
 mod stuck;
 #[path = "../cluster/support.rs"]

@@ -40,9 +40,6 @@ pub fn app() -> &'static Path {
             assert_success("mlkube init", &init);
         }
         add_missing_components(&dir);
-        // PyTorch workers' init container: the image the node holds, not upstream's alpine.
-        let init = ["param", "set", OPERATOR, "pytorchInitImage", &busybox()];
-        assert_success("mlkube param set", &mlkube(&dir, &init));
         let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
         assert_success("mlkube apply local -c tf-job-operator", &apply);
         dir
@@ -120,16 +117,4 @@ async fn the_operator_runs_in_cluster_from_its_image_as_its_service_account_and_
         container.image_id.contains("sha256:"),
         "the container runs an image the node holds: {container:?}"
     );
-}
-
-/// The busybox image the node holds, for PyTorch workers' `init-pytorch` container (upstream's
-/// alpine cannot be pulled here), read from the node's images on a runtime of its own: the
-/// platform is set up from synchronous code, often inside a test's runtime.
-fn busybox() -> String {
-    std::thread::spawn(|| {
-        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-        runtime.block_on(async { crate::storage::busybox_image(&support::client().await).await })
-    })
-    .join()
-    .expect("the node's images are read")
 }
