@@ -97,6 +97,9 @@ mlkube param set notebook-hub image mlkube/notebook-hub --env local >/dev/null
 mlkube param set notebook-hub tag "$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env local >/dev/null
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
+# PyTorch workers' init container: BIND's nslookup in an image the node holds (upstream's
+# alpine:3.10 comes from a registry the node cannot reach).
+mlkube param set tf-job-operator pytorchInitImage "mlkube/dnsutils:$IMAGE_TAG" --env local >/dev/null
 say "applying the operator and the volume controller (from the operator's image), the notebook hub"
 say "and the object store; TensorFlow Serving (mnist) is left out: its image comes from a registry"
 say "this machine cannot reach"

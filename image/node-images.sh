@@ -13,6 +13,7 @@
 #   docker.io/mlkube/kubectl-delivery:<version>  image/kubectl-delivery/  kubectl for MPIJob launchers
 #   docker.io/mlkube/busybox:<busybox version>   image/busybox/   a shell: the volume provisioner's helper pods
 #   docker.io/mlkube/object-store:<version>  image/object-store/  SeaweedFS (built from its Go module) and boto3
+#   docker.io/mlkube/dnsutils:<version>      image/dnsutils/  BIND's nslookup: PyTorch workers' init container
 #
 # kubectl-delivery copies the control plane's own kubectl: $MLKUBE_KUBECTL, or the newest
 # ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/controlplane/*/bin/kubectl cluster/local-cluster.sh built.
@@ -146,3 +147,5 @@ BUSYBOX_TAG=${BUSYBOX_TAG%%-*}
 cached_image busybox "$BUSYBOX_TAG" image/busybox/build.sh "$BUSYBOX_VERSION" image/busybox image/oci.sh
 cached_image object-store "$VERSION" image/object-store/build.sh "$DEBIAN_SOURCES" \
   image/object-store image/oci.sh image/debian.sh
+cached_image dnsutils "$VERSION" image/dnsutils/build.sh "$DEBIAN_SOURCES" \
+  image/dnsutils image/oci.sh image/debian.sh

@@ -18,6 +18,7 @@ mod mpi;
 mod network;
 mod operators;
 mod platform;
+mod pytorch;
 mod storage;
 mod stuck;
 #[path = "../cluster/support.rs"]

@@ -18,6 +18,9 @@ pub const APP_NAME: &str = "mlkube-real-node-app";
 pub const NAMESPACE: &str = "mlkube-real";
 /// The operator component of the default app, and the label of its pods.
 pub const OPERATOR: &str = "tf-job-operator";
+/// The image of PyTorch workers' `init-pytorch` container (image/dnsutils/), as the quickstart
+/// sets it.
+pub const PYTORCH_INIT_IMAGE: &str = concat!("mlkube/dnsutils:", env!("CARGO_PKG_VERSION"));
 const OPERATOR_LABEL: &str = "app.kubernetes.io/name=tf-job-operator";
 
 /// The app, created and its operator applied on first use; every later call waits for that.
@@ -40,6 +43,9 @@ pub fn app() -> &'static Path {
             assert_success("mlkube init", &init);
         }
         add_missing_components(&dir);
+        // PyTorch workers' init container: the image the node holds, not upstream's alpine.
+        let init = ["param", "set", OPERATOR, "pytorchInitImage", PYTORCH_INIT_IMAGE];
+        assert_success("mlkube param set", &mlkube(&dir, &init));
         let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
         assert_success("mlkube apply local -c tf-job-operator", &apply);
         dir
