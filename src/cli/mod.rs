@@ -210,10 +210,21 @@ pub enum Command {
   mlkube volume-clean /kvc/0c1e6f0e-0000-4000-8000-000000000000"
     )]
     VolumeClean(VolumeCleanArgs),
+    /// Wait until every Task of this pod's Framework has a pod IP, then write framework.json
+    /// and injector.sh here: FrameworkController's FrameworkBarrier, run as a Framework's
+    /// init container (settings from FC_FRAMEWORK_NAME, FC_FRAMEWORK_NAMESPACE,
+    /// BARRIER_CHECK_INTERVAL_SEC and BARRIER_CHECK_TIMEOUT_SEC).
+    #[command(
+        name = "framework-barrier",
+        hide = true,
+        after_help = "Examples:
+  mlkube framework-barrier     in an init container whose workingDir is /mnt/frameworkbarrier"
+    )]
+    FrameworkBarrier,
 }
 
 /// The verbs that read no app.
-const WITHOUT_APP: [&str; 7] = [
+const WITHOUT_APP: [&str; 8] = [
     "init",
     "prototype",
     "operator",
@@ -221,6 +232,7 @@ const WITHOUT_APP: [&str; 7] = [
     "__complete",
     "volume-fetch",
     "volume-clean",
+    "framework-barrier",
 ];
 
 /// A verb that reads no app takes no `--app`: it is neither listed nor accepted there (a
@@ -849,11 +861,27 @@ pub fn main() -> ExitCode {
     color::choose(choice);
     let matches = Cli::command().color(choice.into()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
-    run(cli).into()
+    run(&cli.global, cli.command).into()
 }
 
-fn run(cli: Cli) -> Exit {
-    match cli.command {
+/// FrameworkBarrier's exit code: the container contract's (201, 210), not a verb's.
+fn framework_barrier() -> i32 {
+    use crate::operator::fc::barrier;
+    let code = match barrier::settings(|key| std::env::var(key).ok()) {
+        Ok(settings) => tokio::runtime::Runtime::new()
+            .map_or(barrier::UNKNOWN_FAILURE, |runtime| {
+                runtime.block_on(barrier::run(&settings, std::path::Path::new(".")))
+            }),
+        Err(message) => {
+            eprintln!("framework-barrier: {message}");
+            barrier::PERMANENT_FAILURE
+        }
+    };
+    i32::from(code)
+}
+
+fn run(global: &GlobalArgs, command: Command) -> Exit {
+    match command {
         Command::Completion(args) => outcome(print_stdout(complete::script(args.shell))),
         Command::Complete(args) => {
             let text: String = complete::candidates(&args.words)
@@ -863,20 +891,20 @@ fn run(cli: Cli) -> Exit {
             outcome(print_stdout(&text))
         }
         Command::Init(args) => outcome(app::init(&args)),
-        Command::Env(command) => outcome(app::env(cli.global.app.as_deref(), &command)),
+        Command::Env(command) => outcome(app::env(global.app.as_deref(), &command)),
         Command::Prototype(command) => outcome(app::prototype(&command)),
-        Command::Component(command) => outcome(app::component(cli.global.app.as_deref(), &command)),
+        Command::Component(command) => outcome(app::component(global.app.as_deref(), &command)),
         Command::Param(command) => {
-            app::param(cli.global.app.as_deref(), &command).unwrap_or_else(|error| report(&error))
+            app::param(global.app.as_deref(), &command).unwrap_or_else(|error| report(&error))
         }
-        Command::Show(args) => outcome(show(cli.global.app.as_deref(), &args)),
-        Command::Diff(args) => deploy::diff(&cli.global, &args),
-        Command::Apply(args) => deploy::apply(&cli.global, &args),
-        Command::Prune(args) => deploy::prune(&cli.global, &args),
-        Command::Delete(args) => deploy::delete(&cli.global, &args),
-        Command::Validate(args) => deploy::validate(&cli.global, &args),
-        Command::Status(args) => status::status(&cli.global, &args),
-        Command::Logs(args) => logs::logs(&cli.global, &args),
+        Command::Show(args) => outcome(show(global.app.as_deref(), &args)),
+        Command::Diff(args) => deploy::diff(global, &args),
+        Command::Apply(args) => deploy::apply(global, &args),
+        Command::Prune(args) => deploy::prune(global, &args),
+        Command::Delete(args) => deploy::delete(global, &args),
+        Command::Validate(args) => deploy::validate(global, &args),
+        Command::Status(args) => status::status(global, &args),
+        Command::Logs(args) => logs::logs(global, &args),
         Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
         Command::VolumeFetch(args) => {
             let args = crate::operator::volumes::fetch::FetchArgs {
@@ -893,6 +921,8 @@ fn run(cli: Cli) -> Exit {
         Command::VolumeClean(args) => {
             succeeded(crate::operator::volumes::fetch::run_clean(&args.path))
         }
+        // Its codes are not the verbs' Exit: it ends the process with its own.
+        Command::FrameworkBarrier => std::process::exit(framework_barrier()),
     }
 }
 

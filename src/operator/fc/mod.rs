@@ -5,9 +5,11 @@
 //! predefined completion codes and the pod failure classification, `retry` the RetryPolicy,
 //! `objects` the ConfigMap and pods an attempt is made of, and `sync` the pure decision core:
 //! FrameworkController's state machines from a Framework, the cached objects and the time.
-//! `controller` does the talking to the cluster. Nothing here uses `training`, nor it this.
+//! `controller` does the talking to the cluster, and `barrier` is FrameworkBarrier, the
+//! init container that waits until every Task has a pod IP. Nothing here uses `training`, nor it this.
 
 pub mod api;
+pub mod barrier;
 pub mod completion;
 pub mod controller;
 pub mod crd;
