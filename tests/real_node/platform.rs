@@ -44,7 +44,13 @@ pub fn app() -> &'static Path {
         }
         add_missing_components(&dir);
         // PyTorch workers' init container: the image the node holds, not upstream's alpine.
-        let init = ["param", "set", OPERATOR, "pytorchInitImage", PYTORCH_INIT_IMAGE];
+        let init = [
+            "param",
+            "set",
+            OPERATOR,
+            "pytorchInitImage",
+            PYTORCH_INIT_IMAGE,
+        ];
         assert_success("mlkube param set", &mlkube(&dir, &init));
         let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
         assert_success("mlkube apply local -c tf-job-operator", &apply);

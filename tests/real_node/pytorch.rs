@@ -5,9 +5,9 @@
 //! `MASTER_ADDR:MASTER_PORT`, as torch.distributed would. The training image has no PyTorch, so
 //! plain sockets play its rendezvous.
 
-use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
+use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
 use crate::jobs::{finished, logs, submit};
@@ -68,7 +68,11 @@ async fn a_pytorch_worker_waits_for_its_master_with_the_init_image_the_node_hold
     );
     let (image, exit_code) = init_container(&ns, "rendezvous-worker-0").await;
     assert_eq!(image, PYTORCH_INIT_IMAGE, "the platform's init image");
-    assert_eq!(exit_code, Some(0), "init-pytorch ended resolving the Master");
+    assert_eq!(
+        exit_code,
+        Some(0),
+        "init-pytorch ended resolving the Master"
+    );
 }
 
 /// The image of the pod's `init-pytorch` container and how it ended.
@@ -78,9 +82,18 @@ async fn init_container(ns: &TestNamespace, pod: &str) -> (String, Option<i32>) 
         .await
         .unwrap_or_else(|e| panic!("get the pod {pod}: {e}"));
     let spec = pod.spec.expect("a pod has a spec");
-    let init = spec.init_containers.into_iter().flatten().find(|c| c.name == "init-pytorch");
-    let image = init.and_then(|c| c.image).expect("the worker has an init-pytorch container");
-    let status = pod.status.and_then(|s| s.init_container_statuses).unwrap_or_default();
+    let init = spec
+        .init_containers
+        .into_iter()
+        .flatten()
+        .find(|c| c.name == "init-pytorch");
+    let image = init
+        .and_then(|c| c.image)
+        .expect("the worker has an init-pytorch container");
+    let status = pod
+        .status
+        .and_then(|s| s.init_container_statuses)
+        .unwrap_or_default();
     let exit_code = status
         .iter()
         .find(|s| s.name == "init-pytorch")
