@@ -12,6 +12,7 @@
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
 
 mod failures;
+mod framework;
 mod hub;
 mod jobs;
 mod mpi;

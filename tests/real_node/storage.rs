@@ -25,7 +25,7 @@ const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSIO
 const POD_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The busybox image the node holds (its tag is Debian's busybox version, so it is looked up).
-async fn busybox_image(client: &Client) -> String {
+pub async fn busybox_image(client: &Client) -> String {
     let nodes = Api::<Node>::all(client.clone())
         .list(&Default::default())
         .await
