@@ -204,9 +204,11 @@ local objectiveOf(prototype, objective) =
   else { goal: 'maximize' } + objective;
 
 // The name of a combination's job: the component's, then a hash of the combination, so that a
-// job keeps its name when the grid grows and each combination always gets the same name.
-local jobName(name, combination) =
-  '%s-%s' % [name, std.substr(std.md5(std.manifestJsonMinified(combination)), 0, hashLength)];
+// job keeps its name when the grid grows and each combination always gets the same name. A job
+// prototype whose names cannot hold `-` (a Framework's) gives its `nameSeparator`.
+local separator(job) = std.get(job, 'nameSeparator', '-');
+local jobName(job, name, combination) =
+  '%s%s%s' % [name, separator(job), std.substr(std.md5(std.manifestJsonMinified(combination)), 0, hashLength)];
 
 {
   // The sweep prototype `name` over the job prototype `job`; `grid` is the default of its grid.
@@ -224,7 +226,7 @@ local jobName(name, combination) =
       and a larger count keeps the earlier draws; a draw equal to an earlier one is left out. With
       both, every grid combination goes with every draw. The values are appended to args as
       flags in alphabetical order (`--layers=2 --learning-rate=0.01`; flagStyle `snake` gives
-      `--learning_rate`). Jobs are named `<component>-<hash>`, the first 10 hex digits of the MD5
+      `--learning_rate`). Jobs are named `<component>%(separator)s<hash>`, the first 10 hex digits of the MD5
       of the combination, so a combination keeps its job and its name when the grid or count
       grows, and names are checked unique. Each job and its pods carry the values as labels
       `sweep.mlkube.io/<hyperparameter>` and all of them as JSON in the annotation
@@ -236,7 +238,7 @@ local jobName(name, combination) =
       The Kubeflow talk wrote sweeps as a Helm loop over a values file. Dropped from that loop:
       the chart's per-job templating (every job is the same %(job)s); Bayesian search and early
       stopping (Katib's job: a sweep here is a fixed set of jobs, known before any runs).
-    ||| % { job: job.name } + u.paramsLine(self.params),
+    ||| % { job: job.name, separator: separator(job) } + u.paramsLine(self.params),
     params: job.params {
       grid: { type: 'object', default: grid, description: 'Hyperparameters and their values, e.g. {"learningRate": [0.01, 0.001]}; one job per combination.' },
       random: { type: 'object', default: null, description: 'A random search: {"count": 20, "seed": 1, "ranges": {"learningRate": {"min": 0.0001, "max": 0.1, "log": true}}}; null for none.' },
@@ -249,8 +251,8 @@ local jobName(name, combination) =
       local style = u.oneOf(name, params, 'flagStyle', ['kebab', 'snake']);
       local all = combinations(name, params);
       local objective = objectiveOf(name, params.objective);
-      local room = maxServiceName - std.length(job.longestPodSuffix(job.replicaCounts(name, params))) - 1 - hashLength;
-      local names = [jobName(params.name, c) for c in all];
+      local room = maxServiceName - std.length(job.longestPodSuffix(job.replicaCounts(name, params))) - std.length(separator(job)) - hashLength;
+      local names = [jobName(job, params.name, c) for c in all];
       local checked =
         if std.length(all) > params.maxJobs then
           u.fail(name, 'grid', 'gives %d jobs, more than maxJobs (%d); shrink the sweep or raise maxJobs' % [std.length(all), params.maxJobs])
@@ -264,7 +266,7 @@ local jobName(name, combination) =
           name,
           name,
           params,
-          jobName(params.name, c),
+          jobName(job, params.name, c),
           labels={ [labelPrefix + h]: std.toString(c[h]) for h in std.objectFields(c) },
           annotations={ [combinationAnnotation]: std.manifestJsonMinified(c) }
                       + (if objective != null then { [objectiveAnnotation]: std.manifestJsonMinified(objective) } else {}),

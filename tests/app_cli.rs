@@ -489,6 +489,8 @@ fn listings_print_json_for_scripts() {
     assert_eq!(
         names,
         [
+            "framework",
+            "framework-sweep",
             "jax-job",
             "jax-job-sweep",
             "mpi-job",
@@ -602,8 +604,8 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     );
     assert_eq!(
         fails(&app, &["component", "add", "tf-servin", "resnet"]),
-        "mlkube: error: unknown prototype `tf-servin`; the library has: jax-job, jax-job-sweep, \
-         mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
+        "mlkube: error: unknown prototype `tf-servin`; the library has: framework, framework-sweep, \
+         jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
          pytorch-job, \
          pytorch-job-sweep, tf-job, tf-job-operator, tf-job-sweep, tf-serving, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
@@ -1192,7 +1194,7 @@ fn listings_print_text_json_yaml_and_names() {
         "mnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n"
     );
     let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
-    assert_eq!(prototypes.lines().next(), Some("jax-job"));
+    assert_eq!(prototypes.lines().next(), Some("framework"));
     assert!(prototypes.lines().all(|l| !l.contains(' ')), "{prototypes}");
     let params = ok(&app, &["param", "list", "mnist", "-o", "name"]);
     assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
@@ -1335,8 +1337,8 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     let text = read(&app, "app.yaml").replace("prototype: tf-serving", "prototype: tf-servin");
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
-                    `tf-servin`, which the library does not have; it has: jax-job, \
-                    jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
+                    `tf-servin`, which the library does not have; it has: framework, \
+                    framework-sweep, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
                     paddle-job-sweep, pytorch-job, pytorch-job-sweep, tf-job, tf-job-operator, \
                     tf-job-sweep, tf-serving, volume-controller, xgboost-job, \

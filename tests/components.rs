@@ -11,7 +11,7 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 19] = [
+const PROTOTYPES: [&str; 21] = [
     "tf-job-operator",
     "notebook-hub",
     "object-store",
@@ -31,6 +31,8 @@ const PROTOTYPES: [&str; 19] = [
     "mxnet-job-sweep",
     "mpi-job",
     "mpi-job-sweep",
+    "framework",
+    "framework-sweep",
 ];
 /// A training-job prototype of a framework other than TensorFlow, as `src/operator/training/frameworks/`
 /// reads its job: the kind, the replica specs field, the container and its port (name and
@@ -2383,4 +2385,253 @@ fn pytorch_job_sweep_with_a_grid_and_a_random_search() {
     )
     .unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn framework_with_default_params() {
+    insta::assert_yaml_snapshot!(render("framework", "hello", &json!({})).unwrap());
+}
+
+/// Two TaskRoles, the second with its own image, command, env, resources, completion counts and
+/// retry policy: each gets what it sets and the params give it the rest.
+#[test]
+fn framework_task_roles_take_their_own_settings_and_the_params_the_rest() {
+    let objects = render(
+        "framework",
+        "train",
+        &json!({
+            "taskRoles": [
+                { "name": "ps", "taskNumber": 1, "minFailedTaskCount": -1 },
+                { "name": "worker", "taskNumber": 3, "image": "example/train:2", "command": ["python3", "train.py"],
+                  "args": ["--epochs=2"], "env": { "ROLE": "worker" }, "gpus": 1, "cpuRequest": "2",
+                  "minSucceededTaskCount": 3,
+                  "taskRetryPolicy": { "fancyRetryPolicy": true, "maxRetryCount": 3 },
+                  "podGracefulDeletionTimeoutSec": 60 },
+            ],
+            "env": { "SHARED": 1 },
+            "executionType": "Create",
+            "fancyRetryPolicy": true,
+            "maxRetryCount": -1,
+            "serviceAccount": "trainer",
+        }),
+    )
+    .unwrap();
+    let framework = &objects[0];
+    assert_eq!(
+        framework["apiVersion"],
+        "frameworkcontroller.microsoft.com/v1"
+    );
+    assert_eq!(framework["kind"], "Framework");
+    assert_eq!(framework["metadata"]["name"], "train");
+    let spec = &framework["spec"];
+    assert_eq!(spec["executionType"], "Create");
+    assert_eq!(
+        spec["retryPolicy"],
+        json!({ "fancyRetryPolicy": true, "maxRetryCount": -1 })
+    );
+    let (ps, worker) = (&spec["taskRoles"][0], &spec["taskRoles"][1]);
+    assert_eq!(ps["name"], "ps");
+    assert_eq!(ps["taskNumber"], 1);
+    assert_eq!(
+        ps["frameworkAttemptCompletionPolicy"],
+        json!({ "minFailedTaskCount": -1, "minSucceededTaskCount": -1 })
+    );
+    assert_eq!(
+        ps["task"]["retryPolicy"],
+        json!({ "fancyRetryPolicy": false, "maxRetryCount": 0 })
+    );
+    assert!(ps["task"].get("podGracefulDeletionTimeoutSec").is_none());
+    let ps_container = &ps["task"]["pod"]["spec"]["containers"][0];
+    assert_eq!(ps_container["name"], "ps");
+    assert_eq!(ps_container["image"], "docker.io/library/busybox:1.36");
+    assert_eq!(
+        ps_container["env"],
+        json!([{ "name": "SHARED", "value": "1" }])
+    );
+    assert_eq!(worker["taskNumber"], 3);
+    assert_eq!(
+        worker["frameworkAttemptCompletionPolicy"],
+        json!({ "minFailedTaskCount": 1, "minSucceededTaskCount": 3 })
+    );
+    assert_eq!(
+        worker["task"]["retryPolicy"],
+        json!({ "fancyRetryPolicy": true, "maxRetryCount": 3 })
+    );
+    assert_eq!(worker["task"]["podGracefulDeletionTimeoutSec"], 60);
+    let pod = &worker["task"]["pod"];
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    assert_eq!(pod["spec"]["serviceAccountName"], "trainer");
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], true);
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["metadata"]["labels"]["app.kubernetes.io/instance"],
+        "train"
+    );
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["name"], "worker");
+    assert_eq!(container["image"], "example/train:2");
+    assert_eq!(container["command"], json!(["python3", "train.py"]));
+    assert_eq!(container["args"], json!(["--epochs=2"]));
+    assert_eq!(
+        container["env"],
+        json!([{ "name": "ROLE", "value": "worker" }, { "name": "SHARED", "value": "1" }])
+    );
+    assert_eq!(container["resources"]["requests"]["cpu"], "2");
+    assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], 1);
+    assert_eq!(container["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["capabilities"]["drop"],
+        json!(["ALL"])
+    );
+}
+
+#[test]
+fn framework_bad_values_name_the_component_and_the_param() {
+    let role = |extra: Value| {
+        let mut role = json!({ "name": "worker", "taskNumber": 1 });
+        role.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({ "taskRoles": [role] })
+    };
+    let cases = [
+        (
+            json!({ "taskRoles": [] }),
+            "param taskRoles: must list at least one TaskRole",
+        ),
+        (
+            role(json!({ "name": "the-workers" })),
+            "param taskRoles: taskRoles[0]: name \"the-workers\" must be 1 to 63 lowercase letters and digits, without \"-\"",
+        ),
+        (
+            json!({ "taskRoles": [{ "name": "worker" }] }),
+            "param taskRoles: TaskRole worker has no taskNumber",
+        ),
+        (
+            role(json!({ "taskNumber": 10001 })),
+            "param taskRoles: the taskNumber of TaskRole worker must be a whole number from 0 to 10000, got 10001",
+        ),
+        (
+            role(json!({ "taskNumber": -1 })),
+            "the taskNumber of TaskRole worker must be a whole number from 0 to 10000, got -1",
+        ),
+        (
+            role(json!({ "replicas": 2 })),
+            "param taskRoles: taskRoles[0] has no field replicas; a TaskRole takes args, command",
+        ),
+        (
+            json!({ "taskRoles": [{ "name": "a", "taskNumber": 1 }, { "name": "a", "taskNumber": 2 }] }),
+            "param taskRoles: two TaskRoles are named \"a\"",
+        ),
+        (
+            role(json!({ "minFailedTaskCount": -2 })),
+            "the minFailedTaskCount of TaskRole worker must be a whole number, -1 (never) or more, got -2",
+        ),
+        (
+            role(json!({ "taskRetryPolicy": { "maxRetryCount": -3 } })),
+            "the taskRetryPolicy of TaskRole worker: maxRetryCount must be a whole number, -2 (always retry)",
+        ),
+        (
+            role(json!({ "taskRetryPolicy": { "retries": 1 } })),
+            "the taskRetryPolicy of TaskRole worker has no field retries; its fields are fancyRetryPolicy, maxRetryCount",
+        ),
+        (
+            role(json!({ "podGracefulDeletionTimeoutSec": -5 })),
+            "the podGracefulDeletionTimeoutSec of TaskRole worker must be null (never force-delete a pod) or seconds",
+        ),
+        (
+            role(json!({ "args": ["--steps", 100] })),
+            "the args of TaskRole worker must be a list of strings",
+        ),
+        (
+            role(json!({ "env": { "A": [1] } })),
+            "the value of A in the env of TaskRole worker must be a string, number or boolean",
+        ),
+        (
+            json!({ "executionType": "Run" }),
+            "param executionType: \"Run\" is not one of \"Create\", \"Start\", \"Stop\"",
+        ),
+        (
+            json!({ "maxRetryCount": -3 }),
+            "param maxRetryCount: the RetryPolicy: maxRetryCount must be a whole number, -2",
+        ),
+        (
+            json!({ "runAsUser": 0 }),
+            "param runAsUser: must be a non-root user id",
+        ),
+        (
+            json!({ "restartPolicy": "ExitCode" }),
+            "param restartPolicy: \"ExitCode\" is not one of \"Never\", \"OnFailure\", \"Always\"",
+        ),
+    ];
+    for (overrides, expected) in cases {
+        let error = render("framework", "x", &overrides)
+            .expect_err(&format!("framework with {overrides} should fail"));
+        assert!(
+            error.contains(&format!("component framework: {expected}")) || error.contains(expected),
+            "framework with {overrides}:\n{error}\nshould contain: {expected}"
+        );
+    }
+    let error = render("framework", "my-job", &json!({})).unwrap_err();
+    assert!(
+        error.contains(
+            "component framework: param name: the Framework name \"my-job\" must be 1 to 63 \
+             lowercase letters and digits, without \"-\""
+        ),
+        "{error}"
+    );
+}
+
+/// A Framework sweep renders the framework prototype's Framework per combination, its name
+/// `<component><hash>` without a `-`, the flags after every TaskRole's args.
+#[test]
+fn framework_sweep_renders_frameworks_named_without_a_dash() {
+    let params = json!({
+        "taskRoles": [{ "name": "ps", "taskNumber": 1 }, { "name": "worker", "taskNumber": 2 }],
+        "grid": { "lr": [0.1, 0.01] },
+        "objective": { "metric": "accuracy", "goal": "maximize" },
+    });
+    let jobs = render("framework-sweep", "sweep", &params).unwrap();
+    let jobs = jobs.as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let single = render("framework", "sweep", &params).unwrap();
+    for job in jobs {
+        let name = job["metadata"]["name"].as_str().unwrap();
+        assert!(
+            name.len() == "sweep".len() + 10 && name.starts_with("sweep") && !name.contains('-'),
+            "{name}"
+        );
+        let lr = &job["metadata"]["labels"]["sweep.mlkube.io/lr"];
+        let flag = format!("--lr={}", lr.as_str().unwrap());
+        let mut expected = single[0].clone();
+        expected["metadata"] = job["metadata"].clone();
+        for (i, role) in expected["spec"]["taskRoles"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .enumerate()
+        {
+            let rendered = &job["spec"]["taskRoles"][i]["task"]["pod"];
+            role["task"]["pod"]["metadata"] = rendered["metadata"].clone();
+            role["task"]["pod"]["spec"]["containers"][0]["args"] = json!([flag]);
+        }
+        assert_eq!(job, &expected, "only names, labels and flags differ");
+        assert_eq!(
+            job["metadata"]["annotations"]["sweep.mlkube.io/objective"],
+            r#"{"goal":"maximize","metric":"accuracy"}"#
+        );
+    }
+    // The name has room for the hash and the longest pod suffix, `-worker-1`.
+    let long = "a".repeat(63 - 10 - "-worker-1".len() + 1);
+    let error = render("framework-sweep", &long, &params).unwrap_err();
+    assert!(error.contains("is too long for a sweep"), "{error}");
+    let error = render("framework-sweep", "sweep", &json!({})).unwrap_err();
+    assert!(
+        error.contains("component framework-sweep: param grid: is empty"),
+        "{error}"
+    );
 }

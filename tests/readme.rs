@@ -12,7 +12,7 @@
 //! output, or begin with it where the README ends it with `...`.
 //!
 //! And where the README lists the kinds of training jobs a verb reads, the list is the
-//! operator's whole.
+//! operator's whole (its kubeflow.org/v1 kinds and FrameworkController's Framework).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -211,9 +211,8 @@ fn the_logs_section_names_every_kind_logs_reads() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let logs = paragraph(&readme, "**Logs of a training job.**");
-    let missing: Vec<String> = mlkube::operator::training::registry::ALL
-        .iter()
-        .map(|r| format!("`{}`", r.framework.kind.to_lowercase()))
+    let missing: Vec<String> = mlkube::observe::logs::JobKind::all()
+        .map(|k| format!("`{}`", k.name().to_lowercase()))
         .filter(|kind| !logs.contains(kind.as_str()))
         .collect();
     assert!(

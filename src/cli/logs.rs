@@ -27,8 +27,8 @@ use super::{ClusterArgs, GlobalArgs, RequestArgs};
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// A training job as KIND/NAME (tfjob/mnist; KIND is tfjob, pytorchjob, mxjob, xgboostjob,
-    /// jaxjob, paddlejob or mpijob, or its plural), or an environment of the app, whose training
-    /// jobs are read.
+    /// jaxjob, paddlejob, mpijob or framework, FrameworkController's, or its plural), or an
+    /// environment of the app, whose training jobs are read.
     #[arg(value_name = "KIND/NAME|ENV")]
     pub target: String,
     /// The namespace of a KIND/NAME job (default: the kubeconfig context's).
@@ -37,11 +37,13 @@ pub struct LogsArgs {
     /// With an environment: only the jobs these components render; repeat for more.
     #[arg(short = 'c', long = "component", value_name = "COMPONENT")]
     pub components: Vec<String>,
-    /// Only this replica: worker-0, a replica type (worker) for all of that type, or
-    /// JOB/worker-0 when several jobs are read; repeat for more.
+    /// Only this replica: worker-0 (of a Framework: TASKROLE-INDEX), a replica type (worker, a
+    /// TaskRole) for all of that type, or JOB/worker-0 when several jobs are read; repeat for
+    /// more.
     #[arg(long, value_name = "REPLICA")]
     pub replica: Vec<String>,
-    /// The container to read (default: the framework's own, e.g. tensorflow, pytorch).
+    /// The container to read (default: the framework's own, e.g. tensorflow, pytorch; a
+    /// Framework's first).
     #[arg(long, value_name = "NAME")]
     pub container: Option<String>,
     /// Read every container of each pod, init containers first.

@@ -17,7 +17,13 @@
 //! objective: the annotation `sweep.mlkube.io/objective` (`{"metric": ..., "goal": "maximize"
 //! or "minimize"}`), or the first metric name any job reported, highest first.
 //!
-//! Caveats: a job whose pods its `cleanPodPolicy` deleted has no log left to read; the sweep
+//! A Framework (FrameworkController's) is one of these jobs: its state is told in the same
+//! words (Succeeded, Failed, Running, ...) from its status, and a failed one's note is its
+//! completion status.
+//!
+//! Caveats: a job whose pods its `cleanPodPolicy` deleted has no log left to read, nor has a
+//! completed Framework (FrameworkController deletes the pods of a completed attempt), whose
+//! metrics are then reported as annotations; the sweep
 //! prototypes keep no pods by default only when the job prototype does not (`cleanPodPolicy:
 //! None` keeps them). kwok's simulated nodes serve no logs (the note says so), so there only
 //! annotations report.
@@ -37,7 +43,7 @@ use crate::deploy::blocked;
 use crate::deploy::cluster::CONCURRENCY;
 use crate::observe::logs::jobs::{self, JobRef};
 use crate::observe::logs::outcome;
-use crate::observe::logs::{self, LogSource, LogsError, Output, Request};
+use crate::observe::logs::{self, JobKind, LogSource, LogsError, Output, Request};
 use crate::operator::training::engine::build::LABEL_JOB_ROLE;
 
 pub const COMBINATION_ANNOTATION: &str = "sweep.mlkube.io/hyperparameters";
@@ -187,7 +193,7 @@ async fn read_job(
     let live = source.job(&job).await?;
     let live = live.as_ref();
     let mut result = SweepJob {
-        kind: job.framework.kind.to_string(),
+        kind: job.kind.name().to_string(),
         name: job.name.clone(),
         hyperparameters,
         state: match live {
@@ -251,7 +257,7 @@ async fn metrics_in_log(
     live: &Value,
 ) -> Result<BTreeMap<String, f64>, LogsError> {
     let pods = source.pods(job).await?;
-    let Some(lead) = lead_pod(&pods) else {
+    let Some(lead) = lead_of(job, live, &pods) else {
         return Err(jobs::no_pods(job, live));
     };
     let request = Request {
@@ -287,6 +293,19 @@ impl Output for Collected {
     }
 
     fn note(&mut self, _note: &str) {}
+}
+
+/// The pod whose log carries the job's result: of a Framework, Task 0 of its first TaskRole
+/// when it has a pod; else [`lead_pod`].
+fn lead_of(job: &JobRef, live: &Value, pods: &[Pod]) -> Option<String> {
+    let first_task = match job.kind {
+        JobKind::Framework => JobKind::Framework.planned(live).into_iter().next(),
+        JobKind::Training(_) => None,
+    };
+    first_task
+        .map(|task| format!("{}-{task}", job.name))
+        .filter(|pod| pods.iter().any(|p| p.metadata.name.as_ref() == Some(pod)))
+        .or_else(|| lead_pod(pods))
 }
 
 /// The pod whose log carries the job's result: the one the operator labels as the job's
@@ -633,6 +652,147 @@ mod tests {
                 format!("0.{index:0>2}").parse::<f64>().unwrap()
             );
         }
+    }
+
+    /// Frameworks in memory: each with its status, its pods (TaskRole `worker`, then `aux`)
+    /// and the one line of each pod's log.
+    #[derive(Default)]
+    struct Frameworks {
+        objects: BTreeMap<String, Value>,
+        pods: BTreeMap<String, Vec<(String, String)>>,
+    }
+
+    impl Frameworks {
+        fn add(&mut self, name: &str, completion: Option<&str>, metric: Option<&str>) {
+            let state = if completion.is_some() {
+                "Completed"
+            } else {
+                "AttemptRunning"
+            };
+            let mut object = json!({
+                "apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
+                "metadata": {"name": name, "namespace": "ml"},
+                "spec": {"taskRoles": [{"name": "worker", "taskNumber": 1},
+                                       {"name": "aux", "taskNumber": 1}]},
+                "status": {"state": state, "attemptStatus": {"completionStatus": null}}});
+            if let Some(type_name) = completion {
+                let code = if type_name == "Failed" { 1 } else { 0 };
+                object["status"]["attemptStatus"]["completionStatus"] = json!({
+                    "code": code, "phrase": if code == 1 { "ContainerUnrecognizedFailed" } else { "Succeeded" },
+                    "type": {"name": type_name, "attributes": []}, "diagnostics": ""});
+            }
+            if let Some(value) = metric {
+                object["metadata"]["annotations"] = json!({"metric.mlkube.io/accuracy": value});
+            }
+            self.objects.insert(name.into(), object);
+        }
+    }
+
+    impl LogSource for Frameworks {
+        async fn job(&self, job: &JobRef) -> Result<Option<Value>, LogsError> {
+            assert_eq!(job.kind, JobKind::Framework);
+            Ok(self.objects.get(&job.name).cloned())
+        }
+
+        async fn pods(&self, job: &JobRef) -> Result<Vec<Pod>, LogsError> {
+            let pods = self.pods.get(&job.name).cloned().unwrap_or_default();
+            Ok(pods
+                .iter()
+                .map(|(task, _)| {
+                    let (role, index) = task.split_once('-').expect("role-index");
+                    serde_json::from_value(json!({
+                        "metadata": {"name": format!("{}-{task}", job.name), "namespace": "ml",
+                                     "uid": format!("uid-{}-{task}", job.name),
+                                     "labels": {"FC_FRAMEWORK_NAME": job.name,
+                                                "FC_TASKROLE_NAME": role, "FC_TASK_INDEX": index}},
+                        "spec": {"nodeName": "node-1",
+                                 "containers": [{"name": role, "image": "busybox"}]},
+                        "status": {"containerStatuses": [{"name": role, "image": "busybox",
+                            "imageID": "", "ready": false, "restartCount": 0,
+                            "state": {"terminated": {"exitCode": 0}}}]},
+                    }))
+                    .expect("a valid Pod")
+                })
+                .collect())
+        }
+
+        async fn open(&self, of: &StreamOf, _: LogParams) -> Result<LogStream, Refused> {
+            let (job, task) = of.pod.split_once('-').expect("job-task");
+            let line = &self.pods[job]
+                .iter()
+                .find(|(t, _)| t == task)
+                .expect("a task")
+                .1;
+            let log = format!("2026-01-01T00:00:00Z {line}\n");
+            Ok(Box::pin(futures::io::Cursor::new(log.into_bytes())))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_framework_sweep_is_ranked_by_the_metrics_its_frameworks_report() {
+        let mut source = Frameworks::default();
+        source.add("sweepa", Some("Succeeded"), Some("0.8"));
+        source.add("sweepb", Some("Succeeded"), None);
+        // Task 0 of the first TaskRole leads, though another sorts first by name.
+        source.pods.insert(
+            "sweepb".into(),
+            vec![
+                ("aux-0".into(), "metric accuracy=0.1".into()),
+                ("worker-0".into(), "metric accuracy=0.9".into()),
+            ],
+        );
+        source.add("sweepc", Some("Failed"), None);
+        source.add("sweepd", None, None);
+        source.add("sweepe", Some("Succeeded"), None);
+        let rendered: Vec<Value> = ["sweepa", "sweepb", "sweepc", "sweepd", "sweepe"]
+            .iter()
+            .map(|name| {
+                json!({"apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
+                       "metadata": {"name": name}})
+            })
+            .collect();
+        let found = sweep(&source, "sweep", "local", "ml", &rendered)
+            .await
+            .expect("the sweep is read");
+        let shown: Vec<(&str, &str, Option<f64>, Option<&str>)> = found
+            .jobs
+            .iter()
+            .map(|j| {
+                let note = j.note.as_deref();
+                (
+                    j.name.as_str(),
+                    j.state.as_str(),
+                    j.metrics.get("accuracy").copied(),
+                    note,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("sweepb", "Succeeded", Some(0.9), None),
+                ("sweepa", "Succeeded", Some(0.8), None),
+                (
+                    "sweepc",
+                    "Failed",
+                    None,
+                    Some("failed: code 1 (ContainerUnrecognizedFailed)")
+                ),
+                ("sweepd", "Running", None, None),
+                (
+                    "sweepe",
+                    "Succeeded",
+                    None,
+                    Some(
+                        "framework ml/sweepe has no pods left: it Succeeded and its attempt's \
+                         pods were deleted with the attempt"
+                    )
+                ),
+            ]
+        );
+        assert_eq!(found.jobs[0].kind, "Framework");
+        assert_eq!(found.jobs[0].metrics_from, Some(MetricSource::Log));
+        assert_eq!(found.jobs[1].metrics_from, Some(MetricSource::Annotation));
     }
 
     #[test]

@@ -852,3 +852,114 @@ async fn a_standby_takes_over_from_a_killed_leader_with_one_attempt_and_one_pod_
         assert_eq!(pod.and_then(|p| p.uid()), task.attempt_status.pod_uid);
     }
 }
+
+/// Issue 34: Frameworks an app renders with the `framework-sweep` and `framework` prototypes,
+/// applied with `mlkube apply`, run by the operator to the end their commands give (kwok: `exit
+/// N`), ranked by `mlkube status -c` from the metrics they report (as annotations: kwok's nodes
+/// serve no logs, and a completed attempt's pods are gone), and a failed one's note is its
+/// completion status. `mlkube logs` of a completed Framework says its pods went with its
+/// attempt.
+#[tokio::test]
+async fn framework_prototypes_apply_run_and_a_sweep_of_them_is_ranked() {
+    use crate::support::{empty_app, mlkube, mlkube_ok, stdout};
+
+    let ns = TestNamespace::new("fc-sweep").await;
+    let _operator = start_operator(&ns).await;
+    let (_dir, app) = empty_app(&ns);
+    let app = app.as_path();
+    let roles = r#"taskRoles=[{"name": "worker", "taskNumber": 2}]"#;
+    let add_sweep = [
+        "component",
+        "add",
+        "framework-sweep",
+        "sweep",
+        "--param",
+        roles,
+        "--param",
+        r#"grid={"lr": [0.1, 0.01]}"#,
+    ];
+    stdout(&mlkube_ok(app, &add_sweep));
+    let add_broken = [
+        "component",
+        "add",
+        "framework",
+        "broken",
+        "--param",
+        r#"command=["sh", "-c", "exit 1"]"#,
+    ];
+    stdout(&mlkube_ok(app, &add_broken));
+    stdout(&mlkube_ok(app, &["apply", "local", "--no-wait"]));
+
+    let api: Api<Framework> = Api::namespaced(ns.client.clone(), &ns.name);
+    let names: Vec<String> = eventually("the sweep's two Frameworks", TIMEOUT, || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let names: Vec<String> = (list.items.iter())
+            .map(ResourceExt::name_any)
+            .filter(|n| n.starts_with("sweep"))
+            .collect();
+        (names.len() == 2).then_some(names)
+    })
+    .await;
+    for name in &names {
+        assert!(
+            !name.contains('-') && name.len() == "sweep".len() + 10,
+            "{name}"
+        );
+        let status = await_status(&api, name, "to complete", completed).await;
+        assert_eq!(code(&status), Some(0), "{name}: {status:?}");
+    }
+    let status = await_status(&api, "broken", "to complete", completed).await;
+    assert_eq!(code(&status), Some(1), "{status:?}");
+
+    for (name, accuracy) in names.iter().zip(["0.7", "0.9"]) {
+        let patch = json!({"metadata": {"annotations": {"metric.mlkube.io/accuracy": accuracy}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("annotating the Framework");
+    }
+    let output = mlkube(app, &["status", "local", "-c", "sweep", "-o", "json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let ranked: Vec<(&str, &str, f64)> = (report["jobs"].as_array().expect("jobs").iter())
+        .map(|j| {
+            let name = j["name"].as_str().expect("a name");
+            let kind = j["kind"].as_str().expect("a kind");
+            (
+                name,
+                kind,
+                j["metrics"]["accuracy"].as_f64().expect("a metric"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            (names[1].as_str(), "Framework", 0.9),
+            (names[0].as_str(), "Framework", 0.7)
+        ],
+        "{report:#}"
+    );
+    assert_eq!(report["summary"]["states"]["Succeeded"], 2, "{report:#}");
+
+    let output = mlkube(app, &["status", "local", "-c", "broken", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(3), "failed: exit 3");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(report["jobs"][0]["state"], "Failed", "{report:#}");
+    let note = report["jobs"][0]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("failed: code 1 (ContainerUnrecognizedFailed)"),
+        "{report:#}"
+    );
+
+    let output = mlkube(app, &["logs", "local", "-c", "broken"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "framework {}/broken has no pods left: it Failed and its attempt's pods were deleted",
+            ns.name
+        )),
+        "{stderr}"
+    );
+}

@@ -7,42 +7,32 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+use super::kind::{self, JobKind};
 use super::{LogSource, LogsError, Output, Request};
-use crate::operator::training::framework::Framework;
-use crate::operator::training::registry::ALL;
 
-/// A training job by kind, namespace and name.
-#[derive(Debug, Clone)]
+/// A job by kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRef {
-    pub framework: &'static Framework,
+    pub kind: JobKind,
     pub namespace: String,
     pub name: String,
 }
 
-impl PartialEq for JobRef {
-    fn eq(&self, other: &JobRef) -> bool {
-        self.framework.kind == other.framework.kind
-            && self.namespace == other.namespace
-            && self.name == other.name
-    }
-}
-
-impl Eq for JobRef {}
-
 impl JobRef {
     /// `tfjob`: the kind as `kubectl` and this command's `KIND/NAME` write it.
-    pub fn kind(&self) -> String {
-        self.framework.kind.to_ascii_lowercase()
+    pub fn lower_kind(&self) -> String {
+        self.kind.name().to_ascii_lowercase()
     }
 
     /// The job's resource, `kubeflow.org/v1` `tfjobs`.
     pub fn resource(&self) -> ApiResource {
+        let group = self.kind.group();
         ApiResource {
-            group: "kubeflow.org".into(),
+            group: group.into(),
             version: "v1".into(),
-            api_version: "kubeflow.org/v1".into(),
-            kind: self.framework.kind.into(),
-            plural: self.framework.plural.into(),
+            api_version: format!("{group}/v1"),
+            kind: self.kind.name().into(),
+            plural: self.kind.plural().into(),
         }
     }
 }
@@ -50,31 +40,32 @@ impl JobRef {
 impl fmt::Display for JobRef {
     /// `tfjob ml/mnist`
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind(), self.namespace, self.name)
+        write!(f, "{} {}/{}", self.lower_kind(), self.namespace, self.name)
     }
 }
 
-/// The kinds of training jobs as the messages list them: `tfjob, pytorchjob, ...`.
+/// The kinds of jobs as the messages list them: `tfjob, pytorchjob, ..., framework`.
 pub fn kinds() -> String {
-    let kinds: Vec<String> = ALL
-        .iter()
-        .map(|r| r.framework.kind.to_ascii_lowercase())
+    let kinds: Vec<String> = JobKind::all()
+        .map(|k| k.name().to_ascii_lowercase())
         .collect();
     kinds.join(", ")
 }
 
-/// The framework whose kind `text` names, in any of the forms `kubectl` takes, in any case:
-/// `tfjob`, `tfjobs`, `TFJob`, `tfjobs.kubeflow.org`, `tfjob.kubeflow.org`,
-/// `tfjobs.v1.kubeflow.org`.
-pub fn framework_of(text: &str) -> Result<&'static Framework, LogsError> {
+/// The kind `text` names, in any of the forms `kubectl` takes, in any case: `tfjob`, `tfjobs`,
+/// `TFJob`, `tfjobs.kubeflow.org`, `tfjob.kubeflow.org`, `tfjobs.v1.kubeflow.org`; `framework`,
+/// `frameworks.frameworkcontroller.microsoft.com`, ...
+pub fn kind_of(text: &str) -> Result<JobKind, LogsError> {
     let lower = text.to_ascii_lowercase();
-    let resource = lower
-        .strip_suffix(".v1.kubeflow.org")
-        .or_else(|| lower.strip_suffix(".kubeflow.org"))
-        .unwrap_or(&lower);
-    ALL.iter()
-        .map(|r| r.framework)
-        .find(|f| resource == f.plural || resource == f.kind.to_ascii_lowercase())
+    JobKind::all()
+        .find(|k| {
+            let group = k.group();
+            let resource = lower
+                .strip_suffix(&format!(".v1.{group}"))
+                .or_else(|| lower.strip_suffix(&format!(".{group}")))
+                .unwrap_or(&lower);
+            resource == k.plural() || resource == k.name().to_ascii_lowercase()
+        })
         .ok_or_else(|| LogsError::UnknownKind {
             kind: text.to_string(),
             kinds: kinds(),
@@ -91,23 +82,18 @@ pub fn parse(target: &str, namespace: &str) -> Result<JobRef, LogsError> {
         return Err(bad());
     }
     Ok(JobRef {
-        framework: framework_of(kind)?,
+        kind: kind_of(kind)?,
         namespace: namespace.to_string(),
         name: name.to_string(),
     })
 }
 
-/// The training job a rendered object is, if it is one.
+/// The job a rendered object is, if it is one.
 pub fn rendered(object: &Value, default_namespace: &str) -> Option<JobRef> {
-    let framework = ALL
-        .iter()
-        .map(|r| r.framework)
-        .find(|f| object["kind"] == f.kind)?;
-    if object["apiVersion"].as_str()?.split('/').next() != Some("kubeflow.org") {
-        return None;
-    }
+    let group = object["apiVersion"].as_str()?.split('/').next()?;
+    let kind = JobKind::all().find(|k| object["kind"] == k.name() && group == k.group())?;
     Some(JobRef {
-        framework,
+        kind,
         namespace: object["metadata"]["namespace"]
             .as_str()
             .unwrap_or(default_namespace)
@@ -170,12 +156,9 @@ pub async fn find(
 /// and another kind if there is one.
 async fn not_found(source: &impl LogSource, job: &JobRef) -> LogsError {
     let mut others = Vec::new();
-    for registered in ALL
-        .iter()
-        .filter(|r| r.framework.kind != job.framework.kind)
-    {
+    for kind in JobKind::all().filter(|k| *k != job.kind) {
         let other = JobRef {
-            framework: registered.framework,
+            kind,
             ..job.clone()
         };
         // Only a hint: a kind the cluster does not serve, or any failure, says nothing.
@@ -184,34 +167,40 @@ async fn not_found(source: &impl LogSource, job: &JobRef) -> LogsError {
         }
     }
     let searched = format!(
-        "searched {}.kubeflow.org in namespace {}",
-        job.framework.plural, job.namespace
+        "searched {}.{} in namespace {}",
+        job.kind.plural(),
+        job.kind.group(),
+        job.namespace
     );
     let hint = match others.first() {
         Some(other) => format!(
             "there is a {} of that name: `mlkube logs -n {} {}/{}`",
-            other.kind(),
+            other.lower_kind(),
             other.namespace,
-            other.kind(),
+            other.lower_kind(),
             other.name
         ),
         None => format!(
             "no other kind of training job is called {name} there either; list them with \
              `kubectl get {} -n {}`, or pass the job's namespace with -n",
-            job.framework.plural,
+            job.kind.plural(),
             job.namespace,
             name = job.name,
         ),
     };
     LogsError::JobNotFound {
-        job: format!("{} {}", job.kind(), job.name),
+        job: format!("{} {}", job.lower_kind(), job.name),
         searched,
         hint,
     }
 }
 
-/// The type of a job's last true condition: `Created`, `Running`, `Succeeded`, ...
+/// The type of a job's last true condition: `Created`, `Running`, `Succeeded`, ...; of a
+/// Framework, its state in those words ([`kind::framework_condition`]).
 pub fn condition(object: &Value) -> Option<&str> {
+    if kind::is_framework(object) {
+        return kind::framework_condition(object);
+    }
     object["status"]["conditions"]
         .as_array()?
         .iter()
@@ -254,6 +243,16 @@ pub fn none_has_pods(found: &[Found]) -> LogsError {
 
 /// What the job's state says about its missing pods, and the hint that goes with it.
 fn why_no_pods(object: &Value) -> (String, &'static str) {
+    if let Some(end @ ("Succeeded" | "Failed")) = kind::is_framework(object)
+        .then(|| condition(object))
+        .flatten()
+    {
+        return (
+            format!("left: it {end} and its attempt's pods were deleted with the attempt"),
+            "FrameworkController deletes a completed attempt's pods, and their logs with them; \
+             `mlkube logs -f` while the Framework runs reads them to the end",
+        );
+    }
     let policy = object["spec"]["runPolicy"]["cleanPodPolicy"]
         .as_str()
         .unwrap_or("None");
@@ -300,7 +299,7 @@ mod tests {
             "tfjob.kubeflow.org",
             "tfjobs.v1.kubeflow.org",
         ] {
-            assert_eq!(framework_of(form).expect(form).kind, "TFJob", "{form}");
+            assert_eq!(kind_of(form).expect(form).name(), "TFJob", "{form}");
         }
         for (form, kind) in [
             ("pytorchjob", "PyTorchJob"),
@@ -308,8 +307,15 @@ mod tests {
             ("XGBoostJob", "XGBoostJob"),
             ("jaxjob", "JAXJob"),
             ("paddlejobs", "PaddleJob"),
+            ("framework", "Framework"),
+            ("Frameworks", "Framework"),
+            ("frameworks.frameworkcontroller.microsoft.com", "Framework"),
+            (
+                "framework.v1.frameworkcontroller.microsoft.com",
+                "Framework",
+            ),
         ] {
-            assert_eq!(framework_of(form).expect(form).kind, kind);
+            assert_eq!(kind_of(form).expect(form).name(), kind);
         }
     }
 
@@ -319,8 +325,8 @@ mod tests {
         assert_eq!(
             error,
             "`deployment` is not a kind of training job\n  hint: name the job as KIND/NAME, KIND \
-             one of tfjob, pytorchjob, mxjob, xgboostjob, jaxjob, paddlejob, mpijob (or its plural, \
-             e.g. tfjobs/mnist)"
+             one of tfjob, pytorchjob, mxjob, xgboostjob, jaxjob, paddlejob, mpijob, framework (or its \
+             plural, e.g. tfjobs/mnist)"
         );
         for bad in ["tfjob/", "tfjob/a/b", "mnist"] {
             assert!(
@@ -357,7 +363,7 @@ mod tests {
     #[test]
     fn a_job_without_pods_is_told_by_its_last_condition_and_clean_pod_policy() {
         let job = JobRef {
-            framework: framework_of("tfjob").unwrap(),
+            kind: kind_of("tfjob").unwrap(),
             namespace: "ml".into(),
             name: "x".into(),
         };

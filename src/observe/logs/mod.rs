@@ -32,6 +32,7 @@
 
 pub mod follow;
 pub mod jobs;
+pub mod kind;
 pub mod outcome;
 pub mod read;
 pub mod replicas;
@@ -48,6 +49,7 @@ use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::ClusterError;
 
 pub use jobs::JobRef;
+pub use kind::JobKind;
 pub use outcome::Outcome;
 pub use source::LogSource;
 
@@ -137,10 +139,10 @@ pub enum LogsError {
         env: String,
     },
     #[error(
-        "the cluster does not serve {plural}.kubeflow.org, so there is no {job}\n  hint: apply \
-         the training-job CRDs first (the tf-job-operator component has them)"
+        "the cluster does not serve {resource}, so there is no {job}\n  hint: apply the \
+         training-job CRDs first (the tf-job-operator component has them)"
     )]
-    KindNotServed { job: String, plural: &'static str },
+    KindNotServed { job: String, resource: String },
     #[error("{job} has no pods {state}\n  hint: {hint}")]
     NoPods {
         job: String,

@@ -5,11 +5,10 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use serde_json::Value;
 
 use super::jobs::Found;
+use super::kind::JobKind;
 use super::source::StreamOf;
 use super::{Containers, LogsError, Request};
 use crate::deploy::blocked::{self, Blocked};
-use crate::operator::training::engine::build::{LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE};
-use crate::operator::training::framework::Framework;
 
 /// One pod of a job, as the logs see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +19,7 @@ pub struct Replica {
     pub job: String,
     /// `worker-1`: the pod's name without `{job}-`.
     pub name: String,
-    /// `worker`, from the replica-type label.
+    /// `worker`, from the replica-type label (a Framework's: its TaskRole).
     pub replica_type: String,
     pub namespace: String,
     pub pod: String,
@@ -29,7 +28,8 @@ pub struct Replica {
     pub node: String,
     /// Init containers first, each list in the pod's order.
     pub containers: Vec<Container>,
-    /// Sorts replicas as the framework lists its replica types, then by index.
+    /// Sorts replicas as the framework lists its replica types (a Framework its TaskRoles),
+    /// then by index.
     order: (usize, i64),
 }
 
@@ -73,7 +73,7 @@ pub fn replicas(found: &[Found]) -> Vec<Replica> {
             f.pods.iter().map(move |pod| {
                 let replica = Replica {
                     job_index: i,
-                    ..replica(f.job.framework, &f.job.name, pod)
+                    ..replica(f.job.kind, &f.job.name, &f.object, pod)
                 };
                 (i, replica)
             })
@@ -83,18 +83,15 @@ pub fn replicas(found: &[Found]) -> Vec<Replica> {
     all.into_iter().map(|(_, r)| r).collect()
 }
 
-/// A pod of job `job` as a replica.
-pub fn replica(framework: &Framework, job: &str, pod: &Pod) -> Replica {
+/// A pod of job `job` (as the cluster has it, `object`) as a replica.
+pub fn replica(kind: JobKind, job: &str, object: &Value, pod: &Pod) -> Replica {
     let meta = &pod.metadata;
     let pod_name = meta.name.clone().unwrap_or_default();
     let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).cloned();
-    let replica_type = label(LABEL_REPLICA_TYPE).unwrap_or_default();
-    let index = label(LABEL_REPLICA_INDEX).and_then(|i| i.parse::<i64>().ok());
-    let rank = framework
-        .replica_types
-        .iter()
-        .position(|t| t.lower() == replica_type)
-        .unwrap_or(usize::MAX);
+    let (type_label, index_label) = kind.replica_labels();
+    let replica_type = label(type_label).unwrap_or_default();
+    let index = label(index_label).and_then(|i| i.parse::<i64>().ok());
+    let rank = kind.rank(&replica_type, object);
     let name = match pod_name.strip_prefix(&format!("{job}-")) {
         Some(rest) if !rest.is_empty() => rest.to_string(),
         // An adopted pod named otherwise: its labels tell the replica, else its own name.
@@ -210,21 +207,8 @@ pub fn wanted(replica: &Replica, wanted: &[String]) -> bool {
 
 /// The replicas a job's spec asks for, `worker-0` ... as their pods will be named, so that a
 /// `--follow` may wait for one that has no pod yet.
-pub fn planned(framework: &Framework, object: &Value) -> Vec<String> {
-    let specs = &object["spec"][framework.replica_specs_field];
-    let Some(specs) = specs.as_object() else {
-        return Vec::new();
-    };
-    specs
-        .iter()
-        .flat_map(|(key, spec)| {
-            let lower = framework
-                .replica_type(key)
-                .map_or_else(|| key.to_ascii_lowercase(), |t| t.lower().to_string());
-            let count = spec["replicas"].as_i64().unwrap_or(1);
-            (0..count).map(move |i| format!("{lower}-{i}"))
-        })
-        .collect()
+pub fn planned(kind: JobKind, object: &Value) -> Vec<String> {
+    kind.planned(object)
 }
 
 /// The replicas `--replica` keeps. Each name must match one of them, or (following) one the
@@ -239,7 +223,7 @@ pub fn pick(
         let exists = all.iter().any(|r| matches(r, w));
         let planned = follow
             && found.iter().any(|f| {
-                let planned = planned(f.job.framework, &f.object);
+                let planned = planned(f.job.kind, &f.object);
                 planned.iter().any(|p| {
                     p == w
                         || p.rsplit_once('-').is_some_and(|(t, _)| t == w)
@@ -275,17 +259,13 @@ pub fn describe(found: &[Found]) -> String {
     names.join(", ")
 }
 
-/// The containers of a replica to read: the framework's own container (else the pod's first),
-/// the one named, or all of them.
-pub fn chosen<'r>(
-    replica: &'r Replica,
-    framework: &Framework,
-    which: &Containers,
-) -> Vec<&'r Container> {
+/// The containers of a replica to read: the framework's own container (else, and for a
+/// Framework, the pod's first), the one named, or all of them.
+pub fn chosen<'r>(replica: &'r Replica, kind: JobKind, which: &Containers) -> Vec<&'r Container> {
     let main = || replica.containers.iter().filter(|c| !c.init);
     match which {
         Containers::Main => main()
-            .find(|c| c.name == framework.container)
+            .find(|c| Some(c.name.as_str()) == kind.container())
             .or_else(|| main().next())
             .into_iter()
             .collect(),
@@ -340,8 +320,8 @@ pub fn targets(
         .iter()
         .filter(|r| wanted(r, &request.replicas))
         .flat_map(|r| {
-            let framework = found[r.job_index].job.framework;
-            chosen(r, framework, &request.containers)
+            let kind = found[r.job_index].job.kind;
+            chosen(r, kind, &request.containers)
                 .into_iter()
                 .map(move |c| {
                     let of = StreamOf {
@@ -384,7 +364,7 @@ mod tests {
     fn found(pods: Vec<Pod>) -> Found {
         Found {
             job: super::super::JobRef {
-                framework: TFJob::FRAMEWORK,
+                kind: TFJob::FRAMEWORK.into(),
                 namespace: "ml".into(),
                 name: "mnist".into(),
             },
@@ -409,8 +389,9 @@ mod tests {
     #[test]
     fn the_label_names_the_job_when_several_are_read_and_the_container_when_several_are() {
         let replica = replica(
-            TFJob::FRAMEWORK,
+            TFJob::FRAMEWORK.into(),
             "mnist",
+            &json!({}),
             &pod("mnist-worker-1", labels("worker", 1)),
         );
         assert_eq!(label(&replica, false, None), "worker-1");
@@ -429,8 +410,9 @@ mod tests {
     #[test]
     fn a_replica_is_picked_by_its_name_type_pod_or_job_and_name() {
         let replica = replica(
-            TFJob::FRAMEWORK,
+            TFJob::FRAMEWORK.into(),
             "mnist",
+            &json!({}),
             &pod("mnist-worker-1", labels("worker", 1)),
         );
         for name in ["worker-1", "worker", "mnist-worker-1", "mnist/worker-1"] {
@@ -463,7 +445,7 @@ mod tests {
         assert!(pick(all.clone(), &["ps".into()], &jobs, true).is_ok());
         assert!(pick(all, &["evaluator-0".into()], &jobs, true).is_err());
         assert_eq!(
-            planned(TFJob::FRAMEWORK, &jobs[0].object),
+            planned(TFJob::FRAMEWORK.into(), &jobs[0].object),
             ["ps-0", "worker-0", "worker-1", "worker-2"]
         );
     }
@@ -472,7 +454,7 @@ mod tests {
     fn the_frameworks_container_is_read_and_a_container_no_pod_has_is_an_error() {
         let jobs = [found(vec![pod("mnist-worker-0", labels("worker", 0))])];
         let all = replicas(&jobs);
-        let main: Vec<&str> = chosen(&all[0], TFJob::FRAMEWORK, &Containers::Main)
+        let main: Vec<&str> = chosen(&all[0], TFJob::FRAMEWORK.into(), &Containers::Main)
             .iter()
             .map(|c| c.name.as_str())
             .collect();

@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use super::{JobRef, LogsError};
 use crate::deploy::cluster::{self, ClusterError, Target};
-use crate::operator::training::engine::build::LABEL_JOB_NAME;
 
 /// A container log as the API server streams it.
 pub type LogStream = Pin<Box<dyn AsyncBufRead + Send>>;
@@ -165,7 +164,7 @@ impl LogSource for KubeSource {
             Ok(object) => Ok(serde_json::to_value(object).ok()),
             Err(error) if not_served(&error) => Err(LogsError::KindNotServed {
                 job: job.to_string(),
-                plural: job.framework.plural,
+                resource: format!("{}.{}", job.kind.plural(), job.kind.group()),
             }),
             Err(error) if cluster::is_not_found(&error) => Ok(None),
             Err(error) if cluster::timed_out(&error) => Err(self.timed_out()),
@@ -178,7 +177,8 @@ impl LogSource for KubeSource {
 
     async fn pods(&self, job: &JobRef) -> Result<Vec<Pod>, LogsError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &job.namespace);
-        let params = ListParams::default().labels(&format!("{LABEL_JOB_NAME}={}", job.name));
+        let params =
+            ListParams::default().labels(&format!("{}={}", job.kind.job_label(), job.name));
         match self.bounded(api.list(&params)).await? {
             Ok(list) => Ok(list.items),
             Err(error) if cluster::timed_out(&error) => Err(self.timed_out()),

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::follow;
 use super::jobs::{self, JobRef};
+use super::kind::JobKind;
 use super::source::{LogSource, LogStream, Refused, StreamOf};
 use super::*;
 use crate::operator::training::framework::TrainingJob;
@@ -110,7 +111,7 @@ impl LogSource for Fake {
             .jobs
             .iter()
             .find(|j| {
-                j["kind"] == job.framework.kind
+                j["kind"] == job.kind.name()
                     && j["metadata"]["namespace"] == job.namespace.as_str()
                     && j["metadata"]["name"] == job.name.as_str()
             })
@@ -126,7 +127,7 @@ impl LogSource for Fake {
                 p.metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get("training.kubeflow.org/job-name"))
+                    .and_then(|l| l.get(job.kind.job_label()))
                     == Some(&job.name)
             })
             .cloned()
@@ -184,7 +185,7 @@ fn tfjob(name: &str, condition: &str, workers: i64) -> Value {
 
 fn tf(name: &str) -> JobRef {
     JobRef {
-        framework: tensorflow::TFJob::FRAMEWORK,
+        kind: tensorflow::TFJob::FRAMEWORK.into(),
         namespace: "ml".into(),
         name: name.into(),
     }
@@ -750,8 +751,8 @@ fn a_pytorch_job_reads_its_own_container_not_the_init_container() {
         serde_json::from_value(json!({"name": "init-pytorch", "image": "busybox"}))
             .expect("a container"),
     ]);
-    let replica = replicas::replica(pytorch::PyTorchJob::FRAMEWORK, "dist", &pod);
-    let framework = pytorch::PyTorchJob::FRAMEWORK;
+    let framework = pytorch::PyTorchJob::FRAMEWORK.into();
+    let replica = replicas::replica(framework, "dist", &json!({}), &pod);
     let names = |which: &Containers| -> Vec<String> {
         replicas::chosen(&replica, framework, which)
             .iter()
@@ -907,4 +908,175 @@ async fn the_logs_of_a_failed_job_end_saying_how_each_replica_ended_and_that_it_
     let (result, out) = read(&fake, &request(vec![tf("fine")])).await;
     assert!(!result.expect("read").any_failed());
     assert!(out.notes().is_empty(), "{:?}", out.notes());
+}
+
+/// A Framework `name` in namespace `ml` of TaskRoles `ps` (one Task) and `worker` (two), in
+/// FrameworkController's `state`, completed as `completion` (type, code, phrase) when given.
+fn framework(name: &str, state: &str, completion: Option<(&str, i64, &str)>) -> Value {
+    let attempt_completion = completion.map_or(Value::Null, |(type_name, code, phrase)| {
+        json!({"code": code, "phrase": phrase, "diagnostics": "",
+               "type": {"name": type_name, "attributes": []},
+               "trigger": {"message": "FailedTaskCount 1 has reached MinFailedTaskCount 1 in the TaskRole",
+                           "taskRoleName": "worker", "taskIndex": 1}})
+    });
+    json!({"apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
+           "metadata": {"name": name, "namespace": "ml"},
+           "spec": {"taskRoles": [{"name": "ps", "taskNumber": 1},
+                                  {"name": "worker", "taskNumber": 2}]},
+           "status": {"startTime": "2026-01-01T00:00:00Z", "runTime": null,
+                      "completionTime": null, "state": state,
+                      "transitionTime": "2026-01-01T00:00:00Z",
+                      "retryPolicyStatus": {"totalRetriedCount": 0, "accountableRetriedCount": 0,
+                                            "retryDelaySec": null},
+                      "attemptStatus": {"id": 0, "startTime": "2026-01-01T00:00:00Z",
+                                        "runTime": null, "completionTime": null,
+                                        "instanceUID": null, "configMapName": format!("{name}-attempt"),
+                                        "configMapUID": null,
+                                        "completionStatus": attempt_completion,
+                                        "taskRoleStatuses": []}}})
+}
+
+fn fc(name: &str) -> JobRef {
+    JobRef {
+        kind: JobKind::Framework,
+        namespace: "ml".into(),
+        name: name.into(),
+    }
+}
+
+/// Task `index` of TaskRole `role` of Framework `framework`, as FrameworkController names and
+/// labels its pod; its one container is named after the TaskRole.
+fn task_pod(framework: &str, role: &str, index: i32, state: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{framework}-{role}-{index}"), "namespace": "ml",
+                     "uid": format!("uid-{framework}-{role}-{index}"),
+                     "labels": {"FC_FRAMEWORK_NAME": framework, "FC_TASKROLE_NAME": role,
+                                "FC_TASK_INDEX": index.to_string()}},
+        "spec": {"nodeName": "node-1", "containers": [{"name": role, "image": "busybox"}]},
+        "status": {"containerStatuses": [{"name": role, "image": "busybox", "imageID": "",
+                                          "ready": true, "restartCount": 0, "state": state}]}
+    }))
+    .expect("a valid Pod")
+}
+
+#[tokio::test]
+async fn a_frameworks_tasks_are_tagged_taskrole_and_index_and_a_replica_picks_one() {
+    let fake = Fake::default();
+    fake.set_job(framework("train", "AttemptRunning", None));
+    for (role, index) in [("worker", 1), ("ps", 0), ("worker", 0)] {
+        fake.set_pod(task_pod("train", role, index, running()));
+    }
+    let lines = |at: &str, text: &str| [format!("2026-01-01T10:00:0{at}Z {text}")];
+    for _ in 0..2 {
+        fake.log(
+            "train-ps-0",
+            "ps",
+            &lines("0", "serving").each_ref().map(String::as_str),
+        );
+        fake.log(
+            "train-worker-0",
+            "worker",
+            &lines("1", "w0 step 1").each_ref().map(String::as_str),
+        );
+        fake.log(
+            "train-worker-1",
+            "worker",
+            &lines("2", "metric accuracy=0.9")
+                .each_ref()
+                .map(String::as_str),
+        );
+    }
+    let (result, out) = read(&fake, &request(vec![fc("train")])).await;
+    assert!(!result.expect("the logs are read").any_failed());
+    assert_eq!(
+        out.lines(),
+        [
+            "ps-0     | serving",
+            "worker-0 | w0 step 1",
+            "worker-1 | metric accuracy=0.9"
+        ]
+    );
+    let one = Request {
+        replicas: vec!["worker-1".into()],
+        ..request(vec![fc("train")])
+    };
+    let (result, out) = read(&fake, &one).await;
+    result.expect("worker-1 is read");
+    assert_eq!(out.lines(), ["worker-1 | metric accuracy=0.9"]);
+    let (result, _) = read(
+        &fake,
+        &Request {
+            replicas: vec!["chief-0".into()],
+            ..request(vec![fc("train")])
+        },
+    )
+    .await;
+    let error = result.expect_err("there is no chief").to_string();
+    assert!(
+        error.starts_with(
+            "framework ml/train has no replica `chief-0`; its replicas are ps-0, worker-0, worker-1"
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_framework_says_how_its_tasks_ended_and_that_it_failed() {
+    let failed = Some(("Failed", 1, "ContainerUnrecognizedFailed"));
+    let mut job = framework("train", "Completed", failed);
+    job["status"]["attemptStatus"]["taskRoleStatuses"] = json!([
+        {"name": "worker", "taskStatuses": [
+            {"index": 0, "attemptStatus": {"completionStatus": {"code": -220,
+                "phrase": "FrameworkAttemptCompletion",
+                "type": {"name": "Failed", "attributes": ["Permanent"]}}}},
+            {"index": 1, "attemptStatus": {"completionStatus": {"code": 1,
+                "phrase": "ContainerUnrecognizedFailed",
+                "type": {"name": "Failed", "attributes": []},
+                "pod": {"containers": [{"name": "worker", "code": 1, "reason": "Error"}]}}}}]}
+    ]);
+    // Followed while it ran: its pod ends failed, then the Framework completes and
+    // FrameworkController deletes the pods.
+    let fake = Fake::default();
+    fake.set_job(framework("train", "AttemptRunning", None));
+    fake.set_pod(task_pod("train", "worker", 1, running()));
+    let stream = fake.stream("train-worker-1", "worker");
+    let asked = Request {
+        follow: true,
+        ..request(vec![fc("train")])
+    };
+    let recorder = Recorder::default();
+    let mut out = recorder.clone();
+    let run = {
+        let fake = fake.clone();
+        tokio::spawn(async move { logs(&fake, &asked, &mut out, &Cancel::new()).await })
+    };
+    write(&stream, "2026-01-01T10:00:00Z loss nan");
+    until_printed(&recorder, "worker-1 | loss nan").await;
+    fake.set_job(job.clone());
+    fake.inner().pods.clear();
+    drop(stream);
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .expect("the follow ends with the Framework")
+        .expect("no panic")
+        .expect("the follow ends well");
+    assert_eq!(outcome.failed, ["framework ml/train"]);
+    assert_eq!(
+        recorder.notes(),
+        [
+            "worker-1: container worker exited with code 1, Error (ContainerUnrecognizedFailed)",
+            "framework ml/train failed: code 1 (ContainerUnrecognizedFailed); FailedTaskCount 1 \
+             has reached MinFailedTaskCount 1 in the TaskRole (Task worker-1)",
+        ]
+    );
+    // Read afterwards: the pods are gone, and so are their logs.
+    let (result, _) = read(&fake, &request(vec![fc("train")])).await;
+    let error = result.expect_err("no pods are left").to_string();
+    assert!(
+        error.starts_with(
+            "framework ml/train has no pods left: it Failed and its attempt's pods were deleted \
+             with the attempt\n  hint: FrameworkController deletes a completed attempt's pods"
+        ),
+        "{error}"
+    );
 }
