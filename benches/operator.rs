@@ -438,8 +438,9 @@ impl Subject {
 
     /// What the operator must ask for a job at the least: a training job's 4 pods and 4
     /// services and a status write per transition (Created, Running, Succeeded); a Framework's
-    /// ConfigMap and 4 pods, and the ConfigMap's deletion once it completes (its status goes
-    /// through more states than these writes can count).
+    /// ConfigMap and 4 pods, and the ConfigMap's deletion once it completes. A Framework's
+    /// status writes have no such floor here: FrameworkController writes each state of its
+    /// attempt's and its Tasks' machines.
     fn minimum(self) -> BTreeMap<String, f64> {
         let [pods, services, config_maps] = self.children().map(|n| n as f64);
         let mut minimum = BTreeMap::from([("POST pods".to_owned(), pods)]);
