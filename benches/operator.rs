@@ -1,23 +1,29 @@
 //! The operator at scale: 1,000 TFJobs of 1 PS + 3 workers (4,000 pods, 4,000 services) on the
-//! local control plane, or with `FRAMEWORK=pytorch` 1,000 PyTorchJobs of 1 Master + 3 workers.
+//! local control plane, or with `FRAMEWORK=pytorch` 1,000 PyTorchJobs of 1 Master + 3 workers,
+//! or with `FRAMEWORK=frameworkcontroller` 1,000 of FrameworkController's Frameworks of two
+//! TaskRoles, `ps` of 1 Task and `worker` of 3 (4,000 pods, 1,000 ConfigMaps, no services).
 //! A benchmark, not a timed test.
 //!
 //!     cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
 //!     cargo bench --bench operator          # JOBS=1000 CONCURRENCY=32 by default
 //!     JOBS=10000 cargo bench --bench operator
 //!     FRAMEWORK=pytorch cargo bench --bench operator
+//!     FRAMEWORK=frameworkcontroller cargo bench --bench operator
 //!     OPERATOR=/path/to/other/mlkube cargo bench --bench operator   # another build, same bench
 //!     OPERATOR_CONCURRENCY=4 cargo bench --bench operator   # else the operator's default
 //!     RAW_WITH_JOBS=1 cargo bench --bench operator   # a second raw limit: the jobs created too
 //!
-//! First the raw limit: a bare client creates the pods and services the jobs' operator would,
-//! at the same concurrency, in a namespace of its own, and the time until all exist is taken
+//! First the raw limit: a bare client creates the children the jobs' operator would (a job's
+//! pods and services; a Framework's attempt ConfigMap and pods), at the same concurrency, in a
+//! namespace of its own, and the time until all exist is taken
 //! (with RAW_WITH_JOBS=1, again in another namespace with each job created before its
 //! children: what the user's submissions cost the API server is then in the limit too).
 //! Then it starts the release `mlkube operator` as a child process scoped to a fresh namespace,
-//! submits the jobs, and measures: the time until every pod exists (and that time as a fraction
-//! of the raw client's rate), until every job is Running, then (after playing the kubelet and
-//! completing every worker, and the Master) until every job is Succeeded; the operator's peak
+//! submits the jobs, and measures: the time until every child exists (and that time as a
+//! fraction of the raw client's rate), until every job is Running (a Framework: its attempt and
+//! every Task AttemptRunning), then (after playing the kubelet and completing every worker, and
+//! the Master) until every job is Succeeded (a Framework: Completed with exit code 0, its
+//! `worker` TaskRole's completion policy met by its 3 Tasks); the operator's peak
 //! RSS and CPU seconds from /proc; and what both runs asked of the API server, per job, by verb
 //! and resource, from its own `apiserver_request_total` counters (every client's requests:
 //! the scheduler's bindings, kwok's status patches and the controller-manager's endpoint
@@ -40,13 +46,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
+use mlkube::operator::fc::api::{Framework, FrameworkState, TaskState};
+use mlkube::operator::fc::{controller::FLAG_NAME, crd, objects, sync};
 use mlkube::operator::training::engine::{build, defaults};
 use mlkube::operator::training::framework::TrainingJob;
 use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
@@ -69,8 +77,8 @@ fn say(message: &str) {
     eprintln!("operator bench: {message}");
 }
 
-/// A store that follows every object of a kind in the namespace.
-fn follow<K>(api: Api<K>) -> Store<K>
+/// A store that follows the objects of a kind in the namespace that `config` selects.
+fn follow<K>(api: Api<K>, config: watcher::Config) -> Store<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -81,7 +89,7 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, watcher::Config::default())
+    let stream = watcher(api, config)
         .default_backoff()
         .modify(|o: &mut K| o.meta_mut().managed_fields = None)
         .reflect(writer)
@@ -90,17 +98,32 @@ where
     store
 }
 
-/// Stores of the namespace's pods and services, metadata only.
-fn follow_children(
-    client: &Client,
-    ns: &str,
-) -> (
-    Store<PartialObjectMeta<Pod>>,
-    Store<PartialObjectMeta<Service>>,
-) {
-    let pods = follow(Api::namespaced(client.clone(), ns));
-    let services = follow(Api::namespaced(client.clone(), ns));
-    (pods, services)
+/// What an operator creates for its jobs in a namespace, followed as metadata only: the pods,
+/// the services, and FrameworkController's ConfigMaps (not the namespace's own CA bundle).
+struct Children {
+    pods: Store<PartialObjectMeta<Pod>>,
+    services: Store<PartialObjectMeta<Service>>,
+    config_maps: Store<PartialObjectMeta<ConfigMap>>,
+}
+
+impl Children {
+    fn follow(client: &Client, ns: &str) -> Children {
+        let all = watcher::Config::default;
+        let framework_controllers = all().labels(objects::FRAMEWORK_NAME);
+        Children {
+            pods: follow(Api::namespaced(client.clone(), ns), all()),
+            services: follow(Api::namespaced(client.clone(), ns), all()),
+            config_maps: follow(Api::namespaced(client.clone(), ns), framework_controllers),
+        }
+    }
+
+    /// Whether the children of `jobs` jobs of `subject` all exist.
+    fn all_exist(&self, subject: Subject, jobs: usize) -> bool {
+        let [pods, services, config_maps] = subject.children().map(|n| n * jobs);
+        self.pods.len() >= pods
+            && self.services.len() >= services
+            && self.config_maps.len() >= config_maps
+    }
 }
 
 /// Wait until no namespace of an earlier run is left.
@@ -159,10 +182,6 @@ async fn until(
     }
 }
 
-fn last_condition<J: TrainingJob>(job: &J) -> Option<&str> {
-    job.status()?.conditions.last().map(|c| c.type_.as_str())
-}
-
 /// (peak RSS in MB, CPU seconds) of a process, from /proc.
 fn usage(pid: u32) -> Option<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -176,38 +195,6 @@ fn usage(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, cpu, _) = process_cpu(&stat)?;
     Some((peak_kb / 1024.0, cpu))
-}
-
-/// A job of 4 pods, 3 of them workers: TFJob 1 PS + 3 workers, PyTorchJob 1 Master + 3 workers.
-fn job<J: TrainingJob>(name: &str) -> Result<J, Error> {
-    let framework = J::FRAMEWORK;
-    let container = framework.container;
-    // The bench plays the kubelet: kwok is asked to leave these pods Running.
-    let template = json!({
-        "metadata": { "annotations": { "mlkube.io/simulate": "manual" } },
-        "spec": { "containers": [{ "name": container, "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
-    });
-    let first = if framework.kind == "PyTorchJob" {
-        "Master"
-    } else {
-        "PS"
-    };
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "kubeflow.org/v1", "kind": framework.kind, "metadata": { "name": name },
-        "spec": { (framework.replica_specs_field): {
-            first: { "replicas": 1, "template": template },
-            "Worker": { "replicas": 3, "template": template }
-        } }
-    }))?)
-}
-
-/// The pods whose completion completes a job: its workers, and its Master if it has one.
-fn finishers(framework: &Registered, job: usize) -> Vec<String> {
-    let mut pods: Vec<String> = (0..3).map(|w| format!("bench-{job}-worker-{w}")).collect();
-    if framework.framework.kind == "PyTorchJob" {
-        pods.push(format!("bench-{job}-master-0"));
-    }
-    pods
 }
 
 /// The operator's `--concurrency`: OPERATOR_CONCURRENCY, else the operator's default.
@@ -347,49 +334,197 @@ fn per_job(
         .collect()
 }
 
-/// What the operator must ask for a job at the least: its 4 pods and 4 services, and a status
-/// write per transition (Created, Running, Succeeded).
-fn minimum(framework: &Registered) -> BTreeMap<String, f64> {
-    BTreeMap::from([
-        ("POST pods".to_owned(), 4.0),
-        ("POST services".to_owned(), 4.0),
-        (
-            format!("PUT {}.kubeflow.org/status", framework.framework.plural),
-            3.0,
-        ),
-    ])
+/// What the bench runs: a kubeflow.org/v1 training job's kind, or FrameworkController's
+/// Framework. Each job is 4 pods, 3 of them workers.
+#[derive(Clone, Copy)]
+enum Subject {
+    Training(&'static Registered),
+    Frameworks,
 }
 
-async fn create_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<(), Error> {
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({ "metadata": { "name": name } }))?,
-        )
-        .await?;
-    Ok(())
+/// Call the generic async function `$f` with the Rust type of `$subject`'s jobs.
+macro_rules! for_kind {
+    ($subject:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        match $subject {
+            Subject::Frameworks => $f::<Framework>($($arg),*).await,
+            Subject::Training(r) if r.framework.kind == "PyTorchJob" => {
+                $f::<PyTorchJob>($($arg),*).await
+            }
+            Subject::Training(_) => $f::<TFJob>($($arg),*).await,
+        }
+    };
 }
 
-/// What a bare client creates for a job: the pods and services the operator would, and with
+impl Subject {
+    /// FRAMEWORK: a name of the operator's `--frameworks`.
+    fn by_name(name: &str) -> Option<Subject> {
+        if name == FLAG_NAME {
+            return Some(Subject::Frameworks);
+        }
+        registry::by_name(name).map(Subject::Training)
+    }
+
+    /// Its name for the operator's `--frameworks`.
+    fn flag(self) -> &'static str {
+        match self {
+            Subject::Training(r) => r.framework.name,
+            Subject::Frameworks => FLAG_NAME,
+        }
+    }
+
+    fn kind(self) -> &'static str {
+        match self {
+            Subject::Training(r) => r.framework.kind,
+            Subject::Frameworks => "Framework",
+        }
+    }
+
+    fn shape(self) -> &'static str {
+        match self {
+            Subject::Training(r) if r.framework.kind == "PyTorchJob" => "1 Master + 3 workers",
+            Subject::Training(_) => "1 PS + 3 workers",
+            Subject::Frameworks => "TaskRoles ps of 1 Task + worker of 3",
+        }
+    }
+
+    fn crd(self) -> CustomResourceDefinition {
+        match self {
+            Subject::Training(r) => (r.crd)(),
+            Subject::Frameworks => crd::definition(),
+        }
+    }
+
+    /// The pods, services and ConfigMaps its operator creates for each job.
+    fn children(self) -> [usize; 3] {
+        match self {
+            Subject::Training(_) => [4, 4, 0],
+            Subject::Frameworks => [4, 0, 1],
+        }
+    }
+
+    /// The step at which every child exists, as the tables name it.
+    fn every_child_exists(self) -> &'static str {
+        match self {
+            Subject::Training(_) => "2. every pod and service exists",
+            Subject::Frameworks => "2. every pod and ConfigMap exists",
+        }
+    }
+
+    /// The name of job `i`: a Framework's joins its pods' names with `-`, so has none.
+    fn job_name(self, i: usize) -> String {
+        match self {
+            Subject::Training(_) => format!("bench-{i}"),
+            Subject::Frameworks => format!("bench{i}"),
+        }
+    }
+
+    /// The container whose exit the bench reports, as the kubelet would.
+    fn container(self) -> &'static str {
+        match self {
+            Subject::Training(r) => r.framework.container,
+            Subject::Frameworks => FRAMEWORK_CONTAINER,
+        }
+    }
+
+    /// The pods whose completion completes job `job`: its workers, and its Master if it has one.
+    fn finishers(self, job: usize) -> Vec<String> {
+        let name = self.job_name(job);
+        let mut pods: Vec<String> = (0..3).map(|w| format!("{name}-worker-{w}")).collect();
+        if self.kind() == "PyTorchJob" {
+            pods.push(format!("{name}-master-0"));
+        }
+        pods
+    }
+
+    /// What the operator must ask for a job at the least: a training job's 4 pods and 4
+    /// services and a status write per transition (Created, Running, Succeeded); a Framework's
+    /// ConfigMap and 4 pods, and the ConfigMap's deletion once it completes. A Framework's
+    /// status writes have no such floor here: FrameworkController writes each state of its
+    /// attempt's and its Tasks' machines.
+    fn minimum(self) -> BTreeMap<String, f64> {
+        let [pods, services, config_maps] = self.children().map(|n| n as f64);
+        let mut minimum = BTreeMap::from([("POST pods".to_owned(), pods)]);
+        match self {
+            Subject::Training(r) => {
+                minimum.insert("POST services".to_owned(), services);
+                let status = format!("PUT {}.kubeflow.org/status", r.framework.plural);
+                minimum.insert(status, 3.0);
+            }
+            Subject::Frameworks => {
+                minimum.insert("POST configmaps".to_owned(), config_maps);
+                minimum.insert("DELETE configmaps".to_owned(), config_maps);
+            }
+        }
+        minimum
+    }
+}
+
+/// What a bare client creates for a job: the children its operator would, and with
 /// RAW_WITH_JOBS the job itself too, as its user would submit it.
 enum Child<J> {
     Job(Box<J>),
     Pod(Box<Pod>),
     Service(Box<Service>),
+    ConfigMap(Box<ConfigMap>),
 }
 
-/// The pods and services of job `bench-{i}`, as the operator builds them, without the owner
-/// reference (no operator runs there: the garbage collector must not delete them), after the
-/// job itself if `with_job`.
-fn children<J: TrainingJob>(ns: &str, i: usize, with_job: bool) -> Result<Vec<Child<J>>, Error> {
-    let submitted = job::<J>(&format!("bench-{i}"))?;
-    let mut job = submitted.clone();
+/// A kind of job as the bench submits, builds the children of and waits for.
+trait BenchJob:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// Job `name`, of 4 pods, 3 of them workers, which the bench completes as the kubelet would.
+    fn submitted(name: &str) -> Result<Self, Error>;
+    /// The children of job `name`, as its operator builds them, without owner references (no
+    /// operator runs there: the garbage collector must not delete them).
+    fn children(ns: &str, name: &str) -> Result<Vec<Child<Self>>, Error>;
+    /// Running, and every pod of it running.
+    fn running(&self) -> bool;
+    fn succeeded(&self) -> bool;
+}
+
+/// The bench plays the kubelet: kwok is asked to leave these pods Running.
+fn pod_template(container: &str) -> serde_json::Value {
+    json!({
+        "metadata": { "annotations": { "mlkube.io/simulate": "manual" } },
+        "spec": { "containers": [{ "name": container, "image": "kubeflow/tf-dist-mnist-test:1.0" }] }
+    })
+}
+
+fn last_condition<J: TrainingJob>(job: &J) -> Option<&str> {
+    job.status()?.conditions.last().map(|c| c.type_.as_str())
+}
+
+/// TFJob 1 PS + 3 workers, PyTorchJob 1 Master + 3 workers.
+fn training_job<J: TrainingJob>(name: &str) -> Result<J, Error> {
+    let framework = J::FRAMEWORK;
+    let template = pod_template(framework.container);
+    let first = if framework.kind == "PyTorchJob" {
+        "Master"
+    } else {
+        "PS"
+    };
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": framework.kind, "metadata": { "name": name },
+        "spec": { (framework.replica_specs_field): {
+            first: { "replicas": 1, "template": template },
+            "Worker": { "replicas": 3, "template": template }
+        } }
+    }))?)
+}
+
+/// A training job's pods and services.
+fn training_children<J: TrainingJob>(ns: &str, name: &str) -> Result<Vec<Child<J>>, Error> {
+    let mut job = training_job::<J>(name)?;
     job.meta_mut().namespace = Some(ns.to_owned());
     defaults::apply(&mut job);
     let mut children = Vec::new();
-    if with_job {
-        children.push(Child::Job(Box::new(submitted)));
-    }
     for &rtype in J::FRAMEWORK.replica_types {
         let Some(spec) = job.replica_spec(rtype) else {
             continue;
@@ -406,35 +541,157 @@ fn children<J: TrainingJob>(ns: &str, i: usize, with_job: bool) -> Result<Vec<Ch
     Ok(children)
 }
 
-/// The raw limit: a bare client creates what the operator would for `jobs_wanted` jobs, at
-/// `concurrency` creates at once, in namespace `ns`. The time until every pod and service
+macro_rules! training_bench_job {
+    ($($kind:ty),*) => {$(
+        impl BenchJob for $kind {
+            fn submitted(name: &str) -> Result<Self, Error> {
+                training_job(name)
+            }
+            fn children(ns: &str, name: &str) -> Result<Vec<Child<Self>>, Error> {
+                training_children(ns, name)
+            }
+            fn running(&self) -> bool {
+                last_condition(self) == Some("Running")
+                    && self.status().is_some_and(|s| {
+                        s.replica_statuses.get("Worker").is_some_and(|w| w.active == 3)
+                    })
+            }
+            fn succeeded(&self) -> bool {
+                last_condition(self) == Some("Succeeded")
+            }
+        }
+    )*};
+}
+
+training_bench_job!(TFJob, PyTorchJob);
+
+/// The container of a Framework's pods.
+const FRAMEWORK_CONTAINER: &str = "main";
+
+/// A TaskRole of `tasks` Tasks, never retried, that completes its Framework's attempt once
+/// `min_succeeded` of them succeeded (-1: never).
+fn task_role(name: &str, tasks: i32, min_succeeded: i32) -> serde_json::Value {
+    json!({
+        "name": name,
+        "taskNumber": tasks,
+        "frameworkAttemptCompletionPolicy": {
+            "minFailedTaskCount": 1, "minSucceededTaskCount": min_succeeded
+        },
+        "task": {
+            "retryPolicy": { "fancyRetryPolicy": false, "maxRetryCount": 0 },
+            "pod": pod_template(FRAMEWORK_CONTAINER)
+        }
+    })
+}
+
+impl BenchJob for Framework {
+    /// A Framework of 1 `ps` and 3 `worker` Tasks that succeeds once its 3 workers have, as a
+    /// TFJob does; FrameworkController then deletes the `ps` pod with the attempt.
+    fn submitted(name: &str) -> Result<Self, Error> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
+            "metadata": { "name": name },
+            "spec": {
+                "executionType": "Start",
+                "retryPolicy": { "fancyRetryPolicy": false, "maxRetryCount": 0 },
+                "taskRoles": [task_role("ps", 1, -1), task_role("worker", 3, 3)]
+            }
+        }))?)
+    }
+
+    /// The first attempt's ConfigMap and pods.
+    fn children(ns: &str, name: &str) -> Result<Vec<Child<Self>>, Error> {
+        let mut framework = Framework::submitted(name)?;
+        framework.metadata.namespace = Some(ns.to_owned());
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let uid = || name.to_owned();
+        let status = sync::new_status(&framework.spec, &framework.name_any(), now, &uid);
+        let mut config_map = objects::config_map(&framework, &status);
+        config_map.metadata.owner_references = None;
+        let mut children = Vec::new();
+        for (role, tasks) in [("ps", 1), ("worker", 3)] {
+            for index in 0..tasks {
+                let mut pod = objects::pod(&framework, &status, &config_map, role, index)?;
+                pod.metadata.owner_references = None;
+                children.push(Child::Pod(Box::new(pod)));
+            }
+        }
+        children.insert(0, Child::ConfigMap(Box::new(config_map)));
+        Ok(children)
+    }
+
+    fn running(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.state == FrameworkState::AttemptRunning
+                && (s.attempt_status.task_role_statuses.iter())
+                    .flat_map(|r| &r.task_statuses)
+                    .all(|t| t.state == TaskState::AttemptRunning)
+        })
+    }
+
+    fn succeeded(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.state == FrameworkState::Completed
+                && (s.attempt_status.completion_status.as_ref()).is_some_and(|c| c.status.code == 0)
+        })
+    }
+}
+
+async fn create_namespace(namespaces: &Api<Namespace>, name: &str) -> Result<(), Error> {
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": name } }))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// What a bare client creates for job `name`: its children, after the job itself if
+/// `with_job`.
+fn submissions<J: BenchJob>(ns: &str, name: &str, with_job: bool) -> Result<Vec<Child<J>>, Error> {
+    let mut all = Vec::new();
+    if with_job {
+        all.push(Child::Job(Box::new(J::submitted(name)?)));
+    }
+    all.extend(J::children(ns, name)?);
+    Ok(all)
+}
+
+/// The raw limit: a bare client creates what the operator would for `jobs_wanted` jobs of
+/// `subject`, at `concurrency` creates at once, in namespace `ns`. The time until every child
 /// exists, and the API server's requests per job and the cluster's CPU until then.
-async fn raw_limit<J: TrainingJob>(
+async fn raw_limit<J: BenchJob>(
     client: &Client,
+    subject: Subject,
     ns: &str,
-    jobs_wanted: usize,
-    concurrency: usize,
+    [jobs_wanted, concurrency]: [usize; 2],
     limit: Duration,
     with_jobs: bool,
 ) -> Result<(Duration, Spent), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
     let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
     let services_api = Api::<Service>::namespaced(client.clone(), ns);
-    let (pods, services) = follow_children(client, ns);
+    let config_maps_api = Api::<ConfigMap>::namespaced(client.clone(), ns);
+    let children = Children::follow(client, ns);
     let before = Spent::read(client).await?;
     let start = Instant::now();
     let pp = PostParams::default();
     stream::iter(0..jobs_wanted)
-        .map(|i| children::<J>(ns, i, with_jobs))
+        .map(|i| submissions::<J>(ns, &subject.job_name(i), with_jobs))
         .map_ok(|children| stream::iter(children.into_iter().map(Ok::<_, Error>)))
         .try_flatten()
         .map_ok(|child| {
-            let (jobs_api, pods_api, services_api, pp) = (&jobs_api, &pods_api, &services_api, &pp);
+            let (jobs_api, pods_api, services_api, config_maps_api, pp) =
+                (&jobs_api, &pods_api, &services_api, &config_maps_api, &pp);
             async move {
                 match child {
                     Child::Job(job) => jobs_api.create(pp, &job).await.map(drop)?,
                     Child::Pod(pod) => pods_api.create(pp, &pod).await.map(drop)?,
                     Child::Service(service) => services_api.create(pp, &service).await.map(drop)?,
+                    Child::ConfigMap(cm) => config_maps_api.create(pp, &cm).await.map(drop)?,
                 }
                 Ok::<_, Error>(())
             }
@@ -442,13 +699,9 @@ async fn raw_limit<J: TrainingJob>(
         .try_buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
-    let want = jobs_wanted * 4;
-    let took = until(
-        "raw client: every pod and service exists",
-        start,
-        limit,
-        || pods.len() >= want && services.len() >= want,
-    )
+    let took = until("raw client: every child exists", start, limit, || {
+        children.all_exist(subject, jobs_wanted)
+    })
     .await?;
     let window = Spent::read(client).await?;
     Ok((took, Spent::between(&before, &window, jobs_wanted)))
@@ -558,8 +811,8 @@ async fn main() -> Result<(), Error> {
     let jobs_wanted = setting("JOBS", 1000);
     let concurrency = setting("CONCURRENCY", 32);
     let name = std::env::var("FRAMEWORK").unwrap_or_else(|_| "tensorflow".to_owned());
-    let framework = registry::by_name(&name).ok_or_else(|| format!("no framework {name}"))?;
-    let crd = (framework.crd)();
+    let subject = Subject::by_name(&name).ok_or_else(|| format!("no framework {name}"))?;
+    let crd = subject.crd();
     let crd_name = crd.metadata.name.clone().unwrap_or_default();
     let client = Client::try_default()
         .await
@@ -595,7 +848,7 @@ async fn main() -> Result<(), Error> {
     ));
     let result = run(
         &client,
-        framework,
+        subject,
         [
             &warmup_ns,
             &raw_ns,
@@ -608,7 +861,7 @@ async fn main() -> Result<(), Error> {
     )
     .await;
     if let Ok(measured) = &result {
-        print(measured, framework, jobs_wanted, concurrency);
+        print(measured, subject, jobs_wanted, concurrency);
     }
     // The operator's namespace, and what a failed run left behind.
     for namespace in [
@@ -628,12 +881,14 @@ async fn main() -> Result<(), Error> {
 /// What one bench run measured.
 struct Measured {
     times: BTreeMap<&'static str, Duration>,
+    /// The operator's run until every child existed.
+    children: Duration,
     raw: Duration,
     /// The bare client's time when it creates the jobs too (RAW_WITH_JOBS).
     raw_with_jobs: Option<Duration>,
-    /// The raw client's run until every pod and service existed.
+    /// The raw client's run until every child existed.
     raw_spent: Spent,
-    /// The operator run until every pod and service existed, and in all.
+    /// The operator run until every child existed, and in all.
     window: Spent,
     whole: Spent,
     /// The operator's peak RSS in MB and CPU seconds.
@@ -646,7 +901,7 @@ struct Measured {
 /// left for the caller to delete once the results are out.
 async fn run(
     client: &Client,
-    framework: &'static Registered,
+    subject: Subject,
     [warmup_ns, raw_ns, raw_jobs_ns, ns]: [&str; 4],
     [warmup_jobs, jobs_wanted]: [usize; 2],
     concurrency: usize,
@@ -657,12 +912,11 @@ async fn run(
         let namespaces = &namespaces;
         async move {
             create_namespace(namespaces, ns).await?;
-            let measured = match framework.framework.kind {
-                "PyTorchJob" => {
-                    raw_limit::<PyTorchJob>(client, ns, jobs, concurrency, limit, with_jobs).await
-                }
-                _ => raw_limit::<TFJob>(client, ns, jobs, concurrency, limit, with_jobs).await,
-            };
+            let counts = [jobs, concurrency];
+            let measured = for_kind!(
+                subject,
+                raw_limit(client, subject, ns, counts, limit, with_jobs)
+            );
             delete_namespace(client, ns, limit).await?;
             until_quiet(client, limit).await?;
             measured
@@ -670,7 +924,7 @@ async fn run(
     };
     if warmup_jobs > 0 {
         say(&format!(
-            "warm-up, not measured: {warmup_jobs} jobs' pods and services"
+            "warm-up, not measured: {warmup_jobs} jobs' children"
         ));
         raw(warmup_ns, warmup_jobs, false).await?;
     }
@@ -681,9 +935,36 @@ async fn run(
     };
 
     create_namespace(&namespaces, ns).await?;
-    // Another build of the operator, to measure two side by side: OPERATOR=path/to/mlkube.
+    let mut operator = spawn_operator(subject, ns)?;
+    let before = Spent::read(client).await?;
+    let counts = [jobs_wanted, concurrency];
+    let measured = for_kind!(
+        subject,
+        measure(client, subject, ns, counts, limit, raw_took)
+    );
+    let after = Spent::read(client).await;
+    let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
+    let _ = operator.kill();
+    let _ = operator.wait();
+    let (times, window) = measured?;
+    Ok(Measured {
+        children: times[subject.every_child_exists()],
+        times,
+        raw: raw_took,
+        raw_with_jobs,
+        raw_spent,
+        window: Spent::between(&before, &window, jobs_wanted),
+        whole: Spent::between(&before, &after?, jobs_wanted),
+        rss,
+        cpu,
+    })
+}
+
+/// The operator for namespace `ns`, only `subject`'s controller running: the release build, or
+/// another one to measure two side by side (OPERATOR=path/to/mlkube).
+fn spawn_operator(subject: Subject, ns: &str) -> Result<std::process::Child, Error> {
     let binary = std::env::var("OPERATOR").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mlkube").into());
-    let mut operator = std::process::Command::new(binary)
+    let operator = std::process::Command::new(binary)
         .args(["operator", "--namespace", ns])
         .args([
             "--metrics-addr",
@@ -697,68 +978,24 @@ async fn run(
                 .into_iter()
                 .flatten(),
         )
-        .args(["--frameworks", framework.framework.name])
+        .args(["--frameworks", subject.flag()])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .spawn()?;
-    let before = Spent::read(client).await?;
-    let measured = match framework.framework.kind {
-        "PyTorchJob" => {
-            measure::<PyTorchJob>(
-                client,
-                ns,
-                jobs_wanted,
-                concurrency,
-                framework,
-                limit,
-                raw_took,
-            )
-            .await
-        }
-        _ => {
-            measure::<TFJob>(
-                client,
-                ns,
-                jobs_wanted,
-                concurrency,
-                framework,
-                limit,
-                raw_took,
-            )
-            .await
-        }
-    };
-    let after = Spent::read(client).await;
-    let (rss, cpu) = usage(operator.id()).unwrap_or((f64::NAN, f64::NAN));
-    let _ = operator.kill();
-    let _ = operator.wait();
-    let (times, window) = measured?;
-    Ok(Measured {
-        times,
-        raw: raw_took,
-        raw_with_jobs,
-        raw_spent,
-        window: Spent::between(&before, &window, jobs_wanted),
-        whole: Spent::between(&before, &after?, jobs_wanted),
-        rss,
-        cpu,
-    })
+    Ok(operator)
 }
 
-fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concurrency: usize) {
-    let kind = framework.framework.kind;
-    let shape = if kind == "PyTorchJob" {
-        "1 Master + 3 workers"
-    } else {
-        "1 PS + 3 workers"
-    };
+fn print(measured: &Measured, subject: Subject, jobs_wanted: usize, concurrency: usize) {
+    let (kind, shape) = (subject.kind(), subject.shape());
+    // "every pod and service exists", without the step's number.
+    let exist = subject.every_child_exists().trim_start_matches("2. ");
     let operators = operator_concurrency().map_or("default".to_owned(), |n| n.to_string());
     println!(
         "| {jobs_wanted} {kind}s ({shape}), concurrency {concurrency}, operator's {operators} | |"
     );
     println!("|---|---|");
     println!(
-        "| 0. raw client: every pod and service exists | {:.1} s |",
+        "| 0. raw client: {exist} | {:.1} s |",
         measured.raw.as_secs_f64()
     );
     for (what, took) in &measured.times {
@@ -766,36 +1003,33 @@ fn print(measured: &Measured, framework: &Registered, jobs_wanted: usize, concur
     }
     if let Some(raw) = measured.raw_with_jobs {
         println!(
-            "| 0b. raw client, the jobs created too: every job, pod and service exists | {:.1} s |",
+            "| 0b. raw client, the jobs created too: {exist} | {:.1} s |",
             raw.as_secs_f64()
         );
     }
-    if let Some(operator) = measured.times.get(EVERY_CHILD_EXISTS) {
+    let operator = measured.children.as_secs_f64();
+    println!(
+        "| operator's rate as a fraction of the raw client's | {:.2} |",
+        measured.raw.as_secs_f64() / operator
+    );
+    if let Some(raw) = measured.raw_with_jobs {
         println!(
-            "| operator's rate as a fraction of the raw client's | {:.2} |",
-            measured.raw.as_secs_f64() / operator.as_secs_f64()
+            "| operator's rate as a fraction of the raw client's, jobs included | {:.2} |",
+            raw.as_secs_f64() / operator
         );
-        if let Some(raw) = measured.raw_with_jobs {
-            println!(
-                "| operator's rate as a fraction of the raw client's, jobs included | {:.2} |",
-                raw.as_secs_f64() / operator.as_secs_f64()
-            );
-        }
     }
     println!("| operator peak RSS | {:.0} MB |", measured.rss);
     println!("| operator CPU time | {:.1} s |", measured.cpu);
 
     println!(
-        "| API writes per second, raw client, until every pod and service exists | {:.0} |",
+        "| API writes per second, raw client, until {exist} | {:.0} |",
         writes_per_second(&measured.raw_spent.requests, jobs_wanted, measured.raw)
     );
-    if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
-        println!(
-            "| API writes per second, operator run, until every pod and service exists | {:.0} |",
-            writes_per_second(&measured.window.requests, jobs_wanted, *took)
-        );
-    }
-    requests_table(measured, &minimum(framework));
+    println!(
+        "| API writes per second, operator run, until {exist} | {:.0} |",
+        writes_per_second(&measured.window.requests, jobs_wanted, measured.children)
+    );
+    requests_table(measured, &subject.minimum());
     cpu_table(measured);
 }
 
@@ -809,8 +1043,8 @@ fn writes_per_second(per_job: &BTreeMap<String, f64>, jobs: usize, took: Duratio
     writes * jobs as f64 / took.as_secs_f64()
 }
 
-/// Requests per job by verb and resource: the operator's run until every pod and service
-/// existed and in all, and the raw client's until every pod and service existed, next to the
+/// Requests per job by verb and resource: the operator's run until every child existed and in
+/// all, and the raw client's until every child existed, next to the
 /// operator's minimum.
 fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
     let columns = [
@@ -848,7 +1082,7 @@ fn requests_table(measured: &Measured, minimum: &BTreeMap<String, f64>) {
 }
 
 /// CPU seconds by part of the cluster, in the same windows as the requests, and how many of the
-/// machine's cores they kept busy on average until every pod and service existed.
+/// machine's cores they kept busy on average until every child existed.
 fn cpu_table(measured: &Measured) {
     let columns = [
         &measured.window.cpu,
@@ -874,30 +1108,26 @@ fn cpu_table(measured: &Measured) {
     let all = |c: &BTreeMap<String, f64>| c.values().sum::<f64>();
     let [window, whole, raw] = columns.map(all);
     println!("| all | {window:.1} | {whole:.1} | {raw:.1} |");
-    if let Some(took) = measured.times.get(EVERY_CHILD_EXISTS) {
-        println!(
-            "| cores busy, on average | {:.2} | | {:.2} |",
-            window / took.as_secs_f64(),
-            raw / measured.raw.as_secs_f64()
-        );
-    }
+    println!(
+        "| cores busy, on average | {:.2} | | {:.2} |",
+        window / measured.children.as_secs_f64(),
+        raw / measured.raw.as_secs_f64()
+    );
 }
 
-const EVERY_CHILD_EXISTS: &str = "2. every pod and service exists";
-
-async fn measure<J: TrainingJob>(
+/// Submit the jobs to the running operator and time its steps; the requests and CPU until
+/// every child existed.
+async fn measure<J: BenchJob>(
     client: &Client,
+    subject: Subject,
     ns: &str,
-    jobs_wanted: usize,
-    concurrency: usize,
-    framework: &Registered,
+    [jobs_wanted, concurrency]: [usize; 2],
     limit: Duration,
     raw: Duration,
 ) -> Result<(BTreeMap<&'static str, Duration>, Spent), Error> {
     let jobs_api = Api::<J>::namespaced(client.clone(), ns);
-    let pods_api = Api::<Pod>::namespaced(client.clone(), ns);
-    let jobs = follow(jobs_api.clone());
-    let (pods, services) = follow_children(client, ns);
+    let jobs = follow(jobs_api.clone(), watcher::Config::default());
+    let children = Children::follow(client, ns);
     let mut times = BTreeMap::new();
 
     let start = Instant::now();
@@ -906,7 +1136,8 @@ async fn measure<J: TrainingJob>(
         .map(|i| {
             let api = jobs_api.clone();
             async move {
-                api.create(&PostParams::default(), &job::<J>(&format!("bench-{i}"))?)
+                let job = J::submitted(&subject.job_name(i))?;
+                api.create(&PostParams::default(), &job)
                     .await
                     .map_err(Error::from)
             }
@@ -920,12 +1151,12 @@ async fn measure<J: TrainingJob>(
         start.elapsed().as_secs_f64()
     ));
 
-    let want_pods = jobs_wanted * 4;
-    let children_took = until("every pod and service exists", start, limit, || {
-        pods.len() >= want_pods && services.len() >= want_pods
+    let exist = subject.every_child_exists();
+    let children_took = until(exist, start, limit, || {
+        children.all_exist(subject, jobs_wanted)
     })
     .await?;
-    times.insert(EVERY_CHILD_EXISTS, children_took);
+    times.insert(exist, children_took);
     say(&format!(
         "the operator's rate as a fraction of the raw client's: {:.2}",
         raw.as_secs_f64() / children_took.as_secs_f64()
@@ -935,27 +1166,40 @@ async fn measure<J: TrainingJob>(
         "3. every job is Running",
         until("every job is Running", start, limit, || {
             let state = jobs.state();
-            state.len() == jobs_wanted
-                && state.iter().all(|j| {
-                    last_condition(j.as_ref()) == Some("Running")
-                        && j.status().is_some_and(|s| {
-                            s.replica_statuses
-                                .get("Worker")
-                                .is_some_and(|w| w.active == 3)
-                        })
-                })
+            state.len() == jobs_wanted && state.iter().all(|j| j.running())
         })
         .await?,
     );
 
-    // Play the kubelet: every worker's (and Master's) framework container exits 0.
     let finish = Instant::now();
+    complete_workers(client, subject, ns, [jobs_wanted, concurrency]).await?;
+    times.insert(
+        "4. every worker completed (status patched)",
+        finish.elapsed(),
+    );
+    times.insert(
+        "5. every job is Succeeded, after the workers completed",
+        until("every job is Succeeded", finish, limit, || {
+            jobs.state().iter().filter(|j| j.succeeded()).count() == jobs_wanted
+        })
+        .await?,
+    );
+    Ok((times, window))
+}
+
+/// Play the kubelet: every worker's (and Master's) container exits 0.
+async fn complete_workers(
+    client: &Client,
+    subject: Subject,
+    ns: &str,
+    [jobs_wanted, concurrency]: [usize; 2],
+) -> Result<(), Error> {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let container = framework.framework.container;
+    let container = subject.container();
     let workers: Vec<String> = (0..jobs_wanted)
-        .flat_map(|i| finishers(framework, i))
+        .flat_map(|i| subject.finishers(i))
         .collect();
-    let pods_api = Arc::new(pods_api);
+    let pods_api = Arc::new(Api::<Pod>::namespaced(client.clone(), ns));
     stream::iter(workers)
         .map(|name| {
             let api = pods_api.clone();
@@ -968,20 +1212,5 @@ async fn measure<J: TrainingJob>(
         .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
         .await?;
-    times.insert(
-        "4. every worker completed (status patched)",
-        finish.elapsed(),
-    );
-    times.insert(
-        "5. every job is Succeeded, after the workers completed",
-        until("every job is Succeeded", finish, limit, || {
-            jobs.state()
-                .iter()
-                .filter(|j| last_condition(j.as_ref()) == Some("Succeeded"))
-                .count()
-                == jobs_wanted
-        })
-        .await?,
-    );
-    Ok((times, window))
+    Ok(())
 }
