@@ -88,7 +88,7 @@ fn ip_of(task: &TaskStatus) -> Option<String> {
 /// `injector.sh`: a script to source that exports each role's IPs and addresses.
 pub fn injector(ips: &BTreeMap<String, Vec<String>>) -> String {
     let mut script =
-        String::from("#!/bin/sh\necho ./injector.sh: exporting the Tasks' addresses\n");
+        String::from("#!/bin/sh\necho ./injector.sh: exporting the addresses of the Tasks\n");
     for (role, list) in ips {
         let prefix = format!("FB_{}", role.to_uppercase());
         let addresses: Vec<String> = list
@@ -235,12 +235,27 @@ mod tests {
         );
         let script = injector(&ips);
         assert!(script.contains("export FB_PS_IPS=10.0.0.1\n"), "{script}");
+        assert!(sourced(&script).contains("FB_WORKER_ADDRESSES=10.0.0.2:7000,10.0.0.3:7000"));
         assert!(
             script.contains(
                 "export FB_WORKER_ADDRESSES=10.0.0.2:${FB_WORKER_PORT},10.0.0.3:${FB_WORKER_PORT}\n"
             ),
             "{script}"
         );
+    }
+
+    /// What `sh` prints sourcing the script with the workers' port set, or a panic with its error.
+    fn sourced(script: &str) -> String {
+        let output = std::process::Command::new("sh")
+            .args(["-c", &format!("FB_WORKER_PORT=7000\n{script}")])
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success() && stderr.is_empty(),
+            "{stderr}\n{script}"
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     #[test]
