@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import socket
-import sys
 import time
 
 # TensorFlow's C++ start-up chatter would bury the progress lines.
@@ -28,23 +27,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
-from sklearn.model_selection import train_test_split  # noqa: E402
 
-
-def fail(message, hint):
-    print(f"error: {message}\nhint: {hint}", file=sys.stderr)
-    sys.exit(2)
-
-
-def positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} is not positive")
-        return value
-
-    return parse
+# The same argument checks and the same split of the digits as the Workers' example beside it.
+from tf_digits import fail, load_data, positive  # noqa: E402
 
 
 def parse_args():
@@ -75,13 +60,6 @@ def serve(kind, index, cluster):
     server = tf.distribute.Server(spec, job_name=kind, task_index=index, protocol="grpc", start=True)
     print(f"{kind} {index}: serving at {cluster[kind][index]}", flush=True)
     server.join()
-
-
-def load_data():
-    """A deterministic split: 1,347 digits to train on, 450 held out."""
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype("float32")
-    return train_test_split(x, y.astype("int64"), test_size=0.25, random_state=0, stratify=y)
 
 
 def make_model(args):
