@@ -42,7 +42,7 @@ use crate::error_text::OneLine;
 use crate::operator::runtime::events::{EventType, Events};
 use crate::operator::runtime::http::Health;
 use crate::operator::runtime::metrics::{Metrics, Transition};
-use crate::operator::runtime::shutdown::Stop;
+use crate::operator::runtime::shutdown::{self, Stop};
 use crate::operator::runtime::{FIELD_MANAGER, installed, lock};
 
 /// The name that turns it on in `--frameworks` and the operator component's `frameworks`.
@@ -190,14 +190,16 @@ pub async fn run(
         }
     };
     let for_gone = context.clone();
-    let controller = Controller::new(frameworks, watcher::Config::default())
+    let controller = Controller::new(frameworks, watcher::Config::default());
+    let store = controller.store();
+    let controller = controller
         .with_config(
             ControllerConfig::default()
                 .concurrency(settings.concurrency.max(1))
                 .debounce(Duration::from_millis(100)),
         )
         .reconcile_on(children)
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, context)
         .for_each(move |result| {
             // A Framework deleted before its turn: forget its writes.
@@ -207,7 +209,7 @@ pub async fn run(
             }
             async {}
         });
-    futures::future::join(controller, ready).await;
+    futures::future::join(shutdown::drive(controller, &store, stop), ready).await;
 }
 
 /// A cache of `K`s labelled with a Framework's name, and the stream of the Frameworks whose

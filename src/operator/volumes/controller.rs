@@ -40,7 +40,7 @@ use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::http::Health;
 use crate::operator::runtime::installed;
 use crate::operator::runtime::metrics::Metrics;
-use crate::operator::runtime::shutdown::Stop;
+use crate::operator::runtime::shutdown::{self, Stop};
 
 /// How long a failed reconcile waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -125,17 +125,19 @@ pub async fn run(
         .ready
         .store(true, std::sync::atomic::Ordering::Relaxed);
     tracing::info!("running the volume controller");
-    Controller::new(managers, watcher::Config::default())
+    let controller = Controller::new(managers, watcher::Config::default());
+    let store = controller.store();
+    let controller = controller
         .owns_stream(pod_stream)
         .with_config(ControllerConfig::default().concurrency(settings.concurrency.max(1)))
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, context)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!(error = %OneLine(&e), "volume reconcile did not complete");
             }
-        })
-        .await;
+        });
+    shutdown::drive(controller, &store, stop).await;
 }
 
 fn error_policy(vm: Arc<VolumeManager>, error: &ReconcileError, _: Arc<Context>) -> Action {

@@ -74,7 +74,7 @@ use crate::operator::runtime::http::Health;
 use crate::operator::runtime::installed;
 use crate::operator::runtime::lock;
 use crate::operator::runtime::metrics::Metrics;
-use crate::operator::runtime::shutdown::Stop;
+use crate::operator::runtime::shutdown::{self, Stop};
 use by_job::ByJob;
 use stored_job::StoredJob;
 
@@ -313,7 +313,12 @@ async fn run_one<J: TrainingJob>(
 
     let for_gone_jobs = context.clone();
     let crd_deleted = Arc::new(installed::CrdDeleted::default());
-    Controller::for_stream(job_stream, job_store)
+    let stop_or_deleted: Stop =
+        futures::future::select(stop.clone(), crd_deleted.clone().wait().boxed())
+            .map(|_| ())
+            .boxed()
+            .shared();
+    let controller = Controller::for_stream(job_stream, job_store.clone())
         // A short debounce folds the burst of pod updates a starting job makes into fewer
         // reconciles (and status writes).
         .with_config(
@@ -322,8 +327,7 @@ async fn run_one<J: TrainingJob>(
                 .debounce(Duration::from_millis(200)),
         )
         .reconcile_on(children_changed)
-        .graceful_shutdown_on(stop.clone())
-        .graceful_shutdown_on(crd_deleted.clone().wait())
+        .graceful_shutdown_on(stop_or_deleted.clone())
         .run(reconcile::reconcile, reconcile::error_policy, context)
         .for_each(|result| {
             let failed_watch = settle(result, &queue, &for_gone_jobs);
@@ -337,8 +341,8 @@ async fn run_one<J: TrainingJob>(
                     tracing::warn!(error = %OneLine(&error), "reconcile did not complete");
                 }
             }
-        })
-        .await;
+        });
+    shutdown::drive(controller, &job_store, stop_or_deleted).await;
     if crd_deleted.seen() && stop.peek().is_none() {
         Ended::CrdDeleted
     } else {
