@@ -13,12 +13,18 @@ Run it locally as two processes on 127.0.0.1 (no cluster needed):
     PROCESS_ID=0 python3 jax_digits.py & PROCESS_ID=1 python3 jax_digits.py
 
 Without those variables it trains alone, in one process.
+
+With --data the digits come from that digits.csv.gz (or the directory holding it), such as a
+mounted volume, instead of scikit-learn's bundled copy. With --model-uri (default: $MODEL_URI)
+process 0 saves the parameters as params.npz (numpy; w0, b0, w1, b1, ...: input @ w + b, ReLU
+between the layers, logits out) and model.json describing them, and uploads both there
+(digits_store.py says how the store is reached). The input is the 64 pixels divided by 16.
 """
 
 import argparse
 import hashlib
+import json
 import os
-import sys
 import time
 
 import jax
@@ -26,25 +32,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
+# The data set and model storage every digits example shares, beside this script.
+from digits_store import add_arguments, export_model, fail, load_digits_xy, positive
+
 ENV = ("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID")
-
-
-def fail(message, hint):
-    print(f"error: {message}\nhint: {hint}", file=sys.stderr)
-    sys.exit(2)
-
-
-def positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} is not positive")
-        return value
-
-    return parse
 
 
 def parse_args():
@@ -56,6 +49,7 @@ def parse_args():
     p.add_argument("--hidden-layers", type=positive(int), default=1)
     p.add_argument("--batch-size", type=positive(int), default=64, help="global, all processes")
     p.add_argument("--seed", type=int, default=0)
+    add_arguments(p)
     return p.parse_args()
 
 
@@ -89,9 +83,9 @@ def env_int(name):
         )
 
 
-def load_data():
+def load_data(path):
     """The same deterministic split in every process: 1,347 digits to train on, 450 held out."""
-    x, y = load_digits(return_X_y=True)
+    x, y = load_digits_xy(path)
     x = (x / 16.0).astype("float32")
     return train_test_split(x, y.astype("int32"), test_size=0.25, random_state=0, stratify=y)
 
@@ -143,6 +137,25 @@ def local(tree):
     return jax.tree.map(lambda a: np.asarray(a.addressable_data(0)), tree)
 
 
+def write_params(params, directory):
+    """params.npz, and model.json saying how to apply it."""
+    arrays = {}
+    for i, (w, b) in enumerate(params):
+        arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+    np.savez(os.path.join(directory, "params.npz"), **arrays)
+    model = {
+        "input": {"shape": [64], "dtype": "float32", "scale": "pixels (0-16) / 16"},
+        "layers": [
+            {"weights": f"w{i}", "bias": f"b{i}", "shape": list(w.shape), "activation": "relu"}
+            for i, (w, _) in enumerate(params)
+        ],
+        "output": "logits of the digits 0-9",
+    }
+    model["layers"][-1]["activation"] = None
+    with open(os.path.join(directory, "model.json"), "w") as out:
+        json.dump(model, out, indent=2)
+
+
 def weights_digest(params):
     """Equal in every process when the averaged gradients kept them in step."""
     data = b"".join(a.tobytes() for a in jax.tree.leaves(params))
@@ -187,7 +200,7 @@ def main():
     name = f"process {rank}"
     print(f"{name}: {size} process(es), {jax.device_count()} device(s) in the mesh", flush=True)
 
-    x_train, x_test, y_train, y_test = load_data()
+    x_train, x_test, y_train, y_test = load_data(args.data)
     # Each process keeps its own shard, trimmed so that all shards have the same length.
     shard_len = len(x_train) // size
     if args.batch_size % size or args.batch_size // size > shard_len:
@@ -205,6 +218,7 @@ def main():
         accuracy = float(np.mean(predicted == y_test))
         print(f"test accuracy {accuracy:.4f} ({len(y_test)} held-out digits)")
         print(f"metric accuracy={accuracy:.4f}")
+        export_model(args.model_uri, lambda out: write_params(weights, out))
     print(f"{name}: done in {time.monotonic() - started:.1f}s", flush=True)
     if size > 1:
         # Waits for the others, so the coordinator (process 0) does not vanish under them.

@@ -13,12 +13,19 @@ Run it locally as two Workers on 127.0.0.1 (no cluster needed):
     TF_CONFIG="$(cfg 0)" python3 tf_digits.py & TF_CONFIG="$(cfg 1)" python3 tf_digits.py
 
 Without TF_CONFIG it trains alone, as a single Worker.
+
+With --data the digits come from that digits.csv.gz (or the directory holding it), such as a
+mounted volume, instead of scikit-learn's bundled copy. With --model-uri (default: $MODEL_URI)
+the chief also exports the trained network as a TensorFlow SavedModel, as TF Serving loads it,
+and uploads it there (digits_store.py says how the store is reached). Its signature
+`serving_default` takes `pixels`, float32 [N, 64]: the 8x8 pixels of 0-16 divided by 16, as
+trained; it returns `probabilities`, float32 [N, 10], the softmax over the digits 0-9. Give the
+URI a version as its last part, s3://models/tf-digits/1/, as TF Serving's model base path wants.
 """
 
 import argparse
 import hashlib
 import os
-import sys
 import time
 
 # TensorFlow's C++ start-up chatter would bury the progress lines.
@@ -26,23 +33,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from sklearn.datasets import load_digits  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
-
-def fail(message, hint):
-    print(f"error: {message}\nhint: {hint}", file=sys.stderr)
-    sys.exit(2)
-
-
-def positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} is not positive")
-        return value
-
-    return parse
+# The data set and model storage every digits example shares, beside this script.
+from digits_store import add_arguments, export_model, fail, load_digits_xy, positive  # noqa: E402
 
 
 def parse_args():
@@ -53,12 +47,13 @@ def parse_args():
     p.add_argument("--hidden-layers", type=positive(int), default=1)
     p.add_argument("--batch-size", type=positive(int), default=64, help="global, all Workers")
     p.add_argument("--seed", type=int, default=0)
+    add_arguments(p)
     return p.parse_args()
 
 
-def load_data():
+def load_data(path=None):
     """The same deterministic split on every Worker: 1,347 digits to train on, 450 held out."""
-    x, y = load_digits(return_X_y=True)
+    x, y = load_digits_xy(path)
     x = (x / 16.0).astype("float32")
     return train_test_split(x, y.astype("int64"), test_size=0.25, random_state=0, stratify=y)
 
@@ -83,6 +78,34 @@ def weights_digest(model):
     """Equal on every Worker when the all-reduce kept them in step."""
     data = b"".join(np.ascontiguousarray(w).tobytes() for w in model.get_weights())
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+class ServedMLP(tf.Module):
+    """The trained dense layers, ReLU between them, as a SavedModel with no Keras inside."""
+
+    def __init__(self, weights):
+        super().__init__()
+        # [kernel, bias, kernel, bias, ...], as Keras's get_weights() lists a Sequential's.
+        self.weights = [tf.Variable(w, trainable=False) for w in weights]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 64], tf.float32, name="pixels")])
+    def serve(self, pixels):
+        x, layers = pixels, list(zip(self.weights[::2], self.weights[1::2], strict=True))
+        for kernel, bias in layers[:-1]:
+            x = tf.nn.relu(tf.matmul(x, kernel) + bias)
+        kernel, bias = layers[-1]
+        return {"probabilities": tf.nn.softmax(tf.matmul(x, kernel) + bias)}
+
+
+def export_saved_model(weights, uri):
+    """The chief's export: from plain copies of the weights, so no other Worker takes part
+    (MultiWorkerMirroredStrategy's own saving would need every Worker to save with it)."""
+
+    def write(directory):
+        module = ServedMLP(weights)
+        tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
+
+    export_model(uri, write)
 
 
 def make_train_step(strategy, model, optimizer, global_batch):
@@ -136,7 +159,7 @@ def main():
             f"pass a multiple of {replicas}",
         )
 
-    x_train, x_test, y_train, y_test = load_data()
+    x_train, x_test, y_train, y_test = load_data(args.data)
     batches = distributed_batches(strategy, x_train, y_train, args)
     with strategy.scope():
         # Created in scope, the variables are mirrored: initialised alike and updated together.
@@ -156,6 +179,7 @@ def main():
         accuracy = float(np.mean(predicted == y_test))
         print(f"test accuracy {accuracy:.4f} ({len(y_test)} held-out digits)")
         print(f"metric accuracy={accuracy:.4f}")
+        export_saved_model(model.get_weights(), args.model_uri)
     print(f"{name}: done in {time.monotonic() - started:.1f}s", flush=True)
 
 

@@ -14,6 +14,9 @@ Run it locally (no cluster needed), one process per task on 127.0.0.1:
     cfg() { echo '{"cluster": '"$cluster"', "task": {"type": "'$1'", "index": 0}}'; }
     for t in ps worker; do TF_CONFIG="$(cfg $t)" python3 tf_digits_ps.py & done
     TF_CONFIG="$(cfg chief)" python3 tf_digits_ps.py
+
+--data and --model-uri are tf_digits.py's: the digits from a digits.csv.gz instead of the bundled
+copy, and the Chief's SavedModel (the same serving signature) uploaded to an S3 URI.
 """
 
 import argparse
@@ -28,8 +31,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-# The same argument checks and the same split of the digits as the Workers' example beside it.
-from tf_digits import fail, load_data, positive  # noqa: E402
+from digits_store import add_arguments, fail, positive  # noqa: E402
+
+# The same split of the digits and the same SavedModel as the Workers' example beside it.
+from tf_digits import export_saved_model, load_data  # noqa: E402
 
 
 def parse_args():
@@ -39,6 +44,7 @@ def parse_args():
     p.add_argument("--hidden", type=positive(int), default=64, help="units of the hidden layer")
     p.add_argument("--batch-size", type=positive(int), default=64, help="per step, on a Worker")
     p.add_argument("--seed", type=int, default=0)
+    add_arguments(p)
     return p.parse_args()
 
 
@@ -117,7 +123,7 @@ def coordinate(args, cluster):
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     print(f"chief: {len(cluster['ps'])} PS, {len(cluster['worker'])} worker(s)", flush=True)
-    x_train, x_test, y_train, y_test = load_data()
+    x_train, x_test, y_train, y_test = load_data(args.data)
 
     def dataset_fn():
         ds = tf.data.Dataset.from_tensor_slices((x_train, y_train))
@@ -139,6 +145,7 @@ def coordinate(args, cluster):
     accuracy = float(np.mean(predicted == y_test))
     print(f"test accuracy {accuracy:.4f} ({len(y_test)} held-out digits)")
     print(f"metric accuracy={accuracy:.4f}")
+    export_saved_model([v.numpy() for v in values], args.model_uri)
     print(f"chief: done in {time.monotonic() - started:.1f}s", flush=True)
     keep_in_status(f"metric accuracy={accuracy:.4f}")
 

@@ -14,6 +14,13 @@ Run it locally as a Master and one Worker on 127.0.0.1 (no cluster needed):
     RANK=0 python3 xgboost_digits.py & RANK=1 python3 xgboost_digits.py
 
 Without those variables it trains alone, in one process.
+
+With --data the digits come from that digits.csv.gz (or the directory holding it), such as a
+mounted volume, instead of scikit-learn's bundled copy. With --model-uri (default: $MODEL_URI)
+the Master saves the booster as model.json (XGBoost's JSON format, which MLServer's XGBoost
+runtime loads) and uploads it there (digits_store.py says how the store is reached). The model
+takes the 64 pixels as they are, 0-16, and gives the probabilities of the digits 0-9
+(multi:softprob).
 """
 
 import argparse
@@ -21,36 +28,22 @@ import hashlib
 import itertools
 import os
 import socket
-import sys
 import time
 
 import numpy as np
 import xgboost as xgb
-from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from xgboost import collective
 from xgboost.tracker import RabitTracker
+
+# The data set and model storage every digits example shares, beside this script.
+from digits_store import add_arguments, export_model, fail, load_digits_xy, positive
 
 ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 # Seconds to wait for every replica to reach the tracker: pods start at different times.
 JOIN_TIMEOUT = 300
 # Seconds a port stays taken by closed connections (TIME_WAIT), with some margin.
 TIME_WAIT_MAX = 90
-
-
-def fail(message, hint):
-    print(f"error: {message}\nhint: {hint}", file=sys.stderr)
-    sys.exit(2)
-
-
-def positive(kind):
-    def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} is not positive")
-        return value
-
-    return parse
 
 
 def parse_args():
@@ -61,6 +54,7 @@ def parse_args():
     # One thread per replica, as each has one CPU: more OpenMP threads than CPUs spin-wait
     # against each other and make training many times slower.
     p.add_argument("--threads", type=positive(int), default=1)
+    add_arguments(p)
     return p.parse_args()
 
 
@@ -89,9 +83,9 @@ def env_int(name):
         )
 
 
-def load_data():
+def load_data(path):
     """The same deterministic split on every replica: 1,347 digits to train on, 450 held out."""
-    x, y = load_digits(return_X_y=True)
+    x, y = load_digits_xy(path)
     return train_test_split(x, y, test_size=0.25, random_state=0, stratify=y)
 
 
@@ -185,7 +179,7 @@ def train_distributed(args, rank, size, tracker_addr, data):
 def main():
     args = parse_args()
     started = time.monotonic()
-    data = load_data()
+    data = load_data(args.data)
     placement = cluster()
     if placement is None:
         rank, booster = 0, train(args, 0, 1, data)
@@ -201,6 +195,8 @@ def main():
         accuracy = float(np.mean(predicted == y_test))
         print(f"test accuracy {accuracy:.4f} ({len(y_test)} held-out digits)")
         print(f"metric accuracy={accuracy:.4f}")
+        # The format follows the name: JSON, which MLServer's XGBoost runtime loads.
+        export_model(args.model_uri, lambda out: booster.save_model(f"{out}/model.json"))
     print(f"rank {rank}: done in {time.monotonic() - started:.1f}s", flush=True)
 
 
