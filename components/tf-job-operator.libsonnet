@@ -121,6 +121,9 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       // Caches (list, watch), creates and deletes, adopting and releasing orphans (patch).
       { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
       { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch', 'create', 'delete', 'patch'] },
+      // The VolumeManager a job's data.mlkube.io/volume-manager annotation names, read before
+      // its pods are created (src/operator/training/controller/data.rs); never watched.
+      { apiGroups: ['kvc.kubeflow.org'], resources: ['volumemanagers'], verbs: ['get'] },
     ] else []) + [
       // events.k8s.io/v1 only; a repeat patches the event's series.
       { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },

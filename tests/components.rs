@@ -370,6 +370,67 @@ fn tf_job_with_default_params() {
     insta::assert_yaml_snapshot!(snapshot_view(objects));
 }
 
+/// The store's endpoint and keys, where to save the model and which VolumeManager to read:
+/// params of every job prototype, a sweep's jobs each saving under their own name.
+#[test]
+fn a_job_reads_placed_data_and_saves_its_model_from_params() {
+    let params = json!({
+        "objectStore": "object-store", "modelPath": "models/digits/1",
+        "dataVolumeManager": "digits-data", "workerReplicas": 2,
+    });
+    let objects = render("tf-job", "digits", &params).unwrap();
+    let job = &objects.as_array().unwrap()[0];
+    assert_eq!(
+        job["metadata"]["annotations"]["data.mlkube.io/volume-manager"],
+        "digits-data"
+    );
+    let container = &job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["envFrom"],
+        json!([
+            { "configMapRef": { "name": "object-store-endpoint" } },
+            { "secretRef": { "name": "object-store-credentials" } },
+        ])
+    );
+    assert_eq!(
+        container["env"],
+        json!([{ "name": "MODEL_URI", "value": "s3://models/digits/1/" }])
+    );
+
+    let own_keys = json!({ "objectStore": "s3", "objectStoreCredentials": "my-keys" });
+    let objects = render("xgboost-job", "x", &own_keys).unwrap();
+    let master = &objects.as_array().unwrap()[0]["spec"]["xgbReplicaSpecs"]["Master"];
+    let container = &master["template"]["spec"]["containers"][0];
+    assert_eq!(container["envFrom"][1]["secretRef"]["name"], "my-keys");
+    assert_eq!(container["env"], Value::Null, "no model path, no MODEL_URI");
+
+    let sweep = json!({ "objectStore": "object-store", "modelPath": "models/sweep/1" });
+    let objects = render("tf-job-sweep", "sweep", &sweep).unwrap();
+    let uris: std::collections::BTreeSet<String> = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|job| {
+            let name = job["metadata"]["name"].as_str().unwrap();
+            let env = &job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+                ["env"];
+            let uri = env
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "MODEL_URI")
+                .unwrap();
+            assert_eq!(uri["value"], format!("s3://models/sweep/1/{name}/"));
+            name.to_owned()
+        })
+        .collect();
+    assert_eq!(
+        uris.len(),
+        objects.as_array().unwrap().len(),
+        "one path per job"
+    );
+}
+
 #[test]
 fn tf_job_sweep_with_default_params() {
     let objects = render("tf-job-sweep", "sweep", &json!({})).unwrap();
@@ -673,6 +734,7 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
     - "[\"kubeflow.org\"] [\"jaxjobs/finalizers\",\"mpijobs/finalizers\",\"mxjobs/finalizers\",\"paddlejobs/finalizers\",\"pytorchjobs/finalizers\",\"tfjobs/finalizers\",\"xgboostjobs/finalizers\"] [\"update\"]"
     - "[\"\"] [\"pods\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
     - "[\"\"] [\"services\"] [\"list\",\"watch\",\"create\",\"delete\",\"patch\"]"
+    - "[\"kvc.kubeflow.org\"] [\"volumemanagers\"] [\"get\"]"
     - "[\"events.k8s.io\"] [\"events\"] [\"create\",\"patch\"]"
     - "[\"frameworkcontroller.microsoft.com\"] [\"frameworks\"] [\"list\",\"watch\"]"
     - "[\"frameworkcontroller.microsoft.com\"] [\"frameworks/status\",\"frameworks/finalizers\"] [\"update\"]"
@@ -974,6 +1036,21 @@ fn bad_values_name_the_component_and_the_param() {
             "tf-job",
             json!({ "cleanPodPolicy": "Some" }),
             "component tf-job: param cleanPodPolicy: \"Some\" is not one of",
+        ),
+        (
+            "tf-job",
+            json!({ "modelPath": "models/x/1" }),
+            "component tf-job: param modelPath: needs objectStore",
+        ),
+        (
+            "xgboost-job",
+            json!({ "objectStore": "object-store", "modelPath": "models" }),
+            "component xgboost-job: param modelPath: \"models\" is not bucket/prefix, e.g. models/digits/1",
+        ),
+        (
+            "jax-job",
+            json!({ "objectStoreCredentials": "keys" }),
+            "component jax-job: param objectStoreCredentials: is set without objectStore",
         ),
         (
             "tf-job",

@@ -75,6 +75,8 @@ const RUNS_JOBS: &[Uses] = &[
         "services",
         &["create", "delete", "list", "patch", "watch"],
     ),
+    // The VolumeManager a job reads its data from, read before its pods are created.
+    uses("kvc.kubeflow.org", "volumemanagers", &["get"]),
     // events.k8s.io/v1 only: one event per occurrence, a patch of its series on a repeat.
     uses("events.k8s.io", "events", &["create", "patch"]),
     // An MPIJob's ConfigMap and its launcher's ServiceAccount, Role and RoleBinding: watched

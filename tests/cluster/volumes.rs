@@ -14,11 +14,14 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::conditions;
 use kube::runtime::wait::await_condition;
 use kube::{Api, ResourceExt};
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use mlkube::operator::volumes::api::{State, VolumeManager};
 use serde_json::{Value, json};
 
+use crate::events::job_events;
+use crate::operator::{await_running, driven_by_hand, start_operator};
 use crate::operator_identity::{Access, OperatorIdentity, OperatorProcess, spawn_operator_binary};
-use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};
+use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects, submit};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ROOT: &str = "/var/lib/mlkube/volumes";
@@ -331,4 +334,92 @@ async fn a_failed_fetcher_fails_its_volume_and_is_not_replaced() {
         1,
         "the failed fetcher is kept as the record, not replaced"
     );
+}
+
+/// A job annotated `data.mlkube.io/volume-manager` waits, with an event, for a VolumeManager
+/// that does not exist yet; once the volume controller has placed it, every pod of the job
+/// mounts the volume it reports, read-only at /data/<id>, on the nodes that hold it.
+#[tokio::test]
+async fn a_job_reading_a_volume_managers_data_starts_once_it_is_placed_and_mounts_it() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-job").await;
+    let _controller = start(&ns).await;
+    let _operator = start_operator(&ns).await;
+    let job: TFJob = serde_json::from_value(driven_by_hand(json!({
+        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "metadata": { "name": "reader",
+            "annotations": { "data.mlkube.io/volume-manager": "digits-data" } },
+        "spec": { "tfReplicaSpecs": { "Worker": { "replicas": 2, "restartPolicy": "Never",
+            "template": { "spec": { "containers": [{ "name": "tensorflow", "image": "t" }] } } } } }
+    })))
+    .expect("a valid TFJob");
+    submit(&ns, &job).await;
+    let waiting = eventually("a WaitingForData event on the job", TIMEOUT, || async {
+        job_events(&ns, "reader", "WaitingForData").await.pop()
+    })
+    .await;
+    let note = waiting.note.unwrap_or_default();
+    assert!(
+        note.contains("VolumeManager digits-data, which does not exist"),
+        "{note}"
+    );
+    assert!(
+        workers(&ns).await.is_empty(),
+        "no pod before the data is placed"
+    );
+
+    let (api, _) = create(
+        &ns,
+        "digits-data",
+        json!([s3_volume("digits", 1, json!({}))]),
+    )
+    .await;
+    let vm = reaches(&api, "digits-data", State::Completed).await;
+    let placed = &vm.status.as_ref().expect("a status").volumes[0];
+    let running = await_running(&ns, "reader", &["reader-worker-0", "reader-worker-1"]).await;
+    for pod in running.values() {
+        let spec = pod.spec.as_ref().expect("a pod spec");
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.host_path.is_some())
+            .expect("the data's volume");
+        let source = placed.volume_source.as_ref().expect("a volume source");
+        assert_eq!(volume.host_path, source.host_path);
+        let mount = spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == volume.name)
+            .expect("the container mounts it");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            ("/data/digits", Some(true))
+        );
+        let affinity = spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref());
+        assert_eq!(
+            affinity,
+            placed.node_affinity.as_ref(),
+            "on the data's nodes"
+        );
+        let node = spec.node_name.as_deref().expect("scheduled");
+        assert!(
+            serde_json::to_string(affinity.unwrap())
+                .unwrap()
+                .contains(node),
+            "{node} holds the data"
+        );
+    }
+}
+
+async fn workers(ns: &TestNamespace) -> Vec<Pod> {
+    Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .list(&ListParams::default().labels("training.kubeflow.org/job-name=reader"))
+        .await
+        .expect("listing pods")
+        .items
 }

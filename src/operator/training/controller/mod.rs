@@ -44,6 +44,7 @@ mod carry_out;
 mod children;
 mod claim;
 mod companions;
+mod data;
 mod pod_group;
 mod reconcile;
 mod records;

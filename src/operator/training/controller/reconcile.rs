@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 use super::stored_job::StoredJob;
-use super::{Context, autoscaler, carry_out, claim, status};
+use super::{Context, autoscaler, carry_out, claim, data, status};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::EventType;
 use crate::operator::training::api::MANAGED_BY_US;
@@ -103,6 +103,13 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    #[error("cannot read VolumeManager {namespace}/{name}, which the job reads its data from")]
+    ReadData {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot delete {kind} {namespace}/{name}")]
     Delete {
         kind: &'static str,
@@ -153,6 +160,7 @@ impl ReconcileError {
                 kind: "service", ..
             } => "delete_service",
             ReconcileError::DeleteJob { .. } => "delete_job",
+            ReconcileError::ReadData { .. } => "read_volume_manager",
             ReconcileError::Delete { .. } => "delete_podgroup",
         }
     }
@@ -238,6 +246,9 @@ async fn reconcile_job<J: TrainingJob>(
 
     let mut defaulted = job.clone();
     defaults::apply(&mut defaulted);
+    if let Some(waiting) = data::attach(job, &mut defaulted, ctx, namespace).await? {
+        return Ok(waiting);
+    }
     let uid = job.uid().unwrap_or_default();
     let now = Time(Timestamp::now());
 

@@ -11,6 +11,7 @@ pub mod adopt;
 pub mod autoscaling;
 pub mod build;
 pub mod conditions;
+pub mod data;
 pub mod defaults;
 pub mod observe;
 pub mod plan;
