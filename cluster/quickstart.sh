@@ -21,7 +21,6 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}
 app=${1:-${TMPDIR:-/tmp}/mlkube-quickstart}
 # The images the real node holds (image/node-images.sh builds them; nothing is pulled).
 IMAGE_TAG=0.1.0
-TRAINING_JOB=examples/tf-digits.yaml
 
 say() { printf 'quickstart: %s\n' "$*" >&2; }
 
@@ -105,19 +104,46 @@ say "and the object store; TensorFlow Serving (mnist) is left out: its image com
 say "this machine cannot reach"
 mlkube apply local -c tf-job-operator -c volume-controller -c notebook-hub -c object-store
 
-job=$(sed -n 's/^  name: //p' "$TRAINING_JOB" | head -n1)
-say "training: $TRAINING_JOB (TFJob $job, 2 workers, MultiWorkerMirroredStrategy on the digits data)"
-kubectl delete -f "$TRAINING_JOB" --ignore-not-found --wait >/dev/null
-kubectl apply -f "$TRAINING_JOB" >/dev/null
-mlkube logs --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy' || true
+say "the data: the training image's digits into the object store (examples/digits-upload.yaml),"
+say "then onto the node by the volume controller (examples/digits-data.yaml)"
+kubectl delete -f examples/digits-upload.yaml -f examples/digits-data.yaml --ignore-not-found --wait >/dev/null
+kubectl apply -f examples/digits-upload.yaml >/dev/null
+kubectl wait --for=condition=Complete job/digits-upload --timeout=5m >/dev/null
+kubectl logs job/digits-upload >&2
+placing=$(date +%s)
+kubectl apply -f examples/digits-data.yaml >/dev/null
+kubectl wait --for=jsonpath='{.status.state}'=Completed volumemanager/digits-data --timeout=5m >/dev/null
+say "placed on $(kubectl get volumemanager digits-data -o jsonpath='{.status.volumes[0].nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]}') in $(($(date +%s) - placing)) s"
+
+# The job: the tf-job prototype's component, reading the placed data and saving its model.
+job=tf-digits
+if ! mlkube component list -o name | grep -qx "$job"; then
+  mlkube component add tf-job "$job" --param image="mlkube/training:$IMAGE_TAG" \
+    --param 'command=["python3", "/opt/mlkube/examples/tf_digits.py"]' \
+    --param 'args=["--data=/data/digits"]' --param workerReplicas=2 \
+    --param objectStore=object-store --param modelPath=models/tf-digits/1 \
+    --param dataVolumeManager=digits-data >/dev/null
+fi
+say "training: TFJob $job (2 workers, MultiWorkerMirroredStrategy) on the placed digits; worker 0"
+say "saves its SavedModel to s3://models/tf-digits/1/"
+mlkube delete local -c "$job" --yes >/dev/null
+mlkube apply local -c "$job" --no-wait >/dev/null
+mlkube logs --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
 kubectl wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
+
+say "the models in the store (examples/models-list.yaml):"
+kubectl delete -f examples/models-list.yaml --ignore-not-found --wait >/dev/null
+kubectl apply -f examples/models-list.yaml >/dev/null
+kubectl wait --for=condition=Complete job/models-list --timeout=5m >/dev/null
+kubectl logs job/models-list
 
 cat <<NEXT
 
 mlkube is installed as $installed. The default app is in $app; its local environment runs on
 the local cluster's real node: the operator from its image, the notebook hub (each user's
 notebook on a volume of their own) and the object store (S3, buckets data and models).
-TFJob $job trained on it; its workers' logs, tagged by replica, are above.
+TFJob $job trained on it from the digits the volume controller placed, and saved its model in
+the store; its workers' logs, tagged by replica, and the store's models are above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
   mlkube logs tfjob/$job --replica worker-0    # one replica's log

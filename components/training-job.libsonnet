@@ -49,6 +49,10 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     runAsUser: { type: 'integer', minimum: 1, default: 1000, description: 'Non-root user id the containers run as.' },
     serviceAccount: { type: 'string', default: null, description: "Service account of the pods; null uses the namespace's default, without a token." },
     imagePullSecrets: { type: 'array', items: { type: 'string' }, default: [], description: 'Names of Secrets used to pull the images.' },
+    objectStore: { type: 'string', default: null, description: "Object-store component whose endpoint (its <name>-endpoint ConfigMap) and keys every replica gets as AWS_* variables; null for none." },
+    objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is <objectStore>-credentials, the object-store component's own." },
+    modelPath: { type: 'string', default: null, description: "Where the lead replica saves the trained model: bucket/prefix in objectStore, e.g. models/digits/1, as MODEL_URI=s3://models/digits/1/ (a sweep's jobs add their name); null saves none." },
+    dataVolumeManager: { type: 'string', default: null, description: 'VolumeManager (volume-controller) whose volumes every replica mounts read-only at /data/<volume id>; the pods wait until it has placed the data.' },
   } + u.resourceParams('500m', '1Gi'),
 
   notNegative(prototype, params, param)::
@@ -77,6 +81,29 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     ['-%s-%d' % [std.asciiLower(t), counts[t] - 1] for t in std.objectFields(counts)],
     '',
   ),
+
+  // The variables and envFrom sources that reach params.objectStore and say where to save the
+  // model, for the job named `name` (a sweep's job when it is not the component's name).
+  storeAccess(prototype, params, name)::
+    local store = params.objectStore;
+    local path = params.modelPath;
+    local validPath = path != null && std.length(std.findSubstr('/', path)) > 0
+                      && std.length(std.split(path, '/')[0]) >= 3 && !std.endsWith(path, '/');
+    if path != null && store == null then
+      u.fail(prototype, 'modelPath', 'needs objectStore, the object-store component to save the model in')
+    else if path != null && !validPath then
+      u.fail(prototype, 'modelPath', '%s is not bucket/prefix, e.g. models/digits/1' % std.manifestJson(path))
+    else if store == null && params.objectStoreCredentials != null then
+      u.fail(prototype, 'objectStoreCredentials', 'is set without objectStore; name the object-store component too')
+    else {
+      envFrom: if store == null then [] else [
+        { configMapRef: { name: store + '-endpoint' } },
+        { secretRef: { name: if params.objectStoreCredentials == null then store + '-credentials' else params.objectStoreCredentials } },
+      ],
+      env: if path == null then [] else [
+        { name: 'MODEL_URI', value: 's3://%s/%s' % [path, if name == params.name then '' else name + '/'] },
+      ],
+    },
 
   // params[param], checked to be a list of strings.
   strings(prototype, params, param):: stringList(prototype, params, param),
@@ -119,6 +146,11 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
       args: stringList(prototype, params, 'args') + extraArgs,
     };
     local pullSecrets = stringList(prototype, params, 'imagePullSecrets');
+    local store = $.storeAccess(prototype, params, name);
+    local allEnv = envVars + store.env;
+    local jobAnnotations = annotations + (
+      if params.dataVolumeManager == null then {} else { 'data.mlkube.io/volume-manager': params.dataVolumeManager }
+    );
     local podLabels = u.selector(params.name, part) + labels;
 
     local template(type) =
@@ -140,7 +172,8 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
             image: if withGpus && params.gpuImage != null then params.gpuImage else params.image,
             [if run.command != [] then 'command']: run.command,
             [if run.args != [] then 'args']: run.args,
-            [if envVars != [] then 'env']: envVars,
+            [if allEnv != [] then 'env']: allEnv,
+            [if store.envFrom != [] then 'envFrom']: store.envFrom,
             [if framework.port != null then 'ports']: [{ name: framework.portName, containerPort: framework.port, protocol: 'TCP' }],
             resources: u.resources(params, if withGpus then { 'nvidia.com/gpu': gpus } else {}),
             securityContext: u.containerSecurity(uid) { readOnlyRootFilesystem: false },
@@ -151,7 +184,7 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     {
       apiVersion: 'kubeflow.org/v1',
       kind: framework.kind,
-      metadata: u.metadata(jobName, part, labels, params.name) + (if annotations != {} then { annotations: annotations } else {}),
+      metadata: u.metadata(jobName, part, labels, params.name) + (if jobAnnotations != {} then { annotations: jobAnnotations } else {}),
       spec: spec {
         runPolicy: std.prune({
           cleanPodPolicy: cleanPodPolicy,

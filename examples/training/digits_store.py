@@ -17,7 +17,7 @@ a job reads it from a volume filled from there:
     python3 digits_store.py upload-dataset s3://data/digits/
 
 uploads scikit-learn's bundled digits.csv.gz as s3://data/digits/digits.csv.gz and prints its
-size and sha256.
+size and sha256; `python3 digits_store.py list s3://models/tf-digits/` lists what a job saved.
 """
 
 import argparse
@@ -235,14 +235,34 @@ def upload_dataset(uri):
     print(f"uploaded {DATASET_FILE} to {where} ({size} bytes, sha256 {digest})", flush=True)
 
 
+def list_objects(location):
+    """Prints `s3://BUCKET/KEY SIZE` for every object below the prefix; fails if there is none."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, prefix = location
+    try:
+        pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        objects = [o for page in pages for o in page.get("Contents", [])]
+    except (BotoCoreError, ClientError) as error:
+        fail(f"could not list {uri_text(location)}: {error}", "check the bucket and the AWS_* variables")
+    if not objects:
+        fail(f"nothing is stored below {uri_text(location)}", "did the job save its model there?")
+    for o in objects:
+        print(f"s3://{bucket}/{o['Key']} {o['Size']}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = p.add_subparsers(dest="command", required=True)
     dataset = commands.add_parser("upload-dataset", help=f"upload the bundled {DATASET_FILE}")
     dataset.add_argument("uri", type=s3_uri, metavar="s3://BUCKET/PREFIX/")
+    listing = commands.add_parser("list", help="list the objects below a prefix, with their sizes")
+    listing.add_argument("uri", type=s3_uri, metavar="s3://BUCKET/PREFIX/")
     args = p.parse_args()
     if args.command == "upload-dataset":
         upload_dataset(args.uri)
+    else:
+        list_objects(args.uri)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ mod failures;
 mod framework;
 mod hub;
 mod jobs;
+mod models;
 mod mpi;
 mod network;
 mod operators;

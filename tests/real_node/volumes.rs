@@ -277,7 +277,7 @@ async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
 
 const STORE: &str = "object-store";
 const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
-const STORE_SECRET: &str = "object-store-credentials";
+pub const STORE_SECRET: &str = "object-store-credentials";
 const PREFIX: &str = "kvc-test/digits";
 
 /// The store's S3 endpoint, as its `<name>-endpoint` ConfigMap gives it to pods.
@@ -286,7 +286,7 @@ fn store_endpoint() -> String {
 }
 
 /// The platform with its object store applied (once) and answering S3 requests.
-fn object_store() {
+pub fn object_store() {
     static APPLIED: OnceLock<()> = OnceLock::new();
     APPLIED.get_or_init(|| {
         let apply = mlkube(app(), &["apply", "local", "-c", STORE, "--timeout", "5m"]);
@@ -341,7 +341,7 @@ async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
     sums(&run_pod(client, pod).await)
 }
 
-fn s3_volume(id: &str, url: &str, secret: &str) -> Value {
+pub fn s3_volume(id: &str, url: &str, secret: &str) -> Value {
     json!({
         "id": id, "replicas": 1, "sourceType": "S3-Dev", "endpointURL": store_endpoint(),
         "sourceURL": url,

@@ -1,0 +1,136 @@
+//! Data in and a model out, on the real node: the training image's digits uploaded to the
+//! object store, placed on the node by the volume controller, read by an XGBoostJob made by the
+//! `xgboost-job` prototype from its params alone (`dataVolumeManager`, `objectStore`,
+//! `modelPath`), whose Master saves its model in the store, where it is listed afterwards.
+
+use kube::Api;
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
+use mlkube::operator::volumes::api::State;
+use serde_json::{Value, json};
+
+use crate::jobs::finished;
+use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::support;
+use crate::volumes::{
+    STORE_SECRET, create, object_store, run_pod, s3_volume, volume, volume_controller,
+};
+
+const COMPONENT: &str = "xgb-store";
+const VOLUME_MANAGER: &str = "models-digits";
+const DATA: &str = "s3://data/models-test/";
+const MODEL: &str = "models/xgb-store/1";
+const TRAINING_IMAGE: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION"));
+
+/// A pod of the training image running `digits_store.py ARGS` with the store's endpoint and keys.
+fn store_pod(name: &str, args: &[&str]) -> Value {
+    let mut command = vec!["python3", "/opt/mlkube/examples/digits_store.py"];
+    command.extend_from_slice(args);
+    json!({
+        "metadata": { "name": name },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": false,
+            "containers": [{
+                "name": "store", "image": TRAINING_IMAGE, "command": command,
+                "envFrom": [
+                    { "configMapRef": { "name": "object-store-endpoint" } },
+                    { "secretRef": { "name": STORE_SECRET } },
+                ],
+            }],
+        },
+    })
+}
+
+/// The component, made by the prototype from params only, applied again from scratch.
+fn apply_job() {
+    let dir = app();
+    let listed = mlkube(dir, &["component", "list", "-o", "name"]);
+    assert_success("mlkube component list", &listed);
+    if !String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.trim() == COMPONENT)
+    {
+        let image = format!("image={TRAINING_IMAGE}");
+        let model = format!("modelPath={MODEL}");
+        let data = format!("dataVolumeManager={VOLUME_MANAGER}");
+        let add = mlkube(
+            dir,
+            &[
+                "component",
+                "add",
+                "xgboost-job",
+                COMPONENT,
+                "--param",
+                &image,
+                "--param",
+                r#"command=["python3", "/opt/mlkube/examples/xgboost_digits.py"]"#,
+                "--param",
+                r#"args=["--data=/data/digits"]"#,
+                "--param",
+                "objectStore=object-store",
+                "--param",
+                &model,
+                "--param",
+                &data,
+                "--param",
+                "cleanPodPolicy=None",
+            ],
+        );
+        assert_success("mlkube component add xgboost-job", &add);
+    }
+    let delete = mlkube(dir, &["delete", "local", "-c", COMPONENT, "--yes"]);
+    assert_success("mlkube delete local -c xgb-store", &delete);
+    let apply = mlkube(dir, &["apply", "local", "-c", COMPONENT, "--no-wait"]);
+    assert_success("mlkube apply local -c xgb-store", &apply);
+}
+
+#[tokio::test]
+async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in_the_store() {
+    volume_controller();
+    object_store();
+    let client = support::client().await;
+    let uploaded = run_pod(
+        &client,
+        store_pod("models-upload", &["upload-dataset", DATA]),
+    )
+    .await;
+    assert!(
+        uploaded.contains(&format!("uploaded digits.csv.gz to {DATA}digits.csv.gz")),
+        "{uploaded}"
+    );
+    let (managers, _) = create(
+        &client,
+        VOLUME_MANAGER,
+        json!([s3_volume("digits", DATA, STORE_SECRET)]),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let volumes = crate::volumes::finished(&managers, VOLUME_MANAGER, &["digits"]).await;
+    let placed = volume(&volumes, "digits");
+    assert_eq!(placed.state, Some(State::Completed), "{:?}", placed.message);
+    eprintln!("the digits placed in {:.1?}", started.elapsed());
+
+    apply_job();
+    let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
+    let (state, message) = finished(&jobs, COMPONENT).await;
+    let logs = mlkube(app(), &["logs", &format!("xgboostjob/{COMPONENT}")]);
+    let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
+    assert_eq!(state, "Succeeded", "{message}\n{logs}");
+    let saved = format!("master-0 | model saved to s3://{MODEL}/ (1 file");
+    assert!(
+        logs.contains(&saved),
+        "the Master says where it saved the model:\n{logs}"
+    );
+
+    let listed = run_pod(
+        &client,
+        store_pod("models-list", &["list", &format!("s3://{MODEL}/")]),
+    )
+    .await;
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("s3://{MODEL}/model.json "))),
+        "the model is in the store at its versioned path:\n{listed}"
+    );
+}
