@@ -390,11 +390,18 @@ fn watch_jobs<J: TrainingJob>(
         let queue = queue.clone();
         watcher(jobs, watcher::Config::default())
             .default_backoff()
-            // Neither is read, and a `kubectl apply`'d job's last-applied annotation is as big
-            // as the job again; a status write replaces the status alone.
+            // Neither is read (but for the annotation naming a job's data), and a `kubectl
+            // apply`'d job's last-applied annotation is as big as the job again; a status write
+            // replaces the status alone.
             .modify(|j: &mut StoredJob<J>| {
                 j.managed_fields_mut().clear();
-                j.meta_mut().annotations = None;
+                let annotations = &mut j.meta_mut().annotations;
+                if let Some(kept) = annotations.as_mut() {
+                    kept.retain(|key, _| key == super::engine::data::VOLUME_MANAGER);
+                }
+                if annotations.as_ref().is_some_and(|kept| kept.is_empty()) {
+                    *annotations = None;
+                }
             })
             .reflect(job_writer)
             .touched_objects()
