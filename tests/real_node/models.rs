@@ -113,7 +113,9 @@ async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in
     apply_job();
     let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
     let (state, message) = finished(&jobs, COMPONENT).await;
-    let logs = mlkube(app(), &["logs", &format!("xgboostjob/{COMPONENT}")]);
+    let job = format!("xgboostjob/{COMPONENT}");
+    let logs = mlkube(app(), &["logs", "-n", NAMESPACE, &job]);
+    assert_success(&format!("mlkube logs {job}"), &logs);
     let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
     assert_eq!(state, "Succeeded", "{message}\n{logs}");
     let saved = format!("master-0 | model saved to s3://{MODEL}/ (1 file");
