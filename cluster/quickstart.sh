@@ -104,16 +104,18 @@ say "and the object store; TensorFlow Serving (mnist) is left out: its image com
 say "this machine cannot reach"
 mlkube apply local -c tf-job-operator -c volume-controller -c notebook-hub -c object-store
 
+# The data, the job and the store live in the environment's namespace.
+namespace=$(mlkube env list | awk '$1 == "local" { print $2 }')
 say "the data: the training image's digits into the object store (examples/digits-upload.yaml),"
 say "then onto the node by the volume controller (examples/digits-data.yaml)"
-kubectl delete -f examples/digits-upload.yaml -f examples/digits-data.yaml --ignore-not-found --wait >/dev/null
-kubectl apply -f examples/digits-upload.yaml >/dev/null
-kubectl wait --for=condition=Complete job/digits-upload --timeout=5m >/dev/null
-kubectl logs job/digits-upload >&2
+kubectl -n "$namespace" delete -f examples/digits-upload.yaml -f examples/digits-data.yaml --ignore-not-found --wait >/dev/null
+kubectl -n "$namespace" apply -f examples/digits-upload.yaml >/dev/null
+kubectl -n "$namespace" wait --for=condition=Complete job/digits-upload --timeout=5m >/dev/null
+kubectl -n "$namespace" logs job/digits-upload >&2
 placing=$(date +%s)
-kubectl apply -f examples/digits-data.yaml >/dev/null
-kubectl wait --for=jsonpath='{.status.state}'=Completed volumemanager/digits-data --timeout=5m >/dev/null
-say "placed on $(kubectl get volumemanager digits-data -o jsonpath='{.status.volumes[0].nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]}') in $(($(date +%s) - placing)) s"
+kubectl -n "$namespace" apply -f examples/digits-data.yaml >/dev/null
+kubectl -n "$namespace" wait --for=jsonpath='{.status.state}'=Completed volumemanager/digits-data --timeout=5m >/dev/null
+say "placed on $(kubectl -n "$namespace" get volumemanager digits-data -o jsonpath='{.status.volumes[0].nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]}') in $(($(date +%s) - placing)) s"
 
 # The job: the tf-job prototype's component, reading the placed data and saving its model.
 job=tf-digits
@@ -128,14 +130,14 @@ say "training: TFJob $job (2 workers, MultiWorkerMirroredStrategy) on the placed
 say "saves its SavedModel to s3://models/tf-digits/1/"
 mlkube delete local -c "$job" --yes >/dev/null
 mlkube apply local -c "$job" --no-wait >/dev/null
-mlkube logs --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
-kubectl wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
+mlkube logs -n "$namespace" --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
+kubectl -n "$namespace" wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
 
 say "the models in the store (examples/models-list.yaml):"
-kubectl delete -f examples/models-list.yaml --ignore-not-found --wait >/dev/null
-kubectl apply -f examples/models-list.yaml >/dev/null
-kubectl wait --for=condition=Complete job/models-list --timeout=5m >/dev/null
-kubectl logs job/models-list
+kubectl -n "$namespace" delete -f examples/models-list.yaml --ignore-not-found --wait >/dev/null
+kubectl -n "$namespace" apply -f examples/models-list.yaml >/dev/null
+kubectl -n "$namespace" wait --for=condition=Complete job/models-list --timeout=5m >/dev/null
+kubectl -n "$namespace" logs job/models-list
 
 cat <<NEXT
 
@@ -146,7 +148,7 @@ TFJob $job trained on it from the digits the volume controller placed, and saved
 the store; its workers' logs, tagged by replica, and the store's models are above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
-  mlkube logs tfjob/$job --replica worker-0    # one replica's log
+  mlkube logs -n $namespace tfjob/$job --replica worker-0   # one replica's log
   kubectl apply -f examples/jax-digits.yaml   # JAX, and examples/xgboost-digits.yaml
   mlkube --app $app status local
   cluster/local-cluster.sh down               # stops everything; nothing is left behind
