@@ -15,6 +15,8 @@
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
 #   cluster/local-cluster.sh build-node  build (once) what only a real node runs: CoreDNS and
 #                                     local-path-provisioner (run-tests.sh builds them ahead)
+#   cluster/local-cluster.sh node-tools  install (root, apt-get) what a real node and its images
+#                                     need, if missing (run-tests.sh does it ahead)
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
 #   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
 #   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH
@@ -658,6 +660,7 @@ case "${1:-}" in
     build_coredns
     build_local_path_provisioner
     ;;
+  node-tools) require_real_node_host ;;
   up) up ;;
   node-kind)
     # The kind of node of the cluster in the state dir; with --running, fail when there is none.
@@ -677,7 +680,7 @@ case "${1:-}" in
     start_operator "$@"
     ;;
   *)
-    echo "usage: $0 build|build-node|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
+    echo "usage: $0 build|build-node|node-tools|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

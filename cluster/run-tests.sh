@@ -36,6 +36,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The real node's slowest images need nothing built here (mostly downloads and unpacking), so
+# as root they build at low priority from the start, while the Rust builds keep the CPU busy;
+# the real node's `up` builds whatever this did not.
+# Each background build runs in a process group of its own, which a failed run stops.
+background=()
+stop_background() {
+  local group
+  for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done
+}
+trap stop_background EXIT
+images_log=${TMPDIR:-/tmp}/mlkube-test-images.log
+if [ "$(id -u)" -eq 0 ]; then
+  step "building the real node's Debian images in the background (log: $images_log)"
+  setsid nice -n 10 bash -c 'cluster/local-cluster.sh node-tools &&
+    image/node-images.sh pause training notebook-hub busybox dnsutils >/dev/null' >"$images_log" 2>&1 &
+  early_images=$!
+  background+=("$early_images")
+fi
+
 step "cargo fmt --check"
 cargo fmt --check
 
@@ -54,19 +73,20 @@ step "the operator image (image/build.sh)"
 image/build.sh
 
 step "the local control plane"
-trap 'cluster/local-cluster.sh down' EXIT
+trap 'stop_background; cluster/local-cluster.sh down' EXIT
 cluster/local-cluster.sh up
 eval "$(cluster/local-cluster.sh env)"
 
 # The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS: 15 to 25 minutes cold on
-# 2 cores, nothing once cached) build at low priority while the kwok tests mostly wait on the
-# cluster; the real node's `up` builds whatever this did not.
+# 2 cores, nothing once cached) and the images left build at low priority while the kwok tests
+# mostly wait on the cluster; the real node's `up` builds whatever this did not.
 prebuild_log=${TMPDIR:-/tmp}/mlkube-test-prebuild.log
 if [ "$(id -u)" -eq 0 ]; then
   step "building the real node's Go parts in the background (log: $prebuild_log)"
-  nice -n 15 bash -c 'cluster/local-cluster.sh build-node && image/object-store/build.sh --binary' \
-    >"$prebuild_log" 2>&1 &
+  setsid nice -n 15 bash -c 'cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
+    image/node-images.sh >/dev/null' >"$prebuild_log" 2>&1 &
   prebuild=$!
+  background+=("$prebuild")
 fi
 
 step "tests against the cluster"
@@ -80,6 +100,9 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "run-tests: error: the real-node tests need root (a network namespace, cgroups, mounts)" >&2
   echo "  hint: run this as root, e.g. sudo -E cluster/run-tests.sh" >&2
   exit 1
+fi
+if [ -n "${early_images:-}" ] && ! wait "$early_images"; then
+  echo "run-tests: the background image build failed (see $images_log); the real node's up builds again" >&2
 fi
 if [ -n "${prebuild:-}" ] && ! wait "$prebuild"; then
   echo "run-tests: the background build failed (see $prebuild_log); the real node's up builds again" >&2

@@ -4,7 +4,11 @@
 # per image on stdout, `<full image reference> <absolute path of its OCI archive>`, for
 # `ctr -n k8s.io images import`; progress and errors go to stderr, and any failure exits 1.
 #
-#   image/node-images.sh      (as root: the Debian-based images are built with mmdebstrap)
+#   image/node-images.sh [NAME...]   (as root: the Debian-based images are built with mmdebstrap)
+#
+# NAMEs (pause, mlkube, training, notebook-hub, kubectl-delivery, busybox, object-store,
+# dnsutils) build and print only those images: cluster/run-tests.sh builds the slow ones that
+# need nothing else early, in the background.
 #
 #   docker.io/mlkube/pause:3.10              image/pause/       the sandbox image
 #   docker.io/mlkube/mlkube:<version>        image/build.sh     the operator
@@ -97,6 +101,15 @@ take_lock() {
   for dir in "$CACHE"/work.*; do debian_remove_workdir "$dir"; done
 }
 
+IMAGES=(pause mlkube training notebook-hub kubectl-delivery busybox object-store dnsutils)
+for name in "$@"; do
+  [[ " ${IMAGES[*]} " == *" $name "* ]] ||
+    die "no image named $name" "name some of: ${IMAGES[*]}, or none for all of them"
+done
+WANTED=("$@")
+# Whether the run builds image NAME: every image when none was named.
+wanted() { [ ${#WANTED[@]} -eq 0 ] || [[ " ${WANTED[*]} " == *" $1 "* ]]; }
+
 CACHE=$IMAGES_CACHE
 VERSION=$(crate_version)
 [ -n "$VERSION" ] || die "no version in Cargo.toml"
@@ -125,27 +138,41 @@ debian_sources "$SOURCES"
 DEBIAN_SOURCES=$(cat "$SOURCES"/host.*)
 EXAMPLES=(examples/training/*.py)
 [ -f "${EXAMPLES[0]}" ] || EXAMPLES=()
-KUBECTL=$(control_plane_kubectl)
-export KUBECTL
 
-cached_image pause "$PAUSE_TAG" image/pause/build.sh "$(musl-gcc --version | head -1)" \
-  image/pause image/oci.sh
-operator_image
-cached_image training "$VERSION" image/training/build.sh "$DEBIAN_SOURCES" \
-  image/training image/oci.sh image/debian.sh "${EXAMPLES[@]}"
-cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCES" \
-  image/notebook-hub image/oci.sh image/debian.sh
-cached_image kubectl-delivery "$VERSION" image/kubectl-delivery/build.sh \
-  "$(musl-gcc --version | head -1) kubectl $(sha256sum "$KUBECTL" | awk '{print $1}')" \
-  image/kubectl-delivery image/oci.sh
-# Debian's busybox-static; the tag is its upstream version, the key the full package version.
-BUSYBOX_VERSION=$(apt-cache policy busybox-static 2>/dev/null | awk '/Candidate:/ {print $2}')
-BUSYBOX_TAG=${BUSYBOX_VERSION#*:}
-BUSYBOX_TAG=${BUSYBOX_TAG%%-*}
-[ -n "$BUSYBOX_TAG" ] && [ "$BUSYBOX_VERSION" != "(none)" ] ||
-  die "apt knows no busybox-static" "run apt-get update, and check that the host's apt sources have Debian main"
-cached_image busybox "$BUSYBOX_TAG" image/busybox/build.sh "$BUSYBOX_VERSION" image/busybox image/oci.sh
-cached_image object-store "$VERSION" image/object-store/build.sh "$DEBIAN_SOURCES" \
-  image/object-store image/oci.sh image/debian.sh
-cached_image dnsutils "$VERSION" image/dnsutils/build.sh "$DEBIAN_SOURCES" \
-  image/dnsutils image/oci.sh image/debian.sh
+if wanted pause; then
+  cached_image pause "$PAUSE_TAG" image/pause/build.sh "$(musl-gcc --version | head -1)" \
+    image/pause image/oci.sh
+fi
+if wanted mlkube; then operator_image; fi
+if wanted training; then
+  cached_image training "$VERSION" image/training/build.sh "$DEBIAN_SOURCES" \
+    image/training image/oci.sh image/debian.sh "${EXAMPLES[@]}"
+fi
+if wanted notebook-hub; then
+  cached_image notebook-hub "$VERSION" image/notebook-hub/build.sh "$DEBIAN_SOURCES" \
+    image/notebook-hub image/oci.sh image/debian.sh
+fi
+if wanted kubectl-delivery; then
+  KUBECTL=$(control_plane_kubectl)
+  export KUBECTL
+  cached_image kubectl-delivery "$VERSION" image/kubectl-delivery/build.sh \
+    "$(musl-gcc --version | head -1) kubectl $(sha256sum "$KUBECTL" | awk '{print $1}')" \
+    image/kubectl-delivery image/oci.sh
+fi
+if wanted busybox; then
+  # Debian's busybox-static; the tag is its upstream version, the key the full package version.
+  BUSYBOX_VERSION=$(apt-cache policy busybox-static 2>/dev/null | awk '/Candidate:/ {print $2}')
+  BUSYBOX_TAG=${BUSYBOX_VERSION#*:}
+  BUSYBOX_TAG=${BUSYBOX_TAG%%-*}
+  [ -n "$BUSYBOX_TAG" ] && [ "$BUSYBOX_VERSION" != "(none)" ] ||
+    die "apt knows no busybox-static" "run apt-get update, and check that the host's apt sources have Debian main"
+  cached_image busybox "$BUSYBOX_TAG" image/busybox/build.sh "$BUSYBOX_VERSION" image/busybox image/oci.sh
+fi
+if wanted object-store; then
+  cached_image object-store "$VERSION" image/object-store/build.sh "$DEBIAN_SOURCES" \
+    image/object-store image/oci.sh image/debian.sh
+fi
+if wanted dnsutils; then
+  cached_image dnsutils "$VERSION" image/dnsutils/build.sh "$DEBIAN_SOURCES" \
+    image/dnsutils image/oci.sh image/debian.sh
+fi
