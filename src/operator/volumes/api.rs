@@ -40,6 +40,17 @@ pub struct VolumeManagerSpec {
     pub state: Option<String>,
 }
 
+/// Whether `id` can name the directory that a job mounts its volume at (`/data/<id>`): ASCII
+/// letters, digits, `-`, `_` and `.`, and neither `.` nor `..`.
+pub fn is_directory_name(id: &str) -> bool {
+    !id.is_empty()
+        && id != "."
+        && id != ".."
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// One volume: where its data comes from, and on how many nodes it is placed.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -39,6 +39,7 @@ use kube::ResourceExt;
 
 use super::api::{
     State, VolumeConfig, VolumeManager, VolumeManagerStatus, VolumeSource, VolumeStatus,
+    is_directory_name,
 };
 use super::pods::{self, Placement};
 use super::source::{self, S3Source, Source};
@@ -73,7 +74,15 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
     let mut volumes = Vec::new();
     let mut seen = BTreeSet::new();
     for config in &vm.spec.volume_configs {
-        let volume = if !seen.insert(config.id.as_str()) {
+        let volume = if !is_directory_name(&config.id) {
+            failed(
+                config,
+                format!(
+                    "id {:?} cannot name the directory jobs mount the volume at (/data/<id>): use ASCII letters, digits, '-', '_' and '.'",
+                    config.id
+                ),
+            )
+        } else if !seen.insert(config.id.as_str()) {
             failed(
                 config,
                 format!(

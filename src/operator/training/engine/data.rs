@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::operator::training::framework::TrainingJob;
-use crate::operator::volumes::api::{State, VolumeManager, VolumeStatus};
+use crate::operator::volumes::api::{State, VolumeManager, VolumeStatus, is_directory_name};
 
 /// The annotation that names the VolumeManager a job reads from.
 pub const VOLUME_MANAGER: &str = "data.mlkube.io/volume-manager";
@@ -58,7 +58,16 @@ pub fn readiness(name: &str, manager: Option<&VolumeManager>) -> Readiness {
         .map(|m| format!(": {m}"))
         .unwrap_or_default();
     match status.state {
-        Some(State::Completed) => Readiness::Ready(status.volumes),
+        Some(State::Completed) => match status.volumes.iter().find(|v| !is_directory_name(&v.id)) {
+            Some(bad) => waiting(
+                format!(
+                    "VolumeManager {name} reports a volume id {:?} that cannot name a directory under {MOUNT_ROOT}; the job cannot mount it",
+                    bad.id
+                ),
+                true,
+            ),
+            None => Readiness::Ready(status.volumes),
+        },
         Some(State::Failed) => waiting(
             format!(
                 "VolumeManager {name} failed to place the data{why}; fix it, and the job starts once it is Completed"
@@ -265,6 +274,12 @@ mod tests {
             ),
             "{message}"
         );
+        let mut escaping = manager(Some(State::Completed), None);
+        escaping.status.as_mut().unwrap().volumes[0].id = "../etc".into();
+        assert!(matches!(
+            readiness("digits", Some(&escaping)),
+            Readiness::Waiting { message, failed: true } if message.contains("volume id \"../etc\" that cannot name a directory under /data")
+        ));
         let unplaced = manager(None, None);
         assert!(matches!(
             readiness("digits", Some(&unplaced)),

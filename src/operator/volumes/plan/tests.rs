@@ -209,6 +209,24 @@ fn unsupported_and_unreadable_sources_fail_without_pods() {
 }
 
 #[test]
+fn an_id_that_cannot_name_a_directory_fails_its_volume_and_places_nothing() {
+    for id in ["", ".", "..", "../etc", "a/b", "white space"] {
+        let plan = plan(&placement(), &manager(json!([s3(id, 1)])), &[]);
+        assert!(plan.create.is_empty(), "{id:?}: nothing placed");
+        let volume = &plan.status.volumes[0];
+        assert_eq!(volume.state, Some(State::Failed), "{id:?}");
+        let message = volume.message.as_deref().unwrap();
+        assert!(
+            message.contains("cannot name the directory jobs mount the volume at"),
+            "{id:?}: {message}"
+        );
+    }
+    for id in ["digits", "ames-dataset_2.1"] {
+        assert!(is_directory_name(id), "{id}");
+    }
+}
+
+#[test]
 fn an_nfs_volume_is_its_server_and_path_at_once() {
     let mut vm = manager(json!([{ "id": "shared", "replicas": 1, "sourceType": "NFS",
         "options": { "server": "10.0.0.2", "path": "/exports/ml" } }]));
