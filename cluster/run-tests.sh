@@ -77,7 +77,7 @@ trap 'stop_background; cluster/local-cluster.sh down' EXIT
 cluster/local-cluster.sh up
 eval "$(cluster/local-cluster.sh env)"
 
-# The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS: 15 to 25 minutes cold on
+# The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS: 10 to 25 minutes cold on
 # 2 cores, nothing once cached) and the images left build at low priority while the kwok tests
 # mostly wait on the cluster; the real node's `up` builds whatever this did not.
 prebuild_log=${TMPDIR:-/tmp}/mlkube-test-prebuild.log

@@ -11,7 +11,8 @@
 #                                             builds it ahead, while the kwok tests run)
 #
 # `weed` is built once per SeaweedFS version into ${MLKUBE_CACHE:-$HOME/.cache/mlkube}/seaweedfs-
-# <version>/bin (about 15 minutes on 2 cores; later builds reuse it), from a module of our own
+# <version>/bin (5 to 17 minutes on 2 cores, the less when the control plane's build has filled
+# Go's build cache with the packages they share; later builds reuse it), from a module of our own
 # that requires SeaweedFS's and copies its `replace` directives and go.sum (the module proxy's
 # `go install module@version` refuses a module with replaces).
 set -euo pipefail
@@ -48,7 +49,7 @@ build_weed() {
     "install Go 1.26 or newer and put its bin directory on PATH"
   local work=$SEAWEEDFS_DIR/build log=$SEAWEEDFS_DIR/build.log source started=$SECONDS
   mkdir -p "$work" "$(dirname "$WEED")"
-  say "building SeaweedFS $SEAWEEDFS_VERSION once (about 15 minutes on 2 cores); log: $log"
+  say "building SeaweedFS $SEAWEEDFS_VERSION once (5 to 17 minutes on 2 cores); log: $log"
   (
     cd "$work"
     go mod download "$SEAWEEDFS_MODULE@$SEAWEEDFS_VERSION"
