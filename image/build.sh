@@ -9,7 +9,9 @@
 #   image/build.sh [ARCHIVE]    (default: $CARGO_TARGET_DIR/image/mlkube.oci.tar)
 #
 # The binary is a release build of its own (another target than `cargo install`'s), with the
-# profile's debug info stripped; the first build takes about as long as a release build.
+# profile's debug info stripped, in a target directory of its own ($CARGO_TARGET_DIR/static),
+# so that it and `cargo install` never rebuild each other's units; the first build takes about
+# as long as a release build.
 # Archives are reproducible: timestamps come from the last commit, and the binary holds neither
 # a path of the machine that built it nor a build time. Checkouts of a commit that share a
 # target directory (the default) get the same digest. Fresh target directories do too, but for
@@ -21,6 +23,11 @@ set -euo pipefail
 CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}")
 export CARGO_TARGET_DIR
 ARCHIVE=$(realpath -m "${1:-$CARGO_TARGET_DIR/image/mlkube.oci.tar}")
+# The static build's own target directory. Shared with the host's release build, the two would
+# invalidate each other: the host's build scripts and proc-macros (and what they depend on) are
+# one unit for both, and what the static build sets in cargo's environment (SOURCE_DATE_EPOCH,
+# watched by the cc crate's build scripts) would make each build rerun them for the other.
+STATIC_TARGET_DIR=$CARGO_TARGET_DIR/static
 source "$(dirname "$0")/oci.sh"
 source "$(dirname "$0")/progress.sh"
 cd "$(dirname "$0")/.."
@@ -55,10 +62,9 @@ path_independent_flags() {
   local cargo_home
   # As cargo spells it: absolute, symbolic links not resolved.
   cargo_home=$(realpath -ms "${CARGO_HOME:-$HOME/.cargo}")
-  local -a maps=("$cargo_home=/cargo" "$CARGO_TARGET_DIR=/target")
+  local -a maps=("$cargo_home=/cargo" "$STATIC_TARGET_DIR=/target")
   # Stripped by a flag of the musl target's, not by the release profile: a profile setting
-  # would reach the host's build scripts and proc-macros too, which `cargo install` shares in
-  # the same target directory, and each build would then rebuild them for the other.
+  # would also strip the host's build scripts and proc-macros, for nothing.
   local map rust_flags=(-Cstrip=symbols) c_flags=()
   for map in "${maps[@]}"; do
     rust_flags+=("--remap-path-prefix=$map")
@@ -80,9 +86,10 @@ dependencies_epoch() {
 build_binary() {
   say "building the static binary (cargo build --release --target $TARGET)"
   path_independent_flags
-  SOURCE_DATE_EPOCH=$(dependencies_epoch) with_progress "the static binary" \
+  CARGO_TARGET_DIR=$STATIC_TARGET_DIR SOURCE_DATE_EPOCH=$(dependencies_epoch) \
+    with_progress "the static binary" \
     cargo build --quiet --locked --release --target "$TARGET" --bin mlkube
-  BINARY=$CARGO_TARGET_DIR/$TARGET/release/mlkube
+  BINARY=$STATIC_TARGET_DIR/$TARGET/release/mlkube
   VERSION=$("$BINARY" --version | awk '{print $2}')
   [ -n "$VERSION" ] || die "$BINARY --version printed no version"
 }

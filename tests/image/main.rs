@@ -452,10 +452,12 @@ async fn the_pause_image_reaps_children_and_exits_cleanly_on_sigterm() {
     assert_eq!(status.code(), Some(0), "a clean exit on SIGTERM");
 }
 
-/// The image's build changes nothing that the host's release build (`cargo install`, in the same
-/// target directory) uses: a profile setting in cargo's environment would reach the host's build
-/// scripts and proc-macros too, and each build would rebuild them for the other. A `cargo` that
-/// records what it is given, and writes a stand-in binary, shows what image/build.sh passes.
+/// The image's build changes nothing that the host's release build (`cargo install`) uses: it
+/// builds in a target directory of its own, since the two builds would share the host's build
+/// scripts and proc-macros, and what the static build sets in cargo's environment (its
+/// SOURCE_DATE_EPOCH, which the cc crate's build scripts watch) made each rebuild them for the
+/// other; and no profile setting reaches the host's units. A `cargo` that records what it is
+/// given, and writes a stand-in binary, shows what image/build.sh passes.
 #[test]
 fn the_image_build_leaves_the_hosts_release_build_alone() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -487,6 +489,15 @@ fn the_image_build_leaves_the_hosts_release_build_alone() {
         String::from_utf8_lossy(&output.stderr)
     );
     let recorded = std::fs::read_to_string(&record).expect("cargo was called");
+    let target_dir = recorded
+        .lines()
+        .find_map(|l| l.strip_prefix("CARGO_TARGET_DIR="))
+        .expect("cargo is given a target directory");
+    assert_eq!(
+        Path::new(target_dir),
+        dir.path().join("target/static"),
+        "the static build's own target directory, not the one `cargo install` uses"
+    );
     let profile: Vec<&str> = recorded
         .lines()
         .filter(|l| l.starts_with("CARGO_PROFILE_"))
