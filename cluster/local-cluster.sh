@@ -176,7 +176,7 @@ build() {
   mkdir -p "$work" "$BIN_DIR"
   : >"$log"
   say "building the control plane once (k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION); log: $log"
-  say "this takes 15-30 minutes on 2 cores; later runs use the cache"
+  say "this takes 6-7 minutes on 2 idle cores (far longer on a busy machine); later runs use the cache"
   (
     cd "$work"
     go mod download "k8s.io/kubernetes@$K8S_VERSION"
