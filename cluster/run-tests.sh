@@ -36,9 +36,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# The real node's slowest images need nothing built here (mostly downloads and unpacking), so
-# as root they build at low priority from the start, while the Rust builds keep the CPU busy;
-# the real node's `up` builds whatever this did not.
 # Each background build runs in a process group of its own, which a failed run stops.
 background=()
 stop_background() {
@@ -46,6 +43,10 @@ stop_background() {
   for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done
 }
 trap stop_background EXIT
+
+# The real node's slowest images need nothing built here (mostly downloads and unpacking), so
+# as root they build at low priority from the start, while the Rust builds keep the CPU busy;
+# the real node's `up` builds whatever this did not.
 images_log=${TMPDIR:-/tmp}/mlkube-test-images.log
 if [ "$(id -u)" -eq 0 ]; then
   step "building the real node's Debian images in the background (log: $images_log)"
