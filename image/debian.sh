@@ -19,6 +19,12 @@ IMAGES_CACHE=${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images
 # Layers of GBs: zstd writes them in a third of gzip's time, a fifth smaller (image/oci.sh).
 OCI_COMPRESSION=zstd
 DOWNLOADS=$IMAGES_CACHE/downloads
+# A pin whose line ends in this comment (and why) is installed without its dependencies, and
+# image/lock-requirements.sh leaves it out of the resolution: for a package requiring a
+# distribution that another pin provides under another name (the serving image's
+# mlserver-xgboost requires xgboost, the CUDA build; xgboost-cpu is the same module). Its other
+# dependencies are pinned like any package's.
+NO_DEPS_COMMENT='# no-deps:'
 
 debian_require_tools() {
   [ "$(id -u)" -eq 0 ] ||
@@ -161,12 +167,18 @@ python_venv() {
   say "installing $requirements into /opt/venv (pip install --no-index, in a chroot)"
   mkdir -p "$rootfs/tmp/wheels"
   cp -l "$DOWNLOADS/wheels/"* "$rootfs/tmp/wheels/" 2>/dev/null || cp "$DOWNLOADS/wheels/"* "$rootfs/tmp/wheels/"
-  cp "$requirements" "$rootfs/tmp/wheels/requirements.txt"
+  grep -v -F -e "$NO_DEPS_COMMENT" "$requirements" >"$rootfs/tmp/wheels/requirements.txt" || true
+  grep -F -e "$NO_DEPS_COMMENT" "$requirements" >"$rootfs/tmp/wheels/no-deps.txt" || true
   in_chroot "$rootfs" python3 -m venv /opt/venv
   in_chroot "$rootfs" /opt/venv/bin/python -m pip install --quiet --no-index --no-cache-dir \
     --disable-pip-version-check --find-links /tmp/wheels --requirement /tmp/wheels/requirements.txt >&2 ||
     die "pip could not install $requirements in the image" \
       "every package the pins need must be pinned too: image/lock-requirements.sh $requirements"
+  if [ -s "$rootfs/tmp/wheels/no-deps.txt" ]; then
+    in_chroot "$rootfs" /opt/venv/bin/python -m pip install --quiet --no-index --no-cache-dir --no-deps \
+      --disable-pip-version-check --find-links /tmp/wheels --requirement /tmp/wheels/no-deps.txt >&2 ||
+      die "pip could not install the pins of $requirements marked \"$NO_DEPS_COMMENT\"" "each needs its wheel"
+  fi
   rm -rf "$rootfs/tmp/wheels"
   in_chroot "$rootfs" python3 -m compileall -q -f --invalidation-mode checked-hash \
     "/usr/lib/python$PYTHON_VERSION" /usr/lib/python3/dist-packages >/dev/null ||

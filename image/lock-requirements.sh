@@ -2,7 +2,9 @@
 # Pins everything an image's Python packages need. A requirements file under image/ has two
 # parts: the packages the image is for, pinned by hand, then a line starting with
 # "# What those need", then every other package they pull in. This resolves the first part
-# again, with pip, for the image's Python (image/debian.sh) and rewrites the second.
+# again, with pip, for the image's Python (image/debian.sh) and rewrites the second. A pin of the
+# first part marked "# no-deps: WHY" is kept as it is and left out of the resolution
+# (image/debian.sh installs it without its dependencies).
 #
 #   image/lock-requirements.sh image/training/requirements.txt
 #
@@ -23,9 +25,9 @@ HEADER=$(awk -v marker="$MARKER" '
   index($0, marker) == 1 { seen = 1 }
   seen && !/^#/ { exit }
   { print }' "$FILE")
-mapfile -t WANTED < <(awk -v marker="$MARKER" '
+mapfile -t WANTED < <(awk -v marker="$MARKER" -v no_deps="$NO_DEPS_COMMENT" '
   index($0, marker) == 1 { exit }
-  !/^[ \t]*(#|$)/ { print $1 }' "$FILE")
+  !/^[ \t]*(#|$)/ && !index($0, no_deps) { print $1 }' "$FILE")
 [ "${#WANTED[@]}" -gt 0 ] || die "$FILE pins no package before \"$MARKER\""
 
 WORK=$(mktemp -d)
