@@ -18,6 +18,7 @@
 #   docker.io/mlkube/busybox:<busybox version>   image/busybox/   a shell: the volume provisioner's helper pods
 #   docker.io/mlkube/object-store:<version>  image/object-store/  SeaweedFS (built from its Go module) and boto3
 #   docker.io/mlkube/dnsutils:<version>      image/dnsutils/  BIND's nslookup: PyTorch workers' init container
+#   docker.io/mlkube/serving:<version>       image/serving/   MLServer (V2 protocol) for XGBoost and TensorFlow models
 #   docker.io/mlkube/gateway:<version>       image/gateway/   Traefik (built from its Go module): the Gateway API
 #
 # kubectl-delivery copies the control plane's own kubectl: $MLKUBE_KUBECTL, or the newest
@@ -102,7 +103,7 @@ take_lock() {
   for dir in "$CACHE"/work.*; do debian_remove_workdir "$dir"; done
 }
 
-IMAGES=(pause mlkube training notebook-hub kubectl-delivery busybox object-store dnsutils gateway)
+IMAGES=(pause mlkube training notebook-hub kubectl-delivery busybox object-store dnsutils serving gateway)
 for name in "$@"; do
   [[ " ${IMAGES[*]} " == *" $name "* ]] ||
     die "no image named $name" "name some of: ${IMAGES[*]}, or none for all of them"
@@ -176,6 +177,10 @@ fi
 if wanted dnsutils; then
   cached_image dnsutils "$VERSION" image/dnsutils/build.sh "$DEBIAN_SOURCES" \
     image/dnsutils image/oci.sh image/debian.sh
+fi
+if wanted serving; then
+  cached_image serving "$VERSION" image/serving/build.sh "$DEBIAN_SOURCES" \
+    image/serving image/oci.sh image/debian.sh
 fi
 if wanted gateway; then
   cached_image gateway "$VERSION" image/gateway/build.sh "$(go version 2>/dev/null)" image/gateway image/oci.sh

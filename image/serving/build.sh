@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The serving image: Debian bookworm's python3 with the wheels pinned in
+# image/serving/requirements.txt (MLServer with its XGBoost runtime, TensorFlow and XGBoost for
+# the CPU, boto3) in /opt/venv, first on PATH, and mlkube's serving package, mlkube_serving
+# (image/serving/mlkube_serving/), in /opt/mlkube/serving, on the venv's path: it fetches a
+# model from the object store and serves it over the V2 inference protocol (its modules say
+# how). It runs as the user mlkube (uid 1000, group users) in /tmp, with HOME=/tmp: a pod's root
+# file system may be read-only. image/node-images.sh calls this with the image's name and
+# caches the archive.
+#
+#   image/serving/build.sh ARCHIVE REF      (as root; e.g. REF docker.io/mlkube/serving:0.1.0)
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
+ARCHIVE=$(realpath -m "$1")
+REF=$2
+source "$(dirname "$0")/../oci.sh"
+source "$(dirname "$0")/../debian.sh"
+cd "$(dirname "$0")/../.."
+
+REQUIREMENTS=image/serving/requirements.txt
+PACKAGE=image/serving/mlkube_serving
+USER_ID=1000
+GROUP_ID=100
+
+# The package's sources in /opt/mlkube/serving, a .pth file putting that on the venv's path, and
+# their bytecode written now (hash-checked, as the wheels' is): the image's files are read-only.
+install_package() {
+  local rootfs=$1 file
+  install -d -m 0755 "$rootfs/opt/mlkube/serving/mlkube_serving"
+  for file in "$PACKAGE"/*.py; do
+    install -m 0644 "$file" "$rootfs/opt/mlkube/serving/mlkube_serving/"
+  done
+  echo /opt/mlkube/serving >"$rootfs/opt/venv/lib/python$PYTHON_VERSION/site-packages/mlkube-serving.pth"
+  in_chroot "$rootfs" /opt/venv/bin/python -m compileall -q --invalidation-mode checked-hash \
+    /opt/mlkube/serving >/dev/null || die "mlkube_serving does not compile"
+}
+
+# Everything the server needs imports: a wheel that needs a library minbase lacks fails here,
+# not in a pod.
+check_imports() {
+  local rootfs=$1
+  say "checking that mlserver, mlserver_xgboost, tensorflow, boto3 and mlkube_serving import in the image"
+  mkdir -p "$rootfs/tmp/check"
+  # TensorFlow logs to stderr as it loads: shown only when the import fails.
+  in_chroot "$rootfs" /usr/bin/env HOME=/tmp/check PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -c '
+import boto3, mlserver, mlserver_xgboost, tensorflow
+import mlkube_serving.fetch, mlkube_serving.serve, mlkube_serving.tensorflow, mlkube_serving.xgboost' \
+    >"$WORK/check.log" 2>&1 || {
+    cat "$WORK/check.log" >&2
+    die "the serving packages do not import in the serving image" "the output above says which one and why"
+  }
+  rm -rf "${rootfs:?}/tmp/"*
+}
+
+run_config() {
+  cat <<CONFIG
+{
+    "User": "$USER_ID:$GROUP_ID",
+    "Env": [
+      "PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "LANG=C.UTF-8",
+      "HOME=/tmp",
+      "PYTHONUNBUFFERED=1",
+      "PYTHONDONTWRITEBYTECODE=1"
+    ],
+    "WorkingDir": "/tmp",
+    "ExposedPorts": {"8080/tcp": {}, "8081/tcp": {}, "8082/tcp": {}},
+    "Cmd": ["python3", "-m", "mlkube_serving.serve", "--help"],
+    "Labels": {
+      "org.opencontainers.image.title": "mlkube-serving",
+      "org.opencontainers.image.version": "${REF##*:}",
+      "org.opencontainers.image.description": "MLServer (the V2 inference protocol over REST and gRPC) serving XGBoost models and TensorFlow SavedModels fetched from S3, for the CPU"
+    }
+  }
+CONFIG
+}
+
+debian_require_tools
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+WORK=$(debian_workdir)
+trap 'debian_remove_workdir "$WORK"' EXIT
+python_wheels "$REQUIREMENTS"
+debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase
+python_venv "$WORK/rootfs" "$REQUIREMENTS"
+install_package "$WORK/rootfs"
+add_user "$WORK/rootfs" mlkube "$USER_ID" "$GROUP_ID"
+check_imports "$WORK/rootfs"
+say "packing the layer"
+oci_layer "$WORK/rootfs" "$WORK/layer.tar"
+oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
