@@ -11,12 +11,13 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 21] = [
+const PROTOTYPES: [&str; 22] = [
     "tf-job-operator",
     "notebook-hub",
     "object-store",
     "tf-serving",
     "volume-controller",
+    "gateway",
     "tf-job",
     "tf-job-sweep",
     "pytorch-job",
@@ -476,6 +477,101 @@ fn tf_serving_canary_behind_istio() {
 }
 
 #[test]
+fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_the_store() {
+    let objects = render(
+        "tf-serving",
+        "digits",
+        &json!({ "runtime": "mlserver", "modelFormat": "xgboost", "trafficRule": "v1:90,v2:10",
+                 "modelBasePath": "s3://models/xgboost-digits/{version}/", "objectStore": "object-store",
+                 "gateway": "gateway" }),
+    )
+    .unwrap();
+    assert_eq!(
+        kinds_and_names(&objects),
+        [
+            "Service digits",
+            "Service digits-v1",
+            "Service digits-v2",
+            "Deployment digits-v1",
+            "Deployment digits-v2",
+            "HTTPRoute digits",
+        ]
+    );
+    let items = objects.as_array().unwrap();
+    let route = &items[5]["spec"];
+    assert_eq!(route["parentRefs"], json!([{ "name": "gateway" }]));
+    let rule = &route["rules"][0];
+    assert_eq!(rule["matches"][0]["path"]["value"], "/v2/models/digits");
+    assert_eq!(
+        rule["backendRefs"],
+        json!([{ "name": "digits-v1", "port": 8080, "weight": 90 },
+               { "name": "digits-v2", "port": 8080, "weight": 10 }])
+    );
+    assert_eq!(items[2]["spec"]["selector"]["version"], "v2");
+    let v2 = &items[4];
+    assert_eq!(
+        v2["metadata"]["annotations"]["serving.mlkube.io/model-path"],
+        "s3://models/xgboost-digits/v2/"
+    );
+    let pod = &v2["spec"]["template"]["spec"];
+    let fetch = &pod["initContainers"][0];
+    assert_eq!(fetch["image"], "mlkube/serving:0.1.0");
+    let fetch_command = fetch["command"].as_array().unwrap();
+    assert!(
+        fetch_command.contains(&json!("s3://models/xgboost-digits/v2/")),
+        "{fetch_command:?}"
+    );
+    assert_eq!(
+        fetch["envFrom"][0]["configMapRef"]["name"],
+        "object-store-endpoint"
+    );
+    assert_eq!(
+        fetch["envFrom"][1]["secretRef"]["name"],
+        "object-store-credentials"
+    );
+    let server = &pod["containers"][0];
+    let command = server["command"].as_array().unwrap();
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == [json!("--format"), json!("xgboost")]),
+        "{command:?}"
+    );
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == [json!("--version"), json!("v2")]),
+        "{command:?}"
+    );
+    assert_eq!(
+        server["readinessProbe"]["httpGet"]["path"],
+        "/v2/models/digits/ready"
+    );
+    assert!(server["lifecycle"]["preStop"]["sleep"]["seconds"].as_i64() > Some(0));
+}
+
+#[test]
+fn tensorflow_serving_behind_a_gateway_routes_its_rest_api() {
+    let objects = render(
+        "tf-serving",
+        "mnist",
+        &json!({ "gateway": "infra/gateway", "enablePrometheus": false }),
+    )
+    .unwrap();
+    let route = objects.as_array().unwrap().last().unwrap();
+    assert_eq!(route["kind"], "HTTPRoute");
+    assert_eq!(
+        route["spec"]["parentRefs"],
+        json!([{ "namespace": "infra", "name": "gateway" }])
+    );
+    assert_eq!(
+        route["spec"]["rules"][0]["matches"][0]["path"]["value"],
+        "/v1/models/mnist"
+    );
+    assert_eq!(route["spec"]["rules"][0]["backendRefs"][0]["port"], 8501);
+}
+
+#[test]
 fn tf_serving_with_gpus_uses_the_gpu_image_and_limits_gpus() {
     let objects = render("tf-serving", "mnist", &json!({ "numGpus": 2 })).unwrap();
     let container = &objects[2]["spec"]["template"]["spec"]["containers"][0];
@@ -758,6 +854,7 @@ fn every_container_has_resources_and_runs_non_root() {
         ("object-store", "object-store"),
         ("tf-serving", "mnist"),
         ("volume-controller", "volume-controller"),
+        ("gateway", "gateway"),
     ] {
         let objects = render(
             prototype,
@@ -981,6 +1078,36 @@ fn bad_values_name_the_component_and_the_param() {
             "tf-serving",
             json!({ "istioGateway": "a/b" }),
             "component tf-serving: param istioGateway: is set but istio is off",
+        ),
+        (
+            "tf-serving",
+            json!({ "modelFormat": "xgboost" }),
+            "component tf-serving: param modelFormat: runtime tensorflow-serving cannot load xgboost models",
+        ),
+        (
+            "tf-serving",
+            json!({ "runtime": "mlserver", "modelBasePath": "s3://models/digits/{version}/" }),
+            "component tf-serving: param objectStore: the model path of v1, \"s3://models/digits/v1/\", is in an object store",
+        ),
+        (
+            "tf-serving",
+            json!({ "runtime": "mlserver", "objectStore": "store", "modelBasePath": "s3://models" }),
+            "component tf-serving: param modelBasePath: the model path of v1, \"s3://models\", is not s3://bucket/prefix",
+        ),
+        (
+            "tf-serving",
+            json!({ "runtime": "mlserver", "modelBasePath": "gs://kubeflow/mnist" }),
+            "component tf-serving: param modelBasePath: the model path of v1, \"gs://kubeflow/mnist\", must be s3://bucket/prefix",
+        ),
+        (
+            "tf-serving",
+            json!({ "gateway": "a/b/c" }),
+            "component tf-serving: param gateway: \"a/b/c\" is not <name> or <namespace>/<name>",
+        ),
+        (
+            "tf-serving",
+            json!({ "runtime": "triton" }),
+            "component tf-serving: param runtime: \"triton\" is not one of",
         ),
         (
             "tf-job-operator",
@@ -2711,4 +2838,182 @@ fn framework_sweep_renders_frameworks_named_without_a_dash() {
         error.contains("component framework-sweep: param grid: is empty"),
         "{error}"
     );
+}
+
+/// The rendered object of `kind` (the first one).
+fn object_of<'a>(objects: &'a Value, kind: &str) -> &'a Value {
+    objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} rendered"))
+}
+
+/// A role's rules, one line each: API groups, resources, resource names if any, verbs.
+fn rule_lines(role: &Value) -> Vec<String> {
+    role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let names = r.get("resourceNames").map_or(String::new(), |n| format!(" {n}"));
+            format!("{} {}{names} {}", r["apiGroups"], r["resources"], r["verbs"])
+        })
+        .collect()
+}
+
+fn traefik_args(objects: &Value) -> Vec<String> {
+    serde_json::from_value(
+        object_of(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() {
+    let objects = render("gateway", "gateway", &json!({})).unwrap();
+    assert_eq!(
+        kinds_and_names(&objects),
+        [
+            "CustomResourceDefinition gatewayclasses.gateway.networking.k8s.io",
+            "CustomResourceDefinition gateways.gateway.networking.k8s.io",
+            "CustomResourceDefinition httproutes.gateway.networking.k8s.io",
+            "CustomResourceDefinition grpcroutes.gateway.networking.k8s.io",
+            "CustomResourceDefinition tlsroutes.gateway.networking.k8s.io",
+            "CustomResourceDefinition referencegrants.gateway.networking.k8s.io",
+            "CustomResourceDefinition backendtlspolicies.gateway.networking.k8s.io",
+            "GatewayClass kubeflow-gateway",
+            "Gateway gateway",
+            "ServiceAccount gateway",
+            "ClusterRole kubeflow-gateway",
+            "ClusterRoleBinding kubeflow-gateway",
+            "Role gateway",
+            "RoleBinding gateway",
+            "Deployment gateway",
+            "Service gateway",
+        ]
+    );
+    // Each CRD is its file in crds/, as the Gateway API ships it.
+    snapshot_view(objects.clone());
+    let class = object_of(&objects, "GatewayClass");
+    assert_eq!(class["spec"]["controllerName"], "traefik.io/gateway-controller");
+    assert_eq!(class["metadata"]["labels"]["mlkube.io/gateway-namespace"], "kubeflow");
+    assert_eq!(
+        object_of(&objects, "Gateway")["spec"],
+        json!({
+            "gatewayClassName": "kubeflow-gateway",
+            "listeners": [{
+                "name": "http", "protocol": "HTTP", "port": 8000,
+                "allowedRoutes": { "namespaces": { "from": "Same" } },
+            }],
+        })
+    );
+    let args = traefik_args(&objects);
+    for expected in [
+        "--providers.kubernetesgateway=true",
+        "--providers.kubernetesgateway.namespaces=kubeflow",
+        "--providers.kubernetesgateway.labelselector=mlkube.io/gateway-namespace=kubeflow",
+        "--providers.kubernetesgateway.statusaddress.hostname=gateway.kubeflow.svc",
+        "--entrypoints.web.address=:8000",
+        "--ping=true",
+        "--global.checknewversion=false",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--api")),
+        "no API or dashboard: {args:?}"
+    );
+    assert_eq!(
+        object_of(&objects, "Service")["spec"],
+        json!({
+            "type": "ClusterIP",
+            "selector": { "app.kubernetes.io/name": "gateway", "app.kubernetes.io/instance": "gateway" },
+            "ports": [{ "name": "http", "port": 8000, "targetPort": "web", "protocol": "TCP" }],
+        })
+    );
+}
+
+/// Traefik's provider lists and watches what it caches and updates only statuses: in its own
+/// namespace unless routes of every namespace may attach.
+#[test]
+fn gateway_rbac_lists_and_watches_what_traefik_caches_and_updates_only_statuses() {
+    let cluster_wide = [
+        r#"[""] ["namespaces"] ["list","watch"]"#,
+        r#"["gateway.networking.k8s.io"] ["gatewayclasses"] ["list","watch"]"#,
+        r#"["gateway.networking.k8s.io"] ["gatewayclasses/status"] ["kubeflow-gateway"] ["update"]"#,
+    ];
+    let watched = [
+        r#"[""] ["services","secrets","configmaps"] ["list","watch"]"#,
+        r#"["discovery.k8s.io"] ["endpointslices"] ["list","watch"]"#,
+        r#"["gateway.networking.k8s.io"] ["gateways","httproutes","grpcroutes","tlsroutes","referencegrants","backendtlspolicies"] ["list","watch"]"#,
+        r#"["gateway.networking.k8s.io"] ["gateways/status","httproutes/status","grpcroutes/status","tlsroutes/status","backendtlspolicies/status"] ["update"]"#,
+    ];
+    let same = render("gateway", "gateway", &json!({})).unwrap();
+    assert_eq!(rule_lines(object_of(&same, "ClusterRole")), cluster_wide);
+    assert_eq!(rule_lines(object_of(&same, "Role")), watched);
+
+    let all = render("gateway", "gateway", &json!({ "routeNamespaces": "All" })).unwrap();
+    assert!(!kinds_and_names(&all).iter().any(|o| o.starts_with("Role")));
+    let everything: Vec<&str> = cluster_wide.iter().chain(&watched).copied().collect();
+    assert_eq!(rule_lines(object_of(&all, "ClusterRole")), everything);
+    assert_eq!(
+        object_of(&all, "Gateway")["spec"]["listeners"][0]["allowedRoutes"],
+        json!({ "namespaces": { "from": "All" } })
+    );
+    assert!(
+        !traefik_args(&all).iter().any(|a| a.contains(".namespaces=")),
+        "Traefik watches every namespace"
+    );
+}
+
+#[test]
+fn gateway_node_port_and_without_crds() {
+    let objects = render(
+        "gateway",
+        "gateway",
+        &json!({ "serviceType": "NodePort", "nodePort": 30080, "crds": false }),
+    )
+    .unwrap();
+    assert!(
+        !kinds_and_names(&objects).iter().any(|o| o.starts_with("CustomResourceDefinition")),
+        "crds: false renders none"
+    );
+    let service = &object_of(&objects, "Service")["spec"];
+    assert_eq!(service["type"], "NodePort");
+    assert_eq!(service["ports"][0]["nodePort"], 30080);
+}
+
+#[test]
+fn gateway_bad_values_name_the_param() {
+    for (params, expected) in [
+        (
+            json!({ "serviceType": "NodePort", "nodePort": 80 }),
+            "component gateway: param nodePort: must be in the node port range 30000-32767, got 80",
+        ),
+        (
+            json!({ "nodePort": 30080 }),
+            "component gateway: param nodePort: is set but serviceType is ClusterIP",
+        ),
+        (
+            json!({ "port": 8080 }),
+            "component gateway: param port: must be a port from 1 to 65535 other than 8080",
+        ),
+        (
+            json!({ "port": 70000 }),
+            "component gateway: param port: must be a port from 1 to 65535",
+        ),
+        (
+            json!({ "serviceType": "LoadBalancer" }),
+            "component gateway: param serviceType: \"LoadBalancer\" is not one of",
+        ),
+        (
+            json!({ "routeNamespaces": "Selector" }),
+            "component gateway: param routeNamespaces: \"Selector\" is not one of",
+        ),
+    ] {
+        let error = render("gateway", "gateway", &params).unwrap_err();
+        assert!(error.contains(expected), "{params}: {error}");
+    }
 }

@@ -274,6 +274,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
         }).collect::<Vec<_>>(),
         "kept": report.kept.iter().map(|(k, reason)| with(k, "reason", reason)).collect::<Vec<_>>(),
         "not_ready": report.not_ready,
+        "held_routes": report.held_routes,
         "summary": Counts::of(report),
         "elapsed_seconds": elapsed.as_secs_f64(),
     })
@@ -310,6 +311,12 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
                 eprintln!("    {pod}");
             }
         }
+    }
+    for key in &report.held_routes {
+        eprintln!(
+            "mlkube: {key} not written: it keeps its live weights while what it sends to is not \
+             ready (above); nothing after it was applied and nothing was pruned"
+        );
     }
     if report.interrupted && !waited {
         eprintln!(

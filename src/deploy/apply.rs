@@ -132,6 +132,9 @@ pub struct ApplyReport {
     /// Members no longer rendered that are not mlkube's to delete, and why.
     pub kept: Vec<(Key, String)>,
     pub not_ready: Vec<NotReady>,
+    /// Routes not written because what they send to was not ready (see `not_ready`): their
+    /// live weights stand.
+    pub held_routes: Vec<Key>,
     /// In a dry run, objects the server could not judge, why (they need a namespace or a
     /// CustomResourceDefinition that only the apply itself would create), and how far they
     /// were checked.
@@ -389,7 +392,8 @@ impl<'w, C: Cluster> Writing<'w, C> {
 
     /// Apply every tier after the namespaces, in order. After the CRDs: wait until they are
     /// established, discover their kinds again and check the objects of those kinds (`widening`:
-    /// the inventory was written too). Breaks when cancelled, the report saying so.
+    /// the inventory was written too). Breaks when cancelled, the report saying so, and before
+    /// the routes when what they send to is not ready ([`Self::hold_routes`]).
     async fn tiers(
         &self,
         resolved: &mut BTreeMap<Key, Resolved>,
@@ -419,8 +423,25 @@ impl<'w, C: Cluster> Writing<'w, C> {
                     !deferred || !options.dry_run
                 })
                 .collect();
+            let gated = current == Tier::Routes && options.wait && !options.dry_run;
+            if gated
+                && self
+                    .hold_routes(resolved, &objects, report)
+                    .await?
+                    .is_break()
+            {
+                return Ok(ControlFlow::Break(()));
+            }
             let (listed, sending) = (self.listed, self.sending);
             apply_tier(cluster, &objects, resolved, listed, sending, report).await?;
+            if gated
+                && self
+                    .routes_taken_up(resolved, &objects, report)
+                    .await?
+                    .is_break()
+            {
+                return Ok(ControlFlow::Break(()));
+            }
             if options.cancel.is_cancelled() {
                 // The inventory was widened before this tier: it already covers what was written.
                 report.interrupted = true;
@@ -439,6 +460,47 @@ impl<'w, C: Cluster> Writing<'w, C> {
             }
         }
         Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl<'w, C: Cluster> Writing<'w, C> {
+    /// Before the routes: wait until every workload written before them is ready, so that no
+    /// weight moves to a version that cannot answer. When one is not, the routes keep their
+    /// live weights and the apply stops there (nothing after them, no prune), the report
+    /// naming what was not ready and the routes held.
+    async fn hold_routes(
+        &self,
+        resolved: &BTreeMap<Key, Resolved>,
+        routes: &[&Desired],
+        report: &mut ApplyReport,
+    ) -> Result<ControlFlow<()>, ApplyError> {
+        let before = self.plan.objects.iter().filter(|d| d.tier < Tier::Routes);
+        let not_ready = wait_until_healthy(self.cluster, before, resolved, self.options).await?;
+        if not_ready.is_empty() && !self.options.cancel.is_cancelled() {
+            return Ok(ControlFlow::Continue(()));
+        }
+        report.interrupted = self.options.cancel.is_cancelled();
+        report.not_ready = not_ready;
+        report.held_routes = routes.iter().map(|d| d.key.clone()).collect();
+        Ok(ControlFlow::Break(()))
+    }
+
+    /// After the routes: wait until their gateways took up the new weights, so that a prune
+    /// after them retires only versions no traffic goes to any more.
+    async fn routes_taken_up(
+        &self,
+        resolved: &BTreeMap<Key, Resolved>,
+        routes: &[&Desired],
+        report: &mut ApplyReport,
+    ) -> Result<ControlFlow<()>, ApplyError> {
+        let routes = routes.iter().copied();
+        let not_ready = wait_until_healthy(self.cluster, routes, resolved, self.options).await?;
+        if not_ready.is_empty() && !self.options.cancel.is_cancelled() {
+            return Ok(ControlFlow::Continue(()));
+        }
+        report.interrupted = self.options.cancel.is_cancelled();
+        report.not_ready = not_ready;
+        Ok(ControlFlow::Break(()))
     }
 }
 
@@ -504,9 +566,20 @@ async fn wait_for_health(
     options: &ApplyOptions<'_>,
     report: &mut ApplyReport,
 ) -> Result<(), ApplyError> {
-    let pending: Vec<Pending> = plan
-        .objects
-        .iter()
+    report.not_ready = wait_until_healthy(cluster, plan.objects.iter(), resolved, options).await?;
+    report.interrupted = options.cancel.is_cancelled();
+    Ok(())
+}
+
+/// Wait until those of `objects` that have a health are healthy, the timeout passes or the
+/// apply is cancelled; return those not ready.
+async fn wait_until_healthy<'d>(
+    cluster: &impl Cluster,
+    objects: impl Iterator<Item = &'d Desired>,
+    resolved: &BTreeMap<Key, Resolved>,
+    options: &ApplyOptions<'_>,
+) -> Result<Vec<NotReady>, ApplyError> {
+    let pending: Vec<Pending> = objects
         .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
         .filter_map(|d| {
             Some(Pending {
@@ -516,15 +589,12 @@ async fn wait_for_health(
         })
         .collect();
     if pending.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let on_poll = |elapsed: Duration, objects: &[Watched]| {
         options.observer.waiting(elapsed, objects);
     };
-    report.not_ready =
-        wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?;
-    report.interrupted = options.cancel.is_cancelled();
-    Ok(())
+    Ok(wait::wait(cluster, pending, options.timeout, &on_poll, options.cancel).await?)
 }
 
 /// The fields of each adopted object that its other managers wrote and the render lacks, as

@@ -1276,3 +1276,101 @@ async fn diff_counts_what_apply_counts_and_names_the_namespace_apart() {
     assert_eq!(after.summary().unchanged, created);
     assert!(!after.summary().creates_namespace);
 }
+
+fn route_crd() -> Object {
+    Object {
+        component: "gateway".into(),
+        value: json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "httproutes.gateway.networking.k8s.io"},
+            "spec": {"group": "gateway.networking.k8s.io", "scope": "Namespaced",
+                "names": {"plural": "httproutes", "kind": "HTTPRoute"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+    }
+}
+
+/// The serving component's route sending `weights` of the traffic to `serving-<version>`.
+fn route(weights: &[(&str, u32)]) -> Object {
+    let backends: Vec<Value> = weights
+        .iter()
+        .map(|(version, weight)| json!({"name": format!("serving-{version}"), "weight": weight}))
+        .collect();
+    let spec = json!({"parentRefs": [{"name": "gateway"}], "rules": [{"backendRefs": backends}]});
+    let api = "gateway.networking.k8s.io/v1";
+    object(
+        "serving",
+        api,
+        "HTTPRoute",
+        "serving",
+        json!({ "spec": spec }),
+    )
+}
+
+fn ready(cluster: &MemoryCluster, name: &str) {
+    let status = json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1});
+    cluster.set_status("apps/v1", "Deployment", Some(NS), name, status);
+}
+
+#[tokio::test]
+async fn a_route_keeps_its_weights_and_nothing_is_pruned_while_a_new_version_is_not_ready() {
+    let serving = |weights: &[(&str, u32)], versions: &[&str]| {
+        let mut objects = vec![route_crd(), route(weights)];
+        objects.extend(
+            versions
+                .iter()
+                .map(|v| deployment("serving", &format!("serving-{v}"))),
+        );
+        objects
+    };
+    let cluster = deployed(serving(&[("v1", 100)], &["v1"])).await;
+    ready(&cluster, "serving-v1");
+    let accepted = json!({"parents": [{"parentRef": {"name": "gateway"}, "conditions": [
+        {"type": "Accepted", "status": "True"}, {"type": "ResolvedRefs", "status": "True"}]}]});
+    let api = "gateway.networking.k8s.io/v1";
+    cluster.set_status(api, "HTTPRoute", Some(NS), "serving", accepted);
+    let waiting = ApplyOptions {
+        wait: true,
+        timeout: Duration::from_millis(300),
+        ..pruning(&Yes)
+    };
+
+    let canary = serving(&[("v1", 90), ("v2", 10)], &["v1", "v2"]);
+    let report = apply::apply(&cluster, &plan_of(canary, &[]), &waiting)
+        .await
+        .expect("the apply");
+    let not_ready: Vec<String> = report.not_ready.iter().map(|n| n.key.to_string()).collect();
+    assert_eq!(not_ready, ["Deployment.apps ml/serving-v2"]);
+    let held: Vec<String> = report.held_routes.iter().map(Key::to_string).collect();
+    assert_eq!(held, ["HTTPRoute.gateway.networking.k8s.io ml/serving"]);
+    assert!(
+        !cluster
+            .writes()
+            .iter()
+            .any(|w| format!("{w:?}").contains("HTTPRoute")),
+        "{:?}",
+        cluster.writes()
+    );
+    let live = cluster.object(api, "HTTPRoute", Some(NS), "serving");
+    assert_eq!(
+        live.expect("the route")["spec"]["rules"][0]["backendRefs"][0]["weight"],
+        100
+    );
+
+    // Promoted once v2 answers: the route moves, then v1 is pruned.
+    ready(&cluster, "serving-v2");
+    cluster.clear_writes();
+    let promoted = serving(&[("v2", 100)], &["v2"]);
+    let report = apply::apply(&cluster, &plan_of(promoted, &[]), &waiting)
+        .await
+        .expect("the promotion");
+    assert!(report.held_routes.is_empty());
+    let writes = cluster.writes();
+    let at = |needle: &str| {
+        writes
+            .iter()
+            .position(|w| format!("{w:?}").contains(needle))
+    };
+    assert!(
+        at("HTTPRoute").is_some() && at("Deployment ml/serving-v1") > at("HTTPRoute"),
+        "{writes:?}"
+    );
+}

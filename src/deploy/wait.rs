@@ -46,6 +46,7 @@ pub fn waits_for(group: &str, kind: &str) -> bool {
         ("apps", "Deployment" | "StatefulSet" | "DaemonSet")
             | ("batch", "Job")
             | ("apiextensions.k8s.io", "CustomResourceDefinition")
+            | ("gateway.networking.k8s.io", "HTTPRoute" | "GRPCRoute")
     )
 }
 
@@ -80,8 +81,53 @@ pub fn health(group: &str, kind: &str, object: &Value) -> Health {
         ("apps", "DaemonSet") => daemon_set_health(object),
         ("batch", "Job") => job_health(object),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_health(object),
+        ("gateway.networking.k8s.io", "HTTPRoute" | "GRPCRoute") => route_health(object),
         _ => Health::Ready,
     }
+}
+
+/// A Gateway API route is ready when every Gateway it names has accepted its current
+/// generation and resolved its backends, as that Gateway's controller writes in the route's
+/// status. Never failed: a controller that starts late, or a Gateway created after the route,
+/// still accepts it.
+fn route_health(object: &Value) -> Health {
+    let generation = int(&object["metadata"]["generation"]);
+    let parents = object["status"]["parents"].as_array();
+    let wanted = object["spec"]["parentRefs"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    for wanted in wanted {
+        let gateway = wanted["name"].as_str().unwrap_or("?");
+        let Some(parent) = parents.into_iter().flatten().find(|p| {
+            p["parentRef"]["name"] == wanted["name"]
+                && (wanted["namespace"].is_null()
+                    || p["parentRef"]["namespace"] == wanted["namespace"])
+        }) else {
+            return Health::Progressing(format!(
+                "gateway {gateway} has not taken it up yet (is the Gateway there, and its controller running?)"
+            ));
+        };
+        for kind in ["Accepted", "ResolvedRefs"] {
+            let mut conditions = parent["conditions"].as_array().into_iter().flatten();
+            let Some(c) = conditions.find(|c| c["type"] == kind) else {
+                return Health::Progressing(format!("gateway {gateway}: no {kind} condition yet"));
+            };
+            if int(&c["observedGeneration"]) < generation {
+                return Health::Progressing(format!(
+                    "gateway {gateway} has not seen generation {generation} yet"
+                ));
+            }
+            if c["status"] != "True" {
+                return Health::Progressing(format!(
+                    "gateway {gateway}: not {kind}: {} {}",
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["message"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    Health::Ready
 }
 
 /// A Deployment is ready when every desired replica is updated and available and no old one is
@@ -456,6 +502,40 @@ mod tests {
         // Old replicas still running.
         assert!(matches!(
             health("apps", "Deployment", &d(2, 2, 2, 3)),
+            Health::Progressing(_)
+        ));
+    }
+
+    #[test]
+    fn a_route_is_ready_once_its_gateway_accepted_its_generation_and_resolved_its_backends() {
+        let route = |conditions: Value| {
+            json!({"metadata": {"generation": 2},
+                   "spec": {"parentRefs": [{"name": "gateway"}]},
+                   "status": {"parents": [{"parentRef": {"name": "gateway"}, "conditions": conditions}]}})
+        };
+        let at = |generation: i64, resolved: &str| {
+            json!([{"type": "Accepted", "status": "True", "observedGeneration": generation},
+                   {"type": "ResolvedRefs", "status": resolved, "observedGeneration": generation,
+                    "reason": "BackendNotFound", "message": "service digits-v2 not found"}])
+        };
+        let group = "gateway.networking.k8s.io";
+        assert_eq!(
+            health(group, "HTTPRoute", &route(at(2, "True"))),
+            Health::Ready
+        );
+        let Health::Progressing(old) = health(group, "HTTPRoute", &route(at(1, "True"))) else {
+            panic!("an old generation is not ready");
+        };
+        assert!(old.contains("generation 2"), "{old}");
+        let Health::Progressing(unresolved) = health(group, "HTTPRoute", &route(at(2, "False")))
+        else {
+            panic!("unresolved backends are not ready");
+        };
+        assert!(unresolved.contains("digits-v2 not found"), "{unresolved}");
+        let mut untaken = route(at(2, "True"));
+        untaken["status"] = json!({});
+        assert!(matches!(
+            health(group, "HTTPRoute", &untaken),
             Health::Progressing(_)
         ));
     }

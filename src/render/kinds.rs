@@ -20,6 +20,10 @@ pub enum Tier {
     Config,
     Services,
     Workloads,
+    /// Traffic routes (Gateway API routes, Istio VirtualServices): `apply` writes them only once
+    /// the workloads before them are ready, so weight never moves to a backend that cannot
+    /// answer yet.
+    Routes,
     /// Everything else, custom objects included: their CRDs and controllers are in place.
     Other,
     /// Admission webhooks and aggregated APIs last, so that their servers run before they
@@ -40,6 +44,11 @@ const KINDS: &[(&str, &str, Tier)] = &[
     ("storage.k8s.io", "StorageClass", Tier::ClusterRbac),
     ("node.k8s.io", "RuntimeClass", Tier::ClusterRbac),
     ("networking.k8s.io", "IngressClass", Tier::ClusterRbac),
+    (
+        "gateway.networking.k8s.io",
+        "GatewayClass",
+        Tier::ClusterRbac,
+    ),
     ("", "PersistentVolume", Tier::ClusterRbac),
     (
         "rbac.authorization.k8s.io",
@@ -65,6 +74,8 @@ const KINDS: &[(&str, &str, Tier)] = &[
     ("", "ConfigMap", Tier::Config),
     ("", "PersistentVolumeClaim", Tier::Config),
     ("", "Service", Tier::Services),
+    // A Gateway is a listener, like a Service: there before the routes that attach to it.
+    ("gateway.networking.k8s.io", "Gateway", Tier::Services),
     ("apps", "DaemonSet", Tier::Workloads),
     ("apps", "Deployment", Tier::Workloads),
     ("apps", "StatefulSet", Tier::Workloads),
@@ -73,6 +84,9 @@ const KINDS: &[(&str, &str, Tier)] = &[
     ("batch", "Job", Tier::Workloads),
     ("batch", "CronJob", Tier::Workloads),
     ("", "Pod", Tier::Workloads),
+    ("gateway.networking.k8s.io", "HTTPRoute", Tier::Routes),
+    ("gateway.networking.k8s.io", "GRPCRoute", Tier::Routes),
+    ("networking.istio.io", "VirtualService", Tier::Routes),
     // Kinds not listed rank here, in tier Other.
     (
         "admissionregistration.k8s.io",
@@ -88,7 +102,7 @@ const KINDS: &[(&str, &str, Tier)] = &[
 ];
 
 /// The position of kinds the table does not list: after the workloads, before the webhooks.
-const UNLISTED: usize = 27;
+const UNLISTED: usize = 32;
 
 /// The tier of a kind.
 pub fn tier(group: &str, kind: &str) -> Tier {
@@ -100,7 +114,7 @@ pub fn tier(group: &str, kind: &str) -> Tier {
 }
 
 /// Where a kind sorts in apply order: its place in the table, unlisted kinds between the
-/// workloads and the webhooks (other admission kinds with the webhooks).
+/// routes and the webhooks (other admission kinds with the webhooks).
 pub fn rank(group: &str, kind: &str) -> usize {
     match position(group, kind) {
         Some(position) if position >= UNLISTED => position + 1,
@@ -127,7 +141,7 @@ mod tests {
         let tiers: Vec<Tier> = kinds.iter().map(|(g, k)| tier(g, k)).collect();
         assert!(tiers.is_sorted(), "{kinds:?} give {tiers:?}");
         assert_eq!(KINDS[UNLISTED].2, Tier::Webhooks);
-        assert_eq!(KINDS[UNLISTED - 1].2, Tier::Workloads);
+        assert_eq!(KINDS[UNLISTED - 1].2, Tier::Routes);
     }
 
     #[test]
@@ -136,5 +150,14 @@ mod tests {
         assert_eq!(tier("node.k8s.io", "RuntimeClass"), Tier::ClusterRbac);
         assert_eq!(tier("networking.k8s.io", "IngressClass"), Tier::ClusterRbac);
         assert_eq!(tier("apiregistration.k8s.io", "APIService"), Tier::Webhooks);
+    }
+
+    #[test]
+    fn routes_come_after_the_workloads_they_send_to_and_gateways_before_them() {
+        assert_eq!(tier("gateway.networking.k8s.io", "HTTPRoute"), Tier::Routes);
+        assert_eq!(tier("networking.istio.io", "VirtualService"), Tier::Routes);
+        assert!(tier("gateway.networking.k8s.io", "Gateway") < Tier::Workloads);
+        assert!(tier("gateway.networking.k8s.io", "GatewayClass") < Tier::Workloads);
+        assert!(rank("kubeflow.org", "TFJob") > rank("gateway.networking.k8s.io", "HTTPRoute"));
     }
 }

@@ -4,7 +4,8 @@
 //! and the binary taken out of its layer is static, holds no path of the machine that built it,
 //! prints its version, and runs as the operator against the local control plane, as the
 //! component's ServiceAccount: ready on /readyz, then a clean exit on SIGTERM. Also the real
-//! node's sandbox image, which `image/pause/build.sh` builds here in a second.
+//! node's sandbox image, which `image/pause/build.sh` builds here in a second, and the serving
+//! image, run with chroot (`serving.rs`).
 //!
 //! Needs the archive (`image/build.sh`; `MLKUBE_IMAGE_ARCHIVE` names another path), musl-gcc
 //! and, for the operator's run, the local control plane; `cluster/run-tests.sh` provides all
@@ -13,6 +14,7 @@
 #[path = "../cluster/operator_identity.rs"]
 #[allow(dead_code)]
 mod operator_identity;
+mod serving;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
 mod support;
@@ -69,31 +71,7 @@ impl Image {
     /// The one image in `archive`, which index.json names `reference` (registry/name:tag).
     fn unpack_archive(archive: &Path, reference: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let layout = dir.path().join("layout");
-        std::fs::create_dir(&layout).unwrap();
-        run(Command::new("tar")
-            .arg("-xf")
-            .arg(archive)
-            .arg("-C")
-            .arg(&layout));
-
-        let index = json_file(&layout.join("index.json"));
-        let manifests = index["manifests"]
-            .as_array()
-            .expect("index.json lists manifests");
-        assert_eq!(manifests.len(), 1, "one image in the archive: {index}");
-        let annotations = &manifests[0]["annotations"];
-        assert_eq!(
-            annotations["io.containerd.image.name"], reference,
-            "named in full, as `ctr images import` names it"
-        );
-        let (_, tag) = reference.rsplit_once(':').expect("a reference with a tag");
-        assert_eq!(
-            annotations["org.opencontainers.image.ref.name"], tag,
-            "tagged, as skopeo's oci-archive:ARCHIVE:TAG selects it"
-        );
-        let manifest = blob_json(&layout, &manifests[0]);
-        let config = blob_json(&layout, &manifest["config"]);
+        let (layout, manifest, config) = unpack_layout(archive, reference, dir.path());
         let layers = manifest["layers"]
             .as_array()
             .expect("the manifest lists layers");
@@ -138,6 +116,38 @@ impl Image {
     fn binary(&self) -> PathBuf {
         self.file("/usr/local/bin/mlkube")
     }
+}
+
+/// The OCI layout in `archive`, unpacked into `dir`/layout, holding one image, which
+/// index.json names `reference` (registry/name:tag) as containerd and skopeo look for it: the
+/// layout's path, the image's manifest and its config.
+fn unpack_layout(archive: &Path, reference: &str, dir: &Path) -> (PathBuf, Value, Value) {
+    let layout = dir.join("layout");
+    std::fs::create_dir(&layout).unwrap();
+    run(Command::new("tar")
+        .arg("-xf")
+        .arg(archive)
+        .arg("-C")
+        .arg(&layout));
+
+    let index = json_file(&layout.join("index.json"));
+    let manifests = index["manifests"]
+        .as_array()
+        .expect("index.json lists manifests");
+    assert_eq!(manifests.len(), 1, "one image in the archive: {index}");
+    let annotations = &manifests[0]["annotations"];
+    assert_eq!(
+        annotations["io.containerd.image.name"], reference,
+        "named in full, as `ctr images import` names it"
+    );
+    let (_, tag) = reference.rsplit_once(':').expect("a reference with a tag");
+    assert_eq!(
+        annotations["org.opencontainers.image.ref.name"], tag,
+        "tagged, as skopeo's oci-archive:ARCHIVE:TAG selects it"
+    );
+    let manifest = blob_json(&layout, &manifests[0]);
+    let config = blob_json(&layout, &manifest["config"]);
+    (layout, manifest, config)
 }
 
 fn run(command: &mut Command) {
