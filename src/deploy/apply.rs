@@ -423,24 +423,13 @@ impl<'w, C: Cluster> Writing<'w, C> {
                     !deferred || !options.dry_run
                 })
                 .collect();
-            let gated = current == Tier::Routes && options.wait && !options.dry_run;
-            if gated
-                && self
-                    .hold_routes(resolved, &objects, report)
-                    .await?
-                    .is_break()
-            {
-                return Ok(ControlFlow::Break(()));
-            }
             let (listed, sending) = (self.listed, self.sending);
-            apply_tier(cluster, &objects, resolved, listed, sending, report).await?;
-            if gated
-                && self
-                    .routes_taken_up(resolved, &objects, report)
-                    .await?
-                    .is_break()
-            {
-                return Ok(ControlFlow::Break(()));
+            if current == Tier::Routes && options.wait && !options.dry_run {
+                if self.routes(resolved, &objects, report).await?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            } else {
+                apply_tier(cluster, &objects, resolved, listed, sending, report).await?;
             }
             if options.cancel.is_cancelled() {
                 // The inventory was widened before this tier: it already covers what was written.
@@ -464,43 +453,44 @@ impl<'w, C: Cluster> Writing<'w, C> {
 }
 
 impl<'w, C: Cluster> Writing<'w, C> {
-    /// Before the routes: wait until every workload written before them is ready, so that no
-    /// weight moves to a version that cannot answer. When one is not, the routes keep their
-    /// live weights and the apply stops there (nothing after them, no prune), the report
-    /// naming what was not ready and the routes held.
-    async fn hold_routes(
+    /// Apply the routes only once every workload written before them is ready, so that no
+    /// weight moves to a version that cannot answer; then wait until their gateways took up
+    /// the new weights, so that a prune after them retires only versions no traffic goes to.
+    /// When a workload is not ready, the routes keep their live weights and the apply stops
+    /// (nothing after them, no prune), the report naming what was not ready and the routes.
+    async fn routes(
         &self,
         resolved: &BTreeMap<Key, Resolved>,
         routes: &[&Desired],
         report: &mut ApplyReport,
     ) -> Result<ControlFlow<()>, ApplyError> {
+        let (cluster, options) = (self.cluster, self.options);
         let before = self.plan.objects.iter().filter(|d| d.tier < Tier::Routes);
-        let not_ready = wait_until_healthy(self.cluster, before, resolved, self.options).await?;
-        if not_ready.is_empty() && !self.options.cancel.is_cancelled() {
-            return Ok(ControlFlow::Continue(()));
+        let not_ready = wait_until_healthy(cluster, before, resolved, options).await?;
+        if self.stop_unless_ready(not_ready, report).is_break() {
+            report.held_routes = routes.iter().map(|d| d.key.clone()).collect();
+            return Ok(ControlFlow::Break(()));
         }
-        report.interrupted = self.options.cancel.is_cancelled();
-        report.not_ready = not_ready;
-        report.held_routes = routes.iter().map(|d| d.key.clone()).collect();
-        Ok(ControlFlow::Break(()))
+        apply_tier(cluster, routes, resolved, self.listed, self.sending, report).await?;
+        let written = routes.iter().copied();
+        let not_ready = wait_until_healthy(cluster, written, resolved, options).await?;
+        Ok(self.stop_unless_ready(not_ready, report))
     }
 
-    /// After the routes: wait until their gateways took up the new weights, so that a prune
-    /// after them retires only versions no traffic goes to any more.
-    async fn routes_taken_up(
+    /// Go on when nothing is left `not_ready` and the apply was not cancelled; else stop, the
+    /// report saying why.
+    fn stop_unless_ready(
         &self,
-        resolved: &BTreeMap<Key, Resolved>,
-        routes: &[&Desired],
+        not_ready: Vec<NotReady>,
         report: &mut ApplyReport,
-    ) -> Result<ControlFlow<()>, ApplyError> {
-        let routes = routes.iter().copied();
-        let not_ready = wait_until_healthy(self.cluster, routes, resolved, self.options).await?;
-        if not_ready.is_empty() && !self.options.cancel.is_cancelled() {
-            return Ok(ControlFlow::Continue(()));
+    ) -> ControlFlow<()> {
+        let cancelled = self.options.cancel.is_cancelled();
+        if not_ready.is_empty() && !cancelled {
+            return ControlFlow::Continue(());
         }
-        report.interrupted = self.options.cancel.is_cancelled();
+        report.interrupted = cancelled;
         report.not_ready = not_ready;
-        Ok(ControlFlow::Break(()))
+        ControlFlow::Break(())
     }
 }
 
