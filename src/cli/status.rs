@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use crate::deploy::cluster::KubeCluster;
+use crate::deploy::serving::ServedVersion;
 use crate::deploy::status::{self, Drift, State, Status, StatusError};
 
 use super::deploy::{self, DeployError};
@@ -119,6 +120,7 @@ pub fn render_text(status: &Status, context: &str) -> String {
         .collect();
     let header = ["OBJECT", "COMPONENT", "HEALTH", "DRIFT", "DETAIL"].map(String::from);
     out.push_str(&super::output::table(&header, &rows));
+    out.push_str(&served_versions(&status.serving));
     let s = status.summary;
     let _ = writeln!(
         out,
@@ -126,6 +128,28 @@ pub fn render_text(status: &Status, context: &str) -> String {
         s.members, s.healthy, s.progressing, s.failed, s.missing, s.drifted
     );
     out
+}
+
+/// The versions of served models as a table: nothing when the environment serves none.
+fn served_versions(versions: &[ServedVersion]) -> String {
+    if versions.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = versions
+        .iter()
+        .map(|v| {
+            vec![
+                v.component.clone().unwrap_or_else(|| "-".into()),
+                v.version.clone(),
+                format!("{}/{}", v.ready, v.replicas),
+                v.weight
+                    .map_or_else(|| "not routed".into(), |w| format!("{w}%")),
+                v.model_path.clone(),
+            ]
+        })
+        .collect();
+    let header = ["SERVING", "VERSION", "READY", "WEIGHT", "MODEL PATH"].map(String::from);
+    super::output::table(&header, &rows)
 }
 
 fn last_apply_line(status: &Status) -> String {
@@ -181,6 +205,7 @@ mod tests {
                 }),
             }),
             members,
+            serving: Vec::new(),
             summary,
         }
     }

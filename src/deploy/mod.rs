@@ -28,6 +28,7 @@ pub mod plan;
 pub mod preflight;
 pub mod schema;
 pub mod secret;
+pub mod serving;
 pub mod status;
 #[cfg(test)]
 mod tests;

@@ -36,6 +36,7 @@ use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
 use crate::deploy::key::Key;
 use crate::deploy::ownership;
 use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
+use crate::deploy::serving::{self, ServedVersion};
 use crate::deploy::wait::{self, Health};
 
 pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
@@ -221,6 +222,8 @@ pub struct Status {
     pub namespace: String,
     pub last_apply: Option<LastApply>,
     pub members: Vec<MemberStatus>,
+    /// The versions of served models: ready replicas, live weight, model path.
+    pub serving: Vec<ServedVersion>,
     pub summary: Summary,
 }
 
@@ -312,6 +315,7 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
         namespace: set.namespace.clone(),
         last_apply: LastApply::of_parent(&parent),
         summary: Summary::of(&statuses),
+        serving: serving::served_versions(&members),
         members: statuses,
     })
 }
