@@ -109,15 +109,21 @@ pub fn pod_blocked(pod: &Value) -> Option<Blocked> {
 }
 
 /// How a container that did not succeed ended, from its current state or (after a restart)
-/// its last one: `ended with exit code 3 (Error)`, `was OOMKilled (exit code 137)`.
+/// its last one: `ended with exit code 3 (Error)`, `was OOMKilled (exit code 137)`, followed by
+/// the last line of its termination message when it wrote one.
 pub fn ended(status: &Value) -> Option<String> {
     let failed = |terminated: &Value| {
         let code = terminated["exitCode"].as_i64().unwrap_or(0);
         let reason = terminated["reason"].as_str().unwrap_or("");
+        let said = terminated["message"].as_str().map(str::trim).unwrap_or("");
+        let said = match said.lines().last() {
+            Some(line) if !line.is_empty() => format!(": {line}"),
+            _ => String::new(),
+        };
         (code != 0 || !matches!(reason, "" | "Completed")).then(|| match reason {
-            "OOMKilled" => format!("was OOMKilled (exit code {code})"),
-            "" => format!("ended with exit code {code}"),
-            reason => format!("ended with exit code {code} ({reason})"),
+            "OOMKilled" => format!("was OOMKilled (exit code {code}){said}"),
+            "" => format!("ended with exit code {code}{said}"),
+            reason => format!("ended with exit code {code} ({reason}){said}"),
         })
     };
     let current = &status["state"]["terminated"];

@@ -402,8 +402,9 @@ pub fn members_status(
 /// The label the training operator puts on every pod of a job, with the job's name.
 pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";
 
-/// For each member not healthy yet whose pods say why (a pod the scheduler cannot place, an
-/// image that cannot be pulled, a container crashing), add the first such reason to its own.
+/// For each member not healthy whose pods say why (a pod the scheduler cannot place, an image
+/// that cannot be pulled, a container crashing), add the first such reason to its own: a
+/// Deployment failed by its progress deadline says why it made no progress.
 /// An image that cannot be pulled fails it, as it fails the apply's wait: waiting will not
 /// help. Best effort: pods that cannot be listed add nothing.
 async fn explain_blocked(
@@ -415,7 +416,7 @@ async fn explain_blocked(
     let reads: Vec<_> = statuses
         .iter()
         .enumerate()
-        .filter(|(_, s)| s.state == State::Progressing)
+        .filter(|(_, s)| matches!(s.state, State::Progressing | State::Failed))
         .filter_map(|(i, s)| Some((i, s.key.clone(), *live.get(&s.key)?)))
         .map(|(i, key, object)| async move {
             let pods = member_pods(cluster, &key, object).await;

@@ -24,7 +24,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::deploy::blocked::{IMAGE_PULL_FAILURES, image_of, image_pull_message};
+use crate::deploy::blocked::{IMAGE_PULL_FAILURES, ended, image_of, image_pull_message};
 use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
 use crate::deploy::key::Key;
@@ -424,16 +424,19 @@ pub fn pod_reasons(pod: &Value) -> Vec<String> {
             let state = &container["state"];
             let cname = container["name"].as_str().unwrap_or("?");
             if let Some(waiting) = state["waiting"].as_object() {
-                reasons.push(format!(
-                    "pod {name}: container {cname} waiting: {} {}",
-                    waiting
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default(),
-                    waiting
+                let reason = waiting.get("reason").and_then(Value::as_str);
+                // A crash loop's own message only says it backs off: how it ended says why.
+                let message = match (reason, ended(container)) {
+                    (Some("CrashLoopBackOff"), Some(ended)) => ended,
+                    _ => waiting
                         .get("message")
                         .and_then(Value::as_str)
                         .unwrap_or_default()
+                        .to_string(),
+                };
+                reasons.push(format!(
+                    "pod {name}: container {cname} waiting: {} {message}",
+                    reason.unwrap_or_default()
                 ));
             } else if let Some(terminated) = state["terminated"].as_object()
                 && container["ready"] != Value::Bool(true)
@@ -538,6 +541,22 @@ mod tests {
             health(group, "HTTPRoute", &untaken),
             Health::Progressing(_)
         ));
+    }
+
+    #[test]
+    fn a_crash_loop_is_told_by_how_its_container_ended_and_what_it_said() {
+        let pod = json!({"metadata": {"name": "digits-v3-1"}, "status": {"phase": "Pending",
+            "initContainerStatuses": [{"name": "fetch-model", "restartCount": 2,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "message": "s3://models/digits/v3/ holds no objects: no model was saved there\n"}}}]}});
+        assert_eq!(
+            pod_reasons(&pod),
+            [
+                "pod digits-v3-1: container fetch-model waiting: CrashLoopBackOff last ended with \
+              exit code 1 (Error): s3://models/digits/v3/ holds no objects: no model was saved there"
+            ]
+        );
     }
 
     #[test]
