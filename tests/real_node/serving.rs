@@ -1,0 +1,392 @@
+//! Serving what was trained, the way the Kubeflow talk ends its story, on the real node: two
+//! XGBoostJobs from the `xgboost-job` prototype save v1 and v2 of the digits model in the object
+//! store; the `tf-serving` prototype with runtime `mlserver` serves them behind the gateway
+//! component (Traefik) with a Gateway API HTTPRoute; requests through the host's gateway port
+//! split by `trafficRule`, a rollout v1 → 90/10 → v2 → v1 pruned fails no request, and a version
+//! whose model is not in the store never gets traffic. A TFJob's SavedModel is served the same
+//! way. Each model's held-out accuracy, recomputed through its server, is the job's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
+use serde_json::{Value, json};
+
+use crate::gateway::{gateway, gateway_url};
+use crate::jobs::finished;
+use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::support;
+use crate::volumes::{object_store, run_pod};
+
+const TRAINING_IMAGE: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION"));
+const SERVING: &str = "digits";
+const SPLIT_REQUESTS: usize = 2000;
+
+type Http = HttpClient<HttpConnector, Full<Bytes>>;
+
+fn has_component(name: &str) -> bool {
+    let listed = mlkube(app(), &["component", "list", "-o", "name"]);
+    assert_success("mlkube component list", &listed);
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.trim() == name)
+}
+
+/// `mlkube component add PROTOTYPE NAME --param P...` unless the app has it.
+fn add(prototype: &str, name: &str, params: &[&str]) {
+    if has_component(name) {
+        return;
+    }
+    let mut args = vec!["component", "add", prototype, name];
+    for param in params {
+        args.extend(["--param", param]);
+    }
+    assert_success(
+        &format!("mlkube component add {name}"),
+        &mlkube(app(), &args),
+    );
+}
+
+fn param_set(component: &str, param: &str, value: &str) {
+    let set = mlkube(app(), &["param", "set", component, param, value]);
+    assert_success(&format!("mlkube param set {component} {param}"), &set);
+}
+
+/// `mlkube apply local -c COMPONENT ARGS...`, its output.
+fn apply(component: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["apply", "local", "-c", component, "--timeout", "5m"];
+    all.extend_from_slice(args);
+    mlkube(app(), &all)
+}
+
+/// A training job of `prototype` saving its model at `models/<path>` with `args`, run afresh.
+fn train(prototype: &str, name: &str, script: &str, path: &str, args: &str) {
+    let image = format!("image={TRAINING_IMAGE}");
+    let command = format!(r#"command=["python3", "/opt/mlkube/examples/{script}"]"#);
+    let model = format!("modelPath=models/{path}");
+    let args = format!("args={args}");
+    let params = [&*image, &command, &model, &args, "objectStore=object-store"];
+    add(prototype, name, &params);
+    let delete = mlkube(app(), &["delete", "local", "-c", name, "--yes"]);
+    assert_success(&format!("mlkube delete local -c {name}"), &delete);
+    assert_success(&format!("apply {name}"), &apply(name, &["--no-wait"]));
+}
+
+/// The `metric accuracy=` a job's lead replica logged.
+fn job_accuracy(job: &str) -> String {
+    let logs = mlkube(app(), &["logs", "-n", NAMESPACE, job]);
+    assert_success(&format!("mlkube logs {job}"), &logs);
+    let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
+    accuracy(&logs).unwrap_or_else(|| panic!("{job} logged no accuracy:\n{logs}"))
+}
+
+fn accuracy(text: &str) -> Option<String> {
+    let at = text.find("metric accuracy=")? + "metric accuracy=".len();
+    Some(text[at..].split_whitespace().next()?.to_string())
+}
+
+/// The held-out accuracy recomputed through `url` by examples/training/digits_predict.py.
+async fn served_accuracy(pod: &str, url: &str, model: &str, scale: &str) -> String {
+    let command = json!([
+        "python3",
+        "/opt/mlkube/examples/digits_predict.py",
+        "--url",
+        url,
+        "--model",
+        model,
+        "--scale",
+        scale
+    ]);
+    let pod = json!({
+        "metadata": { "name": pod },
+        "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
+            "containers": [{ "name": "predict", "image": TRAINING_IMAGE, "command": command }] },
+    });
+    let printed = run_pod(&support::client().await, pod).await;
+    accuracy(&printed).unwrap_or_else(|| panic!("no accuracy from {url}:\n{printed}"))
+}
+
+fn assert_close(served: &str, trained: &str, what: &str) {
+    let (s, t): (f64, f64) = (served.parse().unwrap(), trained.parse().unwrap());
+    // float32 inputs may move a prediction at a tie: at most one of the 450 digits.
+    assert!(
+        (s - t).abs() <= 1.0 / 450.0 + 1e-9,
+        "{what}: served {served}, trained {trained}"
+    );
+}
+
+/// One prediction through the gateway: the version that answered, or why it failed.
+async fn predict(http: &Http, model: &str) -> Result<String, String> {
+    let pixels: Vec<f32> = (0..64).map(|i| (i % 17) as f32).collect();
+    let body = json!({"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
+    let request = hyper::Request::post(format!("{}/v2/models/{model}/infer", gateway_url()))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("a request");
+    let answer = http.request(request).await.map_err(|e| format!("{e:?}"))?;
+    let status = answer.status();
+    let bytes = answer
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if status != 200 {
+        return Err(format!("{status}: {text}"));
+    }
+    let json: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    Ok(json["model_version"].as_str().unwrap_or("?").to_string())
+}
+
+fn route_weights(route: &DynamicObject) -> Vec<(String, i64)> {
+    route.data["spec"]["rules"][0]["backendRefs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|b| {
+            (
+                b["name"].as_str().unwrap_or("?").to_string(),
+                b["weight"].as_i64().unwrap_or(1),
+            )
+        })
+        .collect()
+}
+
+async fn live_route() -> DynamicObject {
+    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        support::client().await,
+        NAMESPACE,
+        &ApiResource::from_gvk(&gvk),
+    );
+    api.get(SERVING).await.expect("the serving route")
+}
+
+/// The serving component: MLServer for the XGBoost digits, versions from the store by name,
+/// behind the gateway; `trafficRule` as given.
+fn serve(rule: &str) {
+    add(
+        "tf-serving",
+        SERVING,
+        &[
+            "runtime=mlserver",
+            "modelFormat=xgboost",
+            "objectStore=object-store",
+            "gateway=gateway",
+            "modelBasePath=s3://models/xgboost-digits/{version}/",
+            "readyTimeout=60",
+            "cpuRequest=100m",
+            "memoryRequest=256Mi",
+        ],
+    );
+    param_set(SERVING, "trafficRule", rule);
+}
+
+/// Requests through the gateway, one after another, until `stop`: (versions seen, failures).
+fn request_loop(
+    http: Http,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(Vec<String>, Vec<String>)> {
+    tokio::spawn(async move {
+        let (mut seen, mut failed) = (Vec::new(), Vec::new());
+        while !stop.load(Ordering::Relaxed) {
+            match predict(&http, SERVING).await {
+                Ok(version) => seen.push(version),
+                Err(why) => failed.push(why),
+            }
+        }
+        (seen, failed)
+    })
+}
+
+#[tokio::test]
+async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_failed_request() {
+    object_store();
+    gateway();
+    let client = support::client().await;
+    train(
+        "xgboost-job",
+        "xgb-v1",
+        "xgboost_digits.py",
+        "xgboost-digits/v1",
+        "[]",
+    );
+    train(
+        "xgboost-job",
+        "xgb-v2",
+        "xgboost_digits.py",
+        "xgboost-digits/v2",
+        r#"["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]"#,
+    );
+    let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
+    for job in ["xgb-v1", "xgb-v2"] {
+        let (state, message) = finished(&jobs, job).await;
+        assert_eq!(state, "Succeeded", "{job}: {message}");
+    }
+
+    serve("v1:100");
+    assert_success("apply v1", &apply(SERVING, &["--prune"]));
+    let served = served_accuracy("predict-v1", "http://digits-v1:8080", SERVING, "1").await;
+    assert_close(&served, &job_accuracy("xgboostjob/xgb-v1"), "v1");
+
+    let http: Http = HttpClient::builder(TokioExecutor::new()).build_http();
+    let stop = Arc::new(AtomicBool::new(false));
+    let looping = request_loop(http.clone(), stop.clone());
+    serve("v1:90,v2:10");
+    assert_success("apply the canary", &apply(SERVING, &["--prune"]));
+    split_is_ninety_ten(&http).await;
+    serve("v2:100");
+    assert_success("apply the promotion", &apply(SERVING, &["--prune"]));
+    promoted(&http).await;
+    stop.store(true, Ordering::Relaxed);
+    let (seen, failed) = looping.await.expect("the request loop");
+    let count = |v: &str| seen.iter().filter(|s| *s == v).count();
+    eprintln!(
+        "rollout: {} requests, v1 {}, v2 {}, {} failed",
+        seen.len(),
+        count("v1"),
+        count("v2"),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        seen.len() + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(
+        count("v1") > 0 && count("v2") > 0,
+        "the loop saw both versions: {}",
+        seen.len()
+    );
+
+    a_version_without_a_model_never_gets_traffic(&http).await;
+}
+
+/// 2,000 requests at 90/10: v2's share within 10% ± 2.5%.
+async fn split_is_ninety_ten(http: &Http) {
+    let mut v2 = 0;
+    for _ in 0..SPLIT_REQUESTS {
+        let version = predict(http, SERVING).await.expect("a prediction at 90/10");
+        v2 += usize::from(version == "v2");
+    }
+    let share = v2 as f64 / SPLIT_REQUESTS as f64;
+    eprintln!(
+        "split at v1:90,v2:10: v2 answered {v2} of {SPLIT_REQUESTS} ({:.1}%)",
+        share * 100.0
+    );
+    assert!((0.075..=0.125).contains(&share), "v2's share {share}");
+}
+
+/// After the promotion: v2 alone answers, and v1's Deployment and Service are gone.
+async fn promoted(http: &Http) {
+    for _ in 0..50 {
+        assert_eq!(
+            predict(http, SERVING)
+                .await
+                .expect("a prediction at v2:100"),
+            "v2"
+        );
+    }
+    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        support::client().await,
+        NAMESPACE,
+    );
+    assert!(
+        deployments
+            .get_opt("digits-v1")
+            .await
+            .expect("read")
+            .is_none(),
+        "v1 pruned"
+    );
+    assert_eq!(
+        route_weights(&live_route().await),
+        [("digits-v2".to_string(), 100)]
+    );
+}
+
+/// v3's model path holds nothing: the apply fails naming it and why, the route keeps v2:100,
+/// status says why; then v3 is taken out again.
+async fn a_version_without_a_model_never_gets_traffic(http: &Http) {
+    serve("v2:90,v3:10");
+    let failed = apply(SERVING, &["--prune"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr).into_owned();
+    assert_eq!(failed.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("digits-v3") && stderr.contains("holds no objects"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("HTTPRoute") && stderr.contains("keeps its live weights"),
+        "{stderr}"
+    );
+    assert_eq!(
+        route_weights(&live_route().await),
+        [("digits-v2".to_string(), 100)]
+    );
+    assert_eq!(
+        predict(http, SERVING).await.expect("v2 still answers"),
+        "v2"
+    );
+    let status = mlkube(app(), &["status", "local"]);
+    let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    let v3 = text
+        .lines()
+        .find(|l| l.contains("digits-v3") && l.contains("Deployment"));
+    assert!(v3.is_some_and(|l| l.contains("holds no objects")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" v3 ") && l.contains("0/1") && l.contains("not routed")),
+        "{text}"
+    );
+    serve("v2:100");
+    assert_success("take v3 out", &apply(SERVING, &["--prune"]));
+}
+
+#[tokio::test]
+async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
+    object_store();
+    let client = support::client().await;
+    train(
+        "tf-job",
+        "tf-serve",
+        "tf_digits.py",
+        "tf-digits-served/v1",
+        r#"["--epochs=10"]"#,
+    );
+    let (state, message) = finished(
+        &Api::<TFJob>::namespaced(client.clone(), NAMESPACE),
+        "tf-serve",
+    )
+    .await;
+    assert_eq!(state, "Succeeded", "{message}");
+    add(
+        "tf-serving",
+        "tf-digits",
+        &[
+            "runtime=mlserver",
+            "modelFormat=tensorflow",
+            "objectStore=object-store",
+            "modelBasePath=s3://models/tf-digits-served/{version}/",
+            "cpuRequest=100m",
+        ],
+    );
+    assert_success("apply tf-digits", &apply("tf-digits", &[]));
+    let served = served_accuracy("predict-tf", "http://tf-digits:8080", "tf-digits", "16").await;
+    assert_close(
+        &served,
+        &job_accuracy("tfjob/tf-serve"),
+        "the TensorFlow model",
+    );
+}
