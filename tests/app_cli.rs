@@ -491,6 +491,7 @@ fn listings_print_json_for_scripts() {
         [
             "framework",
             "framework-sweep",
+            "gateway",
             "jax-job",
             "jax-job-sweep",
             "mpi-job",
@@ -605,7 +606,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(
         fails(&app, &["component", "add", "tf-servin", "resnet"]),
         "mlkube: error: unknown prototype `tf-servin`; the library has: framework, framework-sweep, \
-         jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
+         gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
          pytorch-job, \
          pytorch-job-sweep, tf-job, tf-job-operator, tf-job-sweep, tf-serving, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
@@ -1338,7 +1339,7 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
                     `tf-servin`, which the library does not have; it has: framework, \
-                    framework-sweep, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
+                    framework-sweep, gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
                     paddle-job-sweep, pytorch-job, pytorch-job-sweep, tf-job, tf-job-operator, \
                     tf-job-sweep, tf-serving, volume-controller, xgboost-job, \

@@ -2857,15 +2857,21 @@ fn rule_lines(role: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|r| {
-            let names = r.get("resourceNames").map_or(String::new(), |n| format!(" {n}"));
-            format!("{} {}{names} {}", r["apiGroups"], r["resources"], r["verbs"])
+            let names = r
+                .get("resourceNames")
+                .map_or(String::new(), |n| format!(" {n}"));
+            format!(
+                "{} {}{names} {}",
+                r["apiGroups"], r["resources"], r["verbs"]
+            )
         })
         .collect()
 }
 
 fn traefik_args(objects: &Value) -> Vec<String> {
     serde_json::from_value(
-        object_of(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
+        object_of(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .clone(),
     )
     .unwrap()
 }
@@ -2897,8 +2903,14 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
     // Each CRD is its file in crds/, as the Gateway API ships it.
     snapshot_view(objects.clone());
     let class = object_of(&objects, "GatewayClass");
-    assert_eq!(class["spec"]["controllerName"], "traefik.io/gateway-controller");
-    assert_eq!(class["metadata"]["labels"]["mlkube.io/gateway-namespace"], "kubeflow");
+    assert_eq!(
+        class["spec"]["controllerName"],
+        "traefik.io/gateway-controller"
+    );
+    assert_eq!(
+        class["metadata"]["labels"]["mlkube.io/gateway-namespace"],
+        "kubeflow"
+    );
     assert_eq!(
         object_of(&objects, "Gateway")["spec"],
         json!({
@@ -2963,7 +2975,9 @@ fn gateway_rbac_lists_and_watches_what_traefik_caches_and_updates_only_statuses(
         json!({ "namespaces": { "from": "All" } })
     );
     assert!(
-        !traefik_args(&all).iter().any(|a| a.contains(".namespaces=")),
+        !traefik_args(&all)
+            .iter()
+            .any(|a| a.contains(".namespaces=")),
         "Traefik watches every namespace"
     );
 }
@@ -2977,7 +2991,9 @@ fn gateway_node_port_and_without_crds() {
     )
     .unwrap();
     assert!(
-        !kinds_and_names(&objects).iter().any(|o| o.starts_with("CustomResourceDefinition")),
+        !kinds_and_names(&objects)
+            .iter()
+            .any(|o| o.starts_with("CustomResourceDefinition")),
         "crds: false renders none"
     );
     let service = &object_of(&objects, "Service")["spec"];

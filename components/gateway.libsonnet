@@ -1,0 +1,227 @@
+// A Gateway API implementation: Traefik Proxy, its kubernetesgateway provider serving the
+// HTTPRoutes of one Gateway, with the traffic split by their backendRefs' weights.
+local u = import 'mlkube/util.libsonnet';
+
+local component = 'gateway';
+local part = 'gateway';
+local controllerName = 'traefik.io/gateway-controller';
+// Traefik's own entry point: /ping for the probes, never routed to by a Gateway.
+local pingPort = 8080;
+local uid = 65532;
+local group = 'gateway.networking.k8s.io';
+// The Gateway API resources Traefik's provider caches (pkg/provider/kubernetes/gateway/client.go
+// of v3.7): it starts an informer for each, experimental channel off, and its caches never
+// sync if one is missing or forbidden; and those whose status it writes.
+local namespacedRoutes = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'referencegrants', 'backendtlspolicies'];
+local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'backendtlspolicies'];
+
+{
+  name: component,
+  description: |||
+    A Gateway API implementation: Traefik Proxy v3.7 (MIT, pure Go), from the image
+    image/gateway/ builds, as the controller of a GatewayClass <namespace>-<name> and of the
+    Gateway <name> in the environment's namespace, with one HTTP listener on `port`. HTTPRoutes
+    attached to that Gateway (tf-serving's `gateway` param renders one) are served with their
+    backendRefs' weights, so a canary gets its share of the requests, and get Accepted and
+    ResolvedRefs conditions in their status. Renders the Gateway API v1.6.3 standard-channel
+    CRDs Traefik watches (gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes,
+    referencegrants, backendtlspolicies; `crds: false` for a cluster that has them), the
+    GatewayClass and Gateway, a ServiceAccount, RBAC with only the lists, watches and status
+    updates Traefik makes, the Deployment (non-root, read-only root filesystem, /ping probes)
+    and the Service <name> (ClusterIP, or NodePort on `nodePort`; the local environment's real
+    node forwards 127.0.0.1:<API port + 1> to node port 30080). With routeNamespaces `Same`,
+    Traefik watches only this namespace and its rules are a Role here (plus the cluster-scoped
+    GatewayClasses and Namespaces); with `All` routes of every namespace may attach and the
+    rules are cluster-wide, Secrets included.
+    Dropped from what Kubeflow shipped (Ambassador, then Istio's ingress gateway): Envoy
+    (C++, which cannot be built here), Ambassador's Mapping annotations (HTTPRoutes replace
+    them), TLS listeners, Traefik's dashboard and its own CRDs (IngressRoute and friends).
+  ||| + u.paramsLine($.params),
+  params: {
+    image: { type: 'image', default: 'mlkube/gateway:0.1.0', description: 'Image with the traefik binary (image/gateway/build.sh).' },
+    imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
+    crds: { type: 'boolean', default: true, description: 'Render the Gateway API CRDs Traefik needs (false where the cluster has them).' },
+    port: { type: 'integer', minimum: 1, maximum: 65535, default: 8000, description: "The HTTP listener's port: Traefik's entry point, and the Service's port." },
+    routeNamespaces: { type: 'string', enum: ['Same', 'All'], default: 'Same', description: 'Namespaces whose HTTPRoutes may attach: Same (this one) or All.' },
+    serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort'], default: 'ClusterIP', description: 'Type of the Service in front of Traefik: ClusterIP or NodePort.' },
+    nodePort: { type: 'integer', minimum: 30000, maximum: 32767, default: null, description: 'Node port of the listener with serviceType NodePort; null lets the cluster pick.' },
+    replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods.' },
+    logLevel: { type: 'string', enum: ['DEBUG', 'INFO', 'WARN', 'ERROR'], default: 'INFO', description: "Traefik's log level: DEBUG, INFO, WARN or ERROR." },
+  } + u.resourceParams('50m', '64Mi'),
+
+  render(params, env):: (
+    local name = params.name;
+    local namespace = env.namespace;
+    local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
+    local className = u.clusterName(env, name);
+    local pullPolicy = u.oneOf(component, params, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never']);
+    local routeNamespaces = u.oneOf(component, params, 'routeNamespaces', ['Same', 'All']);
+    local serviceType = u.oneOf(component, params, 'serviceType', ['ClusterIP', 'NodePort']);
+    local logLevel = u.oneOf(component, params, 'logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
+    local port =
+      if std.isNumber(params.port) && params.port == std.floor(params.port) && params.port >= 1 && params.port <= 65535 && params.port != pingPort then params.port
+      else u.fail(component, 'port', 'must be a port from 1 to 65535 other than %d (the ping port), got %s' % [pingPort, std.manifestJson(params.port)]);
+    local nodePort =
+      if params.nodePort == null then null
+      else if serviceType != 'NodePort' then u.fail(component, 'nodePort', 'is set but serviceType is %s; set serviceType: NodePort or nodePort: null' % serviceType)
+      else if std.isNumber(params.nodePort) && params.nodePort == std.floor(params.nodePort) && params.nodePort >= 30000 && params.nodePort <= 32767 then params.nodePort
+      else u.fail(component, 'nodePort', 'must be in the node port range 30000-32767, got %s' % std.manifestJson(params.nodePort));
+    // Traefik serves only the GatewayClasses carrying this label: another environment's
+    // Traefik in the same cluster leaves this one's Gateway alone.
+    local classLabel = { 'mlkube.io/gateway-namespace': namespace };
+    local subject = { kind: 'ServiceAccount', name: name, namespace: namespace };
+    // What Traefik reads and writes in the namespaces it watches.
+    local watchedRules = [
+      { apiGroups: [''], resources: ['services', 'secrets', 'configmaps'], verbs: ['list', 'watch'] },
+      { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'watch'] },
+      { apiGroups: [group], resources: namespacedRoutes, verbs: ['list', 'watch'] },
+      { apiGroups: [group], resources: [r + '/status' for r in statusWritten], verbs: ['update'] },
+    ];
+    local clusterRole = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: meta(className),
+      rules: [
+        // Namespaces for allowedRoutes' selectors, GatewayClasses to find its own.
+        { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
+        { apiGroups: [group], resources: ['gatewayclasses'], verbs: ['list', 'watch'] },
+        { apiGroups: [group], resources: ['gatewayclasses/status'], resourceNames: [className], verbs: ['update'] },
+      ] + (if routeNamespaces == 'All' then watchedRules else []),
+    };
+    local roleRef(kind, roleName) = { apiGroup: 'rbac.authorization.k8s.io', kind: kind, name: roleName };
+    local rbac = [
+      clusterRole,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: meta(className),
+        roleRef: roleRef('ClusterRole', className),
+        subjects: [subject],
+      },
+    ] + (if routeNamespaces == 'Same' then [
+           { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(name), rules: watchedRules },
+           {
+             apiVersion: 'rbac.authorization.k8s.io/v1',
+             kind: 'RoleBinding',
+             metadata: meta(name),
+             roleRef: roleRef('Role', name),
+             subjects: [subject],
+           },
+         ] else []);
+    local provider = '--providers.kubernetesgateway';
+    local args = [
+      '--global.checknewversion=false',
+      '--global.sendanonymoususage=false',
+      '--log.level=' + logLevel,
+      '--log.nocolor=true',
+      '--entrypoints.web.address=:%d' % port,
+      '--entrypoints.traefik.address=:%d' % pingPort,
+      // A header whose name aliases another's (X_Forwarded_For) is dropped, so that a backend
+      // that reads headers as CGI variables cannot be told a spoofed one.
+      '--entrypoints.web.http.aliasheadersstrategy=delete',
+      '--entrypoints.traefik.http.aliasheadersstrategy=delete',
+      '--ping=true',
+      '--ping.entrypoint=traefik',
+      provider + '=true',
+      provider + '.labelselector=mlkube.io/gateway-namespace=' + namespace,
+      // Gateways report the Service's name: no load balancer fills in an address.
+      provider + '.statusaddress.hostname=%s.%s.svc' % [name, namespace],
+      // A new route is served a second after it is written, not after the default two.
+      provider + '.throttleduration=1s',
+      '--providers.providersthrottleduration=1s',
+    ] + (if routeNamespaces == 'Same' then [provider + '.namespaces=' + namespace] else []);
+    local probe(period, failures) = {
+      httpGet: { path: '/ping', port: 'ping' },
+      periodSeconds: period,
+      failureThreshold: failures,
+    };
+
+    (if params.crds then [
+       std.parseYaml(importstr 'mlkube/crds/gatewayclasses.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/gateways.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/httproutes.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/grpcroutes.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/tlsroutes.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/referencegrants.gateway.networking.k8s.io.yaml'),
+       std.parseYaml(importstr 'mlkube/crds/backendtlspolicies.gateway.networking.k8s.io.yaml'),
+     ] else [])
+    + [
+      {
+        apiVersion: 'gateway.networking.k8s.io/v1',
+        kind: 'GatewayClass',
+        metadata: meta(className, classLabel),
+        spec: {
+          controllerName: controllerName,
+          // At most 64 characters, as the CRD allows.
+          description: "Traefik, run by mlkube's gateway component",
+        },
+      },
+      {
+        apiVersion: 'gateway.networking.k8s.io/v1',
+        kind: 'Gateway',
+        metadata: meta(name),
+        spec: {
+          gatewayClassName: className,
+          listeners: [{
+            name: 'http',
+            protocol: 'HTTP',
+            port: port,
+            allowedRoutes: { namespaces: { from: routeNamespaces } },
+          }],
+        },
+      },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(name) },
+    ]
+    + rbac
+    + [
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: meta(name),
+        spec: {
+          replicas: params.replicas,
+          selector: { matchLabels: u.selector(name, part) },
+          template: {
+            metadata: { labels: u.selector(name, part) },
+            spec: {
+              serviceAccountName: name,
+              securityContext: u.podSecurity(uid),
+              containers: [{
+                name: 'traefik',
+                image: params.image,
+                imagePullPolicy: pullPolicy,
+                args: args,
+                ports: [
+                  { name: 'web', containerPort: port, protocol: 'TCP' },
+                  { name: 'ping', containerPort: pingPort, protocol: 'TCP' },
+                ],
+                readinessProbe: probe(5, 2),
+                livenessProbe: probe(10, 3) + { initialDelaySeconds: 5 },
+                resources: u.resources(params),
+                securityContext: u.containerSecurity(uid),
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+              }],
+              volumes: [{ name: 'tmp', emptyDir: {} }],
+            },
+          },
+        },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta(name),
+        spec: {
+          type: serviceType,
+          selector: u.selector(name, part),
+          ports: [std.prune({
+            name: 'http',
+            port: port,
+            targetPort: 'web',
+            protocol: 'TCP',
+            nodePort: nodePort,
+          })],
+        },
+      },
+    ]
+  ),
+}
