@@ -261,7 +261,11 @@ fn init_env_component_param_show_for_all_environments() {
             assert_eq!(labels["app.kubernetes.io/managed-by"], "mlkube");
             let cluster_scoped = matches!(
                 object["kind"].as_str().unwrap(),
-                "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding" | "StorageClass"
+                "CustomResourceDefinition"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "StorageClass"
+                    | "GatewayClass"
             );
             // Cluster-scoped objects are shared by every environment and app that renders
             // them, so they name none of the three.
@@ -536,7 +540,7 @@ fn listings_print_json_for_scripts() {
 
     let components: Value =
         serde_json::from_str(&ok(&app, &["component", "list", "-o", "json"])).unwrap();
-    assert_eq!(components.as_array().unwrap().len(), 5);
+    assert_eq!(components.as_array().unwrap().len(), 6);
     let diff: Value = serde_json::from_str(&differs(
         &app,
         &["param", "diff", "dev", "prod", "-o", "json"],
@@ -599,7 +603,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     );
     assert_eq!(
         fails(&app, &["show", "local", "-c", "resnet"]),
-        "mlkube: error: unknown component `resnet`; the app has: mnist, notebook-hub, \
+        "mlkube: error: unknown component `resnet`; the app has: gateway, mnist, notebook-hub, \
          object-store, \
          tf-job-operator, volume-controller\n"
     );
@@ -1192,7 +1196,7 @@ fn listings_print_text_json_yaml_and_names() {
     );
     assert_eq!(
         ok(&app, &["component", "list", "-o", "name"]),
-        "mnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n"
+        "gateway\nmnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n"
     );
     let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
     assert_eq!(prototypes.lines().next(), Some("framework"));
@@ -1792,7 +1796,7 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
         ],
     );
     assert!(
-        stderr.starts_with("mlkube: error: component `mnist` (environment `prod`): global param `cpuLimit` must be a quantity"),
+        stderr.starts_with("mlkube: error: component `gateway` (environment `prod`): global param `cpuLimit` must be a quantity"),
         "{stderr}"
     );
     assert_eq!(snapshot_files(&app), before, "refused values wrote nothing");
@@ -1865,6 +1869,6 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
     assert_eq!(
         run.stderr,
         "Created app `platform` in platform with environments local, dev, prod and components \
-         mnist (tf-serving), notebook-hub, object-store, tf-job-operator, volume-controller.\n"
+         gateway, mnist (tf-serving), notebook-hub, object-store, tf-job-operator, volume-controller.\n"
     );
 }

@@ -990,6 +990,7 @@ fn shipped_environments_render_every_component() {
         ("object-store", "object-store"),
         ("mnist", "tf-serving"),
         ("volume-controller", "volume-controller"),
+        ("gateway", "gateway"),
     ];
     for env in ENVIRONMENTS {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))

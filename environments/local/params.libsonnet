@@ -1,8 +1,16 @@
 // The `local` environment: a laptop or the local test cluster. One replica of everything,
-// small requests and no limits, no GPUs, no Istio; the hub is reachable on a NodePort.
+// small requests and no limits, no GPUs, no Istio; the hub is reachable on a NodePort, and so
+// is the gateway, on 30080: on the local cluster's real node, the host reaches it at
+// $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
 {
   global: {},
   components: {
+    gateway: {
+      serviceType: 'NodePort',
+      nodePort: 30080,
+      cpuRequest: '50m',
+      memoryRequest: '64Mi',
+    },
     'object-store': {
       storage: '5Gi',
       cpuRequest: '50m',

@@ -15,6 +15,7 @@ use crate::render::library;
 
 /// The components `init` adds (name, prototype), each from one prototype of the library.
 const DEFAULT_COMPONENTS: &[(&str, &str)] = &[
+    ("gateway", "gateway"),
     ("mnist", "tf-serving"),
     ("notebook-hub", "notebook-hub"),
     ("object-store", "object-store"),
