@@ -301,8 +301,8 @@ port_owner() { ss -ltnpH "sport = :$1" 2>/dev/null | head -n1; }
 
 check_ports_free() {
   local port owner ports=("${ALL_PORTS[@]}")
-  # With a real node only the forwarder and the operator beside the cluster listen on the host.
-  [ "$NODE_KIND" = kwok ] || ports=("$API_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
+  # With a real node only the forwarders and the operator beside the cluster listen on the host.
+  [ "$NODE_KIND" = kwok ] || ports=("$API_PORT" "$GATEWAY_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
   for port in "${ports[@]}"; do
     owner=$(port_owner "$port")
     if [ -n "$owner" ]; then
@@ -541,6 +541,8 @@ down() {
 env_line() {
   echo "export KUBECONFIG=$KUBECONFIG_FILE"
   echo "case \":\$PATH:\" in *\":$STATE_DIR/bin:\"*) ;; *) export PATH=\"$STATE_DIR/bin:\$PATH\" ;; esac"
+  # A real node's gateway (the gateway component with serviceType NodePort, nodePort 30080).
+  [ "$NODE_KIND" = kwok ] || echo "export MLKUBE_GATEWAY_URL=http://127.0.0.1:$GATEWAY_PORT"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@
 # node agents, the CNI bridge, every pod) lives in one network namespace per cluster,
 # `mlkube-<API port>`, with no default route, no link to the host's network and no NAT: nothing
 # in it can reach anything outside it. The host reaches the API server through a forwarder on
-# 127.0.0.1:<API port>, so KUBECONFIG, kubectl and the tests work as with kwok.
+# 127.0.0.1:<API port>, so KUBECONFIG, kubectl and the tests work as with kwok, and the gateway
+# component (its Service of type NodePort on node port 30080) through another on
+# 127.0.0.1:<API port + 1> (MLKUBE_GATEWAY_PORT), which `env` prints as MLKUBE_GATEWAY_URL.
 #
 # Volumes: Rancher's local-path-provisioner, built from its module like CoreDNS and run beside
 # the node agents, provisions every claim of the default StorageClass `local-path` as a
@@ -42,8 +44,12 @@ NODE_DIR=$STATE_DIR/node
 CONTAINERD_SOCKET=$STATE_DIR/containerd.sock
 # Images survive `down`: imported once, kept per cluster port (two clusters never share a store).
 CONTAINERD_ROOT=$CACHE_ROOT/node/containerd-$API_PORT
-REAL_COMPONENTS=(forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy coredns
-  local-path-provisioner)
+REAL_COMPONENTS=(forwarder gateway-forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet
+  kube-proxy coredns local-path-provisioner)
+# The gateway's host port, kept with the cluster (as its kind of node) so that `env` prints the
+# one `up` forwarded; and the node port the gateway component's local environment sets.
+GATEWAY_PORT=$(cat "$STATE_DIR/gateway-port" 2>/dev/null || echo "${MLKUBE_GATEWAY_PORT:-$((API_PORT + 1))}")
+GATEWAY_NODE_PORT=30080
 # The node's tools, and the images' (image/node-images.sh): command or path, then its package.
 REAL_TOOLS=(nsenter:util-linux ip:iproute2 socat:socat containerd:containerd runc:runc
   ctr:containerd iptables:iptables conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins
@@ -137,12 +143,21 @@ create_netns() {
   in_netns sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
 }
 
-# The host's only way in: 127.0.0.1:<API port> on the host to the same port in the namespace.
+# The host's only ways in: 127.0.0.1:<API port> on the host to the same port in the namespace,
+# and 127.0.0.1:<gateway port> to the gateway's node port (refused until a gateway is applied).
 start_forwarder() {
-  setsid socat "TCP-LISTEN:$API_PORT,bind=127.0.0.1,reuseaddr,fork" \
-    "EXEC:nsenter --net=$NETNS_PATH socat STDIO TCP\\:127.0.0.1\\:$API_PORT" \
-    >"$STATE_DIR/forwarder.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/forwarder.pid"
+  forward forwarder "$API_PORT" 127.0.0.1 "$API_PORT"
+  echo "$GATEWAY_PORT" >"$STATE_DIR/gateway-port"
+  forward gateway-forwarder "$GATEWAY_PORT" "$NODE_IP" "$GATEWAY_NODE_PORT"
+}
+
+# Start NAME: 127.0.0.1:PORT on the host to HOST:TARGET_PORT in the namespace.
+forward() {
+  local name=$1 port=$2 host=$3 target_port=$4
+  setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" \
+    "EXEC:nsenter --net=$NETNS_PATH socat STDIO TCP\\:$host\\:$target_port" \
+    >"$STATE_DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE_DIR/$name.pid"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +570,7 @@ down_real() {
     remove_containers
     stop_components containerd
   fi
-  stop_components kube-apiserver etcd forwarder
+  stop_components kube-apiserver etcd forwarder gateway-forwarder
   kill_all
   unmount_under "$STATE_DIR"
   remove_cgroups

@@ -78,14 +78,14 @@ trap 'stop_background; cluster/local-cluster.sh down' EXIT
 cluster/local-cluster.sh up
 eval "$(cluster/local-cluster.sh env)"
 
-# The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS: 10 to 25 minutes cold on
-# 2 cores, nothing once cached) and the images left build at low priority while the kwok tests
-# mostly wait on the cluster; the real node's `up` builds whatever this did not.
+# The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS, Traefik: 20 to 35 minutes
+# cold on 2 cores, nothing once cached) and the images left build at low priority while the kwok
+# tests mostly wait on the cluster; the real node's `up` builds whatever this did not.
 prebuild_log=${TMPDIR:-/tmp}/mlkube-test-prebuild.log
 if [ "$(id -u)" -eq 0 ]; then
   step "building the real node's Go parts in the background (log: $prebuild_log)"
   setsid nice -n 15 bash -c 'cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
-    image/node-images.sh >/dev/null' >"$prebuild_log" 2>&1 &
+    image/gateway/build.sh --binary && image/node-images.sh >/dev/null' >"$prebuild_log" 2>&1 &
   prebuild=$!
   background+=("$prebuild")
 fi
