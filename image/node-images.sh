@@ -7,7 +7,7 @@
 #   image/node-images.sh [NAME...]   (as root: the Debian-based images are built with mmdebstrap)
 #
 # NAMEs (pause, mlkube, training, notebook-hub, kubectl-delivery, busybox, object-store,
-# dnsutils) build and print only those images: cluster/run-tests.sh builds the slow ones that
+# dnsutils, serving, gateway) build and print only those images: cluster/run-tests.sh builds the slow ones that
 # need nothing else early, in the background.
 #
 #   docker.io/mlkube/pause:3.10              image/pause/       the sandbox image
