@@ -6,13 +6,15 @@
 //! image as its ServiceAccount (in-cluster config, probes), real training jobs reading the
 //! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
 //! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
-//! its user's, claims of the default StorageClass, and the object store keeping its objects.
+//! its user's, claims of the default StorageClass, the object store keeping its objects, and
+//! the gateway splitting requests from the host by an HTTPRoute's weights.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
 
 mod failures;
 mod framework;
+mod gateway;
 mod hub;
 mod jobs;
 mod models;
