@@ -144,7 +144,7 @@ create_netns() {
 }
 
 # The host's only ways in: 127.0.0.1:<API port> on the host to the same port in the namespace,
-# and 127.0.0.1:<gateway port> to the gateway's node port (refused until a gateway is applied).
+# and 127.0.0.1:<gateway port> to the gateway's node port (closed at once until one is applied).
 start_forwarder() {
   forward forwarder "$API_PORT" 127.0.0.1 "$API_PORT"
   echo "$GATEWAY_PORT" >"$STATE_DIR/gateway-port"

@@ -280,10 +280,10 @@ async fn an_httproute_splits_requests_by_weight_through_the_hosts_gateway_port()
         "both backends to answer through the gateway",
         TIMEOUT,
         || async {
-            if let Some((200, body)) = get(&address).await {
-                if let Some(i) = BACKENDS.iter().position(|(_, _, b)| *b == body) {
-                    seen[i].set(true);
-                }
+            if let Some((200, body)) = get(&address).await
+                && let Some(i) = BACKENDS.iter().position(|(_, _, b)| *b == body)
+            {
+                seen[i].set(true);
             }
             seen.iter().all(Cell::get).then_some(())
         },
