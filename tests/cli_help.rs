@@ -148,6 +148,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
     assert_eq!(
         complete(&app, &["show", "local", "-c", ""]),
         [
+            "gateway",
             "mnist",
             "notebook-hub",
             "object-store",
@@ -172,7 +173,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
     );
     assert_eq!(
         complete(&app, &["param", "set", "mnist", "model"]),
-        ["modelBasePath", "modelName", "modelPvc"]
+        ["modelBasePath", "modelFormat", "modelName", "modelPvc"]
     );
     let prototypes = complete(&app, &["component", "add", ""]);
     for prototype in ["tf-job", "tf-serving", "notebook-hub"] {

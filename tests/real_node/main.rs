@@ -23,6 +23,7 @@ mod network;
 mod operators;
 mod platform;
 mod pytorch;
+mod serving;
 mod storage;
 mod stuck;
 #[path = "../cluster/support.rs"]
