@@ -51,7 +51,7 @@ images_log=${TMPDIR:-/tmp}/mlkube-test-images.log
 if [ "$(id -u)" -eq 0 ]; then
   step "building the real node's Debian images in the background (log: $images_log)"
   setsid nice -n 10 bash -c 'cluster/local-cluster.sh node-tools &&
-    image/node-images.sh pause training notebook-hub busybox dnsutils >/dev/null' >"$images_log" 2>&1 &
+    image/node-images.sh pause training serving notebook-hub busybox dnsutils >/dev/null' >"$images_log" 2>&1 &
   early_images=$!
   background+=("$early_images")
 fi
