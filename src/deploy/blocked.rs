@@ -56,7 +56,15 @@ pub fn container_blocked(pod: &Value, name: &str) -> Option<Blocked> {
     let Some(status) = container_status(pod, name) else {
         return unscheduled(pod);
     };
-    let waiting = status["state"]["waiting"].as_object()?;
+    let Some(waiting) = status["state"]["waiting"].as_object() else {
+        // Between two restarts a failed container is terminated, not waiting: how it ended
+        // says why.
+        let text = ended(status).filter(|_| status["state"]["terminated"].is_object())?;
+        return Some(Blocked {
+            text,
+            lasting: false,
+        });
+    };
     let reason = waiting.get("reason").and_then(Value::as_str)?;
     let message = waiting.get("message").and_then(Value::as_str);
     if STARTING.contains(&reason) {
@@ -251,6 +259,22 @@ mod tests {
                 .text,
             "CreateContainerConfigError: secret \"s3\" not found"
         );
+    }
+
+    #[test]
+    fn a_failed_container_between_restarts_says_how_it_ended_and_what_it_wrote() {
+        let failed = pod(json!({"containerStatuses": [{"name": "tensorflow", "restartCount": 1,
+            "state": {"terminated": {"exitCode": 1, "reason": "Error",
+                "message": "loading the model\ns3://models/v3/ holds no objects\n"}}}]}));
+        assert_eq!(
+            container_blocked(&failed, "tensorflow")
+                .expect("blocked")
+                .text,
+            "ended with exit code 1 (Error): s3://models/v3/ holds no objects"
+        );
+        let succeeded = pod(json!({"containerStatuses": [{"name": "tensorflow",
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
+        assert_eq!(container_blocked(&succeeded, "tensorflow"), None);
     }
 
     #[test]

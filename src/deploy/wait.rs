@@ -442,13 +442,11 @@ pub fn pod_reasons(pod: &Value) -> Vec<String> {
                 && container["ready"] != Value::Bool(true)
                 && terminated.get("reason").and_then(Value::as_str) != Some("Completed")
             {
-                reasons.push(format!(
-                    "pod {name}: container {cname} terminated: {}",
-                    terminated
-                        .get("reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                ));
+                let how = ended(container).unwrap_or_else(|| {
+                    let reason = terminated.get("reason").and_then(Value::as_str);
+                    reason.unwrap_or_default().to_string()
+                });
+                reasons.push(format!("pod {name}: container {cname} terminated: {how}"));
             }
         }
     }

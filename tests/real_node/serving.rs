@@ -9,11 +9,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::time::Duration;
+
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
@@ -298,18 +301,13 @@ async fn promoted(http: &Http) {
             "v2"
         );
     }
-    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
-        support::client().await,
-        NAMESPACE,
-    );
-    assert!(
-        deployments
-            .get_opt("digits-v1")
-            .await
-            .expect("read")
-            .is_none(),
-        "v1 pruned"
-    );
+    let deployments = Api::<Deployment>::namespaced(support::client().await, NAMESPACE);
+    support::eventually(
+        "v1's Deployment to be pruned",
+        Duration::from_secs(60),
+        || async { matches!(deployments.get_opt("digits-v1").await, Ok(None)).then_some(()) },
+    )
+    .await;
     assert_eq!(
         route_weights(&live_route().await),
         [("digits-v2".to_string(), 100)]
