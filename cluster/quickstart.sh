@@ -139,17 +139,68 @@ kubectl -n "$namespace" apply -f examples/models-list.yaml >/dev/null
 kubectl -n "$namespace" wait --for=condition=Complete job/models-list --timeout=5m >/dev/null
 kubectl -n "$namespace" logs job/models-list
 
+# An XGBoostJob component COMPONENT saving the digits model as s3://models/xgboost-digits/VERSION/,
+# trained with the script's ARGS (a JSON list), made once and run afresh.
+train_version() {
+  local component=$1 version=$2 args=$3
+  if ! mlkube component list -o name | grep -qx "$component"; then
+    mlkube component add xgboost-job "$component" --param image="mlkube/training:$IMAGE_TAG" \
+      --param 'command=["python3", "/opt/mlkube/examples/xgboost_digits.py"]' \
+      --param "args=$args" --param objectStore=object-store \
+      --param "modelPath=models/xgboost-digits/$version" >/dev/null
+  fi
+  mlkube delete local -c "$component" --yes >/dev/null
+  mlkube apply local -c "$component" --no-wait >/dev/null
+}
+
+# The versions that answer N predictions of one digit through the gateway, counted.
+predictions() {
+  local digit='{"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0,0,5,13,9,1,0,0,0,0,13,15,10,15,5,0,0,3,15,2,0,11,8,0,0,4,12,0,0,8,8,0,0,5,8,0,0,9,8,0,0,4,11,0,1,12,7,0,0,2,14,5,10,12,0,0,0,0,6,13,10,0,0,0]}]}'
+  for _ in $(seq "$1"); do
+    curl -sf "$MLKUBE_GATEWAY_URL/v2/models/digits/infer" -H 'content-type: application/json' -d "$digit" |
+      grep -o '"model_version":"[^"]*"' || echo failed
+  done | sort | uniq -c | sed 's/^/quickstart:   /' >&2
+}
+
+say "serving, as the Kubeflow talk ends: two XGBoostJobs save v1 and v2 of a digits model; MLServer"
+say "serves them behind the gateway (Traefik, a Gateway API HTTPRoute), v1, then 90/10, then v2"
+mlkube apply local -c gateway >/dev/null
+train_version xgb-v1 v1 '[]'
+train_version xgb-v2 v2 '["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]'
+kubectl -n "$namespace" wait --for=condition=Succeeded xgboostjob/xgb-v1 xgboostjob/xgb-v2 --timeout=10m >/dev/null
+if ! mlkube component list -o name | grep -qx digits; then
+  mlkube component add tf-serving digits --param runtime=mlserver --param modelFormat=xgboost \
+    --param objectStore=object-store --param gateway=gateway \
+    --param 'modelBasePath=s3://models/xgboost-digits/{version}/' >/dev/null
+fi
+mlkube param set digits trafficRule v1:100 >/dev/null
+mlkube apply local -c digits --prune >/dev/null
+say "v1:100, 100 predictions through $MLKUBE_GATEWAY_URL answered by:"
+predictions 100
+mlkube param set digits trafficRule v1:90,v2:10 >/dev/null
+mlkube apply local -c digits --prune >/dev/null
+say "v1:90,v2:10 (v2 ready before the route moved), 200 predictions answered by:"
+predictions 200
+mlkube param set digits trafficRule v2:100 >/dev/null
+mlkube apply local -c digits --prune >/dev/null
+say "v2:100, v1 pruned once the gateway took the route up; 100 predictions answered by:"
+predictions 100
+mlkube status local | sed -n '/^SERVING/,$p' | grep -v ' members: ' >&2 || true
+
 cat <<NEXT
 
 mlkube is installed as $installed. The default app is in $app; its local environment runs on
 the local cluster's real node: the operator from its image, the notebook hub (each user's
 notebook on a volume of their own) and the object store (S3, buckets data and models).
 TFJob $job trained on it from the digits the volume controller placed, and saved its model in
-the store; its workers' logs, tagged by replica, and the store's models are above.
+the store; its workers' logs, tagged by replica, and the store's models are above. Two
+XGBoostJobs saved v1 and v2 of another digits model, served by MLServer behind the gateway
+($MLKUBE_GATEWAY_URL) and rolled from v1 to v2 by canary; what answered is above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
   mlkube logs -n $namespace tfjob/$job --replica worker-0   # one replica's log
   kubectl apply -f examples/jax-digits.yaml   # JAX, and examples/xgboost-digits.yaml
-  mlkube --app $app status local
+  mlkube --app $app status local                # the members, and the served versions
+  curl -s \$MLKUBE_GATEWAY_URL/v2/models/digits  # the model's metadata, through the gateway
   cluster/local-cluster.sh down               # stops everything; nothing is left behind
 NEXT
