@@ -174,15 +174,15 @@ if ! mlkube component list -o name | grep -qx digits; then
     --param 'modelBasePath=s3://models/xgboost-digits/{version}/' >/dev/null
 fi
 mlkube param set digits trafficRule v1:100 >/dev/null
-mlkube apply local -c digits --prune >/dev/null
+mlkube apply local -c digits --prune --yes >/dev/null
 say "v1:100, 100 predictions through $MLKUBE_GATEWAY_URL answered by:"
 predictions 100
 mlkube param set digits trafficRule v1:90,v2:10 >/dev/null
-mlkube apply local -c digits --prune >/dev/null
+mlkube apply local -c digits --prune --yes >/dev/null
 say "v1:90,v2:10 (v2 ready before the route moved), 200 predictions answered by:"
 predictions 200
 mlkube param set digits trafficRule v2:100 >/dev/null
-mlkube apply local -c digits --prune >/dev/null
+mlkube apply local -c digits --prune --yes >/dev/null
 say "v2:100, v1 pruned once the gateway took the route up; 100 predictions answered by:"
 predictions 100
 mlkube status local | sed -n '/^SERVING/,$p' | grep -v ' members: ' >&2 || true

@@ -72,8 +72,16 @@ fn add_missing_components(dir: &Path) {
     }
 }
 
-/// Run the built binary in `dir` against the test cluster.
+/// Run the built binary in `dir` against the test cluster. The verbs that edit the app's files
+/// (`component`, `param`) run one at a time: the tests share one app, and two edits of its
+/// params file at once would lose one.
 pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
+    static EDITS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _edit = matches!(args.first(), Some(&("component" | "param"))).then(|| {
+        EDITS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    });
     Command::new(env!("CARGO_BIN_EXE_mlkube"))
         .args(args)
         .current_dir(dir)

@@ -186,7 +186,7 @@ fn serve(rule: &str) {
             "objectStore=object-store",
             "gateway=gateway",
             "modelBasePath=s3://models/xgboost-digits/{version}/",
-            "readyTimeout=60",
+            "readyTimeout=30",
             "cpuRequest=100m",
             "memoryRequest=256Mi",
         ],
@@ -237,7 +237,7 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
     }
 
     serve("v1:100");
-    assert_success("apply v1", &apply(SERVING, &["--prune"]));
+    assert_success("apply v1", &apply(SERVING, &["--prune", "--yes"]));
     let served = served_accuracy("predict-v1", "http://digits-v1:8080", SERVING, "1").await;
     assert_close(&served, &job_accuracy("xgboostjob/xgb-v1"), "v1");
 
@@ -245,10 +245,13 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
     let stop = Arc::new(AtomicBool::new(false));
     let looping = request_loop(http.clone(), stop.clone());
     serve("v1:90,v2:10");
-    assert_success("apply the canary", &apply(SERVING, &["--prune"]));
+    assert_success("apply the canary", &apply(SERVING, &["--prune", "--yes"]));
     split_is_ninety_ten(&http).await;
     serve("v2:100");
-    assert_success("apply the promotion", &apply(SERVING, &["--prune"]));
+    assert_success(
+        "apply the promotion",
+        &apply(SERVING, &["--prune", "--yes"]),
+    );
     promoted(&http).await;
     stop.store(true, Ordering::Relaxed);
     let (seen, failed) = looping.await.expect("the request loop");
@@ -318,7 +321,7 @@ async fn promoted(http: &Http) {
 /// status says why; then v3 is taken out again.
 async fn a_version_without_a_model_never_gets_traffic(http: &Http) {
     serve("v2:90,v3:10");
-    let failed = apply(SERVING, &["--prune"]);
+    let failed = apply(SERVING, &["--prune", "--yes"]);
     let stderr = String::from_utf8_lossy(&failed.stderr).into_owned();
     assert_eq!(failed.status.code(), Some(3), "{stderr}");
     assert!(
@@ -339,6 +342,7 @@ async fn a_version_without_a_model_never_gets_traffic(http: &Http) {
     );
     let status = mlkube(app(), &["status", "local"]);
     let text = String::from_utf8_lossy(&status.stdout).into_owned();
+    let text = format!("{text}\n{}", String::from_utf8_lossy(&status.stderr));
     let v3 = text
         .lines()
         .find(|l| l.contains("digits-v3") && l.contains("Deployment"));
@@ -349,7 +353,7 @@ async fn a_version_without_a_model_never_gets_traffic(http: &Http) {
         "{text}"
     );
     serve("v2:100");
-    assert_success("take v3 out", &apply(SERVING, &["--prune"]));
+    assert_success("take v3 out", &apply(SERVING, &["--prune", "--yes"]));
 }
 
 #[tokio::test]
