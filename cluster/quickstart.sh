@@ -164,6 +164,11 @@ predictions() {
 
 say "serving, as the Kubeflow talk ends: two XGBoostJobs save v1 and v2 of a digits model; MLServer"
 say "serves them behind the gateway (Traefik, a Gateway API HTTPRoute), v1, then 90/10, then v2"
+if ! mlkube component list -o name | grep -qx gateway; then # an app made by an older mlkube
+  mlkube component add gateway gateway >/dev/null
+  mlkube param set gateway serviceType NodePort --env local >/dev/null
+  mlkube param set gateway nodePort 30080 --env local >/dev/null
+fi
 mlkube apply local -c gateway >/dev/null
 train_version xgb-v1 v1 '[]'
 train_version xgb-v2 v2 '["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]'

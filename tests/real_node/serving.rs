@@ -118,6 +118,7 @@ async fn served_accuracy(pod: &str, url: &str, model: &str, scale: &str) -> Stri
 }
 
 fn assert_close(served: &str, trained: &str, what: &str) {
+    eprintln!("{what}: accuracy {served} through the server, {trained} as the job logged it");
     let (s, t): (f64, f64) = (served.parse().unwrap(), trained.parse().unwrap());
     // float32 inputs may move a prediction at a tie: at most one of the 450 digits.
     assert!(
