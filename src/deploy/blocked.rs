@@ -263,9 +263,11 @@ mod tests {
 
     #[test]
     fn a_failed_container_between_restarts_says_how_it_ended_and_what_it_wrote() {
-        let failed = pod(json!({"containerStatuses": [{"name": "tensorflow", "restartCount": 1,
+        let failed = pod(
+            json!({"containerStatuses": [{"name": "tensorflow", "restartCount": 1,
             "state": {"terminated": {"exitCode": 1, "reason": "Error",
-                "message": "loading the model\ns3://models/v3/ holds no objects\n"}}}]}));
+                "message": "loading the model\ns3://models/v3/ holds no objects\n"}}}]}),
+        );
         assert_eq!(
             container_blocked(&failed, "tensorflow")
                 .expect("blocked")
