@@ -3,6 +3,11 @@
 {
   global: {},
   components: {
+    gateway: {
+      cpuRequest: '100m',
+      memoryRequest: '128Mi',
+      memoryLimit: '256Mi',
+    },
     'object-store': {
       storage: '20Gi',
       cpuRequest: '100m',

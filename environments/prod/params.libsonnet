@@ -6,6 +6,14 @@
 {
   global: {},
   components: {
+    // Two gateway pods, so a node drain or a restart never leaves the routes unserved.
+    gateway: {
+      replicas: 2,
+      cpuRequest: '500m',
+      memoryRequest: '256Mi',
+      cpuLimit: '2',
+      memoryLimit: '1Gi',
+    },
     // Sized for datasets and models; for a replicated store, set endpoint (and
     // credentialsSecret) to one and nothing is deployed.
     'object-store': {
