@@ -110,6 +110,8 @@ if [ -n "${prebuild:-}" ] && ! wait "$prebuild"; then
 fi
 step "the local control plane with a real node (MLKUBE_CLUSTER_NODE=real)"
 MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
+# The real node's environment adds the host's address of its gateway (MLKUBE_GATEWAY_URL).
+eval "$(MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh env)"
 
 step "tests on the real node"
 cargo test --test real_node
