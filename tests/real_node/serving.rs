@@ -282,6 +282,7 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 
 /// 2,000 requests at 90/10: v2's share within 10% ± 2.5%.
 async fn split_is_ninety_ten(http: &Http) {
+    answered_by(http, "v2", 1).await;
     let mut v2 = 0;
     for _ in 0..SPLIT_REQUESTS {
         let version = predict(http, SERVING).await.expect("a prediction at 90/10");
@@ -295,8 +296,25 @@ async fn split_is_ninety_ten(http: &Http) {
     assert!((0.075..=0.125).contains(&share), "v2's share {share}");
 }
 
+/// Until `version` answers `times` requests in a row: the gateway's status says it took a route
+/// up a moment before its proxy routes by it (meanwhile a retiring version still serves).
+async fn answered_by(http: &Http, version: &str, times: usize) {
+    let what = format!("{version} to answer {times} requests in a row through the gateway");
+    support::eventually(&what, Duration::from_secs(30), || async {
+        for _ in 0..times {
+            if predict(http, SERVING).await.ok()? != version {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+}
+
 /// After the promotion: v2 alone answers, and v1's Deployment and Service are gone.
 async fn promoted(http: &Http) {
+    // 20 in a row at the old 90/10 would happen once in 10^20: the new route is in use.
+    answered_by(http, "v2", 20).await;
     for _ in 0..50 {
         assert_eq!(
             predict(http, SERVING)
