@@ -393,7 +393,7 @@ impl<'w, C: Cluster> Writing<'w, C> {
     /// Apply every tier after the namespaces, in order. After the CRDs: wait until they are
     /// established, discover their kinds again and check the objects of those kinds (`widening`:
     /// the inventory was written too). Breaks when cancelled, the report saying so, and before
-    /// the routes when what they send to is not ready ([`Self::hold_routes`]).
+    /// the routes when what they send to is not ready ([`Self::routes`]).
     async fn tiers(
         &self,
         resolved: &mut BTreeMap<Key, Resolved>,
