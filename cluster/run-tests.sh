@@ -13,7 +13,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}
 export MLKUBE_CLUSTER_DIR=${MLKUBE_TEST_CLUSTER_DIR:-${TMPDIR:-/tmp}/mlkube-test-cluster}
 export MLKUBE_CLUSTER_PORT=${MLKUBE_TEST_CLUSTER_PORT:-17443}
 
-step() { printf '\n== %s\n' "$*" >&2; }
+# Each step says when it began (minutes and seconds into the run), so a slow run shows where.
+step() { printf '\n== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 for component in rustfmt clippy; do
   if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
@@ -43,17 +44,36 @@ stop_background() {
   for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done
 }
 trap stop_background EXIT
+# in_background LOG NICENESS COMMAND: COMMAND (a line of bash) runs at that priority in a group
+# of its own, its output in LOG; its process group is the last of `background`.
+in_background() {
+  local log=$1 niceness=$2
+  setsid nice -n "$niceness" bash -c "$3" >"$log" 2>&1 &
+  background+=("$!")
+}
+# wait_for NAME GROUP LOG: the foreground needs that build now, so it gets normal priority.
+wait_for() {
+  renice -n 0 -g "$2" >/dev/null 2>&1 || true
+  wait "$2" || echo "run-tests: the background build of $1 failed (see $3); the next step builds again" >&2
+}
 
-# The real node's slowest images need nothing built here (mostly downloads and unpacking), so
-# as root they build at low priority from the start, while the Rust builds keep the CPU busy;
-# the real node's `up` builds whatever this did not.
-images_log=${TMPDIR:-/tmp}/mlkube-test-images.log
+# As root, what the clusters need builds in the background from the start, in the time the Rust
+# builds leave (downloads, cargo's serial steps, the tests' runs) and while the kwok tests mostly
+# wait on the cluster: the real node's Debian images (mostly downloads and unpacking), and the
+# Go builds (the control plane; the real node's CoreDNS, local-path-provisioner, SeaweedFS and
+# Traefik: 25 to 35 minutes cold on 2 cores, nothing once cached). The cluster's `up` builds
+# whatever is missing, so without root (no real node) the control plane builds there.
+logs=${TMPDIR:-/tmp}/mlkube-test
 if [ "$(id -u)" -eq 0 ]; then
-  step "building the real node's Debian images in the background (log: $images_log)"
-  setsid nice -n 10 bash -c 'cluster/local-cluster.sh node-tools &&
-    image/node-images.sh pause training serving notebook-hub busybox dnsutils >/dev/null' >"$images_log" 2>&1 &
-  early_images=$!
-  background+=("$early_images")
+  step "building the images and Go parts in the background (logs: $logs-*.log)"
+  in_background "$logs-images.log" 10 'cluster/local-cluster.sh node-tools &&
+    image/node-images.sh pause training serving notebook-hub busybox dnsutils >/dev/null'
+  early_images=${background[-1]}
+  in_background "$logs-controlplane.log" 15 'cluster/local-cluster.sh build'
+  controlplane=${background[-1]}
+  in_background "$logs-prebuild.log" 15 'cluster/local-cluster.sh build-node &&
+    image/object-store/build.sh --binary && image/gateway/build.sh --binary'
+  prebuild=${background[-1]}
 fi
 
 step "cargo fmt --check"
@@ -73,22 +93,14 @@ cargo test --doc
 step "the operator image (image/build.sh)"
 image/build.sh
 
+if [ -n "${controlplane:-}" ]; then
+  step "waiting for the control plane's build"
+  wait_for "the control plane" "$controlplane" "$logs-controlplane.log"
+fi
 step "the local control plane"
 trap 'stop_background; cluster/local-cluster.sh down' EXIT
 cluster/local-cluster.sh up
 eval "$(cluster/local-cluster.sh env)"
-
-# The real node's Go parts (CoreDNS, local-path-provisioner, SeaweedFS, Traefik: 20 to 35 minutes
-# cold on 2 cores, nothing once cached) and the images left build at low priority while the kwok
-# tests mostly wait on the cluster; the real node's `up` builds whatever this did not.
-prebuild_log=${TMPDIR:-/tmp}/mlkube-test-prebuild.log
-if [ "$(id -u)" -eq 0 ]; then
-  step "building the real node's Go parts in the background (log: $prebuild_log)"
-  setsid nice -n 15 bash -c 'cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
-    image/gateway/build.sh --binary && image/node-images.sh >/dev/null' >"$prebuild_log" 2>&1 &
-  prebuild=$!
-  background+=("$prebuild")
-fi
 
 step "tests against the cluster"
 cargo test --test cluster
@@ -102,12 +114,9 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "  hint: run this as root, e.g. sudo -E cluster/run-tests.sh" >&2
   exit 1
 fi
-if [ -n "${early_images:-}" ] && ! wait "$early_images"; then
-  echo "run-tests: the background image build failed (see $images_log); the real node's up builds again" >&2
-fi
-if [ -n "${prebuild:-}" ] && ! wait "$prebuild"; then
-  echo "run-tests: the background build failed (see $prebuild_log); the real node's up builds again" >&2
-fi
+step "waiting for the background builds"
+wait_for "the real node's images" "$early_images" "$logs-images.log"
+wait_for "the real node's Go parts" "$prebuild" "$logs-prebuild.log"
 step "the local control plane with a real node (MLKUBE_CLUSTER_NODE=real)"
 MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
 # The real node's environment adds the host's address of its gateway (MLKUBE_GATEWAY_URL).
