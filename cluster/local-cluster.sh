@@ -17,6 +17,10 @@
 #                                     local-path-provisioner (run-tests.sh builds them ahead)
 #   cluster/local-cluster.sh node-tools  install (root, apt-get) what a real node and its images
 #                                     need, if missing (run-tests.sh does it ahead)
+#   cluster/local-cluster.sh preload [IMAGE...]  build the real node's images (the names
+#                                     image/node-images.sh takes, or all) and import them into
+#                                     its kept image store while no real node runs (run-tests.sh
+#                                     does it ahead, so that the node's up imports little)
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
 #   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
 #   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH
@@ -663,6 +667,10 @@ case "${1:-}" in
     build_local_path_provisioner
     ;;
   node-tools) require_real_node_host ;;
+  preload)
+    shift
+    preload_images "$@"
+    ;;
   up) up ;;
   node-kind)
     # The kind of node of the cluster in the state dir; with --running, fail when there is none.
@@ -682,7 +690,7 @@ case "${1:-}" in
     start_operator "$@"
     ;;
   *)
-    echo "usage: $0 build|build-node|node-tools|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
+    echo "usage: $0 build|build-node|node-tools|preload [IMAGE...]|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -285,10 +285,12 @@ archive_digest() {
     grep -o 'sha256:[0-9a-f]\{64\}' | head -n1 || true
 }
 
+# The node's images (the NAMEs image/node-images.sh takes, or all) built, and imported into the
+# node's containerd unless it has them already.
 import_images() {
   local list=$STATE_DIR/images.list ref archive digest have
   say "building the node's images (image/node-images.sh; cached after the first time)"
-  "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" >"$list" 2>"$STATE_DIR/images.log" ||
+  "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" "$@" >"$list" 2>"$STATE_DIR/images.log" ||
     die "building the node's images failed; the last lines of $STATE_DIR/images.log:" \
       "$(tail -n 10 "$STATE_DIR/images.log" | tr '\n' ' ')"
   while read -r ref archive; do
@@ -303,6 +305,29 @@ import_images() {
     ctr_node images ls "name==$ref" 2>/dev/null | grep -q "$ref" ||
       die "$ref is not in the node's containerd after importing $archive; see $STATE_DIR/images.log"
   done <"$list"
+}
+
+# Import images (NAMEs, or all) into the node's kept image store ahead of its `up`, through a
+# containerd of their own on that store, stopped after; its state and logs go to
+# $CACHE_ROOT/node/preload-<API port>. cluster/run-tests.sh does this while the kwok tests run.
+preload_images() {
+  require_real_node_host
+  [ ! -e "$NETNS_PATH" ] || die "a real node on port $API_PORT is up; its containerd holds the store" \
+    "stop it first (cluster/local-cluster.sh down), or let its next up import the images"
+  # The helpers below read these: here they name the preload's own directory.
+  local STATE_DIR=$CACHE_ROOT/node/preload-$API_PORT
+  local NODE_DIR=$STATE_DIR/node CONTAINERD_SOCKET=$STATE_DIR/containerd.sock pid
+  rm -rf "$STATE_DIR"
+  mkdir -p "$STATE_DIR"
+  write_containerd_config
+  containerd --config "$NODE_DIR/containerd.toml" >"$STATE_DIR/containerd.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$STATE_DIR/containerd.pid"
+  wait_until "containerd" 60 containerd containerd_ready
+  import_images "$@"
+  kill "$pid"
+  wait "$pid" || true
+  say "preloaded the node's images into $CONTAINERD_ROOT"
 }
 
 # ---------------------------------------------------------------------------------------------

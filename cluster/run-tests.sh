@@ -44,36 +44,43 @@ stop_background() {
   for group in "${background[@]}"; do kill -- -"$group" 2>/dev/null || true; done
 }
 trap stop_background EXIT
-# in_background LOG NICENESS COMMAND: COMMAND (a line of bash) runs at that priority in a group
-# of its own, its output in LOG; its process group is the last of `background`.
+# in_background LOG NICENESS COMMAND: COMMAND (a line of bash) runs at that priority in a
+# session and process group of its own, its output in LOG; the group is the last of `background`.
+# Where the kernel groups each session's tasks for the scheduler (sched_autogroup), the session
+# gets the niceness too: else it would get as much CPU as the foreground's whole session.
 in_background() {
   local log=$1 niceness=$2
-  setsid nice -n "$niceness" bash -c "$3" >"$log" 2>&1 &
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid bash -c 'echo "$1" >/proc/self/autogroup 2>/dev/null; exec nice -n "$1" bash -c "$2"' \
+    background "$niceness" "$3" >"$log" 2>&1 &
   background+=("$!")
 }
 # wait_for NAME GROUP LOG: the foreground needs that build now, so it gets normal priority.
 wait_for() {
   renice -n 0 -g "$2" >/dev/null 2>&1 || true
+  echo 0 >"/proc/$2/autogroup" 2>/dev/null || true
   wait "$2" || echo "run-tests: the background build of $1 failed (see $3); the next step builds again" >&2
 }
 
 # As root, what the clusters need builds in the background from the start, in the time the Rust
 # builds leave (downloads, cargo's serial steps, the tests' runs) and while the kwok tests mostly
-# wait on the cluster: the real node's Debian images (mostly downloads and unpacking), and the
-# Go builds (the control plane; the real node's CoreDNS, local-path-provisioner, SeaweedFS and
-# Traefik: 25 to 35 minutes cold on 2 cores, nothing once cached). The cluster's `up` builds
-# whatever is missing, so without root (no real node) the control plane builds there.
+# wait on the cluster: the control plane; and the real node's Debian images (mostly downloads
+# and unpacking) beside its Go parts (CoreDNS, local-path-provisioner, SeaweedFS and Traefik:
+# 20 to 30 minutes cold on 2 cores, nothing once cached), then the images imported into the
+# node's image store, so that its `up` has little left to do. The cluster's `up` builds and
+# imports whatever is missing, so without root (no real node) the control plane builds there.
 logs=${TMPDIR:-/tmp}/mlkube-test
 if [ "$(id -u)" -eq 0 ]; then
-  step "building the images and Go parts in the background (logs: $logs-*.log)"
-  in_background "$logs-images.log" 10 'cluster/local-cluster.sh node-tools &&
-    image/node-images.sh pause training serving notebook-hub busybox dnsutils >/dev/null'
-  early_images=${background[-1]}
+  step "building the control plane and the real node's parts in the background (logs: $logs-*.log)"
   in_background "$logs-controlplane.log" 15 'cluster/local-cluster.sh build'
   controlplane=${background[-1]}
-  in_background "$logs-prebuild.log" 15 'cluster/local-cluster.sh build-node &&
-    image/object-store/build.sh --binary && image/gateway/build.sh --binary'
-  prebuild=${background[-1]}
+  images="pause training serving notebook-hub busybox dnsutils"
+  in_background "$logs-node.log" 15 "
+    { cluster/local-cluster.sh node-tools && image/node-images.sh $images >/dev/null; } >'$logs-images.log' 2>&1 &
+    cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
+      image/gateway/build.sh --binary && wait \$! &&
+      cluster/local-cluster.sh preload $images object-store gateway"
+  node=${background[-1]}
 fi
 
 step "cargo fmt --check"
@@ -114,9 +121,8 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "  hint: run this as root, e.g. sudo -E cluster/run-tests.sh" >&2
   exit 1
 fi
-step "waiting for the background builds"
-wait_for "the real node's images" "$early_images" "$logs-images.log"
-wait_for "the real node's Go parts" "$prebuild" "$logs-prebuild.log"
+step "waiting for the real node's parts"
+wait_for "the real node's parts" "$node" "$logs-node.log (and $logs-images.log)"
 step "the local control plane with a real node (MLKUBE_CLUSTER_NODE=real)"
 MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
 # The real node's environment adds the host's address of its gateway (MLKUBE_GATEWAY_URL).
