@@ -275,6 +275,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
         "kept": report.kept.iter().map(|(k, reason)| with(k, "reason", reason)).collect::<Vec<_>>(),
         "not_ready": report.not_ready,
         "held_routes": report.held_routes,
+        "gated_routes": report.gated_routes,
         "summary": Counts::of(report),
         "elapsed_seconds": elapsed.as_secs_f64(),
     })
@@ -316,6 +317,12 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
         eprintln!(
             "mlkube: {key} not written: it keeps its live weights while what it sends to is not \
              ready (above); nothing after it was applied and nothing was pruned"
+        );
+    }
+    for key in &report.gated_routes {
+        eprintln!(
+            "mlkube: {key} would be written only once what it sends to is ready; if that is \
+             not, the apply keeps its live weights, applies nothing after it, prunes nothing"
         );
     }
     if report.interrupted && !waited {

@@ -135,6 +135,9 @@ pub struct ApplyReport {
     /// Routes not written because what they send to was not ready (see `not_ready`): their
     /// live weights stand.
     pub held_routes: Vec<Key>,
+    /// In a dry run that would wait: the routes it changes, which the real apply writes only
+    /// once every workload before them is ready (else it holds them, as `held_routes`).
+    pub gated_routes: Vec<Key>,
     /// In a dry run, objects the server could not judge, why (they need a namespace or a
     /// CustomResourceDefinition that only the apply itself would create), and how far they
     /// were checked.
@@ -409,10 +412,11 @@ impl<'w, C: Cluster> Writing<'w, C> {
             .filter(|t| *t != Tier::Namespaces)
             .collect();
         for current in tiers {
-            let objects: Vec<&Desired> =
+            let in_tier: Vec<&Desired> =
                 plan.objects.iter().filter(|d| d.tier == current).collect();
-            let objects: Vec<&Desired> = objects
-                .into_iter()
+            let objects: Vec<&Desired> = in_tier
+                .iter()
+                .copied()
                 .filter(|d| {
                     let deferred = !resolved.contains_key(&d.key);
                     if deferred && options.dry_run {
@@ -430,6 +434,9 @@ impl<'w, C: Cluster> Writing<'w, C> {
                 }
             } else {
                 apply_tier(cluster, &objects, resolved, listed, sending, report).await?;
+                if current == Tier::Routes && options.wait {
+                    report.gated_routes = changing(report, &in_tier);
+                }
             }
             if options.cancel.is_cancelled() {
                 // The inventory was widened before this tier: it already covers what was written.
@@ -450,6 +457,19 @@ impl<'w, C: Cluster> Writing<'w, C> {
         }
         Ok(ControlFlow::Continue(()))
     }
+}
+
+/// Of `objects`, those the report has created, adopted or configured.
+fn changing(report: &ApplyReport, objects: &[&Desired]) -> Vec<Key> {
+    let changed = |d: &&&Desired| {
+        let outcome = report.applied.iter().find(|(key, _)| *key == d.key);
+        outcome.is_some_and(|(_, outcome)| *outcome != Outcome::Unchanged)
+    };
+    objects
+        .iter()
+        .filter(changed)
+        .map(|d| d.key.clone())
+        .collect()
 }
 
 impl<'w, C: Cluster> Writing<'w, C> {

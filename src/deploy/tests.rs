@@ -1334,6 +1334,18 @@ async fn a_route_keeps_its_weights_and_nothing_is_pruned_while_a_new_version_is_
     };
 
     let canary = serving(&[("v1", 90), ("v2", 10)], &["v1", "v2"]);
+    // A dry run says the route waits for what it sends to, and writes nothing.
+    let dry = ApplyOptions {
+        dry_run: true,
+        ..waiting
+    };
+    let report = apply::apply(&cluster, &plan_of(canary.clone(), &[]), &dry)
+        .await
+        .expect("the dry run");
+    let gated: Vec<String> = report.gated_routes.iter().map(Key::to_string).collect();
+    assert_eq!(gated, ["HTTPRoute.gateway.networking.k8s.io ml/serving"]);
+    assert_eq!(cluster.writes(), [], "a dry run writes nothing");
+
     let report = apply::apply(&cluster, &plan_of(canary, &[]), &waiting)
         .await
         .expect("the apply");
