@@ -55,10 +55,14 @@ in_background() {
     background "$niceness" "$3" >"$log" 2>&1 &
   background+=("$!")
 }
-# wait_for NAME GROUP LOG: the foreground needs that build now, so it gets normal priority.
+# hurry GROUP: the foreground needs what that group builds from now on: normal priority.
+hurry() {
+  renice -n 0 -g "$1" >/dev/null 2>&1 || true
+  echo 0 >"/proc/$1/autogroup" 2>/dev/null || true
+}
+# wait_for NAME GROUP LOG: the foreground waits for that build, at normal priority.
 wait_for() {
-  renice -n 0 -g "$2" >/dev/null 2>&1 || true
-  echo 0 >"/proc/$2/autogroup" 2>/dev/null || true
+  hurry "$2"
   wait "$2" || echo "run-tests: the background build of $1 failed (see $3); the next step builds again" >&2
 }
 
@@ -74,12 +78,14 @@ if [ "$(id -u)" -eq 0 ]; then
   step "building the control plane and the real node's parts in the background (logs: $logs-*.log)"
   in_background "$logs-controlplane.log" 15 'cluster/local-cluster.sh build'
   controlplane=${background[-1]}
-  images="pause training serving notebook-hub busybox dnsutils"
+  # The serving image first: the image tests, right after the kwok tests, need it.
+  images="pause training notebook-hub busybox dnsutils"
   in_background "$logs-node.log" 15 "
-    { cluster/local-cluster.sh node-tools && image/node-images.sh $images >/dev/null; } >'$logs-images.log' 2>&1 &
+    { cluster/local-cluster.sh node-tools && image/node-images.sh serving >/dev/null &&
+      image/node-images.sh $images >/dev/null; } >'$logs-images.log' 2>&1 &
     cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
       image/gateway/build.sh --binary && wait \$! &&
-      cluster/local-cluster.sh preload $images object-store gateway"
+      cluster/local-cluster.sh preload serving $images object-store gateway"
   node=${background[-1]}
 fi
 
@@ -112,6 +118,8 @@ eval "$(cluster/local-cluster.sh env)"
 step "tests against the cluster"
 cargo test --test cluster
 
+# The image tests need the serving image, and the real node all that the background builds.
+[ -z "${node:-}" ] || hurry "$node"
 step "the operator image against the cluster"
 cargo test --test image
 cluster/local-cluster.sh down
