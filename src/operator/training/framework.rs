@@ -87,6 +87,69 @@ pub struct Framework {
     /// The replica types of one pod whose pod has no `replica-index` label, as upstream's
     /// (MPIJob's Launcher): Kubeflow's SDK lists a replica index's pods by that label.
     pub unindexed: &'static [ReplicaType],
+    /// How upstream's controller of the kind words its condition messages.
+    pub wording: Wording,
+}
+
+/// How upstream's controller of a kind words its condition messages, word for word (tools
+/// match them): the few facts in which the kinds differ.
+#[derive(Clone, Copy, Debug)]
+pub struct Wording {
+    /// When the Running and Succeeded messages name the job `namespace/name` ("JAXJob ns/a is
+    /// running.", "... successfully completed.") rather than by its name ("MXJob a is
+    /// running.", "... is successfully completed.").
+    pub namespaced: Namespaced,
+    /// The kind as the Failed and Restarting messages spell it (MXJob's controller: `mxjob`).
+    pub failing_kind: &'static str,
+    /// TFJob's words for failures: "TFJob ns/a has failed because ...", and a restart worded
+    /// by upstream's shared pod handling: "job a is restarting because Worker replica(s)
+    /// failed." (no count).
+    pub tensorflow_failures: bool,
+}
+
+/// When a kind's Running and Succeeded messages name the job with its namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Namespaced {
+    Always,
+    Never,
+    /// Only when the job has no Master (PyTorchJob, PaddleJob).
+    WithoutMaster,
+}
+
+/// The Master replica type, by which [`Namespaced::WithoutMaster`] words a job.
+const MASTER: ReplicaType = ReplicaType::new("Master", "master");
+
+impl Wording {
+    /// The condition message of `outcome` for the job `namespace/name` of `kind`.
+    fn message(&self, kind: &str, job: (&str, &str), has_master: bool, outcome: Outcome) -> String {
+        let (namespace, name) = job;
+        let namespaced = match self.namespaced {
+            Namespaced::Always => true,
+            Namespaced::Never => false,
+            Namespaced::WithoutMaster => !has_master,
+        };
+        let failing = self.failing_kind;
+        match outcome {
+            Outcome::Running if namespaced => format!("{kind} {namespace}/{name} is running."),
+            Outcome::Running => format!("{kind} {name} is running."),
+            Outcome::Succeeded if namespaced => {
+                format!("{kind} {namespace}/{name} successfully completed.")
+            }
+            Outcome::Succeeded => format!("{kind} {name} is successfully completed."),
+            Outcome::Failed { replicas, rtype } if self.tensorflow_failures => format!(
+                "{failing} {namespace}/{name} has failed because {replicas} {rtype} replica(s) failed."
+            ),
+            Outcome::Failed { replicas, rtype } => {
+                format!("{failing} {name} is failed because {replicas} {rtype} replica(s) failed.")
+            }
+            Outcome::Restarting { rtype, .. } if self.tensorflow_failures => {
+                format!("job {name} is restarting because {rtype} replica(s) failed.")
+            }
+            Outcome::Restarting { replicas, rtype } => format!(
+                "{failing} {name} is restarting because {replicas} {rtype} replica(s) failed."
+            ),
+        }
+    }
 }
 
 impl Framework {
@@ -153,9 +216,17 @@ pub trait TrainingJob:
         false
     }
 
-    /// Upstream's condition message for this outcome, word for word (they differ between
-    /// frameworks, and tools match them).
-    fn message(&self, outcome: Outcome) -> String;
+    /// Upstream's condition message for this outcome, word for word, as the kind's
+    /// [`Wording`] says (they differ between frameworks, and tools match them).
+    fn message(&self, outcome: Outcome) -> String {
+        let meta = self.meta();
+        let job = (
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        let has_master = self.replica_spec(MASTER).is_some();
+        (Self::FRAMEWORK.wording).message(Self::FRAMEWORK.kind, job, has_master, outcome)
+    }
 
     /// Whether this replica carries the `training.kubeflow.org/job-role=master` label.
     fn is_master_role(&self, rtype: ReplicaType, index: i32) -> bool;

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::engine::build;
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
-    job_accessors,
+    Framework, Namespaced, Placement, ReplicaType, TrainingJob, Wording, active, all_succeeded,
+    env_var, job_accessors,
 };
 
 pub const WORKER: ReplicaType = ReplicaType::new("Worker", "worker");
@@ -36,6 +36,11 @@ pub static JAX: Framework = Framework {
     replica_columns: &[],
     status_selector: true,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::Always,
+        failing_kind: "JAXJob",
+        tensorflow_failures: false,
+    },
 };
 
 /// A distributed JAX job: `replicas` Worker processes, worker 0 coordinating.
@@ -85,21 +90,6 @@ impl TrainingJob for JAXJob {
     }
 
     /// Upstream's words.
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
-        match outcome {
-            Outcome::Running => format!("JAXJob {namespace}/{name} is running."),
-            Outcome::Succeeded => format!("JAXJob {namespace}/{name} successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("JAXJob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!("JAXJob {name} is restarting because {replicas} {rtype} replica(s) failed.")
-            }
-        }
-    }
-
     /// Upstream labels index 0 of every type master; JAXJob has Workers only.
     fn is_master_role(&self, _rtype: ReplicaType, index: i32) -> bool {
         index == 0
@@ -130,6 +120,7 @@ impl TrainingJob for JAXJob {
 mod tests {
     use super::*;
     use crate::operator::training::api::RestartPolicy;
+    use crate::operator::training::framework::Outcome;
     use crate::operator::training::frameworks::test_support::{
         active, defaulted, env_of, placement, status_with, succeeded,
     };

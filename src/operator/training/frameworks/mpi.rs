@@ -53,8 +53,8 @@ use crate::operator::training::api::{
 };
 use crate::operator::training::engine::build;
 use crate::operator::training::framework::{
-    Companion, CompanionKind, Event, Framework, Options, Outcome, Placement, ReplicaType,
-    TrainingJob, active, all_succeeded, job_accessors,
+    Companion, CompanionKind, Event, Framework, Namespaced, Options, Placement, ReplicaType,
+    TrainingJob, Wording, active, all_succeeded, job_accessors,
 };
 
 pub const LAUNCHER: ReplicaType = ReplicaType::new("Launcher", "launcher");
@@ -82,6 +82,11 @@ pub static MPI: Framework = Framework {
     replica_columns: &[],
     status_selector: false,
     unindexed: &[LAUNCHER],
+    wording: Wording {
+        namespaced: Namespaced::Never,
+        failing_kind: "MPIJob",
+        tensorflow_failures: false,
+    },
 };
 
 /// A distributed MPI job: a Launcher that runs `mpirun` and Workers it runs its processes on.
@@ -198,20 +203,6 @@ impl TrainingJob for MPIJob {
     }
 
     /// Upstream's words.
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        match outcome {
-            Outcome::Running => format!("MPIJob {name} is running."),
-            Outcome::Succeeded => format!("MPIJob {name} is successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("MPIJob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!("MPIJob {name} is restarting because {replicas} {rtype} replica(s) failed.")
-            }
-        }
-    }
-
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
         rtype == LAUNCHER
     }

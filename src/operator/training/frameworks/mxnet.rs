@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
-    job_accessors,
+    Framework, Namespaced, Placement, ReplicaType, TrainingJob, Wording, active, all_succeeded,
+    env_var, job_accessors,
 };
 
 pub const SCHEDULER: ReplicaType = ReplicaType::new("Scheduler", "scheduler");
@@ -54,6 +54,11 @@ pub static MXNET: Framework = Framework {
     replica_columns: &[],
     status_selector: false,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::Never,
+        failing_kind: "mxjob",
+        tensorflow_failures: false,
+    },
 };
 
 /// An MXNet job: parameter-server training or auto-tuning, by `jobMode`.
@@ -122,20 +127,6 @@ impl TrainingJob for MXJob {
     }
 
     /// Upstream's words.
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        match outcome {
-            Outcome::Running => format!("MXJob {name} is running."),
-            Outcome::Succeeded => format!("MXJob {name} is successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("mxjob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!("mxjob {name} is restarting because {replicas} {rtype} replica(s) failed.")
-            }
-        }
-    }
-
     /// Upstream labels the Servers master.
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
         rtype == SERVER
@@ -183,6 +174,7 @@ impl MXJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::training::framework::Outcome;
     use crate::operator::training::frameworks::test_support::{
         active, defaulted, env_of, placement, status_with, succeeded,
     };

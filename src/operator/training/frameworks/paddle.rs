@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::engine::build;
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
-    job_accessors,
+    Framework, Namespaced, Placement, ReplicaType, TrainingJob, Wording, active, all_succeeded,
+    env_var, job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -44,6 +44,11 @@ pub static PADDLE: Framework = Framework {
     replica_columns: &[],
     status_selector: true,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::WithoutMaster,
+        failing_kind: "PaddleJob",
+        tensorflow_failures: false,
+    },
 };
 
 /// A distributed PaddlePaddle job: Workers, optionally with a Master.
@@ -134,29 +139,6 @@ impl TrainingJob for PaddleJob {
     }
 
     /// Upstream's words.
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        let namespace = self.metadata.namespace.as_deref().unwrap_or_default();
-        // Upstream words a job with a Master one way and one without another.
-        let with_master = self.leader() == MASTER;
-        match outcome {
-            Outcome::Running if with_master => format!("PaddleJob {name} is running."),
-            Outcome::Running => format!("PaddleJob {namespace}/{name} is running."),
-            Outcome::Succeeded if with_master => {
-                format!("PaddleJob {name} is successfully completed.")
-            }
-            Outcome::Succeeded => format!("PaddleJob {namespace}/{name} successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("PaddleJob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!(
-                    "PaddleJob {name} is restarting because {replicas} {rtype} replica(s) failed."
-                )
-            }
-        }
-    }
-
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
         rtype == MASTER
     }
@@ -222,6 +204,7 @@ impl PaddleJob {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::training::framework::Outcome;
     use crate::operator::training::frameworks::test_support::{
         active, defaulted, env_of, placement, status_with, succeeded,
     };

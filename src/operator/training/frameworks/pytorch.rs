@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::framework::{
-    Framework, Options, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
+    Framework, Namespaced, Options, Placement, ReplicaType, TrainingJob, Wording, job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -69,6 +69,11 @@ pub static PYTORCH: Framework = Framework {
     replica_columns: &[],
     status_selector: true,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::WithoutMaster,
+        failing_kind: "PyTorchJob",
+        tensorflow_failures: false,
+    },
 };
 
 /// A PyTorch training job: a Master and Workers, or Workers alone (elastic), each run as
@@ -257,32 +262,6 @@ impl TrainingJob for PyTorchJob {
             .replica_statuses
             .get(leader.key())
             .is_some_and(|r| r.active > 0)
-    }
-
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        let namespaced = format!(
-            "{}/{name}",
-            self.metadata.namespace.as_deref().unwrap_or_default()
-        );
-        // Upstream names the job with its namespace only when there is no Master.
-        let with_master = self.replicas_of(MASTER).is_some();
-        match outcome {
-            Outcome::Running if with_master => format!("PyTorchJob {name} is running."),
-            Outcome::Running => format!("PyTorchJob {namespaced} is running."),
-            Outcome::Succeeded if with_master => {
-                format!("PyTorchJob {name} is successfully completed.")
-            }
-            Outcome::Succeeded => format!("PyTorchJob {namespaced} successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("PyTorchJob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!(
-                    "PyTorchJob {name} is restarting because {replicas} {rtype} replica(s) failed."
-                )
-            }
-        }
     }
 
     /// The Master, else worker 0 when the job has none (upstream's `IsMasterRole`: its SDK

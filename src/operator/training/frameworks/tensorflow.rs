@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, job_accessors,
+    Framework, Namespaced, Placement, ReplicaType, TrainingJob, Wording, job_accessors,
 };
 
 pub use tf_config::ENV_NAME;
@@ -50,6 +50,11 @@ pub static TENSORFLOW: Framework = Framework {
     replica_columns: &[("Workers", WORKER), ("PS", PS)],
     status_selector: false,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::Always,
+        failing_kind: "TFJob",
+        tensorflow_failures: true,
+    },
 };
 
 /// A TensorFlow training job: a set of replica types (Chief, Worker, PS, Evaluator), each run as
@@ -153,26 +158,6 @@ impl TrainingJob for TFJob {
 
     fn tolerates_failures_of(&self, rtype: ReplicaType) -> bool {
         self.spec.enable_dynamic_worker == Some(true) && rtype == WORKER
-    }
-
-    fn message(&self, outcome: Outcome) -> String {
-        let job = format!(
-            "{}/{}",
-            self.metadata.namespace.as_deref().unwrap_or_default(),
-            self.metadata.name.as_deref().unwrap_or_default()
-        );
-        match outcome {
-            Outcome::Running => format!("TFJob {job} is running."),
-            Outcome::Succeeded => format!("TFJob {job} successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("TFJob {job} has failed because {replicas} {rtype} replica(s) failed.")
-            }
-            // Upstream's shared pod handling words it, and TFJob's controller keeps its words.
-            Outcome::Restarting { rtype, .. } => {
-                let name = self.metadata.name.as_deref().unwrap_or_default();
-                format!("job {name} is restarting because {rtype} replica(s) failed.")
-            }
-        }
     }
 
     /// Chief/Master, else worker 0 when the job has neither.

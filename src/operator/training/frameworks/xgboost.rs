@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::operator::training::api::{JobStatus, ReplicaSpec, RestartPolicy, RunPolicy};
 use crate::operator::training::engine::build;
 use crate::operator::training::framework::{
-    Framework, Outcome, Placement, ReplicaType, TrainingJob, active, all_succeeded, env_var,
-    job_accessors,
+    Framework, Namespaced, Placement, ReplicaType, TrainingJob, Wording, active, all_succeeded,
+    env_var, job_accessors,
 };
 
 pub const MASTER: ReplicaType = ReplicaType::new("Master", "master");
@@ -38,6 +38,11 @@ pub static XGBOOST: Framework = Framework {
     replica_columns: &[],
     status_selector: false,
     unindexed: &[],
+    wording: Wording {
+        namespaced: Namespaced::Never,
+        failing_kind: "XGBoostJob",
+        tensorflow_failures: false,
+    },
 };
 
 /// A distributed XGBoost training job: one Master (the tracker, rank 0) and Workers.
@@ -95,22 +100,6 @@ impl TrainingJob for XGBoostJob {
     }
 
     /// Upstream's words.
-    fn message(&self, outcome: Outcome) -> String {
-        let name = self.metadata.name.as_deref().unwrap_or_default();
-        match outcome {
-            Outcome::Running => format!("XGBoostJob {name} is running."),
-            Outcome::Succeeded => format!("XGBoostJob {name} is successfully completed."),
-            Outcome::Failed { replicas, rtype } => {
-                format!("XGBoostJob {name} is failed because {replicas} {rtype} replica(s) failed.")
-            }
-            Outcome::Restarting { replicas, rtype } => {
-                format!(
-                    "XGBoostJob {name} is restarting because {replicas} {rtype} replica(s) failed."
-                )
-            }
-        }
-    }
-
     fn is_master_role(&self, rtype: ReplicaType, _index: i32) -> bool {
         rtype == MASTER
     }
@@ -152,6 +141,7 @@ impl TrainingJob for XGBoostJob {
 mod tests {
     use super::*;
     use crate::operator::training::api::RestartPolicy;
+    use crate::operator::training::framework::Outcome;
     use crate::operator::training::frameworks::test_support::{
         active, defaulted, env_of, placement, status_with, succeeded,
     };

@@ -5,7 +5,7 @@ use super::launcher::{self, discover_hosts, hostfile, kubexec, launcher_environm
 use super::*;
 use crate::operator::training::api::CleanPodPolicy;
 use crate::operator::training::engine::build;
-use crate::operator::training::framework::{CompanionKind, env_var};
+use crate::operator::training::framework::{CompanionKind, Outcome, env_var};
 use crate::operator::training::frameworks::test_support::{
     active, defaulted, env_of, status_with, succeeded,
 };
