@@ -16,6 +16,7 @@ pub mod installed;
 pub mod leader;
 pub mod metrics;
 pub mod shutdown;
+pub mod writes;
 
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "mlkube-operator";

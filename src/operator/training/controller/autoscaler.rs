@@ -26,7 +26,7 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -34,6 +34,7 @@ use super::{Context, ReconcileError};
 use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::events::EventType;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::writes::{Deleted, delete_exactly};
 use crate::operator::training::api::JobStatus;
 use crate::operator::training::engine::conditions;
 use crate::operator::training::framework::TrainingJob;
@@ -183,16 +184,9 @@ async fn delete(
     name: &str,
     uid: Option<String>,
 ) -> Result<(), ReconcileError> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid,
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => tracing::info!("deleted the {KIND}: the job asks for none"),
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
+    match delete_exactly(api, name, uid, DeleteParams::background()).await {
+        Ok(Deleted::Sent) => tracing::info!("deleted the {KIND}: the job asks for none"),
+        Ok(Deleted::Gone | Deleted::Replaced) => {}
         Err(source) => {
             return Err(ReconcileError::Delete {
                 kind: KIND,

@@ -6,15 +6,15 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::DeleteParams;
 use kube::{Api, Resource, ResourceExt};
 
 use super::{Context, POD_GROUP_POLL, ReconcileError, companions, pod_group};
 use crate::error_text::OneLine;
-use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::events::EventType;
 use crate::operator::runtime::expectations::Kind;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::writes::{Created, Deleted, create_once, delete_exactly};
 use crate::operator::training::engine::build;
 use crate::operator::training::engine::conditions;
 use crate::operator::training::engine::observe::Deletion;
@@ -158,27 +158,14 @@ async fn create_all<J: TrainingJob>(
     creations: &Creations,
     first_error: &mut Option<ReconcileError>,
 ) {
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     let service_creates = creations.services.iter().map(|&(rtype, index)| {
         let service = build::service(defaulted, rtype, index);
-        create(
-            ctx,
-            job,
-            services,
-            &pp,
-            service,
-            Kind::Service,
-            rtype,
-            index,
-        )
+        create(ctx, job, services, service, Kind::Service, rtype, index)
     });
     publish_template_warnings(job, defaulted, ctx, &creations.pods);
     let pod_creates = creations.pods.iter().map(|&(rtype, index)| {
         let pod = build::pod(defaulted, rtype, index, &ctx.options);
-        create(ctx, job, pods, &pp, pod, Kind::Pod, rtype, index)
+        create(ctx, job, pods, pod, Kind::Pod, rtype, index)
     });
     let (service_results, pod_results) =
         futures::join!(join_all(service_creates), join_all(pod_creates));
@@ -286,15 +273,9 @@ async fn delete_job<J: TrainingJob>(
     job_uid: &str,
 ) -> Result<(), ReconcileError> {
     let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(job_uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(&job.name_any(), &dp).await {
-        Ok(_) => {
+    let uid = Some(job_uid.to_owned());
+    match delete_exactly(&api, &job.name_any(), uid, DeleteParams::background()).await {
+        Ok(Deleted::Sent) => {
             ctx.metrics.job_deleted(J::FRAMEWORK.name, namespace);
             tracing::info!("deleted: ttlSecondsAfterFinished passed");
             ctx.events.publish(
@@ -306,7 +287,7 @@ async fn delete_job<J: TrainingJob>(
             );
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(()),
         Err(source) => {
             ctx.events.publish(
                 job,
@@ -325,12 +306,10 @@ async fn delete_job<J: TrainingJob>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn create<J: TrainingJob, K>(
     ctx: &Context,
     job: &J,
     api: &Api<K>,
-    pp: &PostParams,
     object: K,
     expected: Kind,
     rtype: ReplicaType,
@@ -347,8 +326,8 @@ where
     };
     ctx.expectations
         .expect(expected, &namespace, &name, Instant::now());
-    match api.create(pp, &object).await {
-        Ok(_) => {
+    match create_once(api, &object).await {
+        Ok(Created::New(_)) => {
             ctx.metrics.object(metric);
             tracing::debug!(
                 replica_type = rtype.lower(),
@@ -361,7 +340,7 @@ where
             Ok(Some(name))
         }
         // Deterministic names: it exists, so there is nothing to do.
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Ok(Created::Exists) => Ok(None),
         Err(source) => {
             ctx.expectations.forget(expected, &namespace, &name);
             if expected == Kind::Service {
@@ -395,21 +374,15 @@ async fn delete_pod<J: TrainingJob>(
     api: &Api<Pod>,
     deletion: &Deletion,
 ) -> Result<Option<String>, ReconcileError> {
-    let dp = DeleteParams {
-        preconditions: deletion.uid.clone().map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&deletion.name, &dp).await {
-        Ok(_) => {
+    let uid = deletion.uid.clone();
+    match delete_exactly(api, &deletion.name, uid, DeleteParams::default()).await {
+        Ok(Deleted::Sent) => {
             ctx.metrics.object("deleted_pods");
             tracing::debug!("deleted pod {}", deletion.name);
             Ok(Some(deletion.name.clone()))
         }
         // Gone already, or replaced by a newer pod of the same name that this deletion was not for.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(None),
         Err(source) => {
             ctx.events.publish(
                 job,
@@ -434,9 +407,9 @@ async fn delete_service<J: TrainingJob>(
     api: &Api<Service>,
     name: &str,
 ) -> Result<Option<String>, ReconcileError> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(Some(name.to_owned())),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+    match delete_exactly(api, name, None, DeleteParams::default()).await {
+        Ok(Deleted::Sent) => Ok(Some(name.to_owned())),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(None),
         Err(source) => {
             ctx.events.publish(
                 job,

@@ -14,6 +14,7 @@ use super::records::FromChild;
 use super::{Context, ReconcileError};
 use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::writes::is_gone;
 use crate::operator::training::engine::adopt::{self, Claim};
 use crate::operator::training::framework::TrainingJob;
 
@@ -230,7 +231,7 @@ async fn claim_one<J: TrainingJob, K: FromChild>(
             }
             Ok(Some((claim, patched)))
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) if is_gone(&e) => Ok(None),
         Err(source) => {
             let namespace = object.namespace().unwrap_or_default();
             Err(match claim {

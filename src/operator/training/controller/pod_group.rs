@@ -12,6 +12,7 @@ use super::{Context, ReconcileError};
 use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::events::EventType;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::writes::{Deleted, delete_exactly};
 use crate::operator::training::engine::build;
 use crate::operator::training::framework::TrainingJob;
 
@@ -116,8 +117,8 @@ async fn delete_pod_group<J: TrainingJob>(
     name: String,
 ) -> Result<bool, ReconcileError> {
     ctx.pod_groups.forget(namespace, &name);
-    match api.delete(&name, &DeleteParams::default()).await {
-        Ok(_) => {
+    match delete_exactly(api, &name, None, DeleteParams::default()).await {
+        Ok(Deleted::Sent) => {
             ctx.events.publish(
                 job,
                 EventType::Normal,
@@ -128,7 +129,7 @@ async fn delete_pod_group<J: TrainingJob>(
             ctx.metrics.object("deleted_pod_groups");
             Ok(true)
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(true),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(true),
         Err(source) => {
             ctx.events.publish(
                 job,

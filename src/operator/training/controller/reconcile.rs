@@ -14,6 +14,7 @@ use super::stored_job::StoredJob;
 use super::{Context, autoscaler, carry_out, claim, data, status};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::EventType;
+use crate::operator::runtime::writes::is_conflict;
 use crate::operator::training::api::MANAGED_BY_US;
 use crate::operator::training::engine::adopt;
 use crate::operator::training::engine::defaults;
@@ -171,9 +172,7 @@ impl ReconcileError {
         match self {
             ReconcileError::WriteStatus { source, .. }
             | ReconcileError::Adopt { source, .. }
-            | ReconcileError::Release { source, .. } => {
-                matches!(source, kube::Error::Api(e) if e.code == 409)
-            }
+            | ReconcileError::Release { source, .. } => is_conflict(source),
             _ => false,
         }
     }

@@ -21,12 +21,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 
 use super::{Context, ReconcileError};
-use crate::operator::runtime::FIELD_MANAGER;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::writes::replace_status;
 use crate::operator::training::api::JobStatus;
 use crate::operator::training::framework::TrainingJob;
 
@@ -77,19 +76,15 @@ pub(super) async fn write<J: TrainingJob>(
     let mut updated = job.clone();
     *updated.status_mut() = Some(status.clone());
     let api: Api<J> = Api::namespaced(ctx.client.clone(), namespace);
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let stored = api
-        .replace_status(&name, &pp, &updated)
-        .await
-        .map_err(|source| ReconcileError::WriteStatus {
-            kind: J::FRAMEWORK.kind,
-            namespace: namespace.to_owned(),
-            name: name.clone(),
-            source,
-        })?;
+    let stored =
+        replace_status(&api, &updated)
+            .await
+            .map_err(|source| ReconcileError::WriteStatus {
+                kind: J::FRAMEWORK.kind,
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+                source,
+            })?;
     // A write the server found to change nothing keeps the resourceVersion and sends no watch
     // event: remembering it would leave the job waiting for a cache update that never comes.
     if let Some(version) = job.resource_version()
