@@ -685,8 +685,8 @@ pub struct OperatorArgs {
         default_value = crate::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
     )]
     pub mpi_kubectl_delivery_image: String,
-    /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all);
-    /// `frameworkcontroller` is FrameworkController's Framework.
+    /// Run only these frameworks' jobs, e.g. tensorflow,pytorch (default: all). Deprecated:
+    /// `frameworkcontroller` here, which is `--controllers fc` now.
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_parser = framework)]
     pub frameworks: Vec<FrameworkChoice>,
     /// After SIGTERM, how long reconciles in flight may take before the process exits
@@ -714,15 +714,10 @@ pub struct OperatorArgs {
     /// The kubeconfig context to use (default: the kubeconfig's current context).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// The controllers to run: training (the kubeflow.org/v1 jobs), volumes (the volume
-    /// controller's VolumeManagers), or both.
-    #[arg(
-        long,
-        value_name = "NAMES",
-        value_delimiter = ',',
-        value_enum,
-        default_value = "training"
-    )]
+    /// The controllers to run: training (the kubeflow.org/v1 jobs of --frameworks), fc
+    /// (FrameworkController's Frameworks), volumes (the volume controller's VolumeManagers)
+    /// [default: training,fc; with --frameworks and no frameworkcontroller in it: training]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', value_enum)]
     pub controllers: Vec<ControllerName>,
     /// The directory on each node under which the volume controller places data.
     #[arg(long, value_name = "DIR", default_value = "/var/lib/mlkube/volumes")]
@@ -738,6 +733,8 @@ pub struct OperatorArgs {
 pub enum ControllerName {
     /// The kubeflow.org/v1 training jobs of --frameworks.
     Training,
+    /// FrameworkController's frameworkcontroller.microsoft.com/v1 Frameworks.
+    Fc,
     /// The volume controller: kvc.kubeflow.org/v1 VolumeManagers.
     Volumes,
 }
@@ -789,14 +786,12 @@ impl OperatorArgs {
             mpi_kubectl_delivery_image: self.mpi_kubectl_delivery_image,
             shutdown_timeout: self.shutdown_timeout,
             log_format: self.log_format,
-            framework_controller: self.frameworks.is_empty()
-                || self
-                    .frameworks
-                    .contains(&FrameworkChoice::FrameworkController),
-            controllers: crate::operator::Controllers {
-                training: self.controllers.contains(&ControllerName::Training),
-                volumes: self.controllers.contains(&ControllerName::Volumes),
-            },
+            controllers: controllers(&self.controllers, &self.frameworks),
+            deprecated: (self.frameworks)
+                .contains(&FrameworkChoice::FrameworkController)
+                .then_some(DEPRECATED_FRAMEWORKCONTROLLER)
+                .into_iter()
+                .collect(),
             placement: crate::operator::volumes::pods::Placement {
                 root: self.volume_root,
                 image: self.volume_image,
@@ -815,6 +810,30 @@ impl OperatorArgs {
                 chosen
             },
         }
+    }
+}
+
+/// What the operator logs when `--frameworks` names `frameworkcontroller`.
+const DEPRECATED_FRAMEWORKCONTROLLER: &str = "`--frameworks frameworkcontroller` is deprecated: \
+     FrameworkController's Framework is the `fc` controller (--controllers training,fc)";
+
+/// The controllers `--controllers` names, or by default the training jobs and FrameworkController's
+/// Framework. `frameworkcontroller` in `--frameworks` is the old spelling of `fc`: it adds it,
+/// with a note; a `--frameworks` without it and no `--controllers` runs no Frameworks, as it
+/// did.
+fn controllers(
+    named: &[ControllerName],
+    frameworks: &[FrameworkChoice],
+) -> crate::operator::Controllers {
+    let old_spelling = frameworks.contains(&FrameworkChoice::FrameworkController);
+    let default = frameworks.is_empty() || old_spelling;
+    let has = |name| named.contains(&name);
+    crate::operator::Controllers {
+        training: has(ControllerName::Training) || named.is_empty(),
+        framework_controller: has(ControllerName::Fc)
+            || old_spelling
+            || (named.is_empty() && default),
+        volumes: has(ControllerName::Volumes),
     }
 }
 
@@ -982,5 +1001,41 @@ fn outcome<E: std::error::Error + 'static>(result: Result<(), E>) -> Exit {
     match result {
         Ok(()) => Exit::Done,
         Err(error) => report(&error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ControllerName, FrameworkChoice, controllers, framework};
+    use crate::operator::Controllers;
+
+    fn on(training: bool, framework_controller: bool, volumes: bool) -> Controllers {
+        Controllers {
+            training,
+            framework_controller,
+            volumes,
+        }
+    }
+
+    #[test]
+    fn controllers_are_named_and_the_old_spellings_still_work() {
+        use ControllerName::{Fc, Training, Volumes};
+        let tensorflow: FrameworkChoice = framework("tensorflow").unwrap();
+        let old_fc = FrameworkChoice::FrameworkController;
+        // The default: the training jobs and FrameworkController's Framework.
+        assert_eq!(controllers(&[], &[]), on(true, true, false));
+        assert_eq!(
+            controllers(&[Training, Fc, Volumes], &[]),
+            on(true, true, true)
+        );
+        assert_eq!(controllers(&[Volumes], &[]), on(false, false, true));
+        assert_eq!(controllers(&[Training], &[]), on(true, false, false));
+        // `--frameworks` as it was: without frameworkcontroller, no Frameworks.
+        assert_eq!(controllers(&[], &[tensorflow]), on(true, false, false));
+        assert_eq!(
+            controllers(&[], &[tensorflow, old_fc]),
+            on(true, true, false)
+        );
+        assert_eq!(controllers(&[Volumes], &[old_fc]), on(false, true, true));
     }
 }

@@ -1,17 +1,19 @@
 //! `mlkube operator`: the controllers that run in the cluster, on one shared runtime.
 //!
-//! Two rooms, and this file above them. `runtime` is what every controller shares, whatever API
-//! it serves: the leader Lease, metrics and the health probes over HTTP, the shutdown on a
-//! signal, the expectations of creations not yet cached, the event recorder, and the discovery
-//! of installed CRDs. `training` is the controller of Kubeflow's `kubeflow.org/v1` jobs (TFJob,
-//! PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob, MPIJob): their types and CRDs, the pure
-//! engine that decides, one small module per framework, and the controller that talks to the
-//! cluster. `fc` is FrameworkController's Framework, and `volumes` the volume controller of
-//! KVC's `kvc.kubeflow.org/v1` VolumeManagers (its types, the pure plan, the pods that place data
-//! and the fetcher they run): rooms of their own on the same runtime. Each uses `runtime`;
-//! `runtime` uses nothing here, and no room uses another. This file reads the flags, starts the
-//! runtime's parts (metrics, probes, lease) and runs the enabled controllers (`--controllers`)
-//! under them.
+//! Four rooms, and this file above them. `runtime` is what every controller shares, whatever
+//! API it serves: the contract by which a controller is added and says it is ready (`manager`),
+//! the leader Lease, metrics and the health probes over HTTP, the shutdown on a signal, the
+//! writes every controller makes (`writes`), the expectations of creations not yet cached, the
+//! event recorder, and the discovery of installed CRDs. `training` is the controller of
+//! Kubeflow's `kubeflow.org/v1` jobs (TFJob, PyTorchJob, MXJob, XGBoostJob, JAXJob, PaddleJob,
+//! MPIJob): their types and CRDs, the pure engine that decides, one small module per framework,
+//! and the controller that talks to the cluster. `fc` is FrameworkController's Framework, and
+//! `volumes` the volume controller of KVC's `kvc.kubeflow.org/v1` VolumeManagers (its types,
+//! the pure plan, the pods that place data and the fetcher they run): rooms of their own on the
+//! same runtime. Each uses `runtime`; `runtime` uses nothing here, and no room uses another
+//! (`tests/layout.rs` checks it). This file reads the flags, starts the runtime's parts
+//! (metrics, probes, lease) and adds the controllers `--controllers` enables
+//! (`training`, `fc`, `volumes`) to the manager, one line each.
 
 pub mod fc;
 pub mod runtime;
@@ -21,13 +23,13 @@ pub mod volumes;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::FutureExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+use runtime::manager::Manager;
 use runtime::{http, leader, metrics, shutdown};
 use training::{controller, engine, registry};
 
@@ -58,14 +60,14 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// The frameworks whose jobs to run (`registry::ALL` for all).
     pub frameworks: Vec<&'static registry::Registered>,
-    /// Run FrameworkController's Framework too (`frameworkcontroller` in `--frameworks`).
-    pub framework_controller: bool,
     /// How log lines are written; `None`: text on a terminal, else JSON.
     pub log_format: Option<LogFormat>,
     /// The controllers to run.
     pub controllers: Controllers,
     /// Where the volume controller places data on nodes, and the image of its pods.
     pub placement: volumes::pods::Placement,
+    /// What the flags spelt the old way, said as warnings once logging starts.
+    pub deprecated: Vec<&'static str>,
 }
 
 /// Which of the operator's controllers run (`--controllers`).
@@ -73,6 +75,8 @@ pub struct Settings {
 pub struct Controllers {
     /// The kubeflow.org/v1 training jobs of `--frameworks`.
     pub training: bool,
+    /// FrameworkController's frameworkcontroller.microsoft.com/v1 Frameworks.
+    pub framework_controller: bool,
     /// The kvc.kubeflow.org/v1 VolumeManagers.
     pub volumes: bool,
 }
@@ -175,6 +179,9 @@ pub fn run(settings: Settings) -> Result<(), OperatorError> {
             LogFormat::Json
         }
     }));
+    for note in &settings.deprecated {
+        tracing::warn!("{note}");
+    }
     if let Err(e) = keep_the_heap_in_small_pages() {
         tracing::debug!(error = %e, "transparent huge pages stay enabled");
     }
@@ -288,7 +295,7 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     let health = Arc::new(http::Health::default());
     serve_http(&settings, &metrics, &health).await?;
 
-    let controller_settings = controller_settings(&settings);
+    let controllers = running(&settings, controller_settings(&settings));
     tracing::info!(
         namespace = settings.namespace.as_deref().unwrap_or("(all)"),
         concurrency = settings.concurrency,
@@ -299,12 +306,9 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
             .map(|r| r.framework.name)
             .collect::<Vec<_>>()
             .join(","),
-        framework_controller = settings.framework_controller,
-        training = settings.controllers.training,
-        volumes = settings.controllers.volumes,
+        controllers = %controllers.names().join(","),
         "starting the training-job operator"
     );
-    let controllers = running(&settings, controller_settings);
 
     if !settings.leader_elect {
         run_without_election(client, controllers, metrics, health, shutdown).await;
@@ -313,76 +317,34 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     run_when_elected(&settings, client, controllers, metrics, health, shutdown).await
 }
 
-/// The controllers `--controllers` enables, each with its settings: the training jobs of
-/// `--frameworks` and, beside them, FrameworkController's Framework when it is among them; the
-/// volume controller.
-fn running(settings: &Settings, training: controller::Settings) -> Running {
-    let trains = settings.controllers.training;
-    Running {
-        training: (trains && !settings.frameworks.is_empty()).then_some(training),
-        framework: (trains && settings.framework_controller).then(|| fc::controller::Settings {
+/// The controllers `--controllers` enables, each added with its settings: the training jobs of
+/// `--frameworks`, FrameworkController's Framework, the volume controller.
+fn running(settings: &Settings, training: controller::Settings) -> Manager {
+    let mut manager = Manager::default();
+    let enabled = settings.controllers;
+    if enabled.training && !settings.frameworks.is_empty() {
+        manager.add("training", |shared| {
+            controller::run(shared, training).boxed()
+        });
+    }
+    if enabled.framework_controller {
+        let fc = fc::controller::Settings {
             namespace: settings.namespace.clone(),
             concurrency: settings.concurrency,
-        }),
-        volumes: settings
-            .controllers
-            .volumes
-            .then(|| volumes::controller::Settings {
-                namespace: settings.namespace.clone(),
-                placement: settings.placement.clone(),
-                concurrency: settings.concurrency,
-            }),
+        };
+        manager.add("fc", |shared| fc::controller::run(shared, fc).boxed());
     }
-}
-
-/// The controllers to run, each with its settings; `None` is off.
-struct Running {
-    training: Option<controller::Settings>,
-    framework: Option<fc::controller::Settings>,
-    volumes: Option<volumes::controller::Settings>,
-}
-
-impl Running {
-    /// Run every enabled controller until `stop` and the reconciles in flight have finished.
-    async fn run(
-        self,
-        client: Client,
-        metrics: Arc<metrics::Metrics>,
-        health: Arc<http::Health>,
-        stop: shutdown::Stop,
-    ) {
-        let training_runs = self.training.is_some();
-        let off = || futures::future::ready(()).boxed();
-        let training = match self.training {
-            Some(settings) => controller::run(
-                client.clone(),
-                settings,
-                metrics.clone(),
-                health.clone(),
-                stop.clone(),
-            )
-            .boxed(),
-            None => off(),
+    if enabled.volumes {
+        let volumes = volumes::controller::Settings {
+            namespace: settings.namespace.clone(),
+            placement: settings.placement.clone(),
+            concurrency: settings.concurrency,
         };
-        let volumes = match self.volumes {
-            Some(settings) => volumes::controller::run(
-                client.clone(),
-                settings,
-                metrics.clone(),
-                health.clone(),
-                stop.clone(),
-            )
-            .boxed(),
-            None => off(),
-        };
-        let framework = match self.framework {
-            Some(settings) => {
-                fc::controller::run(client, settings, metrics, health, stop, !training_runs).boxed()
-            }
-            None => off(),
-        };
-        futures::future::join3(training, framework, volumes).await;
+        manager.add("volumes", |shared| {
+            volumes::controller::run(shared, volumes).boxed()
+        });
     }
+    manager
 }
 
 /// The flags that can be wrong without the network: the listen addresses and the images.
@@ -471,7 +433,7 @@ fn controller_settings(settings: &Settings) -> controller::Settings {
 /// Without leader election this replica leads: run the controllers until asked to stop.
 async fn run_without_election(
     client: Client,
-    controllers: Running,
+    controllers: Manager,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,
@@ -486,13 +448,13 @@ async fn run_without_election(
 async fn run_when_elected(
     settings: &Settings,
     client: Client,
-    controllers: Running,
+    controllers: Manager,
     metrics: Arc<metrics::Metrics>,
     health: Arc<http::Health>,
     shutdown: shutdown::Shutdown,
 ) -> Result<(), OperatorError> {
     // A standby replica is healthy and ready: it is waiting to take over.
-    health.ready.store(true, Ordering::Relaxed);
+    health.standing_by();
     let lease = leader::LeaseConfig::new(lease_namespace(settings));
     tokio::select! {
         () = leader::acquire(client.clone(), &lease) => {}

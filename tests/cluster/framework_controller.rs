@@ -19,6 +19,7 @@ use kube::{Api, Client, ResourceExt};
 use mlkube::operator::fc::api::{Framework, FrameworkState, FrameworkStatus, TaskState};
 use mlkube::operator::fc::{controller, crd};
 use mlkube::operator::runtime::http::Health;
+use mlkube::operator::runtime::manager::Shared;
 use mlkube::operator::runtime::metrics::Metrics;
 use serde_json::{Value, json};
 
@@ -71,14 +72,14 @@ async fn start_operator(ns: &TestNamespace) -> Operator {
         namespace: Some(ns.name.clone()),
         concurrency: 4,
     };
-    let task = tokio::spawn(controller::run(
+    let shared = Shared::new(
+        "fc",
         identity.client.clone(),
-        settings,
         Arc::new(Metrics::default()),
-        Arc::new(Health::default()),
+        &Arc::new(Health::default()),
         std::future::pending().boxed().shared(),
-        true,
-    ));
+    );
+    let task = tokio::spawn(controller::run(shared, settings));
     Operator {
         task,
         _identity: identity,

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -20,6 +21,7 @@ use kube::api::{
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use mlkube::operator::runtime::http::Health;
+use mlkube::operator::runtime::manager::Shared;
 use mlkube::operator::runtime::metrics::Metrics;
 use mlkube::operator::training::engine::build;
 use mlkube::operator::training::framework::TrainingJob;
@@ -92,14 +94,15 @@ async fn start_operator_as(ns: &TestNamespace, scope: Scope, options: build::Opt
         options,
         frameworks: registry::ALL.iter().collect(),
     };
-    let task = tokio::spawn(controller::run(
+    let shared = Shared::new(
+        "training",
         identity.client.clone(),
-        settings,
         metrics.clone(),
-        Arc::new(Health::default()),
+        &Arc::new(Health::default()),
         // Stopped by aborting the task when the test is done.
-        std::future::pending(),
-    ));
+        std::future::pending().boxed().shared(),
+    );
+    let task = tokio::spawn(controller::run(shared, settings));
     Operator {
         task,
         metrics,

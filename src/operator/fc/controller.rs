@@ -40,9 +40,9 @@ use super::objects::{self, FRAMEWORK_NAME, config_map_name};
 use super::sync::{self, Action, Done, Observed};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::{EventType, Events};
-use crate::operator::runtime::http::Health;
+use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::{Metrics, Transition};
-use crate::operator::runtime::shutdown::{self, Stop};
+use crate::operator::runtime::shutdown;
 use crate::operator::runtime::{FIELD_MANAGER, installed, lock};
 
 /// The name that turns it on in `--frameworks` and the operator component's `frameworks`.
@@ -129,23 +129,22 @@ impl Context {
     }
 }
 
-/// Run the controller until `stop`; `health` turns ready once its caches are synced if
-/// `signal_ready` (when no other controller does).
-pub async fn run(
-    client: Client,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    stop: Stop,
-    signal_ready: bool,
-) {
+/// Run the controller until `shared.stop`; its readiness gate opens once its caches are synced.
+pub async fn run(shared: Shared, settings: Settings) {
+    let Shared {
+        client,
+        metrics,
+        health,
+        ready,
+        stop,
+    } = shared;
     let served = installed::Served {
         kind: "Framework",
         plural: "frameworks",
         group: "frameworkcontroller.microsoft.com".to_owned(),
         api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
-        flag_name: FLAG_NAME,
-        flag: "--frameworks",
+        flag_name: "fc",
+        flag: "--controllers",
         component: "tf-job-operator",
     };
     if !installed::await_installed(
@@ -180,13 +179,8 @@ pub async fn run(
     });
     let children = futures::stream::select(cm_changes, pod_changes);
     let ready = async move {
-        if config_maps.wait_until_ready().await.is_ok()
-            && pods.wait_until_ready().await.is_ok()
-            && signal_ready
-        {
-            health
-                .ready
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+        if config_maps.wait_until_ready().await.is_ok() && pods.wait_until_ready().await.is_ok() {
+            ready.open();
         }
     };
     let for_gone = context.clone();

@@ -1,4 +1,5 @@
-//! Kubernetes events about training jobs (`events.k8s.io/v1`), recorded in the background.
+//! Kubernetes events about the objects a controller runs (a training job, a Framework, a VolumeManager;
+//! `events.k8s.io/v1`), recorded in the background.
 //!
 //! # Expected flow
 //! A reconcile calls [`Events::publish`], which queues the event and returns at once; a writer

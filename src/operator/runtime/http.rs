@@ -17,15 +17,31 @@ use super::metrics::Metrics;
 /// What the probes report.
 #[derive(Default)]
 pub struct Health {
-    /// Set once the caches have synced (and, with leader election, whether or not we lead:
-    /// a standby replica is ready to take over).
-    pub ready: AtomicBool,
+    /// Each enabled controller's readiness gate, by the controller's name: open once its
+    /// caches have synced (see [`super::manager`]).
+    gates: Mutex<BTreeMap<&'static str, bool>>,
+    /// A standby replica (leader election, not leading) is ready: it is waiting to take over.
+    standby: AtomicBool,
     /// The kinds the operator was asked to run whose CRD is not installed, with the CRD's
     /// name: the operator is not ready while it cannot run them.
     missing_crds: Mutex<BTreeMap<&'static str, String>>,
 }
 
 impl Health {
+    /// The closed readiness gate of the controller `name`: `/readyz` fails until it opens.
+    pub fn gate(self: &Arc<Self>, name: &'static str) -> Gate {
+        lock(&self.gates).insert(name, false);
+        Gate {
+            health: self.clone(),
+            name,
+        }
+    }
+
+    /// This replica waits for the leader Lease: ready, whatever its gates say.
+    pub fn standing_by(&self) {
+        self.standby.store(true, Ordering::Relaxed);
+    }
+
     /// The CRD `crd` of `kind` is not installed.
     pub fn crd_missing(&self, kind: &'static str, crd: String) {
         lock(&self.missing_crds).insert(kind, crd);
@@ -36,9 +52,15 @@ impl Health {
         lock(&self.missing_crds).remove(kind);
     }
 
+    /// Whether every gate opened: none registered is not ready either.
+    fn synced(&self) -> bool {
+        let gates = lock(&self.gates);
+        !gates.is_empty() && gates.values().all(|open| *open)
+    }
+
     /// Ready, or why not.
     fn readiness(&self) -> Result<(), String> {
-        if !self.ready.load(Ordering::Relaxed) {
+        if !self.standby.load(Ordering::Relaxed) && !self.synced() {
             return Err("caches not synced yet\n".to_owned());
         }
         let missing = lock(&self.missing_crds);
@@ -49,6 +71,21 @@ impl Health {
             .iter()
             .map(|(kind, crd)| format!("{kind}s are not run: the CRD {crd} is not installed\n"))
             .collect())
+    }
+}
+
+/// One controller's part of `/readyz`: closed until the controller's caches have synced.
+#[derive(Clone)]
+pub struct Gate {
+    health: Arc<Health>,
+    name: &'static str,
+}
+
+impl Gate {
+    /// The controller's caches have synced: its part of `/readyz` is ready from now on.
+    pub fn open(&self) {
+        lock(&self.health.gates).insert(self.name, true);
+        tracing::info!(controller = self.name, "caches synced");
     }
 }
 
@@ -235,7 +272,10 @@ mod tests {
         };
         assert!(get("/healthz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
-        health.ready.store(true, Ordering::Relaxed);
+        let (training, volumes) = (health.gate("training"), health.gate("volumes"));
+        training.open();
+        assert!(get("/readyz").await.starts_with("HTTP/1.1 503"));
+        volumes.open();
         assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
         assert!(get("/nope").await.starts_with("HTTP/1.1 404"));
 

@@ -1,19 +1,24 @@
 //! The runtime every controller of `mlkube operator` shares, whatever API it serves: what
 //! controller-runtime's Manager gives each of its controllers.
 //!
-//! `leader` takes and holds the leader Lease, `http` serves `/metrics` (from `metrics`) and the
-//! `/healthz` and `/readyz` probes, `shutdown` turns SIGTERM and SIGINT into a stop every
-//! controller waits on, `installed` asks discovery whether a CRD is served before a controller
-//! watches its kind (and again when the watch is answered 404), `expectations` remembers the
-//! objects a controller created until its caches show them, and `events` records what it did
-//! as Kubernetes Events. Nothing here knows a controller's API: each controller room uses this
-//! one, and this one uses nothing of theirs.
+//! `manager` is the contract: every controller is added the same way, gets the same shared
+//! parts, and has one readiness gate, and `/readyz` is ready only once every enabled
+//! controller's caches synced. `leader` takes and holds the leader Lease, `http` serves
+//! `/metrics` (from `metrics`) and the `/healthz` and `/readyz` probes, `shutdown` turns SIGTERM
+//! and SIGINT into a stop every controller waits on, `installed` asks discovery whether a CRD is
+//! served before a controller watches its kind (and again when the watch is answered 404),
+//! `writes` makes the writes every controller makes (create once, delete exactly this UID,
+//! replace the status) with the answers that are outcomes named, `expectations` remembers the
+//! objects a controller created until its caches show them, and `events` records what it did as
+//! Kubernetes Events. Nothing here knows a controller's API: each controller room uses this one,
+//! and this one uses nothing of theirs.
 
 pub mod events;
 pub mod expectations;
 pub mod http;
 pub mod installed;
 pub mod leader;
+pub mod manager;
 pub mod metrics;
 pub mod shutdown;
 pub mod writes;

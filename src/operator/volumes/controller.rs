@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
@@ -37,10 +37,13 @@ use super::plan::{self, FINALIZER, Finalizer, Plan};
 use super::pods::{self, Placement};
 use crate::error_text::OneLine;
 use crate::operator::runtime::FIELD_MANAGER;
-use crate::operator::runtime::http::Health;
 use crate::operator::runtime::installed;
+use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::Metrics;
-use crate::operator::runtime::shutdown::{self, Stop};
+use crate::operator::runtime::shutdown;
+use crate::operator::runtime::writes::{
+    Created, Deleted, create_once, delete_exactly, is_conflict,
+};
 
 /// How long a failed reconcile waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -91,14 +94,15 @@ fn served() -> installed::Served {
     }
 }
 
-/// Run until `stop`: wait for the CRD, then reconcile VolumeManagers.
-pub async fn run(
-    client: Client,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    stop: Stop,
-) {
+/// Run until `shared.stop`: wait for the CRD, then reconcile VolumeManagers.
+pub async fn run(shared: Shared, settings: Settings) {
+    let Shared {
+        client,
+        metrics,
+        health,
+        ready,
+        stop,
+    } = shared;
     let waiting = installed::Waiting::AtStart;
     if !installed::await_installed(&client, &served(), &health, stop.clone(), waiting).await {
         return;
@@ -117,13 +121,10 @@ pub async fn run(
         .touched_objects();
     let context = Arc::new(Context {
         client,
-        pods: pod_store,
+        pods: pod_store.clone(),
         placement: settings.placement,
         metrics,
     });
-    health
-        .ready
-        .store(true, std::sync::atomic::Ordering::Relaxed);
     tracing::info!("running the volume controller");
     let controller = Controller::new(managers, watcher::Config::default());
     let store = controller.store();
@@ -137,12 +138,20 @@ pub async fn run(
                 tracing::debug!(error = %OneLine(&e), "volume reconcile did not complete");
             }
         });
-    shutdown::drive(controller, &store, stop).await;
+    // Ready once both caches hold what the cluster has: a VolumeManager's pods are read from
+    // the pod cache, and a reconcile on an empty one would place its data again.
+    let managers = store.clone();
+    let synced = async move {
+        if pod_store.wait_until_ready().await.is_ok() && managers.wait_until_ready().await.is_ok() {
+            ready.open();
+        }
+    };
+    futures::future::join(shutdown::drive(controller, &store, stop), synced).await;
 }
 
 fn error_policy(vm: Arc<VolumeManager>, error: &ReconcileError, _: Arc<Context>) -> Action {
     let ReconcileError::Write { source, .. } = error;
-    if matches!(source, kube::Error::Api(status) if status.code == 409) {
+    if is_conflict(source) {
         // Read from a cache that had not caught up with a write: soon it has.
         tracing::debug!(volume_manager = %vm.name_any(), error = %OneLine(error), "conflict; retrying");
         return Action::requeue(CONFLICT_RETRY);
@@ -206,16 +215,16 @@ async fn carry_out(vm: &VolumeManager, ctx: &Context, plan: Plan) -> Result<(), 
             .map_err(fail("write the status"))?;
     }
     for name in &plan.delete {
-        match pods.delete(name, &DeleteParams::background()).await {
-            Ok(_) => ctx.metrics.object("volume pod deleted"),
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+        match delete_exactly(&pods, name, None, DeleteParams::background()).await {
+            Ok(Deleted::Sent) => ctx.metrics.object("volume pod deleted"),
+            Ok(Deleted::Gone | Deleted::Replaced) => {}
             Err(e) => return Err(fail("delete a pod")(e)),
         }
     }
     for pod in &plan.create {
-        match pods.create(&PostParams::default(), pod).await {
-            Ok(_) => ctx.metrics.object("volume pod created"),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+        match create_once(&pods, pod).await {
+            Ok(Created::New(_)) => ctx.metrics.object("volume pod created"),
+            Ok(Created::Exists) => {}
             Err(e) => return Err(fail("create a pod")(e)),
         }
     }

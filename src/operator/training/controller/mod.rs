@@ -52,7 +52,6 @@ mod status;
 mod stored_job;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -74,6 +73,7 @@ use crate::operator::runtime::expectations::Expectations;
 use crate::operator::runtime::http::Health;
 use crate::operator::runtime::installed;
 use crate::operator::runtime::lock;
+use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::Metrics;
 use crate::operator::runtime::shutdown::{self, Stop};
 use by_job::ByJob;
@@ -208,18 +208,18 @@ impl Registered {
 pub type RunFramework =
     fn(Client, Settings, Arc<Metrics>, Arc<Children>, Arc<Health>, Stop) -> BoxFuture<'static, ()>;
 
-/// Run the controller until `stop` resolves and the reconciles in flight have finished.
+/// Run the controller until `shared.stop` resolves and the reconciles in flight have finished.
 ///
-/// `health` turns ready once the pod and service caches have synced, and says which
-/// frameworks wait for their CRD (see `runtime::installed`).
-pub async fn run(
-    client: Client,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    stop: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let stop = stop.boxed().shared();
+/// Its readiness gate opens once the pod and service caches have synced; `shared.health` says
+/// which frameworks wait for their CRD (see `runtime::installed`).
+pub async fn run(shared: Shared, settings: Settings) {
+    let Shared {
+        client,
+        metrics,
+        health,
+        ready,
+        stop,
+    } = shared;
     let (children, watches) = Children::watch(&client, &settings);
     let runs: Vec<_> = settings
         .frameworks
@@ -237,8 +237,7 @@ pub async fn run(
         .collect();
     let synced = async move {
         if children.ready().await {
-            health.ready.store(true, Ordering::Relaxed);
-            tracing::info!("caches synced");
+            ready.open();
         }
         std::future::pending::<()>().await;
     };
