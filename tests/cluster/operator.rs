@@ -3,7 +3,7 @@
 //! patching pod status (phase, exit codes).
 //!
 //! Each test runs its own operator scoped to its own namespace, so tests run in parallel. The
-//! operator runs as the `tf-job-operator` component's ServiceAccount (see `identity`), in
+//! operator runs as the `training-operator` component's ServiceAccount (see `identity`), in
 //! namespace scope unless a test asks for the cluster-scoped RBAC.
 
 use std::collections::BTreeMap;
