@@ -1,6 +1,6 @@
 # The operator image for machines with a container daemon; `image/build.sh` builds the same
 # image without one (and is what CI builds and tests): a static musl binary, run as a non-root
-# user, with `mlkube operator` as its entrypoint. The tf-job-operator component's Deployment
+# user, with `mlkube operator` as its entrypoint. The training-operator component's Deployment
 # runs it as `mlkube operator --metrics-addr :8080 --health-addr :8081`.
 #
 #   docker build -t mlkube:dev .

@@ -51,15 +51,19 @@ measure() { # label, binary
   ns="bench-operator-$label-$$"
   "$bin" init "$app" --namespace "$ns" >/dev/null 2>&1
   apps+=("$bin:$app")
+  # The operator's component: `training-operator`, or `tf-job-operator` where an older mlkube
+  # made the app.
+  local operator
+  operator=$("$bin" --app "$app" component list -o name | grep -x -e training-operator -e tf-job-operator)
   # Scoped to its namespace, so the two apps' operators do not overlap.
-  "$bin" --app "$app" param set tf-job-operator deploymentScope namespace >/dev/null
+  "$bin" --app "$app" param set "$operator" deploymentScope namespace >/dev/null
   say "$label: the first apply of the operator component"
-  seconds 0 "$bin" --app "$app" apply local -c tf-job-operator --no-wait >/dev/null
+  seconds 0 "$bin" --app "$app" apply local -c "$operator" --no-wait >/dev/null
   for verb in diff status dry-run; do
-    local args=("$verb" local -c tf-job-operator) allowed=0
+    local args=("$verb" local -c "$operator") allowed=0
     case $verb in
       status) args=(status local) allowed="0 3" ;; # the app's other components are missing
-      dry-run) args=(apply local -c tf-job-operator --dry-run --no-wait) ;;
+      dry-run) args=(apply local -c "$operator" --dry-run --no-wait) ;;
     esac
     say "$label: $verb x$RUNS"
     took[$label,$verb]=$(for _ in $(seq "$RUNS"); do seconds "$allowed" "$bin" --app "$app" "${args[@]}"; done | median)

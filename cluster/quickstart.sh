@@ -52,6 +52,9 @@ if [ ! -f "$app/app.yaml" ]; then
   # init's stderr is a pipe here, so it leaves the next steps to the block this script ends with.
   "$installed" init "$app" 2>&1 >/dev/null | sed 's/^/quickstart: /' >&2
 fi
+# The operator's component: `training-operator`, or `tf-job-operator` where an older mlkube made
+# the app (the name is its objects', so it stays).
+operator=$(mlkube component list -o name | grep -x -e training-operator -e tf-job-operator)
 
 # ---------------------------------------------------------------------------------------------
 # kwok: the operator beside the cluster, with the arguments of the Deployment the component renders
@@ -73,7 +76,7 @@ run_operator_beside_the_cluster() {
 
 if [ "$MLKUBE_CLUSTER_NODE" = kwok ]; then
   # The object store keeps its data on a volume, and kwok's nodes have no provisioner.
-  mlkube apply local -c mnist -c notebook-hub -c tf-job-operator -c volume-controller
+  mlkube apply local -c mnist -c notebook-hub -c "$operator" -c volume-controller
   run_operator_beside_the_cluster
   cat <<NEXT
 
@@ -98,11 +101,11 @@ mlkube param set notebook-hub proxyImage "mlkube/notebook-hub:$IMAGE_TAG" --env 
 mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\"]" --env local >/dev/null
 # PyTorch workers' init container: BIND's nslookup in an image the node holds (upstream's
 # alpine:3.10 comes from a registry the node cannot reach).
-mlkube param set tf-job-operator pytorchInitImage "mlkube/dnsutils:$IMAGE_TAG" --env local >/dev/null
+mlkube param set "$operator" pytorchInitImage "mlkube/dnsutils:$IMAGE_TAG" --env local >/dev/null
 say "applying the operator and the volume controller (from the operator's image), the notebook hub"
 say "and the object store; TensorFlow Serving (mnist) is left out: its image comes from a registry"
 say "this machine cannot reach"
-mlkube apply local -c tf-job-operator -c volume-controller -c notebook-hub -c object-store
+mlkube apply local -c "$operator" -c volume-controller -c notebook-hub -c object-store
 
 # The data, the job and the store live in the environment's namespace.
 namespace=$(mlkube env list | awk '$1 == "local" { print $2 }')
@@ -174,7 +177,7 @@ train_version xgb-v1 v1 '[]'
 train_version xgb-v2 v2 '["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]'
 kubectl -n "$namespace" wait --for=condition=Succeeded xgboostjob/xgb-v1 xgboostjob/xgb-v2 --timeout=10m >/dev/null
 if ! mlkube component list -o name | grep -qx digits; then
-  mlkube component add tf-serving digits --param runtime=mlserver --param modelFormat=xgboost \
+  mlkube component add serving digits --param runtime=mlserver --param modelFormat=xgboost \
     --param objectStore=object-store --param gateway=gateway \
     --param 'modelBasePath=s3://models/xgboost-digits/{version}/' >/dev/null
 fi

@@ -1,5 +1,5 @@
 // A FrameworkController job: one frameworkcontroller.microsoft.com/v1 Framework, run by the
-// tf-job-operator component (its `frameworkcontroller` framework, src/operator/fc/). TaskRoles of
+// training-operator component (its `frameworkcontroller` framework, src/operator/fc/). TaskRoles of
 // indexed Tasks, each Task one pod `{framework}-{taskrole}-{index}`; the top-level params are what
 // every TaskRole has unless its entry in taskRoles says otherwise. `job` renders it, as the
 // training-job prototypes do, so that framework-sweep renders one Framework per combination.
@@ -141,7 +141,7 @@ local taskRoles(prototype, params) =
   name: component,
   description: |||
     A FrameworkController job: one frameworkcontroller.microsoft.com/v1 Framework for the
-    tf-job-operator component to run (its frameworkcontroller framework). taskRoles lists the
+    training-operator component to run (its frameworkcontroller framework). taskRoles lists the
     TaskRoles, each {"name": "worker", "taskNumber": 2} with optionally its own image, command,
     args, env (added to env), gpus, resources, minFailedTaskCount and minSucceededTaskCount (its
     FrameworkAttemptCompletionPolicy: -1 never; by default any failed Task fails the Framework,

@@ -21,7 +21,7 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
     A Gateway API implementation: Traefik Proxy v3.7 (MIT, pure Go), from the image
     image/gateway/ builds, as the controller of a GatewayClass <namespace>-<name> and of the
     Gateway <name> in the environment's namespace, with one HTTP listener on `port`. HTTPRoutes
-    attached to that Gateway (tf-serving's `gateway` param renders one) are served with their
+    attached to that Gateway (a serving component's `gateway` param renders one) are served with their
     backendRefs' weights, so a canary gets its share of the requests, and get Accepted and
     ResolvedRefs conditions in their status. Renders the Gateway API v1.6.3 standard-channel
     CRDs Traefik watches (gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes,

@@ -1,4 +1,4 @@
-// A JAX training job: one kubeflow.org/v1 JAXJob, run by the tf-job-operator component.
+// A JAX training job: one kubeflow.org/v1 JAXJob, run by a training-operator component.
 // `job` renders it, with the params every training job shares (training-job.libsonnet).
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -20,7 +20,7 @@ local framework = {
 {
   name: component,
   description: |||
-    A JAX training job: one kubeflow.org/v1 JAXJob for the tf-job-operator component to run.
+    A JAX training job: one kubeflow.org/v1 JAXJob for a training-operator component to run.
     Its one replica type is Worker: workerReplicas processes joined by jax.distributed, worker 0
     the coordinator (COORDINATOR_ADDRESS, COORDINATOR_PORT, NUM_PROCESSES and PROCESS_ID come
     from the operator); every Worker succeeding makes the job succeed. Every replica runs one

@@ -1,4 +1,4 @@
-// An MPI training job: one kubeflow.org/v1 MPIJob, run by the tf-job-operator component.
+// An MPI training job: one kubeflow.org/v1 MPIJob, run by a training-operator component.
 // `job` renders it, with the params every training job shares (training-job.libsonnet), except
 // that the Launcher and the Workers run different programs: the Launcher `mpirun`, the Workers
 // nothing of their own unless asked (the operator makes them sleep until mpirun execs into them).
@@ -53,7 +53,7 @@ local shared = t.params(framework, { image: image, command: [], args: [], restar
 {
   name: component,
   description: |||
-    An MPI training job: one kubeflow.org/v1 MPIJob for the tf-job-operator component to run.
+    An MPI training job: one kubeflow.org/v1 MPIJob for a training-operator component to run.
     Replica types Launcher (always exactly 1) and Worker (workerReplicas). The Launcher runs
     launcherCommand and launcherArgs (default mpirun with upstream's Horovod TensorFlow MNIST
     example; without -np mpirun starts one process per slot, slotsPerWorker on each Worker) and

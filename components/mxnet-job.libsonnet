@@ -1,4 +1,4 @@
-// An MXNet job: one kubeflow.org/v1 MXJob (training or auto-tuning), run by the tf-job-operator
+// An MXNet job: one kubeflow.org/v1 MXJob (training or auto-tuning), run by the training-operator
 // component. `job` renders it, with the params every training job shares (training-job.libsonnet).
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -33,7 +33,7 @@ local types = {
 {
   name: component,
   description: |||
-    An MXNet job: one kubeflow.org/v1 MXJob for the tf-job-operator component to run (the operator
+    An MXNet job: one kubeflow.org/v1 MXJob for a training-operator component to run (the operator
     runs MXJob as release 1.8 did; v1.9 dropped it). jobMode MXTrain is parameter-server training
     with replica types Scheduler (0 or 1), Server and Worker, by default one of each; MXTune is
     auto-tuning with TunerTracker, TunerServer and Tuner (0 or 1), by default one of each. A

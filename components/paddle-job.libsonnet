@@ -1,4 +1,4 @@
-// A PaddlePaddle training job: one kubeflow.org/v1 PaddleJob, run by the tf-job-operator
+// A PaddlePaddle training job: one kubeflow.org/v1 PaddleJob, run by the training-operator
 // component. `job` renders it, with the params every training job shares (training-job.libsonnet).
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -20,7 +20,7 @@ local framework = {
 {
   name: component,
   description: |||
-    A PaddlePaddle training job: one kubeflow.org/v1 PaddleJob for the tf-job-operator component to run.
+    A PaddlePaddle training job: one kubeflow.org/v1 PaddleJob for a training-operator component to run.
     Replica types Master (0 or 1, a parameter server when present, and then what decides success)
     and Worker (every one succeeding decides it without a Master; worker 0 is then the
     rendezvous); PADDLE_MASTER, PADDLE_NNODES and the rest come from the operator. Every replica

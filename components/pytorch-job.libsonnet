@@ -1,4 +1,4 @@
-// A PyTorch training job: one kubeflow.org/v1 PyTorchJob, run by the tf-job-operator component.
+// A PyTorch training job: one kubeflow.org/v1 PyTorchJob, run by a training-operator component.
 // `job` renders it, with the params every training job shares (training-job.libsonnet).
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -21,7 +21,7 @@ local elasticFields = ['maxReplicas', 'maxRestarts', 'metrics', 'minReplicas', '
 {
   name: component,
   description: |||
-    A PyTorch training job: one kubeflow.org/v1 PyTorchJob for the tf-job-operator component to run.
+    A PyTorch training job: one kubeflow.org/v1 PyTorchJob for a training-operator component to run.
     Replica types Master (0 or 1) and Worker, each with its count; a type with 0 replicas is left
     out. With a Master, it decides success, every pod gets MASTER_ADDR pointing at it and workers
     wait for it in an init-pytorch container; without one, every Worker succeeding does (any one

@@ -1,4 +1,4 @@
-// A TensorFlow training job: one kubeflow.org/v1 TFJob, run by the tf-job-operator component.
+// A TensorFlow training job: one kubeflow.org/v1 TFJob, run by a training-operator component.
 // `job` renders it and is shared with tf-job-sweep, which renders one per grid combination.
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -20,7 +20,7 @@ local framework = {
 {
   name: component,
   description: |||
-    A TensorFlow training job: one kubeflow.org/v1 TFJob for the tf-job-operator component to run.
+    A TensorFlow training job: one kubeflow.org/v1 TFJob for a training-operator component to run.
     Replica types Chief (or Master, with chiefType), PS, Worker and Evaluator, each with its count;
     a type with 0 replicas is left out, and a job needs a Chief or a Worker, since they decide its
     success. Every replica runs one container named `tensorflow` (image, command, args, env) with

@@ -1,4 +1,4 @@
-// An XGBoost training job: one kubeflow.org/v1 XGBoostJob, run by the tf-job-operator component.
+// An XGBoost training job: one kubeflow.org/v1 XGBoostJob, run by a training-operator component.
 // `job` renders it, with the params every training job shares (training-job.libsonnet).
 local u = import 'mlkube/util.libsonnet';
 local t = import 'mlkube/training-job.libsonnet';
@@ -20,7 +20,7 @@ local framework = {
 {
   name: component,
   description: |||
-    An XGBoost training job: one kubeflow.org/v1 XGBoostJob for the tf-job-operator component to run.
+    An XGBoost training job: one kubeflow.org/v1 XGBoostJob for a training-operator component to run.
     Replica types Master (always one: rank 0, the tracker, and what decides success) and Worker
     (workerReplicas, ranks 1 and up; 0 leaves the type out); MASTER_ADDR, MASTER_PORT,
     WORLD_SIZE, RANK and WORKER_ADDRS come from the operator. Every replica runs one container

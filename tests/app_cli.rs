@@ -178,7 +178,7 @@ fn init_env_component_param_show_for_all_environments() {
         &[
             "component",
             "add",
-            "tf-serving",
+            "serving",
             "resnet",
             "--param",
             "modelName=resnet",
@@ -189,7 +189,7 @@ fn init_env_component_param_show_for_all_environments() {
         &[
             "component",
             "add",
-            "tf-serving",
+            "serving",
             "bert",
             "--param",
             "replicas=4",
@@ -430,7 +430,7 @@ fn hand_edits_survive_the_verbs() {
     );
     write(&app, file, &edited);
     ok(&app, &["param", "set", "mnist", "numGpus", "1"]);
-    ok(&app, &["component", "add", "tf-serving", "resnet"]);
+    ok(&app, &["component", "add", "serving", "resnet"]);
     let after = read(&app, file);
     assert!(after.contains("    // The example model; keep it small.\n    mnist: {\n      replicas: 1 + 1,  // computed\n      numGpus: 1,\n    },"), "{after}");
     assert!(after.contains("    resnet: {},\n"), "{after}");
@@ -508,10 +508,10 @@ fn listings_print_json_for_scripts() {
             "paddle-job-sweep",
             "pytorch-job",
             "pytorch-job-sweep",
+            "serving",
             "tf-job",
-            "tf-job-operator",
             "tf-job-sweep",
-            "tf-serving",
+            "training-operator",
             "volume-controller",
             "xgboost-job",
             "xgboost-job-sweep"
@@ -519,7 +519,7 @@ fn listings_print_json_for_scripts() {
     );
     let serving: Value = serde_json::from_str(&ok(
         &app,
-        &["prototype", "describe", "tf-serving", "-o", "json"],
+        &["prototype", "describe", "serving", "-o", "json"],
     ))
     .unwrap();
     let replicas = serving["params"]
@@ -534,8 +534,8 @@ fn listings_print_json_for_scripts() {
             .as_str()
             .is_some_and(|d| !d.is_empty())
     );
-    let text = ok(&app, &["prototype", "describe", "tf-serving"]);
-    assert!(text.starts_with("tf-serving\n\n"));
+    let text = ok(&app, &["prototype", "describe", "serving"]);
+    assert!(text.starts_with("serving\n\n"));
     assert!(text.contains("PARAM"));
 
     let components: Value =
@@ -605,26 +605,26 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         fails(&app, &["show", "local", "-c", "resnet"]),
         "mlkube: error: unknown component `resnet`; the app has: gateway, mnist, notebook-hub, \
          object-store, \
-         tf-job-operator, volume-controller\n"
+         training-operator, volume-controller\n"
     );
     assert_eq!(
-        fails(&app, &["component", "add", "tf-servin", "resnet"]),
-        "mlkube: error: unknown prototype `tf-servin`; the library has: framework, framework-sweep, \
+        fails(&app, &["component", "add", "servin", "resnet"]),
+        "mlkube: error: unknown prototype `servin`; the library has: framework, framework-sweep, \
          gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
          pytorch-job, \
-         pytorch-job-sweep, tf-job, tf-job-operator, tf-job-sweep, tf-serving, \
+         pytorch-job-sweep, serving, tf-job, tf-job-sweep, training-operator, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
     );
     assert_eq!(
         fails(&app, &["param", "set", "mnist", "replicas", "two"]),
         "mlkube: error: component `mnist`: param `replicas` must be an integer of at least 1, got \
          \"two\"\n\
-         hint: `mlkube prototype describe tf-serving` lists the params and types\n"
+         hint: `mlkube prototype describe serving` lists the params and types\n"
     );
     let stderr = fails(&app, &["param", "set", "mnist", "replica", "2"]);
     assert!(
         stderr.starts_with(
-            "mlkube: error: component `mnist` (tf-serving prototype) has no param `replica` \
+            "mlkube: error: component `mnist` (serving prototype) has no param `replica` \
              (set in the command line); it has: "
         ),
         "{stderr}"
@@ -637,7 +637,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         "mlkube: error: unknown environment `qa`; the app has: local, dev, prod\n"
     );
     assert_eq!(
-        fails(&app, &["component", "add", "tf-serving", "mnist"]),
+        fails(&app, &["component", "add", "serving", "mnist"]),
         "mlkube: error: component `mnist` already exists (components/mnist.jsonnet)\n\
          hint: pick another name; several instances of one prototype are fine\n"
     );
@@ -752,6 +752,124 @@ fn default_app_renders_the_same_manifests() {
         let yaml = ok(&app, &["show", env]);
         insta::assert_snapshot!(format!("default_app_{env}"), with_crd_schemas_named(&yaml));
     }
+}
+
+/// The app `init` made before `tf-serving` was renamed `serving` and `tf-job-operator`
+/// `training-operator` (tests/fixtures/app-before-the-renames: its components `mnist` and
+/// `tf-job-operator` name and import the old prototypes).
+fn app_made_before_the_renames() -> (tempfile::TempDir, PathBuf) {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/app-before-the-renames");
+    let tmp = tempfile::tempdir().unwrap();
+    let app = tmp.path().join("platform");
+    for (path, bytes) in snapshot_files(&fixture) {
+        let to = app.join(path.strip_prefix(&fixture).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, bytes).unwrap();
+    }
+    (tmp, app)
+}
+
+/// An app made before the renames renders what it rendered then (its snapshots are those of
+/// the default app of that time), and `component list` says what to rename for the new names.
+#[test]
+fn an_app_made_before_the_renames_renders_as_it_did() {
+    let (_tmp, app) = app_made_before_the_renames();
+    let mut before = Vec::new();
+    for env in ["local", "dev", "prod"] {
+        let yaml = ok(&app, &["show", env]);
+        insta::assert_snapshot!(
+            format!("app_made_before_the_renames_{env}"),
+            with_crd_schemas_named(&yaml)
+        );
+        before.push(yaml);
+    }
+    let names = mlkube(&app, &["component", "list", "-o", "name"]);
+    assert_eq!(
+        (names.stdout.as_str(), names.stderr.as_str()),
+        (
+            "gateway\nmnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n",
+            ""
+        )
+    );
+    assert_eq!(
+        mlkube(&app, &["component", "list"]).stderr,
+        "note: component `mnist` is of `tf-serving`, the old name of the `serving` prototype; it \
+         renders the same\nhint: to use the new name, set `prototype: serving` under `mnist` in \
+         app.yaml and import `mlkube/serving.libsonnet` in components/mnist.jsonnet\n\
+         note: component `tf-job-operator` is of `tf-job-operator`, the old name of the \
+         `training-operator` prototype; it renders the same\nhint: to use the new name, set \
+         `prototype: training-operator` under `tf-job-operator` in app.yaml and import \
+         `mlkube/training-operator.libsonnet` in components/tf-job-operator.jsonnet\n"
+    );
+    // Renamed as the hint says, it renders the same, and nothing is noted.
+    let mut yaml = read(&app, "app.yaml");
+    for (component, old, new) in [
+        ("mnist", "tf-serving", "serving"),
+        ("tf-job-operator", "tf-job-operator", "training-operator"),
+    ] {
+        yaml = yaml.replace(&format!("prototype: {old}"), &format!("prototype: {new}"));
+        let file = format!("components/{component}.jsonnet");
+        let text = read(&app, &file).replace(
+            &format!("'mlkube/{old}.libsonnet'"),
+            &format!("'mlkube/{new}.libsonnet'"),
+        );
+        write(&app, &file, &text);
+    }
+    write(&app, "app.yaml", &yaml);
+    for (env, before) in ["local", "dev", "prod"].into_iter().zip(before) {
+        assert!(ok(&app, &["show", env]) == before, "{env}");
+    }
+    assert_eq!(mlkube(&app, &["component", "list"]).stderr, "");
+    // The verbs that read the prototype take the old name, and keep it.
+    let (_tmp, app) = app_made_before_the_renames();
+    ok(
+        &app,
+        &["param", "set", "mnist", "replicas", "3", "--env", "dev"],
+    );
+    assert!(read(&app, "app.yaml").contains("prototype: tf-serving"));
+}
+
+/// The old names of renamed prototypes still work on the command line, with a note that names
+/// the new one; a new component records the new name.
+#[test]
+fn an_old_prototype_name_on_the_command_line_is_noted_and_recorded_by_its_new_name() {
+    let (_tmp, app) = new_app(&[]);
+    let note = "note: `tf-serving` is the old name of the `serving` prototype\n";
+    let add = mlkube(&app, &["component", "add", "tf-serving", "resnet"]);
+    assert_eq!(add.code, 0, "{}", add.stderr);
+    assert_eq!(
+        add.stderr,
+        format!(
+            "{note}Added component `resnet` (serving prototype) as components/resnet.jsonnet.\n"
+        )
+    );
+    assert!(read(&app, "app.yaml").contains("  resnet:\n    prototype: serving\n"));
+    assert!(
+        read(&app, "components/resnet.jsonnet").contains("(import 'mlkube/serving.libsonnet')")
+    );
+
+    let describe = mlkube(&app, &["prototype", "describe", "tf-serving", "-o", "name"]);
+    assert_eq!(
+        (describe.stdout.as_str(), describe.stderr.as_str()),
+        ("serving\n", note)
+    );
+    let text = ok(&app, &["prototype", "describe", "serving"]);
+    assert!(
+        text.contains("\n\nOld name: tf-serving (still accepted).\n\nPARAM"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&ok(
+        &app,
+        &["prototype", "describe", "training-operator", "-o", "json"],
+    ))
+    .unwrap();
+    assert_eq!(json["oldNames"], serde_json::json!(["tf-job-operator"]));
+    let names = ok(&app, &["prototype", "list", "-o", "name"]);
+    assert!(
+        !names.lines().any(|name| name.starts_with("tf-serving")),
+        "{names}"
+    );
 }
 
 /// `show`'s YAML with each CRD's version schemas replaced by the name of the file in `crds/`
@@ -1177,7 +1295,7 @@ fn listings_print_text_json_yaml_and_names() {
         &["component", "list"],
         &["prototype", "list"],
         &["param", "list", "--env", "prod"],
-        &["prototype", "describe", "tf-serving"],
+        &["prototype", "describe", "serving"],
     ];
     for listing in listings {
         let with = |format: &str| ok(&app, &[listing, &["-o", format]].concat());
@@ -1196,7 +1314,7 @@ fn listings_print_text_json_yaml_and_names() {
     );
     assert_eq!(
         ok(&app, &["component", "list", "-o", "name"]),
-        "gateway\nmnist\nnotebook-hub\nobject-store\ntf-job-operator\nvolume-controller\n"
+        "gateway\nmnist\nnotebook-hub\nobject-store\ntraining-operator\nvolume-controller\n"
     );
     let prototypes = ok(&app, &["prototype", "list", "-o", "name"]);
     assert_eq!(prototypes.lines().next(), Some("framework"));
@@ -1205,8 +1323,8 @@ fn listings_print_text_json_yaml_and_names() {
     assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
     assert!(params.lines().all(|l| l.starts_with("mnist.")), "{params}");
     assert_eq!(
-        ok(&app, &["prototype", "describe", "tf-serving", "-o", "name"]),
-        "tf-serving\n"
+        ok(&app, &["prototype", "describe", "serving", "-o", "name"]),
+        "serving\n"
     );
     let stderr = mlkube(&app, &["env", "list", "-o", "xml"]).stderr;
     assert!(
@@ -1339,14 +1457,14 @@ fn endless_recursion_is_a_short_error_that_suggests_no_missing_flag() {
 #[test]
 fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes() {
     let (_tmp, app) = new_app(&[]);
-    let text = read(&app, "app.yaml").replace("prototype: tf-serving", "prototype: tf-servin");
+    let text = read(&app, "app.yaml").replace("prototype: serving", "prototype: servin");
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
-                    `tf-servin`, which the library does not have; it has: framework, \
+                    `servin`, which the library does not have; it has: framework, \
                     framework-sweep, gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
-                    paddle-job-sweep, pytorch-job, pytorch-job-sweep, tf-job, tf-job-operator, \
-                    tf-job-sweep, tf-serving, volume-controller, xgboost-job, \
+                    paddle-job-sweep, pytorch-job, pytorch-job-sweep, serving, tf-job, tf-job-sweep, \
+                    training-operator, volume-controller, xgboost-job, \
                     xgboost-job-sweep\nhint: fix \
                     `prototype:` of `mnist` in app.yaml, or remove its entry to render \
                     components/mnist.jsonnet as a hand-written component\n";
@@ -1549,7 +1667,7 @@ fn every_command_that_takes_output_name_prints_one_name_per_line() {
     for path in &found {
         let args: Vec<&str> = match path.as_str() {
             "env list" | "component list" | "prototype list" => vec![],
-            "prototype describe" => vec!["tf-serving"],
+            "prototype describe" => vec!["serving"],
             "param list" => vec!["mnist", "--env", "prod"],
             "param diff" => vec!["dev", "prod"],
             other => panic!("`{other}` takes -o name: add its arguments to this test"),
@@ -1706,7 +1824,7 @@ fn a_typo_in_a_component_names_the_file_line_column_and_the_field_meant() {
 fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
     let (_tmp, app) = new_app(&[]);
     let before = snapshot_files(&app);
-    let describe = "hint: `mlkube prototype describe tf-serving` lists the params and types\n";
+    let describe = "hint: `mlkube prototype describe serving` lists the params and types\n";
     assert_eq!(
         fails(
             &app,
@@ -1777,7 +1895,7 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
             &[
                 "component",
                 "add",
-                "tf-serving",
+                "serving",
                 "resnet",
                 "--param",
                 "replicas=-1"
@@ -1824,7 +1942,7 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
     );
 
     // `prototype describe` shows the rules.
-    let text = ok(&app, &["prototype", "describe", "tf-serving"]);
+    let text = ok(&app, &["prototype", "describe", "serving"]);
     let row = |param: &str| {
         text.lines()
             .find(|l| l.starts_with(&format!("{param} ")))
@@ -1848,7 +1966,7 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
     );
     let json: Value = serde_json::from_str(&ok(
         &app,
-        &["prototype", "describe", "tf-serving", "-o", "json"],
+        &["prototype", "describe", "serving", "-o", "json"],
     ))
     .unwrap();
     let replicas = json["params"]
@@ -1869,6 +1987,6 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
     assert_eq!(
         run.stderr,
         "Created app `platform` in platform with environments local, dev, prod and components \
-         gateway, mnist (tf-serving), notebook-hub, object-store, tf-job-operator, volume-controller.\n"
+         gateway, mnist (serving), notebook-hub, object-store, training-operator, volume-controller.\n"
     );
 }

@@ -152,7 +152,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
             "mnist",
             "notebook-hub",
             "object-store",
-            "tf-job-operator",
+            "training-operator",
             "volume-controller"
         ]
     );
@@ -176,7 +176,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
         ["modelBasePath", "modelFormat", "modelName", "modelPvc"]
     );
     let prototypes = complete(&app, &["component", "add", ""]);
-    for prototype in ["tf-job", "tf-serving", "notebook-hub"] {
+    for prototype in ["tf-job", "serving", "training-operator", "notebook-hub"] {
         assert!(prototypes.contains(&prototype.to_owned()), "{prototypes:?}");
     }
     // Another app, named with --app, from outside it.
@@ -274,7 +274,7 @@ fn the_bash_script_completes_through_the_binary() {
     );
     let test = format!(
         "{script}\nCOMP_WORDS=(mlkube apply '')\nCOMP_CWORD=2\n_mlkube\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n\
-         COMP_WORDS=(mlkube show local -c tf)\nCOMP_CWORD=4\n_mlkube\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+         COMP_WORDS=(mlkube show local -c tr)\nCOMP_CWORD=4\n_mlkube\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
     );
     let output = Command::new("bash")
         .args(["--norc", "-c", &test])
@@ -285,6 +285,6 @@ fn the_bash_script_completes_through_the_binary() {
     assert!(output.status.success(), "{output:?}");
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        "local\ndev\nprod\ntf-job-operator\n"
+        "local\ndev\nprod\ntraining-operator\n"
     );
 }

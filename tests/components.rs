@@ -12,10 +12,10 @@ use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
 const PROTOTYPES: [&str; 22] = [
-    "tf-job-operator",
+    "training-operator",
     "notebook-hub",
     "object-store",
-    "tf-serving",
+    "serving",
     "volume-controller",
     "gateway",
     "tf-job",
@@ -187,9 +187,25 @@ fn kinds_and_names(objects: &Value) -> Vec<String> {
 }
 
 #[test]
-fn tf_job_operator_with_default_params() {
-    let objects = render("tf-job-operator", "tf-job-operator", &json!({})).unwrap();
+fn training_operator_with_default_params() {
+    let objects = render("training-operator", "training-operator", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+/// A renamed prototype's old name, as apps made before the rename import it, renders what its
+/// new name renders, and describes the same params.
+#[test]
+fn an_old_prototype_name_renders_what_its_new_name_renders() {
+    for (old, name) in mlkube::render::library::RENAMED {
+        for overrides in [json!({}), json!({ "minAvailable": 0 })] {
+            assert_eq!(
+                render(old, "instance", &overrides).unwrap(),
+                render(name, "instance", &overrides).unwrap(),
+                "{old} {overrides}"
+            );
+        }
+        assert_eq!(prototype(old), prototype(name), "{old}");
+    }
 }
 
 #[test]
@@ -262,8 +278,8 @@ fn notebook_hub_stops_servers_at_shutdown_unless_its_database_outlives_the_pod()
 }
 
 #[test]
-fn tf_serving_with_default_params() {
-    let objects = render("tf-serving", "mnist", &json!({})).unwrap();
+fn serving_with_default_params() {
+    let objects = render("serving", "mnist", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
 }
 
@@ -439,9 +455,9 @@ fn tf_job_sweep_with_default_params() {
 }
 
 #[test]
-fn tf_serving_canary_behind_istio() {
+fn serving_canary_behind_istio() {
     let objects = render(
-        "tf-serving",
+        "serving",
         "mnist",
         &json!({ "trafficRule": "v1:90,v2:10", "istio": true, "versionModelBasePaths": { "v2": "s3://models/mnist-v2" } }),
     )
@@ -479,7 +495,7 @@ fn tf_serving_canary_behind_istio() {
 #[test]
 fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_the_store() {
     let objects = render(
-        "tf-serving",
+        "serving",
         "digits",
         &json!({ "runtime": "mlserver", "modelFormat": "xgboost", "trafficRule": "v1:90,v2:10",
                  "modelBasePath": "s3://models/xgboost-digits/{version}/", "objectStore": "object-store",
@@ -553,7 +569,7 @@ fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_t
 #[test]
 fn tensorflow_serving_behind_a_gateway_routes_its_rest_api() {
     let objects = render(
-        "tf-serving",
+        "serving",
         "mnist",
         &json!({ "gateway": "infra/gateway", "enablePrometheus": false }),
     )
@@ -572,18 +588,18 @@ fn tensorflow_serving_behind_a_gateway_routes_its_rest_api() {
 }
 
 #[test]
-fn tf_serving_with_gpus_uses_the_gpu_image_and_limits_gpus() {
-    let objects = render("tf-serving", "mnist", &json!({ "numGpus": 2 })).unwrap();
+fn tensorflow_serving_with_gpus_uses_the_gpu_image_and_limits_gpus() {
+    let objects = render("serving", "mnist", &json!({ "numGpus": 2 })).unwrap();
     let container = &objects[2]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "tensorflow/serving:2.18.0-gpu");
     assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], 2);
 }
 
 #[test]
-fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
+fn training_operator_scoped_to_its_namespace_with_leader_election() {
     let objects = render(
-        "tf-job-operator",
-        "tf-job-operator",
+        "training-operator",
+        "training-operator",
         &json!({ "deploymentScope": "namespace", "replicas": 2, "leaderElect": true, "minAvailable": 1 }),
     )
     .unwrap();
@@ -598,14 +614,14 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
             "CustomResourceDefinition pytorchjobs.kubeflow.org",
             "CustomResourceDefinition tfjobs.kubeflow.org",
             "CustomResourceDefinition xgboostjobs.kubeflow.org",
-            "ServiceAccount tf-job-operator",
-            "Role tf-job-operator",
-            "RoleBinding tf-job-operator",
-            "Role tf-job-operator-leader-election",
-            "RoleBinding tf-job-operator-leader-election",
-            "Service tf-job-operator-metrics",
-            "Deployment tf-job-operator",
-            "PodDisruptionBudget tf-job-operator",
+            "ServiceAccount training-operator",
+            "Role training-operator",
+            "RoleBinding training-operator",
+            "Role training-operator-leader-election",
+            "RoleBinding training-operator-leader-election",
+            "Service training-operator-metrics",
+            "Deployment training-operator",
+            "PodDisruptionBudget training-operator",
         ]
     );
     let deployment = objects
@@ -632,7 +648,7 @@ fn tf_job_operator_scoped_to_its_namespace_with_leader_election() {
 
 /// The container args and the PodGroup rules of the operator rendered with `params`.
 fn operator_args_and_pod_group_rules(params: &Value) -> Result<(Value, Vec<Value>), String> {
-    let objects = render("tf-job-operator", "tf-job-operator", params)?;
+    let objects = render("training-operator", "training-operator", params)?;
     let objects = objects.as_array().expect("a list of objects");
     let find = |kind: &str| {
         objects
@@ -652,7 +668,7 @@ fn operator_args_and_pod_group_rules(params: &Value) -> Result<(Value, Vec<Value
 }
 
 #[test]
-fn tf_job_operator_gang_scheduler_is_passed_and_granted_its_pod_groups() {
+fn training_operator_gang_scheduler_is_passed_and_granted_its_pod_groups() {
     let (args, rules) = operator_args_and_pod_group_rules(&json!({})).unwrap();
     assert!(
         !args
@@ -705,8 +721,8 @@ fn flag_value<'a>(args: &'a Value, flag: &str) -> Option<&'a str> {
 /// A cluster that cannot pull `alpine:3.10` (air-gapped, or behind a mirror) could not run a
 /// PyTorchJob with a Master: its workers' `init-pytorch` image was fixed in the code.
 #[test]
-fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_default() {
-    let declared = &prototype("tf-job-operator")["params"]["pytorchInitImage"];
+fn training_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_default() {
+    let declared = &prototype("training-operator")["params"]["pytorchInitImage"];
     assert_eq!(declared["type"], "image");
     // The operator's own default, so rendering it changes nothing and is left out.
     assert_eq!(
@@ -732,7 +748,7 @@ fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_de
         let error =
             operator_args_and_pod_group_rules(&json!({ "pytorchInitImage": bad })).unwrap_err();
         assert!(
-            error.contains("component tf-job-operator: param pytorchInitImage: must be an image"),
+            error.contains("component training-operator: param pytorchInitImage: must be an image"),
             "{bad}: {error}"
         );
     }
@@ -741,8 +757,8 @@ fn tf_job_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_de
 /// A cluster that cannot pull the operator's `kubectl-delivery` image gives MPIJob launchers
 /// another; an operator that runs no MPIJobs is granted nothing for them.
 #[test]
-fn tf_job_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_with_mpi() {
-    let declared = &prototype("tf-job-operator")["params"]["mpiKubectlDeliveryImage"];
+fn training_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_with_mpi() {
+    let declared = &prototype("training-operator")["params"]["mpiKubectlDeliveryImage"];
     assert_eq!(
         declared["default"],
         mlkube::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
@@ -757,7 +773,7 @@ fn tf_job_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_
     );
 
     let rule_resources = |params: &Value| -> Vec<String> {
-        let objects = render("tf-job-operator", "tf-job-operator", params).unwrap();
+        let objects = render("training-operator", "training-operator", params).unwrap();
         let role = objects
             .as_array()
             .unwrap()
@@ -799,10 +815,10 @@ fn tf_job_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_
 
 /// The operator's RBAC is exactly what the operator does on the API, and never a wildcard.
 #[test]
-fn tf_job_operator_rbac_lists_exact_verbs() {
+fn training_operator_rbac_lists_exact_verbs() {
     let objects = render(
-        "tf-job-operator",
-        "tf-job-operator",
+        "training-operator",
+        "training-operator",
         &json!({ "gangScheduling": true }),
     )
     .unwrap();
@@ -812,7 +828,7 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
         .iter()
         .find(|o| o["kind"] == "ClusterRole")
         .expect("a ClusterRole by default");
-    assert_eq!(role["metadata"]["name"], "kubeflow-tf-job-operator");
+    assert_eq!(role["metadata"]["name"], "kubeflow-training-operator");
     let rules: Vec<String> = role["rules"]
         .as_array()
         .unwrap()
@@ -849,10 +865,10 @@ fn tf_job_operator_rbac_lists_exact_verbs() {
 #[test]
 fn every_container_has_resources_and_runs_non_root() {
     for (prototype, name) in [
-        ("tf-job-operator", "tf-job-operator"),
+        ("training-operator", "training-operator"),
         ("notebook-hub", "notebook-hub"),
         ("object-store", "object-store"),
-        ("tf-serving", "mnist"),
+        ("serving", "mnist"),
         ("volume-controller", "volume-controller"),
         ("gateway", "gateway"),
     ] {
@@ -985,10 +1001,10 @@ fn every_description_says_what_was_dropped_and_lists_the_params() {
 #[test]
 fn shipped_environments_render_every_component() {
     let instances = [
-        ("tf-job-operator", "tf-job-operator"),
+        ("training-operator", "training-operator"),
         ("notebook-hub", "notebook-hub"),
         ("object-store", "object-store"),
-        ("mnist", "tf-serving"),
+        ("mnist", "serving"),
         ("volume-controller", "volume-controller"),
         ("gateway", "gateway"),
     ];
@@ -1038,9 +1054,9 @@ fn prod_differs_from_local_as_the_issue_asks() {
         evaluate(&std::fs::read_to_string(path).unwrap()).unwrap()["components"].clone()
     };
     let (local, prod) = (load("local"), load("prod"));
-    assert_eq!(local["tf-job-operator"]["replicas"], 1);
-    assert_eq!(prod["tf-job-operator"]["replicas"], 2);
-    assert_eq!(prod["tf-job-operator"]["leaderElect"], true);
+    assert_eq!(local["training-operator"]["replicas"], 1);
+    assert_eq!(prod["training-operator"]["replicas"], 2);
+    assert_eq!(prod["training-operator"]["leaderElect"], true);
     assert_eq!(local["mnist"]["numGpus"], 0);
     assert_eq!(prod["mnist"]["numGpus"], 1);
     assert_eq!(local["mnist"]["istio"], false);
@@ -1061,69 +1077,69 @@ fn prod_differs_from_local_as_the_issue_asks() {
 fn bad_values_name_the_component_and_the_param() {
     let cases = [
         (
-            "tf-serving",
+            "serving",
             json!({ "trafficRule": "v1:90,v2:20" }),
-            "component tf-serving: param trafficRule: weights sum to 110",
+            "component serving: param trafficRule: weights sum to 110",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "trafficRule": "v1" }),
-            "component tf-serving: param trafficRule: entry \"v1\"",
+            "component serving: param trafficRule: entry \"v1\"",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "versionModelBasePaths": { "v3": "x" } }),
-            "component tf-serving: param versionModelBasePaths",
+            "component serving: param versionModelBasePaths",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "istioGateway": "a/b" }),
-            "component tf-serving: param istioGateway: is set but istio is off",
+            "component serving: param istioGateway: is set but istio is off",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "modelFormat": "xgboost" }),
-            "component tf-serving: param modelFormat: runtime tensorflow-serving cannot load xgboost models",
+            "component serving: param modelFormat: runtime tensorflow-serving cannot load xgboost models",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "runtime": "mlserver", "modelBasePath": "s3://models/digits/{version}/" }),
-            "component tf-serving: param objectStore: the model path of v1, \"s3://models/digits/v1/\", is in an object store",
+            "component serving: param objectStore: the model path of v1, \"s3://models/digits/v1/\", is in an object store",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "runtime": "mlserver", "objectStore": "store", "modelBasePath": "s3://models" }),
-            "component tf-serving: param modelBasePath: the model path of v1, \"s3://models\", is not s3://bucket/prefix",
+            "component serving: param modelBasePath: the model path of v1, \"s3://models\", is not s3://bucket/prefix",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "runtime": "mlserver", "modelBasePath": "gs://kubeflow/mnist" }),
-            "component tf-serving: param modelBasePath: the model path of v1, \"gs://kubeflow/mnist\", must be s3://bucket/prefix",
+            "component serving: param modelBasePath: the model path of v1, \"gs://kubeflow/mnist\", must be s3://bucket/prefix",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "gateway": "a/b/c" }),
-            "component tf-serving: param gateway: \"a/b/c\" is not <name> or <namespace>/<name>",
+            "component serving: param gateway: \"a/b/c\" is not <name> or <namespace>/<name>",
         ),
         (
-            "tf-serving",
+            "serving",
             json!({ "runtime": "triton" }),
-            "component tf-serving: param runtime: \"triton\" is not one of",
+            "component serving: param runtime: \"triton\" is not one of",
         ),
         (
-            "tf-job-operator",
+            "training-operator",
             json!({ "deploymentScope": "everywhere" }),
-            "component tf-job-operator: param deploymentScope: \"everywhere\" is not one of",
+            "component training-operator: param deploymentScope: \"everywhere\" is not one of",
         ),
         (
-            "tf-job-operator",
+            "training-operator",
             json!({ "replicas": 2 }),
-            "component tf-job-operator: param replicas: 2 replicas without leaderElect",
+            "component training-operator: param replicas: 2 replicas without leaderElect",
         ),
         (
-            "tf-job-operator",
+            "training-operator",
             json!({ "minAvailable": 1 }),
-            "component tf-job-operator: param minAvailable",
+            "component training-operator: param minAvailable",
         ),
         (
             "notebook-hub",

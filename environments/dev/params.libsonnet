@@ -14,7 +14,7 @@
       memoryRequest: '256Mi',
       memoryLimit: '1Gi',
     },
-    'tf-job-operator': {
+    'training-operator': {
       replicas: 1,
       leaderElect: false,
       cpuRequest: '100m',

@@ -16,7 +16,7 @@
       cpuRequest: '50m',
       memoryRequest: '128Mi',
     },
-    'tf-job-operator': {
+    'training-operator': {
       replicas: 1,
       leaderElect: false,
       cpuRequest: '50m',

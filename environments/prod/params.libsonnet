@@ -23,7 +23,7 @@
       cpuLimit: '4',
       memoryLimit: '8Gi',
     },
-    'tf-job-operator': {
+    'training-operator': {
       replicas: 2,
       leaderElect: true,
       minAvailable: 1,

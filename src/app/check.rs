@@ -188,8 +188,8 @@ mod tests {
             ))
         );
         assert_eq!(
-            param_refusal("component tf-serving: param trafficRule: weights sum to 110: v1:90"),
-            Some(("tf-serving", "trafficRule", "weights sum to 110: v1:90"))
+            param_refusal("component serving: param trafficRule: weights sum to 110: v1:90"),
+            Some(("serving", "trafficRule", "weights sum to 110: v1:90"))
         );
         assert_eq!(param_refusal("runtime error: boom"), None);
         assert_eq!(param_refusal("component a b: param c: d"), None);

@@ -13,13 +13,15 @@ use super::{
 use crate::render::jsonnet::Evaluator;
 use crate::render::library;
 
-/// The components `init` adds (name, prototype), each from one prototype of the library.
+/// The components `init` adds (name, prototype), each from one prototype of the library. In
+/// apps made before the operator's prototype was renamed, its component is `tf-job-operator`,
+/// and stays so: a component's name is that of every object it renders.
 const DEFAULT_COMPONENTS: &[(&str, &str)] = &[
     ("gateway", "gateway"),
-    ("mnist", "tf-serving"),
+    ("mnist", "serving"),
     ("notebook-hub", "notebook-hub"),
     ("object-store", "object-store"),
-    ("tf-job-operator", "tf-job-operator"),
+    ("training-operator", "training-operator"),
     ("volume-controller", "volume-controller"),
 ];
 
@@ -260,7 +262,7 @@ mod tests {
             .collect();
         for component in [
             "mnist",
-            "tf-job-operator",
+            "training-operator",
             "train-tf",
             "train-pytorch",
             "train-jax",

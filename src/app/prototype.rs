@@ -3,7 +3,8 @@
 //!
 //! A prototype is a library file `<name>.libsonnet` that evaluates to an object with `name`,
 //! `description`, `params` (`{ <param>: { type, default, description } }`) and a `render`
-//! function; other library files (helpers) are not prototypes.
+//! function; other library files (helpers) are not prototypes. A renamed prototype is found by
+//! its old name too (`library::RENAMED`), so apps that name it so keep working.
 
 use serde_json::Value;
 
@@ -53,6 +54,8 @@ impl ParamSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prototype {
     pub name: String,
+    /// The names it had before it was renamed; each still finds it.
+    pub old_names: Vec<&'static str>,
     pub description: String,
     pub params: Vec<ParamSpec>,
 }
@@ -118,6 +121,7 @@ fn load(evaluator: &Evaluator, name: &str) -> Result<Option<Prototype>, AppError
     };
     Ok(Some(Prototype {
         name: name.to_owned(),
+        old_names: library::old_names(name),
         description: description.trim_end().to_owned(),
         params: param_specs(params, &invalid)?,
     }))
@@ -184,10 +188,11 @@ pub fn of_component(
     })
 }
 
-/// The prototype called `name`; an unknown name lists the known ones.
+/// The prototype called `name`, now or before a rename; an unknown name lists the known ones.
 pub fn find(evaluator: &Evaluator, name: &str) -> Result<Prototype, AppError> {
-    if library::libsonnet_files().contains(&name)
-        && let Some(prototype) = load(evaluator, name)?
+    let current = library::renamed(name).unwrap_or(name);
+    if library::libsonnet_files().contains(&current)
+        && let Some(prototype) = load(evaluator, current)?
     {
         return Ok(prototype);
     }
@@ -195,4 +200,27 @@ pub fn find(evaluator: &Evaluator, name: &str) -> Result<Prototype, AppError> {
         name: name.to_owned(),
         known: all(evaluator)?.into_iter().map(|p| p.name).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_name_finds_the_renamed_prototype() {
+        let evaluator = Evaluator::new(std::path::Path::new("."));
+        for (old, name) in library::RENAMED {
+            let prototype = find(&evaluator, old).unwrap();
+            assert_eq!(prototype, find(&evaluator, name).unwrap());
+            assert_eq!(prototype.name, *name);
+            assert_eq!(prototype.old_names, [*old]);
+        }
+        let names: Vec<String> = all(&evaluator)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert!(names.contains(&"serving".to_owned()), "{names:?}");
+        assert!(!names.contains(&"tf-serving".to_owned()), "{names:?}");
+    }
 }

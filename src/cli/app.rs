@@ -19,6 +19,7 @@ use crate::app::params::{self, ComponentParams};
 use crate::app::prototype::{self, Prototype};
 use crate::app::{App, AppError, component_file};
 use crate::render::jsonnet::Evaluator;
+use crate::render::library;
 
 fn print(text: &str) {
     let mut stdout = std::io::stdout().lock();
@@ -241,6 +242,7 @@ pub fn prototype(command: &PrototypeCommand) -> Result<(), AppError> {
             listing.print(list.output);
         }
         PrototypeCommand::Describe { prototype, output } => {
+            note_old_name(prototype);
             let prototype = prototype::find(&evaluator, prototype)?;
             match output {
                 ListingFormat::Json => print_json(&prototype_json(&prototype)),
@@ -251,6 +253,27 @@ pub fn prototype(command: &PrototypeCommand) -> Result<(), AppError> {
         }
     }
     Ok(())
+}
+
+/// When `prototype` is the old name of a renamed one, a note on stderr that says its name now.
+fn note_old_name(prototype: &str) {
+    if let Some(name) = library::renamed(prototype) {
+        eprintln!("note: `{prototype}` is the old name of the `{name}` prototype");
+    }
+}
+
+/// When `component` names its prototype by the old name `prototype` (an app made before the
+/// rename), a note on stderr that says what to rename: it renders the same either way.
+fn note_renamed_prototype(component: &str, prototype: &str) {
+    if let Some(name) = library::renamed(prototype) {
+        eprintln!(
+            "note: component `{component}` is of `{prototype}`, the old name of the `{name}` \
+             prototype; it renders the same\nhint: to use the new name, set `prototype: {name}` \
+             under `{component}` in app.yaml and import `{}` in {}",
+            library::prototype_import(name),
+            component_file(component),
+        );
+    }
 }
 
 fn print_prototype(prototype: &Prototype) {
@@ -266,8 +289,12 @@ fn print_prototype(prototype: &Prototype) {
             ]
         })
         .collect();
+    let old_names = match prototype.old_names.as_slice() {
+        [] => String::new(),
+        names => format!("Old name: {} (still accepted).\n\n", names.join(", ")),
+    };
     print(&format!(
-        "{}\n\n{}\n\n{}",
+        "{}\n\n{}\n\n{old_names}{}",
         prototype.name,
         prototype.description,
         table(&["PARAM", "TYPE", "DEFAULT", "DESCRIPTION"], &rows)
@@ -277,6 +304,7 @@ fn print_prototype(prototype: &Prototype) {
 fn prototype_json(prototype: &Prototype) -> Value {
     json!({
         "name": prototype.name,
+        "oldNames": prototype.old_names,
         "description": prototype.description,
         "params": prototype.params.iter().map(|p| {
             let mut param = serde_json::Map::new();
@@ -301,6 +329,7 @@ pub fn component(app_flag: Option<&Path>, command: &ComponentCommand) -> Result<
             name,
             params,
         } => {
+            note_old_name(prototype);
             let prototype = change::add_component(&mut app, prototype, name, params)?;
             eprintln!(
                 "Added component `{name}` ({prototype} prototype) as {}.",
@@ -309,7 +338,8 @@ pub fn component(app_flag: Option<&Path>, command: &ComponentCommand) -> Result<
         }
         ComponentCommand::List(list) => {
             let mut listing = Listing::new(&["NAME", "PROTOTYPE", "FILE"]);
-            for c in app.components()? {
+            let components = app.components()?;
+            for c in &components {
                 listing.push(
                     c.name.clone(),
                     vec![c.name.clone(), or_dash(c.prototype.as_ref()), c.file()],
@@ -317,6 +347,14 @@ pub fn component(app_flag: Option<&Path>, command: &ComponentCommand) -> Result<
                 );
             }
             listing.print(list.output);
+            // A person reading the table is told of old prototype names; a script is not.
+            if list.output == ListingFormat::Text {
+                for c in &components {
+                    if let Some(prototype) = &c.prototype {
+                        note_renamed_prototype(&c.name, prototype);
+                    }
+                }
+            }
         }
         ComponentCommand::Rm { name } => {
             change::remove_component(&mut app, name)?;

@@ -372,7 +372,9 @@ mod tests {
     #[test]
     fn prototypes_come_from_the_library() {
         let names = complete(&["component", "add", "tf-"]);
-        assert!(names.contains(&"tf-serving".to_owned()), "{names:?}");
+        assert!(names.contains(&"tf-job".to_owned()), "{names:?}");
         assert!(names.iter().all(|n| n.starts_with("tf-")), "{names:?}");
+        // An old name still works, but only the new one is offered.
+        assert!(!names.contains(&"tf-serving".to_owned()), "{names:?}");
     }
 }

@@ -101,14 +101,14 @@ pub enum Command {
         subcommand,
         after_help = "Examples:
   mlkube prototype list
-  mlkube prototype describe tf-serving"
+  mlkube prototype describe serving"
     )]
     Prototype(PrototypeCommand),
     /// Add, list or remove component instances.
     #[command(
         subcommand,
         after_help = "Examples:
-  mlkube component add tf-serving resnet --param modelName=resnet
+  mlkube component add serving resnet --param modelName=resnet
   mlkube component list -o name"
     )]
     Component(ComponentCommand),
@@ -339,7 +339,7 @@ pub enum PrototypeCommand {
     List(ListArgs),
     /// Show a prototype's parameters with their types, defaults and descriptions.
     #[command(after_help = "Examples:
-  mlkube prototype describe tf-serving
+  mlkube prototype describe serving
   mlkube prototype describe tf-job -o json")]
     Describe {
         /// The prototype, as `mlkube prototype list` names it.
@@ -354,7 +354,7 @@ pub enum PrototypeCommand {
 pub enum ComponentCommand {
     /// Add an instance of a prototype as a component.
     #[command(after_help = "Examples:
-  mlkube component add tf-serving resnet
+  mlkube component add serving resnet
   mlkube component add tf-job train --param image=registry.local/train:v2 --param workers=4")]
     Add {
         /// The prototype to make an instance of.

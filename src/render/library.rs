@@ -2,8 +2,12 @@
 //!
 //! The repo's `components/` (prototypes and helpers), `crds/` and `environments/` folders are
 //! compiled in with `include_dir`, so an app needs no vendored copies. Jsonnet sees them under a
-//! fixed prefix: `import 'mlkube/tf-serving.libsonnet'` reads `components/tf-serving.libsonnet`,
+//! fixed prefix: `import 'mlkube/serving.libsonnet'` reads `components/serving.libsonnet`,
 //! `importstr 'mlkube/crds/<file>'` reads `crds/<file>`.
+//!
+//! A prototype that was renamed keeps its old name ([`RENAMED`]): `mlkube/tf-serving.libsonnet`
+//! is `mlkube/serving.libsonnet`, the same file, so an app made before the rename (its app.yaml
+//! and its component files name the old one) renders exactly as it did.
 //!
 //! One more name under the prefix is not a file: `import 'mlkube/component.libsonnet'`, from
 //! `components/<name>.jsonnet`, gives that component `{ name, params, env }` for the environment
@@ -32,12 +36,39 @@ pub const PREFIX: &str = "mlkube/";
 /// The import that gives a component its parameters and environment.
 pub const COMPONENT_IMPORT: &str = "mlkube/component.libsonnet";
 
+/// The prototypes that were renamed, (old name, name): the old name is an alias, in app.yaml,
+/// on the command line and in imports, for the prototype's file under its name.
+pub const RENAMED: &[(&str, &str)] = &[
+    // It serves MLServer too, and XGBoost models.
+    ("tf-serving", "serving"),
+    // It runs the seven kubeflow.org/v1 jobs and FrameworkController's Framework: the operator's
+    // `training` controllers, as Kubeflow's own training-operator succeeded its tf-operator.
+    ("tf-job-operator", "training-operator"),
+];
+
+/// The name of the prototype `old` names, when `old` is the name it had before a rename.
+pub fn renamed(old: &str) -> Option<&'static str> {
+    RENAMED
+        .iter()
+        .find(|(before, _)| *before == old)
+        .map(|(_, name)| *name)
+}
+
+/// The old names of the prototype `name`, from before its renames.
+pub fn old_names(name: &str) -> Vec<&'static str> {
+    RENAMED
+        .iter()
+        .filter(|(_, now)| *now == name)
+        .map(|(before, _)| *before)
+        .collect()
+}
+
 /// Where a prototype lives under the import prefix.
 pub fn prototype_import(prototype: &str) -> String {
     format!("{PREFIX}{prototype}.libsonnet")
 }
 
-/// The contents of an embedded file, by its name under the prefix (`tf-serving.libsonnet`,
+/// The contents of an embedded file, by its name under the prefix (`serving.libsonnet`,
 /// `crds/tfjobs.kubeflow.org.yaml`).
 pub fn file(path: &str) -> Option<&'static [u8]> {
     match path.strip_prefix("crds/") {
@@ -182,6 +213,11 @@ impl Resolver {
     }
 
     fn library_name(&self, library_path: &str, asked: &str) -> Result<String, ErrorKind> {
+        let renamed = library_path
+            .strip_suffix(".libsonnet")
+            .and_then(renamed)
+            .map(|name| format!("{name}.libsonnet"));
+        let library_path = renamed.as_deref().unwrap_or(library_path);
         if file(library_path).is_some() {
             Ok(format!("{PREFIX}{library_path}"))
         } else {
@@ -348,6 +384,19 @@ mod tests {
             "{message}"
         );
         assert!(!message.contains("virtual:"), "{message}");
+    }
+
+    #[test]
+    fn an_old_prototype_name_imports_the_file_of_its_new_name() {
+        for (old, name) in RENAMED {
+            let imported = resolver()
+                .resolve_name("components/a.jsonnet", &prototype_import(old))
+                .unwrap();
+            assert_eq!(imported, prototype_import(name));
+            assert!(file(&format!("{name}.libsonnet")).is_some(), "{name}");
+            assert!(file(&format!("{old}.libsonnet")).is_none(), "{old}");
+            assert_eq!(old_names(name), [*old]);
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects};
 const ENVIRONMENTS: [&str; 3] = ["local", "dev", "prod"];
 /// The component instances `mlkube init` creates, one per prototype.
 const COMPONENTS: [&str; 5] = [
-    "tf-job-operator",
+    "training-operator",
     "notebook-hub",
     "object-store",
     "mnist",
@@ -44,7 +44,7 @@ const COMPONENTS: [&str; 5] = [
 /// Those that come up on kwok's nodes: the object store's pod waits for its claim, which no
 /// provisioner binds there (the real-node tests run it).
 const ON_KWOK: [&str; 4] = [
-    "tf-job-operator",
+    "training-operator",
     "notebook-hub",
     "mnist",
     "volume-controller",
@@ -651,7 +651,7 @@ impl Drop for ClusterScopedCleanup {
     }
 }
 
-/// Minimal CRDs for the Istio kinds tf-serving renders: `networking.istio.io/v1` VirtualService
+/// Minimal CRDs for the Istio kinds the serving prototype renders: `networking.istio.io/v1` VirtualService
 /// and DestinationRule, typed for the fields the component uses. With strict field validation a
 /// field Istio does not have (or has elsewhere) is a rejection.
 fn istio_crds() -> [Value; 2] {

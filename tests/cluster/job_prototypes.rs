@@ -104,10 +104,10 @@ async fn every_job_prototype_applied_by_mlkube_runs_to_succeeded() {
     // CRDs, which every test shares, are installed apart.
     mlkube_ok(
         &app,
-        &["component", "add", "tf-job-operator", "tf-job-operator"],
+        &["component", "add", "training-operator", "training-operator"],
     );
     for (key, value) in [("deploymentScope", "namespace"), ("installCrd", "false")] {
-        mlkube_ok(&app, &["param", "set", "tf-job-operator", key, value]);
+        mlkube_ok(&app, &["param", "set", "training-operator", key, value]);
     }
     for (prototype, component, _, _) in JOBS {
         mlkube_ok(&app, &["component", "add", prototype, component]);

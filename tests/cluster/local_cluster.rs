@@ -26,9 +26,10 @@ fn local_cluster(args: &[&str]) -> String {
 #[tokio::test]
 async fn status_names_the_operator_deployment_in_the_cluster() {
     let test = TestNamespace::new("local-cluster-status").await;
-    // As the tf-job-operator component renders it; what it runs does not matter here.
+    // As the training-operator component renders it (its pods' name label is the prototype's
+    // first name); what it runs does not matter here.
     let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "tf-job-operator",
+        "metadata": {"name": "training-operator",
                      "labels": {"app.kubernetes.io/name": "tf-job-operator"}},
         "spec": {
             "replicas": 1,
@@ -46,7 +47,7 @@ async fn status_names_the_operator_deployment_in_the_cluster() {
         .expect("create the Deployment");
 
     let status = local_cluster(&["status"]);
-    let name = format!("Deployment {}/tf-job-operator", test.name);
+    let name = format!("Deployment {}/training-operator", test.name);
     let said = match local_cluster(&["node-kind"]).trim() {
         "real" => format!("running in the cluster: {name}, "),
         _ => format!(

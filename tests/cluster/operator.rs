@@ -3,7 +3,7 @@
 //! patching pod status (phase, exit codes).
 //!
 //! Each test runs its own operator scoped to its own namespace, so tests run in parallel. The
-//! operator runs as the `tf-job-operator` component's ServiceAccount (see `identity`), in
+//! operator runs as the `training-operator` component's ServiceAccount (see `identity`), in
 //! namespace scope unless a test asks for the cluster-scoped RBAC.
 
 use std::collections::BTreeMap;
@@ -266,6 +266,14 @@ pub(crate) async fn await_condition_type<J: TrainingJob>(
         (last.type_ == type_ && last.status == "True").then_some(job)
     })
     .await
+}
+
+/// (name, value) pairs, e.g. of the environment a container is expected to get.
+pub(crate) fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 fn env_of(pod: &Pod, name: &str) -> Option<String> {
@@ -1579,5 +1587,80 @@ async fn a_failure_that_repeats_is_one_event_with_a_count_not_an_event_per_retry
     assert_eq!(
         (regarding.kind.as_deref(), regarding.name.as_deref()),
         (Some("TFJob"), Some("quota"))
+    );
+}
+
+/// The cells of `kubectl get <plural>` for each job in the namespace, by column name, as the
+/// API server computes them from the CRD's printer columns.
+async fn printed_columns(
+    ns: &TestNamespace,
+    plural: &str,
+) -> Vec<std::collections::BTreeMap<String, serde_json::Value>> {
+    let path = format!("/apis/kubeflow.org/v1/namespaces/{}/{plural}", ns.name);
+    let mut request = kube::core::Request::new(path)
+        .list(&ListParams::default())
+        .expect("a list request");
+    request.headers_mut().insert(
+        "accept",
+        "application/json;as=Table;v=v1;g=meta.k8s.io"
+            .parse()
+            .expect("a header value"),
+    );
+    let table: serde_json::Value = ns
+        .client
+        .request(request)
+        .await
+        .expect("the API server prints a table");
+    let names: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .expect("column definitions")
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    table["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| {
+            let cells = row["cells"].as_array().expect("cells");
+            names.iter().cloned().zip(cells.iter().cloned()).collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_workers_column_reads_a_replica_key_written_in_capitals() {
+    let ns = TestNamespace::new("tfjob-columns").await;
+    install_crd(&ns.client).await;
+    let replicas = |count: i32| {
+        json!({ "replicas": count, "template": { "spec": {
+            "containers": [{ "name": "tensorflow", "image": "tf:1" }]
+        } } })
+    };
+    for (name, worker_key, ps_key) in [("capitals", "WORKER", "PS"), ("lower", "worker", "ps")] {
+        let job = tfjob(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+            "metadata": { "name": name },
+            "spec": { "tfReplicaSpecs": { worker_key: replicas(3), ps_key: replicas(2) } }
+        }));
+        submit(&ns, &job).await;
+    }
+    let rows = printed_columns(&ns, "tfjobs").await;
+    let cells: Vec<_> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["Name"].clone(),
+                row["Workers"].clone(),
+                row["PS"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            (json!("capitals"), json!(3), json!(2)),
+            (json!("lower"), json!(3), json!(2)),
+        ]
     );
 }

@@ -1,5 +1,5 @@
 //! The operator's own identity for the cluster tests: the ServiceAccount and RBAC that the
-//! `tf-job-operator` component deploys, rendered by mlkube from its embedded library for the
+//! `training-operator` component deploys, rendered by mlkube from its embedded library for the
 //! scope a test asks for, applied to the test's namespace, and a token for that ServiceAccount
 //! from the TokenRequest API, as a client for an operator in this process and as a kubeconfig
 //! file for a spawned `mlkube operator`.
@@ -34,7 +34,7 @@ use serde_json::json;
 use crate::support::{TestNamespace, clean_up, client_from, eventually, kubeconfig_path};
 
 /// The component instance whose identity the operator gets; its ServiceAccount has this name.
-pub const COMPONENT: &str = "tf-job-operator";
+pub const COMPONENT: &str = "training-operator";
 /// The volume controller's component instance; its ServiceAccount has this name.
 pub const VOLUME_CONTROLLER: &str = "volume-controller";
 /// The environment of the throwaway app the identity is rendered from.

@@ -237,10 +237,7 @@ async fn a_pytorch_sweep_with_a_grid_and_a_random_search_reapplies_and_grows_wit
     );
 
     // A component that renders no training job is refused with a hint.
-    stdout(&mlkube_ok(
-        app,
-        &["component", "add", "tf-serving", "serving"],
-    ));
+    stdout(&mlkube_ok(app, &["component", "add", "serving", "serving"]));
     let output = mlkube(app, &["status", "local", "-c", "serving"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");

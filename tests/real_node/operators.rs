@@ -21,10 +21,16 @@ async fn a_second_operator_beside_the_platforms_cluster_wide_one_is_refused_and_
     assert_success("mlkube init", &output);
     let holder = format!("environment {}/local", platform::APP_NAME);
     for scope in ["cluster", "namespace"] {
-        let set = ["param", "set", "tf-job-operator", "deploymentScope", scope];
+        let set = [
+            "param",
+            "set",
+            "training-operator",
+            "deploymentScope",
+            scope,
+        ];
         assert_success("mlkube param set", &mlkube(&app, &set));
         for dry_run in [true, false] {
-            let mut args = vec!["apply", "local", "-c", "tf-job-operator"];
+            let mut args = vec!["apply", "local", "-c", "training-operator"];
             if dry_run {
                 args.push("--dry-run");
             }
@@ -45,7 +51,7 @@ async fn a_second_operator_beside_the_platforms_cluster_wide_one_is_refused_and_
     let deployments = Api::<Deployment>::namespaced(ns.client.clone(), &ns.name);
     assert!(
         deployments
-            .get_opt("tf-job-operator")
+            .get_opt("training-operator")
             .await
             .expect("read the Deployment")
             .is_none(),

@@ -16,11 +16,15 @@ use crate::support;
 pub const APP_NAME: &str = "mlkube-real-node-app";
 /// The `local` environment's namespace, where the operator runs.
 pub const NAMESPACE: &str = "mlkube-real";
-/// The operator component of the default app, and the label of its pods.
-pub const OPERATOR: &str = "tf-job-operator";
+/// The operator's components a default app may have: `training-operator` as `mlkube init` names
+/// it, or `tf-job-operator` in an app kept from a run of an older mlkube (the directory outlives
+/// the cluster; a component's name is its objects', so it stays).
+const OPERATORS: [&str; 2] = ["training-operator", "tf-job-operator"];
 /// The image of PyTorch workers' `init-pytorch` container (image/dnsutils/), as the quickstart
 /// sets it.
 pub const PYTORCH_INIT_IMAGE: &str = concat!("mlkube/dnsutils:", env!("CARGO_PKG_VERSION"));
+/// The label of the operator's pods: the training-operator prototype's first name, whatever the
+/// component's.
 const OPERATOR_LABEL: &str = "app.kubernetes.io/name=tf-job-operator";
 
 /// The app, created and its operator applied on first use; every later call waits for that.
@@ -43,19 +47,35 @@ pub fn app() -> &'static Path {
             assert_success("mlkube init", &init);
         }
         add_missing_components(&dir);
+        let operator = operator_of(&dir);
         // PyTorch workers' init container: the image the node holds, not upstream's alpine.
         let init = [
             "param",
             "set",
-            OPERATOR,
+            operator,
             "pytorchInitImage",
             PYTORCH_INIT_IMAGE,
         ];
         assert_success("mlkube param set", &mlkube(&dir, &init));
-        let apply = mlkube(&dir, &["apply", "local", "-c", OPERATOR, "--timeout", "5m"]);
-        assert_success("mlkube apply local -c tf-job-operator", &apply);
+        let apply = mlkube(&dir, &["apply", "local", "-c", operator, "--timeout", "5m"]);
+        assert_success(&format!("mlkube apply local -c {operator}"), &apply);
         dir
     })
+}
+
+/// The operator component of the app, whose name its Deployment and ServiceAccount have.
+pub fn operator() -> &'static str {
+    operator_of(app())
+}
+
+fn operator_of(dir: &Path) -> &'static str {
+    let listed = mlkube(dir, &["component", "list", "-o", "name"]);
+    assert_success("mlkube component list", &listed);
+    let have = String::from_utf8_lossy(&listed.stdout).into_owned();
+    OPERATORS
+        .into_iter()
+        .find(|operator| have.lines().any(|line| line.trim() == *operator))
+        .unwrap_or_else(|| panic!("no operator component ({OPERATORS:?}) in:\n{have}"))
 }
 
 /// The components of the default app that an app kept from a run of an older mlkube lacks
@@ -122,7 +142,7 @@ async fn the_operator_runs_in_cluster_from_its_image_as_its_service_account_and_
         spec.containers[0].image.as_deref(),
         Some("mlkube/mlkube:0.1.0")
     );
-    assert_eq!(spec.service_account_name.as_deref(), Some(OPERATOR));
+    assert_eq!(spec.service_account_name.as_deref(), Some(operator()));
     let status = pod.status.as_ref().expect("a running pod has a status");
     let container = &status
         .container_statuses

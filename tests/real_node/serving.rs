@@ -1,6 +1,6 @@
 //! Serving what was trained, the way the Kubeflow talk ends its story, on the real node: two
 //! XGBoostJobs from the `xgboost-job` prototype save v1 and v2 of the digits model in the object
-//! store; the `tf-serving` prototype with runtime `mlserver` serves them behind the gateway
+//! store; the `serving` prototype with runtime `mlserver` serves them behind the gateway
 //! component (Traefik) with a Gateway API HTTPRoute; requests through the host's gateway port
 //! split by `trafficRule`, a rollout v1 → 90/10 → v2 → v1 pruned fails no request, and a version
 //! whose model is not in the store never gets traffic. A TFJob's SavedModel is served the same
@@ -179,7 +179,7 @@ async fn live_route() -> DynamicObject {
 /// behind the gateway; `trafficRule` as given.
 fn serve(rule: &str) {
     add(
-        "tf-serving",
+        "serving",
         SERVING,
         &[
             "runtime=mlserver",
@@ -393,7 +393,7 @@ async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
     .await;
     assert_eq!(state, "Succeeded", "{message}");
     add(
-        "tf-serving",
+        "serving",
         "tf-digits",
         &[
             "runtime=mlserver",

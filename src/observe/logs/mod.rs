@@ -140,7 +140,7 @@ pub enum LogsError {
     },
     #[error(
         "the cluster does not serve {resource}, so there is no {job}\n  hint: apply the \
-         training-job CRDs first (the tf-job-operator component has them)"
+         training-job CRDs first (a component of the training-operator prototype has them)"
     )]
     KindNotServed { job: String, resource: String },
     #[error("{job} has no pods {state}\n  hint: {hint}")]

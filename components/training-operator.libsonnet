@@ -3,7 +3,10 @@
 // FrameworkController's Framework).
 local u = import 'mlkube/util.libsonnet';
 
-local component = 'tf-job-operator';
+local component = 'training-operator';
+// The pods' `app.kubernetes.io/name`, from the prototype's first name, tf-job-operator: it is
+// in the Deployment's selector, which cannot change, so operators deployed before the rename go
+// on applying (and scripts find every operator by it).
 local part = 'tf-job-operator';
 local metricsPort = 8080;
 local healthPort = 8081;

@@ -2,7 +2,9 @@
 // weights by a Gateway API HTTPRoute or an Istio VirtualService.
 local u = import 'mlkube/util.libsonnet';
 
-local component = 'tf-serving';
+local component = 'serving';
+// The pods' `app.kubernetes.io/name`, from the prototype's first name, tf-serving: it is in
+// every Deployment's selector, which cannot change, so apps made before the rename go on applying.
 local part = 'tf-serving';
 local grpcPort = 9000;
 local restPort = 8501;

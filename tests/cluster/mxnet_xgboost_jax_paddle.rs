@@ -19,10 +19,9 @@ use mlkube::operator::training::frameworks::paddle::PaddleJob;
 use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::json;
 
-use crate::frameworks::pairs;
 use crate::operator::{
-    TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
-    services, start_operator,
+    TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container,
+    pairs, pods, services, start_operator,
 };
 use crate::support::{TestNamespace, client, env, eventually, submit};
 

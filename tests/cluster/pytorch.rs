@@ -1,6 +1,6 @@
-//! The frameworks beyond TensorFlow on the real control plane, with the operator of
-//! `operator.rs`: upstream's example of each runs to Succeeded with its exact environment, a
-//! failed pod is restarted, and a finished job is deleted after its TTL.
+//! PyTorchJob on the real control plane, with the operator of `operator.rs`: upstream's example
+//! runs to Succeeded with its exact environment, a failed worker is restarted, a finished job is
+//! deleted after its TTL, and a failed job is logged at warn with its reason.
 
 use std::path::Path;
 
@@ -11,21 +11,14 @@ use mlkube::operator::training::frameworks::pytorch::PyTorchJob;
 use serde_json::json;
 
 use crate::operator::{
-    TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container, pods,
-    services, start_operator,
+    TIMEOUT, await_condition_type, await_running, driven_by_hand, example_in, exit_container,
+    pairs, pods, services, start_operator,
 };
 use crate::operator_identity::{Access, OperatorIdentity, Scope};
 use crate::support::{TestNamespace, env, eventually, submit};
 
 fn pytorchjob(value: serde_json::Value) -> PyTorchJob {
     serde_json::from_value(driven_by_hand(value)).expect("a valid PyTorchJob")
-}
-
-pub(crate) fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-    expected
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 /// A PyTorchJob of `workers` workers and no Master, with this run policy.
@@ -293,82 +286,5 @@ async fn a_failed_job_is_logged_at_warn_with_its_reason() {
     assert!(
         message.starts_with("PyTorchJob doomed is failed because 1 Worker replica(s) failed."),
         "{message}"
-    );
-}
-
-/// The cells of `kubectl get <plural>` for each job in the namespace, by column name, as the
-/// API server computes them from the CRD's printer columns.
-async fn printed_columns(
-    ns: &TestNamespace,
-    plural: &str,
-) -> Vec<std::collections::BTreeMap<String, serde_json::Value>> {
-    let path = format!("/apis/kubeflow.org/v1/namespaces/{}/{plural}", ns.name);
-    let mut request = kube::core::Request::new(path)
-        .list(&ListParams::default())
-        .expect("a list request");
-    request.headers_mut().insert(
-        "accept",
-        "application/json;as=Table;v=v1;g=meta.k8s.io"
-            .parse()
-            .expect("a header value"),
-    );
-    let table: serde_json::Value = ns
-        .client
-        .request(request)
-        .await
-        .expect("the API server prints a table");
-    let names: Vec<String> = table["columnDefinitions"]
-        .as_array()
-        .expect("column definitions")
-        .iter()
-        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    table["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|row| {
-            let cells = row["cells"].as_array().expect("cells");
-            names.iter().cloned().zip(cells.iter().cloned()).collect()
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn the_workers_column_reads_a_replica_key_written_in_capitals() {
-    let ns = TestNamespace::new("fw-columns").await;
-    crate::operator::install_crd(&ns.client).await;
-    let replicas = |count: i32| {
-        json!({ "replicas": count, "template": { "spec": {
-            "containers": [{ "name": "tensorflow", "image": "tf:1" }]
-        } } })
-    };
-    for (name, worker_key, ps_key) in [("capitals", "WORKER", "PS"), ("lower", "worker", "ps")] {
-        let job: mlkube::operator::training::frameworks::tensorflow::TFJob =
-            serde_json::from_value(driven_by_hand(json!({
-                "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-                "metadata": { "name": name },
-                "spec": { "tfReplicaSpecs": { worker_key: replicas(3), ps_key: replicas(2) } }
-            })))
-            .expect("a valid TFJob");
-        submit(&ns, &job).await;
-    }
-    let rows = printed_columns(&ns, "tfjobs").await;
-    let cells: Vec<_> = rows
-        .iter()
-        .map(|row| {
-            (
-                row["Name"].clone(),
-                row["Workers"].clone(),
-                row["PS"].clone(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        cells,
-        [
-            (json!("capitals"), json!(3), json!(2)),
-            (json!("lower"), json!(3), json!(2)),
-        ]
     );
 }
