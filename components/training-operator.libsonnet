@@ -44,7 +44,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     replicas: { type: 'integer', minimum: 1, default: 1, description: 'Operator replicas; more than one needs leaderElect.' },
     leaderElect: { type: 'boolean', default: false, description: 'Run with --leader-elect (a Lease in the namespace picks the active replica).' },
     deploymentScope: { type: 'string', enum: ['cluster', 'namespace'], default: 'cluster', description: "'cluster' watches every namespace (ClusterRole); 'namespace' only the environment's (Role)." },
-    frameworks: { type: 'array', items: { type: 'string', enum: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'] }, default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'], description: "The frameworks the operator runs (--frameworks): tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi, and frameworkcontroller (FrameworkController's Framework). Their CRDs and RBAC rules are rendered." },
+    frameworks: { type: 'array', items: { type: 'string', enum: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'] }, default: ['tensorflow', 'pytorch', 'mxnet', 'xgboost', 'jax', 'paddle', 'mpi', 'frameworkcontroller'], description: "The frameworks the operator runs: tensorflow, pytorch, mxnet, xgboost, jax, paddle, mpi (its training controller's --frameworks), and frameworkcontroller (FrameworkController's Framework: its fc controller). Their CRDs and RBAC rules are rendered." },
     installCrd: { type: 'boolean', default: true, description: "Render the frameworks' CRDs (off when another owner installs them)." },
     gangScheduling: { type: 'boolean', default: false, description: 'Grant access to Volcano and scheduler-plugins PodGroups, for gang-scheduled TFJobs.' },
     gangScheduler: { type: 'string', default: null, description: "Gang-schedule every job with this scheduler (--gang-scheduler): 'volcano', or a scheduler-plugins scheduler's name; grants its PodGroups." },
@@ -84,6 +84,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       ];
     local jobs = [f.resource for f in frameworks if f.resource != null];
     local runsFrameworkController = std.member(params.frameworks, 'frameworkcontroller');
+    local trainingKinds = [f for f in std.set(params.frameworks) if f != 'frameworkcontroller'];
     local gangScheduler = params.gangScheduler;
     local validGangScheduler =
       if gangScheduler == null then null
@@ -200,9 +201,12 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       ':%d' % metricsPort,
       '--health-addr',
       ':%d' % healthPort,
-      '--frameworks',
-      std.join(',', std.set(params.frameworks)),
-    ] + (if clusterWide then [] else ['--namespace', env.namespace])
+      // The rooms of the operator it runs: the training jobs, FrameworkController's Framework.
+      '--controllers',
+      std.join(',', (if std.length(trainingKinds) > 0 then ['training'] else [])
+                    + (if runsFrameworkController then ['fc'] else [])),
+    ] + (if std.length(trainingKinds) > 0 then ['--frameworks', std.join(',', trainingKinds)] else [])
+    + (if clusterWide then [] else ['--namespace', env.namespace])
     + (if params.leaderElect then ['--leader-elect'] else [])
     + (if validGangScheduler == null then [] else ['--gang-scheduler', validGangScheduler])
     // Left out at the operator's own default, and when it runs no PyTorchJobs.

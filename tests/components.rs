@@ -637,8 +637,10 @@ fn training_operator_scoped_to_its_namespace_with_leader_election() {
             ":8080",
             "--health-addr",
             ":8081",
+            "--controllers",
+            "training,fc",
             "--frameworks",
-            "frameworkcontroller,jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
+            "jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
             "--namespace",
             "kubeflow",
             "--leader-elect"

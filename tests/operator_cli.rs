@@ -374,6 +374,33 @@ fn log_format_text_writes_readable_lines() {
 }
 
 #[test]
+fn frameworkcontroller_in_frameworks_is_the_old_spelling_of_the_fc_controller() {
+    let flags = ["--frameworks", "tensorflow,frameworkcontroller"];
+    let operator = StuckOperator::start_with("fc-old-spelling", &flags);
+    let note = (operator.seen.iter())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| {
+            e["level"] == "WARN"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("deprecated"))
+        })
+        .expect("a warning that the spelling is deprecated");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("--controllers training,fc"),
+        "{note}"
+    );
+    let starting = (operator.seen.iter())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["message"] == "starting the training-job operator")
+        .expect("the operator logs that it starts");
+    assert_eq!(starting["controllers"], "training,fc", "{starting}");
+}
+
+#[test]
 fn an_unknown_log_format_is_rejected_naming_the_formats() {
     let (code, stderr) = operator(&["--log-format", "yaml"]);
     assert_eq!(code, 2, "{stderr}");

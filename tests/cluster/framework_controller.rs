@@ -90,7 +90,7 @@ async fn start_operator(ns: &TestNamespace) -> Operator {
 /// ServiceAccount.
 async fn operator_binary(ns: &TestNamespace, identity: &OperatorIdentity) -> OperatorProcess {
     install_crd(&ns.client).await;
-    spawn_operator_binary(&ns.name, identity, &["--frameworks", "frameworkcontroller"])
+    spawn_operator_binary(&ns.name, identity, &["--controllers", "fc"])
 }
 
 /// A TaskRole: `tasks` Tasks of one container running `command` (`None`: a server without
@@ -803,7 +803,7 @@ async fn a_standby_takes_over_from_a_killed_leader_with_one_attempt_and_one_pod_
     install_crd(&ns.client).await;
     let access = Access::scoped(Scope::Namespace).with_leader_election();
     let identity = OperatorIdentity::new(&ns, access).await;
-    let flags = ["--frameworks", "frameworkcontroller", "--leader-elect"];
+    let flags = ["--controllers", "fc", "--leader-elect"];
     let seen = Arc::new(Seen::default());
     let watch = watch_uids(&ns, seen.clone());
     let mut leader = spawn_operator_binary(&ns.name, &identity, &flags);

@@ -145,7 +145,7 @@ pub async fn run(shared: Shared, settings: Settings) {
         api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
         flag_name: "fc",
         flag: "--controllers",
-        component: "tf-job-operator",
+        component: "training-operator",
     };
     if !installed::await_installed(
         &client,

@@ -65,7 +65,7 @@ pub struct Served {
     pub flag_name: &'static str,
     /// That flag, e.g. `--frameworks`.
     pub flag: &'static str,
-    /// The component that renders its CRD, e.g. `tf-job-operator`.
+    /// The prototype whose components render its CRD, e.g. `training-operator`.
     pub component: &'static str,
 }
 
@@ -134,7 +134,7 @@ fn warn_missing(served: &Served, crd: &str, waiting: Waiting) {
         kind,
         crd,
         "the {crd} CRD {what}, so {kind}s are not run until it is installed; \
-         hint: install it (the {} component renders it unless its installCrd is \
+         hint: install it (a {} component renders it unless its installCrd is \
          false, or `kubectl apply -f crds/{crd}.yaml` from mlkube's source), or leave {} out \
          of {}",
         served.component,

@@ -1,7 +1,7 @@
 //! The CustomResourceDefinitions, generated from the types in `api` and `frameworks`.
 //!
-//! `crds/<plural>.kubeflow.org.yaml` is each framework's, checked in so the `tf-job-operator`
-//! component can embed them. The test `crd_files_match_the_rust_types` fails when a file
+//! `crds/<plural>.kubeflow.org.yaml` is each framework's, checked in so the `training-operator`
+//! prototype can embed them. The test `crd_files_match_the_rust_types` fails when a file
 //! drifts from the types; regenerate them with
 //! `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::training::crd`.
 

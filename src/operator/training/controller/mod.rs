@@ -294,7 +294,7 @@ fn served<J: TrainingJob>() -> installed::Served {
         api_version: J::api_version(&()).into_owned(),
         flag_name: J::FRAMEWORK.name,
         flag: "--frameworks",
-        component: "tf-job-operator",
+        component: "training-operator",
     }
 }
 
