@@ -45,6 +45,7 @@ use kube::{Api, Client, ResourceExt};
 
 use super::lock;
 use super::metrics::Metrics;
+use super::writes::is_gone;
 use crate::error_text::OneLine;
 
 /// Events waiting to be written, at most; more are dropped, as client-go's event broadcaster
@@ -249,7 +250,7 @@ impl Writer {
             {
                 Ok(_) => return Ok(()),
                 // The API server let it expire: start a new series below.
-                Err(kube::Error::Api(e)) if e.code == 404 => lock(&self.series).forget(key),
+                Err(e) if is_gone(&e) => lock(&self.series).forget(key),
                 Err(e) => return Err(e),
             }
         }

@@ -33,6 +33,7 @@ use kube::runtime::watcher;
 use tokio::sync::Notify;
 
 use super::shutdown::Stop;
+use super::writes::is_gone;
 use crate::error_text::OneLine;
 use crate::operator::runtime::http::Health;
 
@@ -196,7 +197,7 @@ impl CrdDeleted {
 async fn is_served(client: &Client, served: &Served) -> Result<bool, kube::Error> {
     match client.list_api_group_resources(&served.api_version).await {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == served.plural)),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) if is_gone(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }

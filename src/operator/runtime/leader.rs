@@ -21,10 +21,9 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::PostParams;
 use kube::{Api, Client};
 
-use super::FIELD_MANAGER;
+use super::writes::{Created, create_once, is_conflict, post_params};
 use crate::error_text::OneLine;
 
 /// The Lease's name, in the operator's namespace.
@@ -83,13 +82,9 @@ pub async fn try_acquire(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool,
                 ..LeaseSpec::default()
             }),
         };
-        let pp = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..PostParams::default()
-        };
-        return match api.create(&pp, &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        return match create_once(api, &lease).await {
+            Ok(Created::New(_)) => Ok(true),
+            Ok(Created::Exists) => Ok(false),
             Err(e) => Err(e),
         };
     };
@@ -114,13 +109,9 @@ pub async fn try_acquire(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool,
     spec.holder_identity = Some(config.identity.clone());
     spec.lease_duration_seconds = Some(duration);
     spec.renew_time = Some(now);
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api.replace(&config.name, &pp, &lease).await {
+    match api.replace(&config.name, &post_params(), &lease).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) if is_conflict(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -158,11 +149,7 @@ pub async fn release(client: Client, config: &LeaseConfig) {
         return;
     }
     spec.holder_identity = None;
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    match api.replace(&config.name, &pp, &lease).await {
+    match api.replace(&config.name, &post_params(), &lease).await {
         Ok(_) => tracing::info!(lease = %config.name, "released the leader lease"),
         Err(e) => {
             tracing::warn!(lease = %config.name, error = %OneLine(&e), "cannot release the leader lease; it runs out instead")
