@@ -435,16 +435,37 @@ fn await_config_map(step: &mut Step, status: &mut FrameworkStatus) {
 fn sync_attempt(step: &mut Step, status: &mut FrameworkStatus) {
     let recorded = status.attempt_status.config_map_uid.clone();
     let Some(cm) = step.observed.config_map.filter(|cm| cm.uid() == recorded) else {
-        // Gone: no pod of the attempt runs any more.
-        let completion = (!status.completing()).then(|| {
-            framework_completion(
-                cc::CONFIG_MAP_EXTERNAL_DELETED,
-                "ConfigMap was deleted by others",
-            )
-        });
-        complete_attempt(step, status, true, completion);
+        config_map_gone(step, status);
         return;
     };
+    follow_config_map(step, status, cm);
+    if complete_when_asked(step, status) {
+        return;
+    }
+    sync_tasks(step, status, cm);
+    let running = (status.attempt_status.task_role_statuses.iter())
+        .flat_map(|r| &r.task_statuses)
+        .any(|t| !t.deletion_pending && t.state == TS::AttemptRunning);
+    if status.state == FS::AttemptPreparing && running {
+        transition(status, FS::AttemptRunning, &step.now);
+    }
+}
+
+/// The attempt's ConfigMap is gone: no pod of the attempt runs any more, so the attempt
+/// and every Task completes now (deleted by others, unless the attempt was completing).
+fn config_map_gone(step: &Step, status: &mut FrameworkStatus) {
+    let completion = (!status.completing()).then(|| {
+        framework_completion(
+            cc::CONFIG_MAP_EXTERNAL_DELETED,
+            "ConfigMap was deleted by others",
+        )
+    });
+    complete_attempt(step, status, true, completion);
+}
+
+/// The cached ConfigMap: one being deleted (by others, unless the attempt was completing)
+/// makes the attempt AttemptDeleting; in AttemptDeletionPending, the operator deletes it.
+fn follow_config_map(step: &mut Step, status: &mut FrameworkStatus, cm: &ConfigMap) {
     if cm.metadata.deletion_timestamp.is_some() {
         if !status.completing() {
             status.attempt_status.completion_status = Some(framework_completion(
@@ -458,20 +479,30 @@ fn sync_attempt(step: &mut Step, status: &mut FrameworkStatus) {
             uid: cm.uid().unwrap_or_default(),
         });
     }
+}
+
+/// Complete the attempt when Stop asks for it or its completion policy calls for it; true
+/// when it did, and the Tasks wait for the next call.
+fn complete_when_asked(step: &Step, status: &mut FrameworkStatus) -> bool {
     if !status.completing() && step.spec.execution_type == ExecutionType::Stop {
         let completion = framework_completion(
             cc::STOP_FRAMEWORK_REQUESTED,
             "User has requested to stop the Framework",
         );
         complete_attempt(step, status, false, Some(completion));
-        return;
+        return true;
     }
     if !status.completing()
         && let Some(completion) = completion_policy(step.spec, &status.attempt_status)
     {
         complete_attempt(step, status, false, Some(completion));
-        return;
+        return true;
     }
+    false
+}
+
+/// Sync every Task of the attempt whose ConfigMap is `cm`.
+fn sync_tasks(step: &mut Step, status: &mut FrameworkStatus, cm: &ConfigMap) {
     let completing = status.completing();
     for role in &mut status.attempt_status.task_role_statuses {
         let spec = step.spec.task_roles.iter().find(|r| r.name == role.name);
@@ -480,12 +511,6 @@ fn sync_attempt(step: &mut Step, status: &mut FrameworkStatus) {
             sync_task(step, spec, timeout, completing, &cm_uid(cm), task);
         }
     }
-    let running = (status.attempt_status.task_role_statuses.iter())
-        .flat_map(|r| &r.task_statuses)
-        .any(|t| !t.deletion_pending && t.state == TS::AttemptRunning);
-    if status.state == FS::AttemptPreparing && running {
-        transition(status, FS::AttemptRunning, &step.now);
-    }
 }
 
 fn cm_uid(cm: &ConfigMap) -> String {
@@ -493,6 +518,7 @@ fn cm_uid(cm: &ConfigMap) -> String {
 }
 
 /// A Task that completed, with when.
+#[derive(Clone, Copy)]
 struct Completed<'a> {
     role: &'a str,
     task: &'a TaskStatus,
@@ -516,54 +542,20 @@ fn completion_policy(
     let mut last: Option<Completed> = None;
     for role in &spec.task_roles {
         let policy = role.framework_attempt_completion_policy;
-        let tasks: Vec<&TaskStatus> = (attempt.task_role_statuses.iter())
-            .filter(|r| r.name == role.name)
-            .flat_map(|r| &r.task_statuses)
-            .filter(|t| !t.deletion_pending && t.index < role.task_number)
-            .collect();
+        let tasks = counted_tasks(role, attempt);
         total += role.task_number.max(0);
         all_completed &= tasks.len() == usize::try_from(role.task_number).unwrap_or(0)
             && tasks.iter().all(|t| t.completed());
-        let mut completed: Vec<Completed> = (tasks.into_iter())
-            .filter(|t| t.completed())
-            .map(|task| Completed {
-                role: &role.name,
-                task,
-            })
-            .collect();
-        completed.sort_by_key(Completed::time);
-        for c in &completed {
-            if last.as_ref().is_none_or(|l| l.time() <= c.time()) {
-                last = Some(Completed {
-                    role: c.role,
-                    task: c.task,
-                });
-            }
-        }
+        let completed = completed_in_order(&role.name, tasks);
+        last = last_completed(last, &completed);
         for (min, failed, what) in [
             (policy.min_failed_task_count, true, "Failed"),
             (policy.min_succeeded_task_count, false, "Succeeded"),
         ] {
-            let Ok(min @ 1..) = usize::try_from(min) else {
-                continue;
-            };
-            let matching: Vec<&Completed> = (completed.iter())
-                .filter(|c| c.task.completion().is_some_and(|s| s.failed() == failed))
-                .collect();
-            if let Some(trigger) = matching.get(min - 1)
+            if let Some((trigger, message)) = min_count_reached(&completed, min, failed, what)
                 && best.as_ref().is_none_or(|(b, _)| trigger.time() < b.time())
             {
-                let message = format!(
-                    "{what}TaskCount {} has reached Min{what}TaskCount {min} in the TaskRole",
-                    matching.len()
-                );
-                best = Some((
-                    Completed {
-                        role: trigger.role,
-                        task: trigger.task,
-                    },
-                    message,
-                ));
+                best = Some((trigger, message));
             }
         }
     }
@@ -577,6 +569,64 @@ fn completion_policy(
         "CompletedTaskCount {total} has reached TotalTaskCount {total} and no user specified conditions in FrameworkAttemptCompletionPolicy have ever been triggered"
     );
     last.map(|l| triggered(&l, message, Some(cc::SUCCEEDED)))
+}
+
+/// The Tasks of `role` the policy counts: those in its spec, not marked by ScaleDown.
+fn counted_tasks<'a>(
+    role: &TaskRoleSpec,
+    attempt: &'a FrameworkAttemptStatus,
+) -> Vec<&'a TaskStatus> {
+    (attempt.task_role_statuses.iter())
+        .filter(|r| r.name == role.name)
+        .flat_map(|r| &r.task_statuses)
+        .filter(|t| !t.deletion_pending && t.index < role.task_number)
+        .collect()
+}
+
+/// The completed ones of `tasks`, in the order they completed.
+fn completed_in_order<'a>(role: &'a str, tasks: Vec<&'a TaskStatus>) -> Vec<Completed<'a>> {
+    let mut completed: Vec<Completed> = (tasks.into_iter())
+        .filter(|t| t.completed())
+        .map(|task| Completed { role, task })
+        .collect();
+    completed.sort_by_key(Completed::time);
+    completed
+}
+
+/// The Task that completed last, of `last` and `completed` (the later one on a tie): the
+/// trigger of a success by all Tasks completed.
+fn last_completed<'a>(
+    mut last: Option<Completed<'a>>,
+    completed: &[Completed<'a>],
+) -> Option<Completed<'a>> {
+    for c in completed {
+        if last.as_ref().is_none_or(|l| l.time() <= c.time()) {
+            last = Some(*c);
+        }
+    }
+    last
+}
+
+/// Whether `min` (at least 1) of `completed` have failed (or succeeded, if not `failed`):
+/// the Task that reached the count, and the trigger's message.
+fn min_count_reached<'a>(
+    completed: &[Completed<'a>],
+    min: i32,
+    failed: bool,
+    what: &str,
+) -> Option<(Completed<'a>, String)> {
+    let Ok(min @ 1..) = usize::try_from(min) else {
+        return None;
+    };
+    let matching: Vec<&Completed> = (completed.iter())
+        .filter(|c| c.task.completion().is_some_and(|s| s.failed() == failed))
+        .collect();
+    let trigger = matching.get(min - 1)?;
+    let message = format!(
+        "{what}TaskCount {} has reached Min{what}TaskCount {min} in the TaskRole",
+        matching.len()
+    );
+    Some((**trigger, message))
 }
 
 /// The attempt's completion triggered by a Task: that Task's own completion (or `code`).
@@ -737,38 +787,11 @@ fn follow_pod(step: &mut Step, deletion_timeout: Option<i64>, task: &mut TaskSta
     let name = task.attempt_status.pod_name.clone();
     let pod = (step.observed.pod)(&name).filter(|p| p.uid() == recorded);
     let Some(pod) = pod else {
-        if task.state == TS::AttemptCreationRequested {
-            let code = if task.deletion_pending {
-                cc::DELETE_TASK_REQUESTED.task(SCALED_DOWN)
-            } else if step.timed_out(&task.transition_time.clone(), CACHE_CREATION_TIMEOUT) {
-                cc::POD_LOCAL_CACHE_CREATION_TIMEOUT.task(
-                    "Pod does not appear in the local cache within timeout 5m0s, so consider it was deleted and explicitly delete it",
-                )
-            } else {
-                return;
-            };
-            if let Some(uid) = recorded {
-                step.actions.push(Action::DeletePod {
-                    name,
-                    uid,
-                    force: false,
-                });
-            }
-            complete_task(task, true, Some(code), &now);
-            return;
-        }
-        let completion = (task.attempt_status.completion_status.is_none())
-            .then(|| cc::POD_EXTERNAL_DELETED.task("Pod was deleted by others"));
-        complete_task(task, true, completion, &now);
+        no_pod(step, task, recorded, name);
         return;
     };
     if pod.metadata.deletion_timestamp.is_some() {
-        if task.attempt_status.completion_status.is_none() {
-            task.attempt_status.completion_status =
-                Some(cc::POD_EXTERNAL_DELETED.task("Pod is being deleted by others"));
-        }
-        transition_task(task, TS::AttemptDeleting, &now);
-        force_delete_after_timeout(step, deletion_timeout, pod, task);
+        pod_deleting(step, deletion_timeout, pod, task);
         return;
     }
     match task.state {
@@ -792,6 +815,47 @@ fn follow_pod(step: &mut Step, deletion_timeout: Option<i64>, task: &mut TaskSta
             &now,
         );
     }
+}
+
+/// No pod with the recorded UID is cached. Just created, it may still be on its way to the
+/// cache: the Task waits for it (unless scaled down), until the timeout deletes it. Once seen,
+/// it is gone: deleted by others, unless the Task's attempt had completed already.
+fn no_pod(step: &mut Step, task: &mut TaskStatus, recorded: Option<String>, name: String) {
+    let now = step.now.clone();
+    if task.state == TS::AttemptCreationRequested {
+        let code = if task.deletion_pending {
+            cc::DELETE_TASK_REQUESTED.task(SCALED_DOWN)
+        } else if step.timed_out(&task.transition_time.clone(), CACHE_CREATION_TIMEOUT) {
+            cc::POD_LOCAL_CACHE_CREATION_TIMEOUT.task(
+                "Pod does not appear in the local cache within timeout 5m0s, so consider it was deleted and explicitly delete it",
+            )
+        } else {
+            return;
+        };
+        if let Some(uid) = recorded {
+            step.actions.push(Action::DeletePod {
+                name,
+                uid,
+                force: false,
+            });
+        }
+        complete_task(task, true, Some(code), &now);
+        return;
+    }
+    let completion = (task.attempt_status.completion_status.is_none())
+        .then(|| cc::POD_EXTERNAL_DELETED.task("Pod was deleted by others"));
+    complete_task(task, true, completion, &now);
+}
+
+/// The pod is being deleted (by others, unless the Task's attempt had completed already): the
+/// Task is AttemptDeleting until the pod is gone, or it is force-deleted after its timeout.
+fn pod_deleting(step: &mut Step, deletion_timeout: Option<i64>, pod: &Pod, task: &mut TaskStatus) {
+    if task.attempt_status.completion_status.is_none() {
+        task.attempt_status.completion_status =
+            Some(cc::POD_EXTERNAL_DELETED.task("Pod is being deleted by others"));
+    }
+    transition_task(task, TS::AttemptDeleting, &step.now);
+    force_delete_after_timeout(step, deletion_timeout, pod, task);
 }
 
 /// A live pod's phase moves its Task: Pending → Preparing, Running → Running, Succeeded or
