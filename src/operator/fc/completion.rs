@@ -95,6 +95,21 @@ impl Code {
     }
 }
 
+/// The code of a Task's attempt whose pod the API server refused, by the refusal's HTTP status
+/// and message: one a retry cannot fix (bad request, forbidden, too large, invalid) completes
+/// the attempt; `None` for the rest (a quota exceeded among them), which is retried with
+/// backoff and never recorded.
+pub fn classify_pod_creation_error(status: u16, message: &str) -> Option<Code> {
+    if ![400, 403, 413, 422].contains(&status) || message.contains("exceeded quota") {
+        return None;
+    }
+    Some(if [413, 422].contains(&status) {
+        POD_CREATION_PERMANENT_ERROR
+    } else {
+        POD_CREATION_UNKNOWN_ERROR
+    })
+}
+
 /// What a pod rule looks at.
 enum Pattern {
     /// The pod's status reason, compared without case.
