@@ -421,6 +421,27 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_refused_for_good_completes_its_attempt_and_the_rest_is_retried() {
+        for (status, message, code) in [
+            (400, "Pod in version v1 cannot be handled", Some(-310)),
+            (403, "pods is forbidden: unable to validate", Some(-310)),
+            (403, "pods is forbidden: exceeded quota: compute", None),
+            (413, "request entity too large", Some(-200)),
+            (
+                422,
+                "Pod is invalid: spec.containers: Required value",
+                Some(-200),
+            ),
+            (409, "pods already exists", None),
+            (429, "too many requests", None),
+            (500, "etcdserver: request timed out", None),
+        ] {
+            let seen = classify_pod_creation_error(status, message).map(|c| c.code);
+            assert_eq!(seen, code, "{status} {message}");
+        }
+    }
+
+    #[test]
     fn pod_reasons_and_oom_follow_the_default_configuration() {
         assert_eq!(
             classify_failed(&failed_pod(Some("Evicted"), &[]))

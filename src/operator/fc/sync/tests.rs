@@ -1,3 +1,10 @@
+//! The decision core's tests: the tables of the Framework's and the Tasks' state machines and
+//! of the policies that move them, each in a file of its own, and the flows below.
+
+mod framework;
+mod policies;
+mod task;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::json;
 
