@@ -95,6 +95,21 @@ impl Code {
     }
 }
 
+/// The code of a Task's attempt whose pod the API server refused, by the refusal's HTTP status
+/// and message: one a retry cannot fix (bad request, forbidden, too large, invalid) completes
+/// the attempt; `None` for the rest (a quota exceeded among them), which is retried with
+/// backoff and never recorded.
+pub fn classify_pod_creation_error(status: u16, message: &str) -> Option<Code> {
+    if ![400, 403, 413, 422].contains(&status) || message.contains("exceeded quota") {
+        return None;
+    }
+    Some(if [413, 422].contains(&status) {
+        POD_CREATION_PERMANENT_ERROR
+    } else {
+        POD_CREATION_UNKNOWN_ERROR
+    })
+}
+
 /// What a pod rule looks at.
 enum Pattern {
     /// The pod's status reason, compared without case.
@@ -403,6 +418,27 @@ mod tests {
         assert!(c.status.type_.attributes.is_empty());
         let c = classify_failed(&failed_pod(None, &[(0, None)]));
         assert_eq!(c.status.code, -300);
+    }
+
+    #[test]
+    fn a_pod_refused_for_good_completes_its_attempt_and_the_rest_is_retried() {
+        for (status, message, code) in [
+            (400, "Pod in version v1 cannot be handled", Some(-310)),
+            (403, "pods is forbidden: unable to validate", Some(-310)),
+            (403, "pods is forbidden: exceeded quota: compute", None),
+            (413, "request entity too large", Some(-200)),
+            (
+                422,
+                "Pod is invalid: spec.containers: Required value",
+                Some(-200),
+            ),
+            (409, "pods already exists", None),
+            (429, "too many requests", None),
+            (500, "etcdserver: request timed out", None),
+        ] {
+            let seen = classify_pod_creation_error(status, message).map(|c| c.code);
+            assert_eq!(seen, code, "{status} {message}");
+        }
     }
 
     #[test]

@@ -40,6 +40,7 @@ use super::objects::{self, FRAMEWORK_NAME, config_map_name};
 use super::sync::{self, Action, Done, Observed};
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::{EventType, Events};
+use crate::operator::runtime::http::Gate;
 use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::{Metrics, Transition};
 use crate::operator::runtime::shutdown;
@@ -138,18 +139,9 @@ pub async fn run(shared: Shared, settings: Settings) {
         ready,
         stop,
     } = shared;
-    let served = installed::Served {
-        kind: "Framework",
-        plural: "frameworks",
-        group: "frameworkcontroller.microsoft.com".to_owned(),
-        api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
-        flag_name: "fc",
-        flag: "--controllers",
-        component: "training-operator",
-    };
     if !installed::await_installed(
         &client,
-        &served,
+        &served(),
         &health,
         stop.clone(),
         installed::Waiting::AtStart,
@@ -160,29 +152,10 @@ pub async fn run(shared: Shared, settings: Settings) {
     }
     let (config_maps, cm_changes) = watch_children::<ConfigMap>(&client, &settings);
     let (pods, pod_changes) = watch_children::<Pod>(&client, &settings);
-    let frameworks: Api<Framework> = match &settings.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
-    let context = Arc::new(Context {
-        client: client.clone(),
-        config_maps: config_maps.clone(),
-        pods: pods.clone(),
-        events: Events::start(
-            client.clone(),
-            CONTROLLER_NAME,
-            std::env::var("HOSTNAME").ok(),
-            metrics.clone(),
-        ),
-        metrics,
-        replaced: Mutex::new(HashMap::new()),
-    });
+    let frameworks: Api<Framework> = api(&client, &settings);
+    let context = new_context(&client, config_maps.clone(), pods.clone(), metrics);
     let children = futures::stream::select(cm_changes, pod_changes);
-    let ready = async move {
-        if config_maps.wait_until_ready().await.is_ok() && pods.wait_until_ready().await.is_ok() {
-            ready.open();
-        }
-    };
+    let ready = ready_once_synced(config_maps, pods, ready);
     let for_gone = context.clone();
     let controller = Controller::new(frameworks, watcher::Config::default());
     let store = controller.store();
@@ -206,6 +179,60 @@ pub async fn run(shared: Shared, settings: Settings) {
     futures::future::join(shutdown::drive(controller, &store, stop), ready).await;
 }
 
+/// The API the controller serves, as the CRD lookup at start names it.
+fn served() -> installed::Served {
+    installed::Served {
+        kind: "Framework",
+        plural: "frameworks",
+        group: "frameworkcontroller.microsoft.com".to_owned(),
+        api_version: "frameworkcontroller.microsoft.com/v1".to_owned(),
+        flag_name: "fc",
+        flag: "--controllers",
+        component: "training-operator",
+    }
+}
+
+/// The `K`s of the watched namespace, or of all.
+fn api<K>(client: &Client, settings: &Settings) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match &settings.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// What every reconcile shares: the client, the children's caches, the event recorder and the
+/// metrics.
+fn new_context(
+    client: &Client,
+    config_maps: Store<ConfigMap>,
+    pods: Store<Pod>,
+    metrics: Arc<Metrics>,
+) -> Arc<Context> {
+    Arc::new(Context {
+        client: client.clone(),
+        config_maps,
+        pods,
+        events: Events::start(
+            client.clone(),
+            CONTROLLER_NAME,
+            std::env::var("HOSTNAME").ok(),
+            metrics.clone(),
+        ),
+        metrics,
+        replaced: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Open the controller's readiness gate once both caches are synced.
+async fn ready_once_synced(config_maps: Store<ConfigMap>, pods: Store<Pod>, ready: Gate) {
+    if config_maps.wait_until_ready().await.is_ok() && pods.wait_until_ready().await.is_ok() {
+        ready.open();
+    }
+}
+
 /// A cache of `K`s labelled with a Framework's name, and the stream of the Frameworks whose
 /// children changed. The stream drives the cache.
 fn watch_children<K>(
@@ -224,10 +251,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = match &settings.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let api: Api<K> = api(client, settings);
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().labels(FRAMEWORK_NAME);
     let stream = watcher(api, config)
@@ -287,27 +311,8 @@ async fn reconcile(
     let cm = ctx
         .config_maps
         .get(&ObjectRef::new(&config_map_name(&framework.name_any())).within(&namespace));
-    let pods: HashMap<String, Arc<Pod>> = (framework.status.iter())
-        .flat_map(|s| &s.attempt_status.task_role_statuses)
-        .flat_map(|r| &r.task_statuses)
-        .filter_map(|t| {
-            let name = &t.attempt_status.pod_name;
-            let pod = ctx.pods.get(&ObjectRef::new(name).within(&namespace))?;
-            Some((name.clone(), pod))
-        })
-        .collect();
-    let plan = {
-        let pod = |name: &str| pods.get(name).map(AsRef::as_ref);
-        let observed = Observed {
-            now: Timestamp::now(),
-            framework_deleting: framework.metadata.deletion_timestamp.is_some(),
-            config_map: cm.as_deref(),
-            pod: &pod,
-            conflict_delay_sec: conflict_delay(),
-            new_uid: &new_uid,
-        };
-        sync::decide(&framework, &observed)
-    };
+    let pods = cached_pods(&ctx, &framework, &namespace);
+    let plan = decide(&framework, cm.as_deref(), &pods);
     if let Some(blocked) = &plan.blocked {
         ctx.events.publish(
             framework.as_ref(),
@@ -317,24 +322,66 @@ async fn reconcile(
             "Sync",
         );
     }
-    let mut stored = write_status(&ctx, &framework, &plan.status).await?;
-    let mut status = plan.status;
-    let mut done = false;
-    for action in plan.actions {
-        if let Some(result) = carry_out(&ctx, &stored, &status, cm.as_deref(), action).await? {
-            sync::record(&mut status, result, Timestamp::now());
-            done = true;
-        }
-    }
-    if done {
-        stored = write_status(&ctx, &stored, &status).await?;
-    }
-    let _ = stored;
+    let stored = write_status(&ctx, &framework, &plan.status).await?;
+    carry_out_all(&ctx, stored, plan.status, cm.as_deref(), plan.actions).await?;
     ctx.metrics.reconciled(started.elapsed());
     Ok(match plan.wake_after {
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
+}
+
+/// The cached pods of the Framework's Tasks, by name.
+fn cached_pods(ctx: &Context, framework: &Framework, namespace: &str) -> HashMap<String, Arc<Pod>> {
+    (framework.status.iter())
+        .flat_map(|s| &s.attempt_status.task_role_statuses)
+        .flat_map(|r| &r.task_statuses)
+        .filter_map(|t| {
+            let name = &t.attempt_status.pod_name;
+            let pod = ctx.pods.get(&ObjectRef::new(name).within(namespace))?;
+            Some((name.clone(), pod))
+        })
+        .collect()
+}
+
+/// The decision on `framework` from what the caches show now.
+fn decide(
+    framework: &Framework,
+    cm: Option<&ConfigMap>,
+    pods: &HashMap<String, Arc<Pod>>,
+) -> sync::Plan {
+    let pod = |name: &str| pods.get(name).map(AsRef::as_ref);
+    let observed = Observed {
+        now: Timestamp::now(),
+        framework_deleting: framework.metadata.deletion_timestamp.is_some(),
+        config_map: cm,
+        pod: &pod,
+        conflict_delay_sec: conflict_delay(),
+        new_uid: &new_uid,
+    };
+    sync::decide(framework, &observed)
+}
+
+/// Carry out the actions, in order, on the Framework as `stored` with the written `status`;
+/// then write what they produced (UIDs, deletes sent), if anything.
+async fn carry_out_all(
+    ctx: &Context,
+    stored: Framework,
+    mut status: FrameworkStatus,
+    cm: Option<&ConfigMap>,
+    actions: Vec<Action>,
+) -> Result<(), ReconcileError> {
+    let mut done = false;
+    for action in actions {
+        if let Some(result) = carry_out(ctx, &stored, &status, cm, action).await? {
+            sync::record(&mut status, result, Timestamp::now());
+            done = true;
+        }
+    }
+    if done {
+        write_status(ctx, &stored, &status).await?;
+    }
+    Ok(())
 }
 
 /// Write `status` if it differs from `framework`'s; the Framework as stored after.
@@ -419,68 +466,96 @@ async fn carry_out(
         ..PostParams::default()
     };
     match action {
-        Action::CreateConfigMap => {
-            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-            let object = objects::config_map(framework, status);
-            match api.create(&pp, &object).await {
-                Ok(created) => {
-                    ctx.metrics.object("created_configmaps");
-                    Ok(Some(Done::ConfigMapCreated {
-                        uid: created.uid().unwrap_or_default(),
-                    }))
-                }
-                // Seen in the cache soon, and then deleted as not recorded.
-                Err(e) if is_status(&e, &[409]) => Ok(None),
-                Err(source) => Err(act_error(
-                    "create",
-                    format!("ConfigMap {}", object.name_any()),
-                    source,
-                )),
-            }
-        }
-        Action::DeleteConfigMap { uid } => {
-            let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-            let name = config_map_name(&framework.name_any());
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::foreground()
-            };
-            match api.delete(&name, &params).await {
-                Ok(_) => {
-                    ctx.metrics.object("deleted_configmaps");
-                    Ok(Some(Done::ConfigMapDeleteSent))
-                }
-                Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::ConfigMapDeleteSent)),
-                Err(source) => Err(act_error("delete", format!("ConfigMap {name}"), source)),
-            }
-        }
+        Action::CreateConfigMap => create_config_map(ctx, framework, status, &namespace, &pp).await,
+        Action::DeleteConfigMap { uid } => delete_config_map(ctx, framework, &namespace, uid).await,
         Action::CreatePod { role, index } => {
             create_pod(ctx, framework, status, cm, role, index, &pp).await
         }
         Action::DeletePod { name, uid, force } => {
-            let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                grace_period_seconds: force.then_some(0),
-                ..DeleteParams::default()
-            };
-            match api.delete(&name, &params).await {
-                Ok(_) => {
-                    ctx.metrics.object("deleted_pods");
-                    Ok(Some(Done::PodDeleteSent { name, force }))
-                }
-                Err(e) if is_status(&e, &[404, 409]) => {
-                    Ok(Some(Done::PodDeleteSent { name, force }))
-                }
-                Err(source) => Err(act_error("delete", format!("pod {name}"), source)),
-            }
+            delete_pod(ctx, &namespace, name, uid, force).await
         }
+    }
+}
+
+/// Create the attempt's ConfigMap; its UID, for the status.
+async fn create_config_map(
+    ctx: &Context,
+    framework: &Framework,
+    status: &FrameworkStatus,
+    namespace: &str,
+    pp: &PostParams,
+) -> Result<Option<Done>, ReconcileError> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let object = objects::config_map(framework, status);
+    match api.create(pp, &object).await {
+        Ok(created) => {
+            ctx.metrics.object("created_configmaps");
+            Ok(Some(Done::ConfigMapCreated {
+                uid: created.uid().unwrap_or_default(),
+            }))
+        }
+        // Seen in the cache soon, and then deleted as not recorded.
+        Err(e) if is_status(&e, &[409]) => Ok(None),
+        Err(source) => Err(act_error(
+            "create",
+            format!("ConfigMap {}", object.name_any()),
+            source,
+        )),
+    }
+}
+
+/// Delete the attempt's ConfigMap `uid`, in the foreground; one already gone (or replaced)
+/// counts as deleted.
+async fn delete_config_map(
+    ctx: &Context,
+    framework: &Framework,
+    namespace: &str,
+    uid: String,
+) -> Result<Option<Done>, ReconcileError> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = config_map_name(&framework.name_any());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::foreground()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            ctx.metrics.object("deleted_configmaps");
+            Ok(Some(Done::ConfigMapDeleteSent))
+        }
+        Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::ConfigMapDeleteSent)),
+        Err(source) => Err(act_error("delete", format!("ConfigMap {name}"), source)),
+    }
+}
+
+/// Delete pod `name` of UID `uid`, with grace period 0 if `force`; one already gone (or
+/// replaced) counts as deleted.
+async fn delete_pod(
+    ctx: &Context,
+    namespace: &str,
+    name: String,
+    uid: String,
+    force: bool,
+) -> Result<Option<Done>, ReconcileError> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        grace_period_seconds: force.then_some(0),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            ctx.metrics.object("deleted_pods");
+            Ok(Some(Done::PodDeleteSent { name, force }))
+        }
+        Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::PodDeleteSent { name, force })),
+        Err(source) => Err(act_error("delete", format!("pod {name}"), source)),
     }
 }
 
@@ -514,43 +589,52 @@ async fn create_pod(
     })?;
     let namespace = framework.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    match api.create(pp, &pod).await {
+    let source = match api.create(pp, &pod).await {
         Ok(created) => {
             ctx.metrics.object("created_pods");
-            Ok(Some(Done::PodCreated {
+            return Ok(Some(Done::PodCreated {
                 role,
                 index,
                 uid: created.uid().unwrap_or_default(),
-            }))
+            }));
         }
-        Err(e) if is_status(&e, &[409]) => Ok(None),
-        Err(kube::Error::Api(s))
-            if [400, 403, 413, 422].contains(&s.code) && !s.message.contains("exceeded quota") =>
-        {
-            let code = if [413, 422].contains(&s.code) {
-                cc::POD_CREATION_PERMANENT_ERROR
-            } else {
-                cc::POD_CREATION_UNKNOWN_ERROR
-            };
-            ctx.events.publish(
-                framework,
-                EventType::Warning,
-                "FailedCreatePod".into(),
-                s.message.clone(),
-                "Create",
-            );
-            Ok(Some(Done::PodRefused {
-                role,
-                index,
-                code,
-                message: format!("Pod creation failed: {}", s.message),
-            }))
-        }
-        Err(source) => Err(act_error(
-            "create",
-            format!("pod {}", pod.name_any()),
-            source,
-        )),
+        Err(e) if is_status(&e, &[409]) => return Ok(None),
+        Err(source) => source,
+    };
+    if let kube::Error::Api(s) = &source
+        && let Some(code) = cc::classify_pod_creation_error(s.code, &s.message)
+    {
+        return Ok(Some(refused(ctx, framework, role, index, code, &s.message)));
+    }
+    Err(act_error(
+        "create",
+        format!("pod {}", pod.name_any()),
+        source,
+    ))
+}
+
+/// The pod of Task `index` of `role` was refused for good: a warning event, and its attempt
+/// completes with `code`.
+fn refused(
+    ctx: &Context,
+    framework: &Framework,
+    role: String,
+    index: i32,
+    code: cc::Code,
+    message: &str,
+) -> Done {
+    ctx.events.publish(
+        framework,
+        EventType::Warning,
+        "FailedCreatePod".into(),
+        message.to_owned(),
+        "Create",
+    );
+    Done::PodRefused {
+        role,
+        index,
+        code,
+        message: format!("Pod creation failed: {message}"),
     }
 }
 

@@ -13,6 +13,8 @@ pub mod barrier;
 pub mod completion;
 pub mod controller;
 pub mod crd;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod objects;
 pub mod retry;
 pub mod sync;

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use super::api::{Framework, FrameworkStatus};
+use super::api::{Framework, FrameworkStatus, TaskRoleSpec, TaskRoleStatus, TaskStatus};
 
 pub const FRAMEWORK_NAMESPACE: &str = "FC_FRAMEWORK_NAMESPACE";
 pub const FRAMEWORK_NAME: &str = "FC_FRAMEWORK_NAME";
@@ -100,7 +100,7 @@ pub fn config_map(framework: &Framework, status: &FrameworkStatus) -> ConfigMap 
 
 /// The template's JSON with the `{{FC_...}}` placeholders replaced, as plain text, so they work
 /// in any string of it.
-fn with_placeholders(template: &serde_json::Value, values: &[(&str, &str)]) -> String {
+fn with_placeholders(template: &serde_json::Value, values: &[(&str, String)]) -> String {
     let mut text = template.to_string();
     for (name, value) in values {
         text = text.replace(&format!("{{{{{name}}}}}"), value);
@@ -117,48 +117,17 @@ pub fn pod(
     role: &str,
     index: i32,
 ) -> Result<Pod, BuildError> {
-    let no_task = || BuildError::NoTask {
-        role: role.to_owned(),
-        index,
-    };
-    let spec = (framework.spec.task_roles.iter())
-        .find(|r| r.name == role)
-        .ok_or_else(no_task)?;
-    let role_status = (status.attempt_status.task_role_statuses.iter())
-        .find(|r| r.name == role)
-        .ok_or_else(no_task)?;
-    let task = (role_status.task_statuses.iter())
-        .find(|t| t.index == index)
-        .ok_or_else(no_task)?;
-    let name = framework.name_any();
-    let namespace = framework.namespace().unwrap_or_default();
-    let cm_name = config_map.name_any();
-    let pod_name = pod_name(&name, role, index);
-    let index_text = index.to_string();
-    let text = with_placeholders(
-        &spec.task.pod,
-        &[
-            (FRAMEWORK_NAMESPACE, &namespace),
-            (FRAMEWORK_NAME, &name),
-            (TASKROLE_NAME, role),
-            (TASK_INDEX, &index_text),
-            (CONFIGMAP_NAME, &cm_name),
-            (POD_NAME, &pod_name),
-        ],
-    );
+    let (spec, role_status, task) = task_of(framework, status, role, index)?;
+    let names = names(framework, config_map, role, index);
+    let text = with_placeholders(&spec.task.pod, &names);
     let template: PodTemplateSpec =
         serde_json::from_str(&text).map_err(|source| BuildError::Template {
             role: role.to_owned(),
             source,
         })?;
     let attempt = &status.attempt_status;
-    let values: Vec<(&str, String)> = vec![
-        (FRAMEWORK_NAMESPACE, namespace.clone()),
-        (FRAMEWORK_NAME, name.clone()),
-        (TASKROLE_NAME, role.to_owned()),
-        (TASK_INDEX, index_text.clone()),
-        (CONFIGMAP_NAME, cm_name),
-        (POD_NAME, pod_name),
+    let mut values = names;
+    values.extend([
         (FRAMEWORK_UID, framework.uid().unwrap_or_default()),
         (FRAMEWORK_ATTEMPT_ID, attempt.id.to_string()),
         (
@@ -169,11 +138,11 @@ pub fn pod(
         (TASKROLE_UID, role_status.instance_uid.clone()),
         (TASK_UID, task.instance_uid.clone()),
         (TASK_ATTEMPT_ID, task.attempt_status.id.to_string()),
-    ];
+    ]);
     let labels = [
-        (FRAMEWORK_NAME, name),
+        (FRAMEWORK_NAME, framework.name_any()),
         (TASKROLE_NAME, role.to_owned()),
-        (TASK_INDEX, index_text),
+        (TASK_INDEX, index.to_string()),
     ];
     let metadata = pod_metadata(
         template.metadata.unwrap_or_default(),
@@ -188,6 +157,51 @@ pub fn pod(
         spec: Some(spec),
         status: None,
     })
+}
+
+/// The spec of TaskRole `role`, its status and the status of its Task `index`.
+fn task_of<'a>(
+    framework: &'a Framework,
+    status: &'a FrameworkStatus,
+    role: &str,
+    index: i32,
+) -> Result<(&'a TaskRoleSpec, &'a TaskRoleStatus, &'a TaskStatus), BuildError> {
+    let no_task = || BuildError::NoTask {
+        role: role.to_owned(),
+        index,
+    };
+    let spec = (framework.spec.task_roles.iter())
+        .find(|r| r.name == role)
+        .ok_or_else(no_task)?;
+    let role_status = (status.attempt_status.task_role_statuses.iter())
+        .find(|r| r.name == role)
+        .ok_or_else(no_task)?;
+    let task = (role_status.task_statuses.iter())
+        .find(|t| t.index == index)
+        .ok_or_else(no_task)?;
+    Ok((spec, role_status, task))
+}
+
+/// The `{{FC_...}}` placeholders a pod template may use, with their values: the first of the
+/// pod's `FC_*` annotations and variables.
+fn names(
+    framework: &Framework,
+    config_map: &ConfigMap,
+    role: &str,
+    index: i32,
+) -> Vec<(&'static str, String)> {
+    let name = framework.name_any();
+    vec![
+        (
+            FRAMEWORK_NAMESPACE,
+            framework.namespace().unwrap_or_default(),
+        ),
+        (FRAMEWORK_NAME, name.clone()),
+        (TASKROLE_NAME, role.to_owned()),
+        (TASK_INDEX, index.to_string()),
+        (CONFIGMAP_NAME, config_map.name_any()),
+        (POD_NAME, pod_name(&name, role, index)),
+    ]
 }
 
 /// Every (init) container gets `env` before its own, and keeps its logs' tail as its

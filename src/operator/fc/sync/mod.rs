@@ -1,0 +1,400 @@
+//! The pure decision core: from a Framework (spec and status), the ConfigMap and pods in the
+//! caches and the time, the next status and the creations and deletions to make.
+//!
+//! # Expected flow
+//! Each call moves the Framework one step along FrameworkController's state machines
+//! (Framework: AttemptCreationPending → CreationRequested → Preparing → Running →
+//! DeletionPending → DeletionRequested → Deleting → AttemptCompleted → a new attempt or
+//! Completed; each Task the same with its pod). The controller writes the status first and
+//! only then carries out the actions, and records their results (a created object's UID, a
+//! delete sent) with [`record`]; its own status write triggers the next call.
+//!
+//! # Guarantees
+//! - Persist before act: every action follows from a status that is written before it is
+//!   carried out, so a lost write or a restart can never act twice on one decision.
+//! - A new attempt starts (or the Framework completes) only once its ConfigMap is gone from
+//!   the cache; the ConfigMap is deleted in the foreground and owns every pod of the attempt,
+//!   so then no pod of it runs: at most one running attempt.
+//! - A Task's pod is created only when no pod of its name is cached; one owned by the current
+//!   ConfigMap but not recorded (a create whose answer was lost) is deleted, never adopted.
+//! - A completion status, once set on an attempt, is never replaced.
+//!
+//! Here: what the caches show, the plan and its record, the new statuses and the transitions
+//! with the times they stamp. `framework` moves the Framework's state machine (one attempt,
+//! its ConfigMap, its RetryPolicy), `task` each Task's (its pod, its RetryPolicy), `policy` is
+//! the FrameworkAttemptCompletionPolicy and `scale` ScaleUp and ScaleDown.
+
+mod framework;
+mod policy;
+mod scale;
+mod task;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::api::{
+    Framework, FrameworkAttemptCompletionStatus, FrameworkAttemptStatus, FrameworkSpec,
+    FrameworkState as FS, FrameworkStatus, RetryPolicyStatus, TaskAttemptStatus, TaskRoleSpec,
+    TaskRoleStatus, TaskState as TS, TaskStatus,
+};
+use super::completion::{self as cc};
+use super::objects::{config_map_name, pod_name};
+use framework::sync_framework;
+use scale::scale;
+use task::complete_task;
+
+/// How long a created ConfigMap or pod may take to appear in the cache before it is
+/// considered lost (FrameworkController's `objectLocalCacheCreationTimeoutSec`).
+pub const CACHE_CREATION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What the caches show of one Framework's objects.
+pub struct Observed<'a> {
+    pub now: Timestamp,
+    /// The Framework is being deleted: no new attempt starts.
+    pub framework_deleting: bool,
+    /// The cached ConfigMap named as the Framework's attempts are, whoever owns it.
+    pub config_map: Option<&'a ConfigMap>,
+    /// The cached pod of this name, whoever owns it.
+    pub pod: &'a dyn Fn(&str) -> Option<&'a Pod>,
+    /// The delay before retrying a transient conflict, drawn by the caller in
+    /// [`retry::CONFLICT_DELAY_SEC`].
+    pub conflict_delay_sec: i64,
+    /// A fresh random UUID for each new TaskRole and Task instance.
+    pub new_uid: &'a dyn Fn() -> String,
+}
+
+/// One creation or deletion, carried out after the status is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    CreateConfigMap,
+    DeleteConfigMap {
+        uid: String,
+    },
+    CreatePod {
+        role: String,
+        index: i32,
+    },
+    /// `force`: with grace period 0, once a graceful deletion outlived its timeout.
+    DeletePod {
+        name: String,
+        uid: String,
+        force: bool,
+    },
+}
+
+/// What the controller does next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub status: FrameworkStatus,
+    pub actions: Vec<Action>,
+    /// Look again after this long (a timeout or a retry delay), if nothing changes first.
+    pub wake_after: Option<Duration>,
+    /// Why the Framework cannot go on (an object of its name that it does not own).
+    pub blocked: Option<String>,
+}
+
+/// The result of a carried-out action, for [`record`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Done {
+    ConfigMapCreated {
+        uid: String,
+    },
+    ConfigMapDeleteSent,
+    PodCreated {
+        role: String,
+        index: i32,
+        uid: String,
+    },
+    /// The API server refused the pod for good: the Task's attempt completes with `code`.
+    PodRefused {
+        role: String,
+        index: i32,
+        code: cc::Code,
+        message: String,
+    },
+    PodDeleteSent {
+        name: String,
+        force: bool,
+    },
+}
+
+/// The work area of one decision.
+struct Step<'a, 'o> {
+    spec: &'a FrameworkSpec,
+    framework: &'a str,
+    /// The Framework's UID, which its ConfigMaps name as their controller.
+    uid: Option<String>,
+    observed: &'a Observed<'o>,
+    now: Time,
+    actions: Vec<Action>,
+    wake_after: Option<Duration>,
+    blocked: Option<String>,
+}
+
+impl Step<'_, '_> {
+    fn wake(&mut self, after: Duration) {
+        self.wake_after = Some(self.wake_after.map_or(after, |w| w.min(after)));
+    }
+
+    /// Wake when `since + timeout` has come; true once it has.
+    fn timed_out(&mut self, since: &Time, timeout: Duration) -> bool {
+        let elapsed = self.observed.now.duration_since(since.0);
+        let elapsed = Duration::try_from(elapsed).unwrap_or_default();
+        if elapsed >= timeout {
+            return true;
+        }
+        self.wake(timeout - elapsed + Duration::from_millis(100));
+        false
+    }
+}
+
+/// Decide the next step of `framework`.
+pub fn decide(framework: &Framework, observed: &Observed) -> Plan {
+    let now = Time(observed.now);
+    let name = framework.name_any();
+    let Some(status) = framework.status.clone() else {
+        return Plan {
+            status: new_status(&framework.spec, &name, now, observed.new_uid),
+            actions: Vec::new(),
+            wake_after: None,
+            blocked: None,
+        };
+    };
+    let mut status = status;
+    let mut step = Step {
+        spec: &framework.spec,
+        framework: &name,
+        uid: framework.uid(),
+        observed,
+        now,
+        actions: Vec::new(),
+        wake_after: None,
+        blocked: None,
+    };
+    // A rescale is written before it acts.
+    if !scale(&mut step, &mut status) {
+        sync_framework(&mut step, &mut status);
+    }
+    Plan {
+        status,
+        actions: step.actions,
+        wake_after: step.wake_after,
+        blocked: step.blocked,
+    }
+}
+
+/// The status of a Framework first seen: its first attempt, waiting to be created.
+pub fn new_status(
+    spec: &FrameworkSpec,
+    framework: &str,
+    now: Time,
+    new_uid: &dyn Fn() -> String,
+) -> FrameworkStatus {
+    FrameworkStatus {
+        start_time: now.clone(),
+        run_time: None,
+        completion_time: None,
+        state: FS::AttemptCreationPending,
+        transition_time: now.clone(),
+        retry_policy_status: RetryPolicyStatus::default(),
+        attempt_status: new_attempt(spec, framework, 0, now, new_uid),
+    }
+}
+
+fn new_attempt(
+    spec: &FrameworkSpec,
+    framework: &str,
+    id: i32,
+    now: Time,
+    new_uid: &dyn Fn() -> String,
+) -> FrameworkAttemptStatus {
+    FrameworkAttemptStatus {
+        id,
+        start_time: now.clone(),
+        run_time: None,
+        completion_time: None,
+        instance_uid: None,
+        config_map_name: config_map_name(framework),
+        config_map_uid: None,
+        completion_status: None,
+        task_role_statuses: (spec.task_roles.iter())
+            .map(|role| new_role(role, framework, now.clone(), new_uid))
+            .collect(),
+    }
+}
+
+fn new_role(
+    role: &TaskRoleSpec,
+    framework: &str,
+    now: Time,
+    new_uid: &dyn Fn() -> String,
+) -> TaskRoleStatus {
+    TaskRoleStatus {
+        name: role.name.clone(),
+        instance_uid: new_uid(),
+        pod_graceful_deletion_timeout_sec: role.task.pod_graceful_deletion_timeout_sec,
+        task_statuses: (0..role.task_number.max(0))
+            .map(|index| new_task(framework, &role.name, index, now.clone(), new_uid()))
+            .collect(),
+    }
+}
+
+fn new_task(framework: &str, role: &str, index: i32, now: Time, uid: String) -> TaskStatus {
+    TaskStatus {
+        index,
+        instance_uid: uid,
+        start_time: now.clone(),
+        run_time: None,
+        completion_time: None,
+        state: TS::AttemptCreationPending,
+        transition_time: now.clone(),
+        deletion_pending: false,
+        retry_policy_status: RetryPolicyStatus::default(),
+        attempt_status: new_task_attempt(framework, role, index, 0, now),
+    }
+}
+
+fn new_task_attempt(
+    framework: &str,
+    role: &str,
+    index: i32,
+    id: i32,
+    now: Time,
+) -> TaskAttemptStatus {
+    TaskAttemptStatus {
+        id,
+        start_time: now,
+        run_time: None,
+        completion_time: None,
+        instance_uid: None,
+        pod_name: pod_name(framework, role, index),
+        pod_uid: None,
+        pod_node_name: None,
+        pod_ip: None,
+        pod_host_ip: None,
+        completion_status: None,
+    }
+}
+
+/// Enter `state`, stamping the times FrameworkController stamps.
+fn transition(status: &mut FrameworkStatus, state: FS, now: &Time) {
+    if status.state == state {
+        return;
+    }
+    status.state = state;
+    status.transition_time = now.clone();
+    match state {
+        FS::AttemptRunning => {
+            status.run_time.get_or_insert_with(|| now.clone());
+            status
+                .attempt_status
+                .run_time
+                .get_or_insert_with(|| now.clone());
+        }
+        FS::AttemptCompleted => status.attempt_status.completion_time = Some(now.clone()),
+        FS::Completed => status.completion_time = Some(now.clone()),
+        _ => {}
+    }
+}
+
+fn transition_task(task: &mut TaskStatus, state: TS, now: &Time) {
+    if task.state == state {
+        return;
+    }
+    task.state = state;
+    task.transition_time = now.clone();
+    match state {
+        TS::AttemptRunning => {
+            task.run_time.get_or_insert_with(|| now.clone());
+            task.attempt_status
+                .run_time
+                .get_or_insert_with(|| now.clone());
+        }
+        TS::AttemptCompleted => task.attempt_status.completion_time = Some(now.clone()),
+        TS::Completed => task.completion_time = Some(now.clone()),
+        _ => {}
+    }
+}
+
+fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
+    (meta.owner_references.iter().flatten())
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.as_str())
+}
+
+fn tasks_mut(attempt: &mut FrameworkAttemptStatus) -> impl Iterator<Item = &mut TaskStatus> {
+    (attempt.task_role_statuses.iter_mut()).flat_map(|r| r.task_statuses.iter_mut())
+}
+
+fn framework_completion(code: cc::Code, diagnostics: &str) -> FrameworkAttemptCompletionStatus {
+    FrameworkAttemptCompletionStatus {
+        status: code.status(diagnostics),
+        trigger: None,
+    }
+}
+
+const SCALED_DOWN: &str = "User has requested to delete the Task by Framework ScaleDown";
+
+/// Record a carried-out action in the status; the controller writes it next.
+pub fn record(status: &mut FrameworkStatus, done: Done, now: Timestamp) {
+    let now = Time(now);
+    match done {
+        Done::ConfigMapCreated { uid } => {
+            let attempt = &mut status.attempt_status;
+            attempt.instance_uid = Some(format!("{}_{uid}", attempt.id));
+            attempt.config_map_uid = Some(uid);
+            transition(status, FS::AttemptCreationRequested, &now);
+        }
+        Done::ConfigMapDeleteSent => {
+            if status.state == FS::AttemptDeletionPending {
+                transition(status, FS::AttemptDeletionRequested, &now);
+            }
+        }
+        Done::PodCreated { role, index, uid } => {
+            if let Some(task) = task_mut(status, &role, index) {
+                let attempt = &mut task.attempt_status;
+                attempt.instance_uid = Some(format!("{}_{uid}", attempt.id));
+                attempt.pod_uid = Some(uid);
+                transition_task(task, TS::AttemptCreationRequested, &now);
+            }
+        }
+        Done::PodRefused {
+            role,
+            index,
+            code,
+            message,
+        } => {
+            if let Some(task) = task_mut(status, &role, index) {
+                complete_task(task, true, Some(code.task(message)), &now);
+            }
+        }
+        Done::PodDeleteSent { name, force } => {
+            let task =
+                tasks_mut(&mut status.attempt_status).find(|t| t.attempt_status.pod_name == name);
+            if let Some(task) = task
+                && task.state == TS::AttemptDeletionPending
+                && !force
+            {
+                transition_task(task, TS::AttemptDeletionRequested, &now);
+            }
+        }
+    }
+}
+
+fn task_mut<'a>(
+    status: &'a mut FrameworkStatus,
+    role: &str,
+    index: i32,
+) -> Option<&'a mut TaskStatus> {
+    (status.attempt_status.task_role_statuses.iter_mut())
+        .find(|r| r.name == role)?
+        .task_statuses
+        .iter_mut()
+        .find(|t| t.index == index)
+}
