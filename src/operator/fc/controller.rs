@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::DeleteParams;
 use kube::runtime::controller::{
     Action as Requeue, Config as ControllerConfig, Error as ControllerError,
 };
@@ -44,7 +44,10 @@ use crate::operator::runtime::http::Gate;
 use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::{Metrics, Transition};
 use crate::operator::runtime::shutdown;
-use crate::operator::runtime::{FIELD_MANAGER, installed, lock};
+use crate::operator::runtime::writes::{
+    Created, Deleted, create_once, delete_exactly, replace_status,
+};
+use crate::operator::runtime::{installed, lock};
 
 /// The name that turns it on in `--frameworks` and the operator component's `frameworks`.
 pub const FLAG_NAME: &str = "frameworkcontroller";
@@ -398,19 +401,14 @@ async fn write_status(
     let api: Api<Framework> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut updated = framework.clone();
     updated.status = Some(status.clone());
-    updated.metadata.managed_fields = None;
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
-    let stored = api
-        .replace_status(&name, &pp, &updated)
-        .await
-        .map_err(|source| ReconcileError::WriteStatus {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source,
-        })?;
+    let stored =
+        replace_status(&api, &updated)
+            .await
+            .map_err(|source| ReconcileError::WriteStatus {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                source,
+            })?;
     if let Some(version) = framework.resource_version()
         && stored.resource_version().as_ref() != Some(&version)
     {
@@ -448,10 +446,6 @@ fn transitions(old: Option<&FrameworkStatus>, new: &FrameworkStatus) -> Vec<Tran
     found
 }
 
-fn is_status(error: &kube::Error, codes: &[u16]) -> bool {
-    matches!(error, kube::Error::Api(s) if codes.contains(&s.code))
-}
-
 /// Carry out one action; what it produced, for the status.
 async fn carry_out(
     ctx: &Context,
@@ -461,15 +455,11 @@ async fn carry_out(
     action: Action,
 ) -> Result<Option<Done>, ReconcileError> {
     let namespace = framework.namespace().unwrap_or_default();
-    let pp = PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PostParams::default()
-    };
     match action {
-        Action::CreateConfigMap => create_config_map(ctx, framework, status, &namespace, &pp).await,
+        Action::CreateConfigMap => create_config_map(ctx, framework, status, &namespace).await,
         Action::DeleteConfigMap { uid } => delete_config_map(ctx, framework, &namespace, uid).await,
         Action::CreatePod { role, index } => {
-            create_pod(ctx, framework, status, cm, role, index, &pp).await
+            create_pod(ctx, framework, status, cm, role, index).await
         }
         Action::DeletePod { name, uid, force } => {
             delete_pod(ctx, &namespace, name, uid, force).await
@@ -483,19 +473,18 @@ async fn create_config_map(
     framework: &Framework,
     status: &FrameworkStatus,
     namespace: &str,
-    pp: &PostParams,
 ) -> Result<Option<Done>, ReconcileError> {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let object = objects::config_map(framework, status);
-    match api.create(pp, &object).await {
-        Ok(created) => {
+    match create_once(&api, &object).await {
+        Ok(Created::New(created)) => {
             ctx.metrics.object("created_configmaps");
             Ok(Some(Done::ConfigMapCreated {
                 uid: created.uid().unwrap_or_default(),
             }))
         }
         // Seen in the cache soon, and then deleted as not recorded.
-        Err(e) if is_status(&e, &[409]) => Ok(None),
+        Ok(Created::Exists) => Ok(None),
         Err(source) => Err(act_error(
             "create",
             format!("ConfigMap {}", object.name_any()),
@@ -514,19 +503,12 @@ async fn delete_config_map(
 ) -> Result<Option<Done>, ReconcileError> {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let name = config_map_name(&framework.name_any());
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::foreground()
-    };
-    match api.delete(&name, &params).await {
-        Ok(_) => {
+    match delete_exactly(&api, &name, Some(uid), DeleteParams::foreground()).await {
+        Ok(Deleted::Sent) => {
             ctx.metrics.object("deleted_configmaps");
             Ok(Some(Done::ConfigMapDeleteSent))
         }
-        Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::ConfigMapDeleteSent)),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(Some(Done::ConfigMapDeleteSent)),
         Err(source) => Err(act_error("delete", format!("ConfigMap {name}"), source)),
     }
 }
@@ -542,19 +524,15 @@ async fn delete_pod(
 ) -> Result<Option<Done>, ReconcileError> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
         grace_period_seconds: force.then_some(0),
         ..DeleteParams::default()
     };
-    match api.delete(&name, &params).await {
-        Ok(_) => {
+    match delete_exactly(&api, &name, Some(uid), params).await {
+        Ok(Deleted::Sent) => {
             ctx.metrics.object("deleted_pods");
             Ok(Some(Done::PodDeleteSent { name, force }))
         }
-        Err(e) if is_status(&e, &[404, 409]) => Ok(Some(Done::PodDeleteSent { name, force })),
+        Ok(Deleted::Gone | Deleted::Replaced) => Ok(Some(Done::PodDeleteSent { name, force })),
         Err(source) => Err(act_error("delete", format!("pod {name}"), source)),
     }
 }
@@ -575,7 +553,6 @@ async fn create_pod(
     cm: Option<&ConfigMap>,
     role: String,
     index: i32,
-    pp: &PostParams,
 ) -> Result<Option<Done>, ReconcileError> {
     let Some(cm) = cm.filter(|cm| cm.uid() == status.attempt_status.config_map_uid) else {
         return Ok(None);
@@ -589,8 +566,8 @@ async fn create_pod(
     })?;
     let namespace = framework.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let source = match api.create(pp, &pod).await {
-        Ok(created) => {
+    let source = match create_once(&api, &pod).await {
+        Ok(Created::New(created)) => {
             ctx.metrics.object("created_pods");
             return Ok(Some(Done::PodCreated {
                 role,
@@ -598,7 +575,7 @@ async fn create_pod(
                 uid: created.uid().unwrap_or_default(),
             }));
         }
-        Err(e) if is_status(&e, &[409]) => return Ok(None),
+        Ok(Created::Exists) => return Ok(None),
         Err(source) => source,
     };
     if let kube::Error::Api(s) = &source
