@@ -18,15 +18,15 @@ use crate::app::{params, prototype};
 use crate::deploy::apply::{
     self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
 };
-use crate::deploy::applyset::ApplySet;
-use crate::deploy::cancel::Cancel;
-use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
-use crate::deploy::diff::{self, DiffError, DiffOptions};
-use crate::deploy::key::Key;
-use crate::deploy::plan::{self, Plan, PlanError};
-use crate::deploy::preflight::{
+use crate::deploy::checks::preflight::{
     self, Blocker, Checked, Deferred, PreflightError, Refusal, Refused, Rejection, Validation,
 };
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
+use crate::deploy::diff::{self, DiffError, DiffOptions};
+use crate::deploy::inventory::applyset::ApplySet;
+use crate::deploy::inventory::plan::{self, Plan, PlanError};
 use crate::deploy::status::{self, LastApply, StatusError};
 use crate::render::jsonnet::Evaluator;
 

@@ -169,7 +169,7 @@ fn last_apply_line(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::key::Key;
+    use crate::deploy::cluster::key::Key;
     use crate::deploy::status::{Commit, LastApply, MemberStatus, Summary};
 
     fn member(name: &str, state: State, drift: Drift) -> MemberStatus {

@@ -3,12 +3,12 @@
 //!
 //! Expected flow of `apply`: resolve every kind first (kinds whose CRD is in the plan wait for
 //! it), read the inventory and list its members, have the server check every object it would
-//! send in a dry run ([`crate::deploy::preflight`]), decide and confirm the prune, create the
-//! namespaces and check what waited for them, widen the inventory to cover the plan, then apply
-//! tier by tier (concurrently within a tier, server-side with field manager `mlkube`), waiting
-//! for CRDs to be `Established`, refreshing discovery and checking the objects of their kinds
-//! before the next tier; then prune in reverse tier order and narrow the inventory; then wait
-//! for health. A dry run sends only the first checks and reports their answers.
+//! send in a dry run ([`crate::deploy::checks::preflight`]), decide and confirm the prune,
+//! create the namespaces and check what waited for them, widen the inventory to cover the plan,
+//! then apply tier by tier (concurrently within a tier, server-side with field manager `mlkube`),
+//! waiting for CRDs to be `Established`, refreshing discovery and checking the objects of their
+//! kinds before the next tier; then prune in reverse tier order and narrow the inventory; then
+//! wait for health. A dry run sends only the first checks and reports their answers.
 //!
 //! Guarantees: nothing is written before every kind resolves, the server accepted every object
 //! it could check, and the prune is confirmed; an object it could check only later (its
@@ -24,7 +24,7 @@
 //! told to the [`Observer`] as soon as its request returns.
 //!
 //! Caveats: a prune deletes only inventory members that mlkube applied and no controller owns
-//! (see [`crate::deploy::applyset`]); namespaces are never members, so neither prune nor delete removes
+//! (see [`crate::deploy::inventory::applyset`]); namespaces are never members, so neither prune nor delete removes
 //! a namespace unless `delete --delete-namespace` says so.
 
 // Errors end the run: what matters is the fields they carry for the message, not their size.
@@ -38,25 +38,27 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::deploy::adopt::{RemovedField, removals};
-use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member, NotOurs};
-use crate::deploy::cancel::Cancel;
+use crate::deploy::checks::operators;
+use crate::deploy::checks::preflight::{
+    Blocker, Deferred, Preflight, PreflightError, Refusal, Written, apply_failure,
+    conflict_failure, write_hint,
+};
+use crate::deploy::checks::secret::{is_secret, value_conflicts};
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Resolved, namespace_resource,
 };
 use crate::deploy::diff::{self, prunable};
-use crate::deploy::key::Key;
-use crate::deploy::live;
-use crate::deploy::managed_fields::FIELD_MANAGER;
-use crate::deploy::operators;
-use crate::deploy::ownership::{self, Verdict};
-use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::preflight::{
-    Blocker, Deferred, Preflight, PreflightError, Refusal, Written, apply_failure,
-    conflict_failure, write_hint,
+use crate::deploy::health::wait::{self, NotReady, Pending, WaitError, Watched};
+use crate::deploy::inventory::adopt::{RemovedField, removals};
+use crate::deploy::inventory::applyset::{
+    self, ApplySet, ApplySetError, Inventory, Member, NotOurs,
 };
-use crate::deploy::secret::{is_secret, value_conflicts};
-use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
+use crate::deploy::inventory::live;
+use crate::deploy::inventory::ownership::{self, Verdict};
+use crate::deploy::inventory::plan::{Desired, Plan};
 use crate::render::kinds::{Tier, tier};
 
 /// Whether destructive steps may go ahead. The caller decides: the command line lists what
@@ -666,8 +668,9 @@ async fn foreign(
     Ok(foreign)
 }
 
-/// The server's first look at every object the apply would send (see [`crate::deploy::preflight`]),
-/// before anything is written; a Secret value another manager changed fails it too.
+/// The server's first look at every object the apply would send (see
+/// [`crate::deploy::checks::preflight`]), before anything is written; a Secret value another
+/// manager changed fails it too.
 async fn first_checks<'p>(
     cluster: &impl Cluster,
     plan: &'p Plan,
@@ -712,7 +715,7 @@ fn written(report: &ApplyReport) -> Vec<Key> {
 fn unchanged_member(desired: &Desired, listed: &BTreeMap<&Key, &Member>) -> bool {
     listed
         .get(&desired.key)
-        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
+        .is_some_and(|m| crate::deploy::inventory::plan::unchanged(desired, &m.value))
 }
 
 /// A Secret value another manager changed: a conflict the server does not see when one wrote it
@@ -1411,7 +1414,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_release_decides_again_when_the_object_changed_since_it_was_listed() {
-        use crate::deploy::memory::MemoryCluster;
+        use crate::deploy::cluster::memory::MemoryCluster;
         let cluster = MemoryCluster::new();
         let (a, b) = (
             ApplySet::new("app", "a", "a"),

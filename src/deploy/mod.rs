@@ -4,32 +4,23 @@
 //! dry run, the apply with its prune and delete, the wait for health, and the status of what
 //! was deployed.
 //!
+//! Rooms, lowest first, and arrows only down: [`cluster`] (the seam, object keys, field
+//! managers, the cancel), [`inventory`] (the ApplySet, ownership, adopt, the live objects, the
+//! plan), then [`checks`] (before a write) beside [`health`] (the wait after it), neither using
+//! the other. This folder's own files are the verbs above them all: `diff`, `apply`, `status`.
+//! `tests/layout.rs` checks that no room uses one above it or beside it.
+//!
 //! This layer sees rendering only through the manifest it is handed. What the deployed jobs
 //! do and report once they run (their logs, a sweep's results) is [`crate::observe`]'s, which
 //! uses this layer's connection to the cluster; nothing here uses it.
 
-pub mod adopt;
 pub mod apply;
-pub mod applyset;
-pub mod blocked;
-pub mod cancel;
+pub mod checks;
 pub mod cluster;
-pub mod deferred;
 pub mod diff;
-pub mod key;
-pub mod live;
-pub mod managed_fields;
-#[cfg(test)]
-pub mod memory;
-pub mod openapi;
-pub mod operators;
-pub mod ownership;
-pub mod plan;
-pub mod preflight;
-pub mod schema;
-pub mod secret;
+pub mod health;
+pub mod inventory;
 pub mod serving;
 pub mod status;
 #[cfg(test)]
 mod tests;
-pub mod wait;

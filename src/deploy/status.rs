@@ -29,15 +29,17 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::blocked;
+use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{ApplyMode, CONCURRENCY, Cluster, namespace_resource};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
-use crate::deploy::key::Key;
-use crate::deploy::ownership;
-use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
+use crate::deploy::health::blocked;
+use crate::deploy::health::wait::{self, Health};
+use crate::deploy::inventory::applyset::{
+    self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION,
+};
+use crate::deploy::inventory::ownership;
+use crate::deploy::inventory::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
 use crate::deploy::serving::{self, ServedVersion};
-use crate::deploy::wait::{self, Health};
 
 pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
 pub const APPLIED_COMMIT_ANNOTATION: &str = "mlkube.io/last-applied-commit";
@@ -763,7 +765,7 @@ pub async fn record_last_apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::applyset::ApplySet;
+    use crate::deploy::inventory::applyset::ApplySet;
     use crate::render::kinds::Tier;
 
     fn tfjob(conditions: Value) -> Value {
@@ -1081,8 +1083,8 @@ mod tests {
 
         use super::*;
         use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent};
-        use crate::deploy::memory::MemoryCluster;
-        use crate::deploy::plan;
+        use crate::deploy::cluster::memory::MemoryCluster;
+        use crate::deploy::inventory::plan;
         use crate::render::manifest::{Manifest, Object};
 
         struct Yes;
@@ -1127,7 +1129,7 @@ mod tests {
                 allow_empty: false,
                 adopt: false,
                 observer: &apply::Quiet,
-                cancel: &crate::deploy::cancel::Cancel::new(),
+                cancel: &crate::deploy::cluster::cancel::Cancel::new(),
             };
             apply::apply(cluster, plan, &options)
                 .await

@@ -9,12 +9,12 @@ use serde_json::{Value, json};
 use super::apply::{
     self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions, Quiet,
 };
-use super::applyset::{self, ApplySet};
-use super::cancel::Cancel;
-use super::key::Key;
-use super::memory::{MemoryCluster, Write};
-use super::plan::{self, Plan};
-use super::preflight::PreflightError;
+use super::checks::preflight::PreflightError;
+use super::cluster::cancel::Cancel;
+use super::cluster::key::Key;
+use super::cluster::memory::{MemoryCluster, Write};
+use super::inventory::applyset::{self, ApplySet};
+use super::inventory::plan::{self, Plan};
 use crate::render::manifest::{Manifest, Object};
 
 const NS: &str = "ml";

@@ -15,12 +15,12 @@ use mlkube::cli::output::Confirmation;
 use mlkube::deploy::apply::{
     self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions, Quiet,
 };
-use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
-use mlkube::deploy::cancel::Cancel;
+use mlkube::deploy::checks::preflight;
+use mlkube::deploy::cluster::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
-use mlkube::deploy::plan::{self, Plan};
-use mlkube::deploy::preflight;
+use mlkube::deploy::inventory::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::deploy::inventory::plan::{self, Plan};
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
