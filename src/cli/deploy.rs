@@ -15,18 +15,19 @@ use serde_json::Value;
 
 use crate::app::App;
 use crate::app::{params, prototype};
-use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
-};
+use crate::deploy::apply::{self, ApplyOptions};
 use crate::deploy::checks::preflight::{
     self, Blocker, Checked, Deferred, PreflightError, Refusal, Refused, Rejection, Validation,
 };
 use crate::deploy::cluster::cancel::Cancel;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
+use crate::deploy::delete::{self, DeleteOptions};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::inventory::applyset::ApplySet;
 use crate::deploy::inventory::plan::{self, Plan, PlanError};
+use crate::deploy::prune::{self, PruneOptions};
+use crate::deploy::report::{ApplyError, ApplyReport};
 use crate::deploy::status::{self, LastApply, StatusError};
 use crate::render::jsonnet::Evaluator;
 
@@ -313,7 +314,7 @@ pub fn prune_deployment(
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&[])?;
-        let report = apply::prune(&cluster, &plan, &options).await?;
+        let report = prune::prune(&cluster, &plan, &options).await?;
         if let Some(note) = output::nothing_done_note("prune", &deployment.target.env, "", &report)
             && !printer.json()
         {
@@ -359,7 +360,7 @@ pub fn delete_deployment(
     runtime()?.block_on(async {
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
-        let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
+        let report = delete::delete(&cluster, &deployment.applyset(), &options).await?;
         let env = &deployment.target.env;
         if let Some(note) = output::nothing_done_note("delete", env, &cluster.context, &report)
             && !printer.json()

@@ -9,10 +9,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 use crate::deploy::cluster::key::Key;
 use crate::deploy::health::wait::Watched;
 use crate::deploy::inventory::ownership::Verdict;
+use crate::deploy::report::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 
 use super::progress::WaitProgress;
 

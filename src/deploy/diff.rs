@@ -1065,7 +1065,8 @@ mod tests {
     async fn applied_config_maps(
         count: usize,
     ) -> (crate::deploy::cluster::memory::MemoryCluster, Plan) {
-        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent, Quiet};
+        use crate::deploy::apply::{self, ApplyOptions};
+        use crate::deploy::report::{ApplyError, Consent, Quiet};
         use crate::render::manifest::{Manifest, Object};
         struct Yes;
         impl Consent for Yes {

@@ -7,8 +7,9 @@
 //! Rooms, lowest first, and arrows only down: [`cluster`] (the seam, object keys, field
 //! managers, the cancel), [`inventory`] (the ApplySet, ownership, adopt, the live objects, the
 //! plan), then [`checks`] (before a write) beside [`health`] (the wait after it), neither using
-//! the other. This folder's own files are the verbs above them all: `diff`, `apply`, `status`.
-//! `tests/layout.rs` checks that no room uses one above it or beside it.
+//! the other. This folder's own files are the verbs above them all: `diff`, `apply`, `prune` and
+//! `delete` (which share `removal` and `report`), and `status`. `tests/layout.rs` checks that no
+//! room uses one above it or beside it.
 //!
 //! This layer sees rendering only through the manifest it is handed. What the deployed jobs
 //! do and report once they run (their logs, a sweep's results) is [`crate::observe`]'s, which
@@ -17,9 +18,13 @@
 pub mod apply;
 pub mod checks;
 pub mod cluster;
+pub mod delete;
 pub mod diff;
 pub mod health;
 pub mod inventory;
+pub mod prune;
+pub mod removal;
+pub mod report;
 pub mod serving;
 pub mod status;
 #[cfg(test)]

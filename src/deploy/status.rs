@@ -1082,9 +1082,10 @@ mod tests {
         //! cluster: no API server, the same trait calls.
 
         use super::*;
-        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent};
+        use crate::deploy::apply::{self, ApplyOptions};
         use crate::deploy::cluster::memory::MemoryCluster;
         use crate::deploy::inventory::plan;
+        use crate::deploy::report::{ApplyError, Consent, Quiet};
         use crate::render::manifest::{Manifest, Object};
 
         struct Yes;
@@ -1128,7 +1129,7 @@ mod tests {
                 timeout: std::time::Duration::from_secs(5),
                 allow_empty: false,
                 adopt: false,
-                observer: &apply::Quiet,
+                observer: &Quiet,
                 cancel: &crate::deploy::cluster::cancel::Cancel::new(),
             };
             apply::apply(cluster, plan, &options)
