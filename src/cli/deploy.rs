@@ -28,7 +28,7 @@ use crate::deploy::inventory::applyset::ApplySet;
 use crate::deploy::inventory::plan::{self, Plan, PlanError};
 use crate::deploy::prune::{self, PruneOptions};
 use crate::deploy::report::{ApplyError, ApplyReport};
-use crate::deploy::status::{self, LastApply, StatusError};
+use crate::observe::status::{self, LastApply, StatusError};
 use crate::render::jsonnet::Evaluator;
 
 use super::exit::Exit;

@@ -1113,7 +1113,7 @@ mod tests {
         assert_eq!(cluster.reads(), (lists + 1, gets + 2), "diff");
 
         let (lists, gets) = cluster.reads();
-        crate::deploy::status::status(&cluster, &plan)
+        crate::observe::status::status(&cluster, &plan)
             .await
             .unwrap();
         // `status` reads the parent twice (the inventory, then its record of the last apply).

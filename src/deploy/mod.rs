@@ -25,7 +25,5 @@ pub mod inventory;
 pub mod prune;
 pub mod removal;
 pub mod report;
-pub mod serving;
-pub mod status;
 #[cfg(test)]
 mod tests;

@@ -8,4 +8,6 @@
 //! module.
 
 pub mod logs;
+pub mod serving;
+pub mod status;
 pub mod sweep;

@@ -39,7 +39,7 @@ use crate::deploy::inventory::applyset::{
 };
 use crate::deploy::inventory::ownership;
 use crate::deploy::inventory::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
-use crate::deploy::serving::{self, ServedVersion};
+use crate::observe::serving::{self, ServedVersion};
 
 pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
 pub const APPLIED_COMMIT_ANNOTATION: &str = "mlkube.io/last-applied-commit";
