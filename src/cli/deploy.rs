@@ -25,10 +25,11 @@ use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
 use crate::deploy::delete::{self, DeleteOptions};
 use crate::deploy::diff::{self, DiffError, DiffOptions};
 use crate::deploy::inventory::applyset::ApplySet;
+use crate::deploy::inventory::last_apply::{self, LastApply, LastApplyError};
 use crate::deploy::inventory::plan::{self, Plan, PlanError};
 use crate::deploy::prune::{self, PruneOptions};
 use crate::deploy::report::{ApplyError, ApplyReport};
-use crate::observe::status::{self, LastApply, StatusError};
+use crate::observe::status::StatusError;
 use crate::render::jsonnet::Evaluator;
 
 use super::exit::Exit;
@@ -54,6 +55,8 @@ pub enum DeployError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Status(#[from] StatusError),
+    #[error(transparent)]
+    LastApply(#[from] LastApplyError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
     /// The apply's refusal of kinds the cluster does not serve, with the params that stop
@@ -272,7 +275,7 @@ pub fn apply_deployment(
         }
         if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
-            status::record_last_apply(&cluster, &plan.applyset, &last).await?;
+            last_apply::record(&cluster, &plan.applyset, &last).await?;
         }
         output::print_report("apply", &report, printer);
         Ok(exit_of(&report))

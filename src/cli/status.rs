@@ -170,7 +170,8 @@ fn last_apply_line(status: &Status) -> String {
 mod tests {
     use super::*;
     use crate::deploy::cluster::key::Key;
-    use crate::observe::status::{Commit, LastApply, MemberStatus, Summary};
+    use crate::deploy::inventory::last_apply::{Commit, LastApply};
+    use crate::observe::status::{MemberStatus, Summary};
 
     fn member(name: &str, state: State, drift: Drift) -> MemberStatus {
         MemberStatus {
