@@ -7,7 +7,7 @@
 //! CustomResourceDefinitions, so kinds defined by a CRD applied in the same run resolve.
 //! Everything that reads or writes objects goes through the [`Cluster`] trait, the seam
 //! between the deploy stages and the API server: [`KubeCluster`] talks to a real one, and the
-//! tests of the deploy decisions use an in-memory one ([`memory`]).
+//! tests of the deploy decisions use an in-memory one (`memory`).
 //!
 //! The lowest room of deploy/, and what every room above it speaks: an object's identity
 //! ([`key`]), mlkube's field managers and the patches that hand fields over ([`managed_fields`],
