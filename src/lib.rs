@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! app on disk ──app──▶ environment + params ──render──▶ objects ──manifest──▶ ordered manifest
-//!     ──diff──▶ change set ──apply──▶ cluster ──observe──▶ logs, a sweep's results
+//!     ──diff──▶ change set ──apply──▶ cluster ──observe──▶ status, logs, a sweep's results
 //! cluster ──watch──▶ operator ──reconcile──▶ pods, services, status
 //! ```
 //!
@@ -14,9 +14,10 @@
 //! - [`app`]: the app on disk (app.yaml, params, prototypes) and the edits of its files; it
 //!   renders through [`render`].
 //! - [`render`]: Jsonnet, the embedded library, the manifest and the table of kinds and tiers.
-//! - [`deploy`]: plan, inventory, the `Cluster` seam, diff, apply, wait, status.
-//! - [`observe`]: what the deployed jobs run and report (logs, a sweep's ranked results), read
-//!   through the deploy layer's `Cluster` seam.
+//! - [`deploy`]: plan, inventory, the `Cluster` seam, the checks, diff, apply, prune, delete,
+//!   wait.
+//! - [`observe`]: what runs once deployed and what it reports (an environment's status with its
+//!   served models' versions, logs, a sweep's ranked results), read through the deploy layer.
 //! - [`operator`]: `mlkube operator`, its shared controller runtime and one room per API it
 //!   serves (today `training`, the `kubeflow.org/v1` jobs).
 //! - [`error_text`] and [`random`]: an error and its causes as text, for messages and log

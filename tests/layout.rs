@@ -8,6 +8,11 @@
 //! scrolling: none is longer than 80 lines, counted from the line of its `fn` to the line of its
 //! closing brace (test functions too; declarations without a body are not functions here).
 //!
+//! Inside a layer, a folder may be built of rooms (its sub-folders), floor by floor ([`ROOMS`]):
+//! a room uses only its own files and the rooms on the floors below its own, so rooms on one
+//! floor never use each other, and the folder's own files (`deploy/apply.rs`, `operator/mod.rs`)
+//! sit above every room and are used by none. Every sub-folder of such a folder is in the table.
+//!
 //! The checks read the sources with a scanner of their own, so they run offline and without a
 //! compiler: `cargo test --test layout`. Comments (nested ones too), string literals (normal,
 //! raw, byte, C), char literals and lifetimes do not confuse it. Each failure lists every
@@ -105,6 +110,136 @@ fn nothing_outside_cli_depends_on_cli() {
         "{count} references into src/cli/ from files outside it (cli is the top layer; move \
          what they use below it):\n{report}"
     );
+}
+
+/// The folders of `src/` built of rooms, each with its floors, lowest first, and on each floor its
+/// rooms (sub-folders), which never use each other.
+const ROOMS: &[Rooms] = &[
+    Rooms {
+        folder: "deploy",
+        floors: &[&["cluster"], &["inventory"], &["checks", "health"]],
+    },
+    // `training` reads the VolumeManager a job names (`volumes/api`: its data), so `volumes` is
+    // a floor below it; `fc` uses neither, and `runtime` no controller's room.
+    Rooms {
+        folder: "operator",
+        floors: &[&["runtime"], &["volumes"], &["training", "fc"]],
+    },
+];
+
+#[test]
+fn rooms_use_only_the_floors_below_them() {
+    let graph = ImportGraph::new(source_files());
+    let found = room_violations(&graph, ROOMS);
+    let floors: Vec<String> = ROOMS.iter().map(Rooms::describe).collect();
+    assert!(
+        found.is_empty(),
+        "{} breaks of the floors of rooms, each a sub-folder in no room or a reference up or \
+         sideways (the rooms, lowest floor first: {}; a room uses only its own files and the \
+         floors below it, and the folder's own files sit above them all): move what is used down \
+         into a lower room, or the code that uses it up; put a new sub-folder on its floor in \
+         `ROOMS` (tests/layout.rs):\n{}",
+        found.len(),
+        floors.join("; "),
+        found.join("\n")
+    );
+}
+
+/// A folder of `src/` built of rooms: its sub-folders, floor by floor, lowest first.
+struct Rooms {
+    /// The folder's path under `src/`: `deploy`.
+    folder: &'static str,
+    /// The rooms on each floor, lowest first.
+    floors: &'static [&'static [&'static str]],
+}
+
+/// Where a file stands in a folder of rooms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Place {
+    /// Directly in the folder: above every room.
+    Own,
+    /// In a room, on a floor (0 the lowest).
+    Room { floor: usize, room: &'static str },
+}
+
+impl Rooms {
+    /// Where the file at `path` (`src/...`) stands: `None` outside the folder, `Err` with the
+    /// sub-folder when no floor has it.
+    fn place(&self, path: &str) -> Option<Result<Place, String>> {
+        let inside = path.strip_prefix(&format!("src/{}/", self.folder))?;
+        let Some((room, _)) = inside.split_once('/') else {
+            return Some(Ok(Place::Own));
+        };
+        let found = (self.floors.iter().enumerate())
+            .find_map(|(floor, rooms)| Some((floor, *rooms.iter().find(|r| **r == room)?)));
+        Some(match found {
+            Some((floor, room)) => Ok(Place::Room { floor, room }),
+            None => Err(format!("src/{}/{room}/", self.folder)),
+        })
+    }
+
+    /// Why a file at `from` may not use one at `to`; `None` when it may.
+    fn forbids(&self, from: Place, to: Place) -> Option<String> {
+        let Place::Room { floor, room } = from else {
+            return None;
+        };
+        match to {
+            Place::Own => Some(format!(
+                "{room} uses {}/'s own files, which sit above every room",
+                self.folder
+            )),
+            Place::Room { room: used, .. } if used == room => None,
+            Place::Room { floor: below, .. } if below < floor => None,
+            Place::Room {
+                floor: beside,
+                room: used,
+            } if beside == floor => Some(format!("{room} uses {used}, a room beside it")),
+            Place::Room { room: used, .. } => Some(format!("{room} uses {used}, a room above it")),
+        }
+    }
+
+    /// `deploy/: cluster < inventory < {checks, health}`, for a failure message.
+    fn describe(&self) -> String {
+        let floors: Vec<String> = (self.floors.iter())
+            .map(|rooms| match rooms {
+                [room] => room.to_string(),
+                _ => format!("{{{}}}", rooms.join(", ")),
+            })
+            .collect();
+        format!("{}/: {}", self.folder, floors.join(" < "))
+    }
+}
+
+/// What breaks the rules of `rules` in `graph`, one line each: the sub-folders in no room, then
+/// every reference that goes up or sideways, with the rule it breaks.
+fn room_violations(graph: &ImportGraph, rules: &[Rooms]) -> Vec<String> {
+    let mut unplaced = BTreeSet::new();
+    let mut references = Vec::new();
+    for rooms in rules {
+        let places: Vec<Option<Place>> = (graph.files.iter())
+            .map(|file| match rooms.place(&file.path)? {
+                Ok(place) => Some(place),
+                Err(folder) => {
+                    unplaced.insert(format!("    {folder} is no room of {}/", rooms.folder));
+                    None
+                }
+            })
+            .collect();
+        for (from, edges) in graph.edges.iter().enumerate() {
+            for (to, lines) in edges {
+                let (Some(used_by), Some(used)) = (places[from], places[*to]) else {
+                    continue;
+                };
+                if let Some(why) = rooms.forbids(used_by, used) {
+                    references.push(format!(
+                        "    {}: {why}",
+                        graph.describe_edge(from, *to, lines)
+                    ));
+                }
+            }
+        }
+    }
+    unplaced.into_iter().chain(references).collect()
 }
 
 /// One `.rs` file under `src/`, scanned.
@@ -1018,6 +1153,44 @@ fn g() -> crate::f::F {}";
             .filter(|component| component.len() > 1)
             .collect();
         assert!(cycles.is_empty(), "{cycles:?}");
+    }
+
+    #[test]
+    fn a_room_uses_its_own_files_and_the_floors_below_and_nothing_else() {
+        let files = [
+            ("src/lib.rs", "pub mod d;"),
+            (
+                "src/d/mod.rs",
+                "pub mod low;\npub mod mid;\npub mod side;\npub mod verb;",
+            ),
+            (
+                "src/d/verb.rs",
+                "use crate::d::low::a;\nuse crate::d::mid::b;",
+            ),
+            ("src/d/low/mod.rs", "pub mod a;"),
+            ("src/d/low/a.rs", "use crate::d::verb::V;"),
+            (
+                "src/d/mid/b.rs",
+                "use crate::d::low::a::A;\nuse crate::d::side::c::C;",
+            ),
+            ("src/d/mid/mod.rs", "use super::b::B;"),
+            ("src/d/side/c.rs", "use crate::d::mid::b::B;"),
+            ("src/d/stray/x.rs", "use crate::d::verb::V;"),
+        ];
+        let graph = ImportGraph::new(files.iter().map(|(p, s)| SourceFile::new(p, s)).collect());
+        let rules = [Rooms {
+            folder: "d",
+            floors: &[&["low"], &["mid", "side"]],
+        }];
+        let expected = [
+            "    src/d/stray/ is no room of d/",
+            "    src/d/low/a.rs -> src/d/verb.rs (line 1): low uses d/'s own files, which sit above \
+             every room",
+            "    src/d/mid/b.rs -> src/d/side/c.rs (line 2): mid uses side, a room beside it",
+            "    src/d/side/c.rs -> src/d/mid/b.rs (line 1): side uses mid, a room beside it",
+        ];
+        assert_eq!(room_violations(&graph, &rules), expected);
+        assert_eq!(rules[0].describe(), "d/: low < {mid, side}");
     }
 
     #[test]

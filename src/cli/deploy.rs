@@ -15,19 +15,21 @@ use serde_json::Value;
 
 use crate::app::App;
 use crate::app::{params, prototype};
-use crate::deploy::apply::{
-    self, ApplyError, ApplyOptions, ApplyReport, DeleteOptions, PruneOptions,
-};
-use crate::deploy::applyset::ApplySet;
-use crate::deploy::cancel::Cancel;
-use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
-use crate::deploy::diff::{self, DiffError, DiffOptions};
-use crate::deploy::key::Key;
-use crate::deploy::plan::{self, Plan, PlanError};
-use crate::deploy::preflight::{
+use crate::deploy::apply::{self, ApplyOptions};
+use crate::deploy::checks::preflight::{
     self, Blocker, Checked, Deferred, PreflightError, Refusal, Refused, Rejection, Validation,
 };
-use crate::deploy::status::{self, LastApply, StatusError};
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::{Cluster, ClusterError, KubeCluster};
+use crate::deploy::delete::{self, DeleteOptions};
+use crate::deploy::diff::{self, DiffError, DiffOptions};
+use crate::deploy::inventory::applyset::ApplySet;
+use crate::deploy::inventory::last_apply::{self, LastApply, LastApplyError};
+use crate::deploy::inventory::plan::{self, Plan, PlanError};
+use crate::deploy::prune::{self, PruneOptions};
+use crate::deploy::report::{ApplyError, ApplyReport};
+use crate::observe::status::StatusError;
 use crate::render::jsonnet::Evaluator;
 
 use super::exit::Exit;
@@ -53,6 +55,8 @@ pub enum DeployError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Status(#[from] StatusError),
+    #[error(transparent)]
+    LastApply(#[from] LastApplyError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
     /// The apply's refusal of kinds the cluster does not serve, with the params that stop
@@ -271,7 +275,7 @@ pub fn apply_deployment(
         }
         if !options.dry_run && !report.interrupted {
             let last = LastApply::now(deployment.dir.as_deref());
-            status::record_last_apply(&cluster, &plan.applyset, &last).await?;
+            last_apply::record(&cluster, &plan.applyset, &last).await?;
         }
         output::print_report("apply", &report, printer);
         Ok(exit_of(&report))
@@ -313,7 +317,7 @@ pub fn prune_deployment(
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
         let plan = deployment.plan(&[])?;
-        let report = apply::prune(&cluster, &plan, &options).await?;
+        let report = prune::prune(&cluster, &plan, &options).await?;
         if let Some(note) = output::nothing_done_note("prune", &deployment.target.env, "", &report)
             && !printer.json()
         {
@@ -359,7 +363,7 @@ pub fn delete_deployment(
     runtime()?.block_on(async {
         cancel_on_ctrl_c(&cancel);
         let cluster = KubeCluster::connect(&deployment.target).await?;
-        let report = apply::delete(&cluster, &deployment.applyset(), &options).await?;
+        let report = delete::delete(&cluster, &deployment.applyset(), &options).await?;
         let env = &deployment.target.env;
         if let Some(note) = output::nothing_done_note("delete", env, &cluster.context, &report)
             && !printer.json()

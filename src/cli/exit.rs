@@ -131,7 +131,7 @@ fn status_hint(code: u16) -> Option<&'static str> {
 mod tests {
     use super::{Exit, error_lines};
     use crate::cli::deploy::DeployError;
-    use crate::deploy::apply::ApplyError;
+    use crate::deploy::report::ApplyError;
 
     /// An error of ours around a library's error that repeats its own source, as kube's
     /// `ServiceError: {0}` does.

@@ -15,8 +15,8 @@ use std::io::Write as _;
 use clap::Args;
 
 use crate::app::AppError;
-use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::Target;
+use crate::deploy::cluster::cancel::Cancel;
 use crate::observe::logs::source::KubeSource;
 use crate::observe::logs::{self, Containers, JobRef, LogsError, Outcome, Output, Request, jobs};
 

@@ -9,10 +9,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::deploy::apply::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
-use crate::deploy::key::Key;
-use crate::deploy::ownership::Verdict;
-use crate::deploy::wait::Watched;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::health::wait::Watched;
+use crate::deploy::inventory::ownership::Verdict;
+use crate::deploy::report::{ApplyError, ApplyReport, Consent, Observer, Outcome, Removal};
 
 use super::progress::WaitProgress;
 
@@ -498,7 +498,7 @@ mod tests {
         assert!(Confirmation::Absent.confirm("prune", &[]).is_ok());
     }
 
-    use crate::deploy::wait::NotReady;
+    use crate::deploy::health::wait::NotReady;
 
     fn key(name: &str) -> Key {
         Key {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::deploy::key::Key;
-use crate::deploy::wait::{Health, Watched};
+use crate::deploy::cluster::key::Key;
+use crate::deploy::health::wait::{Health, Watched};
 
 use super::color;
 

@@ -14,8 +14,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use crate::deploy::cluster::KubeCluster;
-use crate::deploy::serving::ServedVersion;
-use crate::deploy::status::{self, Drift, State, Status, StatusError};
+use crate::observe::serving::ServedVersion;
+use crate::observe::status::{self, Drift, State, Status, StatusError};
 
 use super::deploy::{self, DeployError};
 use super::exit::Exit;
@@ -169,8 +169,9 @@ fn last_apply_line(status: &Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::key::Key;
-    use crate::deploy::status::{Commit, LastApply, MemberStatus, Summary};
+    use crate::deploy::cluster::key::Key;
+    use crate::deploy::inventory::last_apply::{Commit, LastApply};
+    use crate::observe::status::{MemberStatus, Summary};
 
     fn member(name: &str, state: State, drift: Drift) -> MemberStatus {
         MemberStatus {

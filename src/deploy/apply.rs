@@ -1,14 +1,14 @@
-//! Applying a plan to the cluster, pruning what it no longer renders, and deleting an
-//! environment.
+//! Applying a plan to the cluster, and with `--prune` removing what it no longer renders (as
+//! `prune` and `delete` remove members: [`crate::deploy::removal`]).
 //!
 //! Expected flow of `apply`: resolve every kind first (kinds whose CRD is in the plan wait for
 //! it), read the inventory and list its members, have the server check every object it would
-//! send in a dry run ([`crate::deploy::preflight`]), decide and confirm the prune, create the
-//! namespaces and check what waited for them, widen the inventory to cover the plan, then apply
-//! tier by tier (concurrently within a tier, server-side with field manager `mlkube`), waiting
-//! for CRDs to be `Established`, refreshing discovery and checking the objects of their kinds
-//! before the next tier; then prune in reverse tier order and narrow the inventory; then wait
-//! for health. A dry run sends only the first checks and reports their answers.
+//! send in a dry run ([`crate::deploy::checks::preflight`]), decide and confirm the prune,
+//! create the namespaces and check what waited for them, widen the inventory to cover the plan,
+//! then apply tier by tier (concurrently within a tier, server-side with field manager `mlkube`),
+//! waiting for CRDs to be `Established`, refreshing discovery and checking the objects of their
+//! kinds before the next tier; then prune in reverse tier order and narrow the inventory; then
+//! wait for health. A dry run sends only the first checks and reports their answers.
 //!
 //! Guarantees: nothing is written before every kind resolves, the server accepted every object
 //! it could check, and the prune is confirmed; an object it could check only later (its
@@ -24,7 +24,7 @@
 //! told to the [`Observer`] as soon as its request returns.
 //!
 //! Caveats: a prune deletes only inventory members that mlkube applied and no controller owns
-//! (see [`crate::deploy::applyset`]); namespaces are never members, so neither prune nor delete removes
+//! (see [`crate::deploy::inventory::applyset`]); namespaces are never members, so neither prune nor delete removes
 //! a namespace unless `delete --delete-namespace` says so.
 
 // Errors end the run: what matters is the fields they carry for the message, not their size.
@@ -38,53 +38,25 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::deploy::adopt::{RemovedField, removals};
-use crate::deploy::applyset::{self, ApplySet, ApplySetError, Inventory, Member, NotOurs};
-use crate::deploy::cancel::Cancel;
-use crate::deploy::cluster::{
-    self, ApplyMode, CONCURRENCY, Cluster, ClusterError, Resolved, namespace_resource,
+use crate::deploy::checks::operators;
+use crate::deploy::checks::preflight::{
+    Blocker, Preflight, Refusal, Written, apply_failure, conflict_failure,
 };
-use crate::deploy::diff::{self, prunable};
-use crate::deploy::key::Key;
-use crate::deploy::live;
-use crate::deploy::managed_fields::FIELD_MANAGER;
-use crate::deploy::operators;
-use crate::deploy::ownership::{self, Verdict};
-use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::preflight::{
-    Blocker, Deferred, Preflight, PreflightError, Refusal, Written, apply_failure,
-    conflict_failure, write_hint,
-};
-use crate::deploy::secret::{is_secret, value_conflicts};
-use crate::deploy::wait::{self, NotReady, Pending, WaitError, Watched};
-use crate::render::kinds::{Tier, tier};
-
-/// Whether destructive steps may go ahead. The caller decides: the command line lists what
-/// will be deleted and asks on a terminal, or takes `--yes`.
-pub trait Consent: Sync {
-    /// Asked once, before anything is written, with every object the verb would delete (an
-    /// empty list too); an error stops the verb with nothing written.
-    fn confirm(&self, verb: &'static str, doomed: &[Key]) -> Result<(), ApplyError>;
-}
-
-/// What the verbs tell their caller while they work, as it happens: each object applied or
-/// removed, and every poll of the wait. The command line prints it; tests may record it.
-pub trait Observer: Sync {
-    /// An object was applied (in a dry run: would be), with what that did.
-    fn applied(&self, _key: &Key, _outcome: Outcome) {}
-    /// The environment's namespace, which the app does not render, was created (in a dry run:
-    /// would be).
-    fn namespace_created(&self, _key: &Key) {}
-    /// A member was deleted, or only this set's claim on a shared object was released.
-    fn removed(&self, _key: &Key, _removal: Removal) {}
-    /// How long the wait has run and where every waited-for object stands.
-    fn waiting(&self, _elapsed: Duration, _objects: &[Watched]) {}
-}
-
-/// Tells nobody anything.
-pub struct Quiet;
-
-impl Observer for Quiet {}
+use crate::deploy::checks::secret::{is_secret, value_conflicts};
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
+use crate::deploy::cluster::{self, ApplyMode, CONCURRENCY, Cluster, Resolved, namespace_resource};
+use crate::deploy::diff;
+use crate::deploy::health::wait::{self, NotReady, Pending, Watched};
+use crate::deploy::inventory::adopt::{RemovedField, removals};
+use crate::deploy::inventory::applyset::{self, Inventory, Member};
+use crate::deploy::inventory::live;
+use crate::deploy::inventory::ownership::{self, Verdict};
+use crate::deploy::inventory::plan::{Desired, Plan};
+use crate::deploy::removal::{decide_prune, delete_members, split_prunable};
+use crate::deploy::report::{ApplyError, ApplyReport, Consent, Observer, Outcome};
+use crate::render::kinds::Tier;
 
 #[derive(Clone, Copy)]
 pub struct ApplyOptions<'a> {
@@ -100,123 +72,6 @@ pub struct ApplyOptions<'a> {
     pub observer: &'a dyn Observer,
     /// Stop starting requests, finish those in flight, and return what was done.
     pub cancel: &'a Cancel,
-}
-
-/// What happened to one applied object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    Created,
-    /// Taken over with `--adopt`: it existed, and was not this environment's.
-    Adopted,
-    Configured,
-    Unchanged,
-}
-
-#[derive(Debug, Default)]
-pub struct ApplyReport {
-    pub applied: Vec<(Key, Outcome)>,
-    pub pruned: Vec<Key>,
-    /// Shared objects whose claim this set released: other sets still use them, or (those also
-    /// in `unused`) none does, but mlkube never deletes them.
-    pub released: Vec<Key>,
-    /// Released objects no set uses any more: CustomResourceDefinitions, which stay.
-    pub unused: Vec<Key>,
-    /// Without `--prune`: the members no longer rendered that a prune would remove.
-    pub not_rendered: Vec<Key>,
-    /// Objects taken over with `--adopt`, and whose they were.
-    pub adopted: Vec<(Key, Verdict)>,
-    /// The fields of adopted objects that the adopt removes (in a dry run: would remove), and
-    /// who wrote them.
-    pub removed_fields: Vec<(Key, RemovedField)>,
-    /// Members no longer rendered that are not mlkube's to delete, and why.
-    pub kept: Vec<(Key, String)>,
-    pub not_ready: Vec<NotReady>,
-    /// Routes not written because what they send to was not ready (see `not_ready`): their
-    /// live weights stand.
-    pub held_routes: Vec<Key>,
-    /// In a dry run that would wait: the routes it changes, which the real apply writes only
-    /// once every workload before them is ready (else it holds them, as `held_routes`).
-    pub gated_routes: Vec<Key>,
-    /// In a dry run, objects the server could not judge, why (they need a namespace or a
-    /// CustomResourceDefinition that only the apply itself would create), and how far they
-    /// were checked.
-    pub unchecked: Vec<(Key, Deferred)>,
-    /// Cancelled before the end: the lists say what was done, the inventory covers it.
-    pub interrupted: bool,
-    /// The environment's namespace, when this apply created it because the app does not render
-    /// it: told apart from `applied`, which holds what the app renders, as `diff` counts it.
-    pub namespace_created: Option<Key>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error(
-        "the cluster does not serve these kinds: {kinds}\n  hint: install their CustomResourceDefinitions first, or check the apiVersions"
-    )]
-    UnknownKinds { kinds: String },
-    #[error(
-        "{count} rendered object(s) exist but are not this environment's; nothing was written:\n{details}\n  hint: pass --adopt to take them over (a later prune may then delete them), or rename them in the app"
-    )]
-    NotOurs { count: usize, details: String },
-    #[error("cannot read {key}")]
-    Read {
-        key: Key,
-        #[source]
-        source: kube::Error,
-    },
-    #[error(transparent)]
-    Inventory(#[from] ApplySetError),
-    #[error(transparent)]
-    Operators(#[from] operators::CheckError),
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    #[error("cannot create namespace `{namespace}`")]
-    Namespace {
-        namespace: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error(
-        "{count} object(s) failed to apply; nothing after their tier was applied:\n{details}{}",
-        write_hint(refused)
-    )]
-    Objects {
-        count: usize,
-        details: String,
-        /// Every object refused, in the order of `details`.
-        refused: Vec<(Key, Refusal)>,
-    },
-    #[error("{what} did not become established within {timeout:?}:\n{details}")]
-    NotEstablished {
-        what: String,
-        timeout: Duration,
-        details: String,
-    },
-    #[error(transparent)]
-    Wait(#[from] WaitError),
-    #[error(transparent)]
-    Preflight(#[from] PreflightError),
-    #[error(
-        "environment `{env}` renders no objects, but its inventory has {count}; refusing to {verb} \
-         them all\n  hint: if the environment really should be empty, pass --allow-empty"
-    )]
-    EmptyPrune {
-        env: String,
-        count: usize,
-        verb: &'static str,
-    },
-    #[error(
-        "refusing to {verb} {count} object(s) without confirmation: there is no terminal to ask \
-         on\n  hint: pass --yes after checking the list above"
-    )]
-    NoConsent { verb: &'static str, count: usize },
-    #[error("{verb} cancelled: nothing was deleted")]
-    Declined { verb: &'static str },
-    #[error("cannot read the answer to the confirmation")]
-    Prompt(#[source] std::io::Error),
-    #[error("{count} object(s) could not be deleted:\n{details}")]
-    Delete { count: usize, details: String },
 }
 
 /// Apply `plan`.
@@ -542,31 +397,6 @@ async fn adopt(
     Ok(foreign.into_iter().map(|(k, _, live)| (k, live)).collect())
 }
 
-/// The members a prune deletes, confirmed by `consent` (none in a dry run); the others kept
-/// are told in the report. Pruning everything takes `allow_empty`.
-fn decide_prune<'m>(
-    plan: &Plan,
-    members: &'m [Member],
-    allow_empty: bool,
-    consent: Option<&dyn Consent>,
-    report: &mut ApplyReport,
-) -> Result<Vec<&'m Member>, ApplyError> {
-    let (prune, kept) = split_prunable(plan, members);
-    report.kept = kept;
-    let member_count = plan.objects.iter().filter(|d| d.is_member()).count();
-    if member_count == 0 && !prune.is_empty() && !allow_empty {
-        return Err(ApplyError::EmptyPrune {
-            env: plan.applyset.env.clone(),
-            count: prune.len(),
-            verb: "prune",
-        });
-    }
-    if let Some(consent) = consent {
-        consent.confirm("prune", &deletions(&plan.applyset, &prune))?;
-    }
-    Ok(prune)
-}
-
 /// Wait until the applied objects that have a health are healthy, or the timeout; what is not
 /// is told in the report.
 async fn wait_for_health(
@@ -666,8 +496,9 @@ async fn foreign(
     Ok(foreign)
 }
 
-/// The server's first look at every object the apply would send (see [`crate::deploy::preflight`]),
-/// before anything is written; a Secret value another manager changed fails it too.
+/// The server's first look at every object the apply would send (see
+/// [`crate::deploy::checks::preflight`]), before anything is written; a Secret value another
+/// manager changed fails it too.
 async fn first_checks<'p>(
     cluster: &impl Cluster,
     plan: &'p Plan,
@@ -712,7 +543,7 @@ fn written(report: &ApplyReport) -> Vec<Key> {
 fn unchanged_member(desired: &Desired, listed: &BTreeMap<&Key, &Member>) -> bool {
     listed
         .get(&desired.key)
-        .is_some_and(|m| crate::deploy::plan::unchanged(desired, &m.value))
+        .is_some_and(|m| crate::deploy::inventory::plan::unchanged(desired, &m.value))
 }
 
 /// A Secret value another manager changed: a conflict the server does not see when one wrote it
@@ -778,19 +609,6 @@ async fn rediscover(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Split the no-longer-rendered members into those mlkube may delete and those it keeps.
-fn split_prunable<'m>(plan: &Plan, members: &'m [Member]) -> (Vec<&'m Member>, Vec<(Key, String)>) {
-    let mut prune = Vec::new();
-    let mut kept = Vec::new();
-    for (member, _) in prunable(plan, members) {
-        match removal(&plan.applyset, member) {
-            Ok(_) => prune.push(member),
-            Err(reason) => kept.push((member.key.clone(), reason.to_string())),
-        }
-    }
-    (prune, kept)
 }
 
 async fn ensure_namespace(
@@ -1064,323 +882,6 @@ async fn established(
     })
 }
 
-/// Remove members in reverse tier order, concurrently within a tier: delete each, except a
-/// shared object another set still uses, which is released (see [`ownership`]). Returns what
-/// was deleted and what was released in the report. Once cancelled, no further member is
-/// touched and the report says it was interrupted.
-async fn delete_members(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    members: &[&Member],
-    dry_run: bool,
-    (observer, cancel): (&dyn Observer, &Cancel),
-    report: &mut ApplyReport,
-) -> Result<(), ApplyError> {
-    let mut by_tier: BTreeMap<Tier, Vec<&Member>> = BTreeMap::new();
-    for member in members {
-        by_tier
-            .entry(tier(&member.key.group, &member.key.kind))
-            .or_default()
-            .push(member);
-    }
-    let (mut deleted, mut released, mut unused) = (Vec::new(), Vec::new(), Vec::new());
-    let mut failures = Vec::new();
-    for (_, members) in by_tier.into_iter().rev() {
-        let results: Vec<Option<(Key, Result<Removal, String>)>> = futures::stream::iter(
-            members
-                .into_iter()
-                .map(|member| async move {
-                    if cancel.is_cancelled() {
-                        return None;
-                    }
-                    let result = remove(cluster, set, member, dry_run).await;
-                    if let Ok(removal) = &result {
-                        observer.removed(&member.key, *removal);
-                    }
-                    Some((member.key.clone(), result))
-                })
-                .collect::<Vec<_>>(),
-        )
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-        for (key, result) in results.into_iter().flatten() {
-            match result {
-                Ok(Removal::Deleted) => deleted.push(key),
-                Ok(Removal::Released) => released.push(key),
-                Ok(Removal::Unused) => {
-                    unused.push(key.clone());
-                    released.push(key);
-                }
-                Err(message) => failures.push(format!("  {key}: {message}")),
-            }
-        }
-    }
-    if failures.is_empty() {
-        deleted.sort();
-        released.sort();
-        unused.sort();
-        (report.pruned, report.released, report.unused) = (deleted, released, unused);
-        report.interrupted = cancel.is_cancelled();
-        Ok(())
-    } else {
-        failures.sort();
-        Err(ApplyError::Delete {
-            count: failures.len(),
-            details: failures.join("\n"),
-        })
-    }
-}
-
-/// What removing `members` deletes: the consent is asked for these. A shared object whose claim
-/// is only released is not deleted.
-fn deletions(set: &ApplySet, members: &[&Member]) -> Vec<Key> {
-    members
-        .iter()
-        .filter(|m| removal(set, m) == Ok(Removal::Deleted))
-        .map(|m| m.key.clone())
-        .collect()
-}
-
-/// What removing one member does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Removal {
-    Deleted,
-    /// A shared object other sets still use: only this set's claim went.
-    Released,
-    /// The last claim on a shared object mlkube never deletes (a CustomResourceDefinition) went:
-    /// no set uses it any more, and it stays.
-    Unused,
-}
-
-/// What removing `member` does (see [`ownership`]), or why it is not mlkube's to remove.
-fn removal(set: &ApplySet, member: &Member) -> Result<Removal, NotOurs> {
-    let others = member.shared && !ownership::other_users(set, &member.value).is_empty();
-    match applyset::ownership(&member.value) {
-        Ok(()) if others => Ok(Removal::Released),
-        Ok(()) => Ok(Removal::Deleted),
-        Err(NotOurs::Definition) if others => Ok(Removal::Released),
-        Err(NotOurs::Definition) if member.shared => Ok(Removal::Unused),
-        Err(reason) => Err(reason),
-    }
-}
-
-/// Remove one member as [`removal`] decides. A release is conditional on the object being as it
-/// was listed: when another set changed it meanwhile (releasing its own claim, say), it is read
-/// again and the decision taken anew.
-async fn remove(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    member: &Member,
-    dry_run: bool,
-) -> Result<Removal, String> {
-    let Some(resolved) = cluster.resolve(&member.api_version, &member.key.kind) else {
-        // Its kind is gone (CRD deleted), and with it the object.
-        return Ok(Removal::Deleted);
-    };
-    let mut current = member.clone();
-    for _ in 0..3 {
-        let decided = removal(set, &current).map_err(|reason| reason.to_string())?;
-        if dry_run {
-            return Ok(decided);
-        }
-        match carry_out(cluster, set, &resolved, &current, decided).await {
-            Ok(()) => return Ok(decided),
-            Err(e) if modified_meanwhile(&e) => {}
-            Err(e) => return Err(cluster::api_message(&e)),
-        }
-        let namespace = current.key.namespace.as_deref();
-        let live = cluster
-            .get(&resolved, namespace, &current.key.name)
-            .await
-            .map_err(|e| cluster::api_message(&e))?;
-        match live.and_then(|live| Member::of(live, set)) {
-            Some(again) => current = again,
-            // Gone meanwhile: nothing of this set's is left on it.
-            None => return Ok(decided),
-        }
-    }
-    Err("it kept changing while its claim was released; run the same command again".into())
-}
-
-/// Delete `member`, or release this set's claim on it.
-async fn carry_out(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    resolved: &Resolved,
-    member: &Member,
-    removal: Removal,
-) -> Result<(), kube::Error> {
-    match removal {
-        Removal::Deleted => {
-            let namespace = member.key.namespace.as_deref();
-            cluster.delete(resolved, namespace, &member.key.name).await
-        }
-        Removal::Released => release(cluster, set, resolved, member).await,
-        Removal::Unused => {
-            let (manager, label) = (&set.shared_manager, set.claim_label());
-            cluster
-                .disown(resolved, &member.value, manager, &label)
-                .await
-        }
-    }
-}
-
-/// Whether a conditional write failed because the object changed since it was read (a 409 that
-/// names no field manager's conflict).
-fn modified_meanwhile(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 409)
-        && cluster::conflicts(error).is_none_or(|found| found.is_empty())
-}
-
-/// Release this set's claim on a shared object others still use: an empty configuration applied
-/// under the set's manager drops the fields it alone owned (its claim among them) and the manager
-/// itself, on the condition that the object is still as listed.
-async fn release(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    resolved: &Resolved,
-    member: &Member,
-) -> Result<(), kube::Error> {
-    let empty = json!({"apiVersion": member.api_version, "kind": member.key.kind,
-                       "metadata": {"name": member.key.name,
-                                    "resourceVersion": member.resource_version}});
-    let mode = ApplyMode {
-        dry_run: false,
-        force: false,
-        manager: &set.shared_manager,
-    };
-    let namespace = member.key.namespace.as_deref();
-    cluster
-        .apply(resolved, namespace, &member.key.name, &empty, mode)
-        .await
-        .map(|_| ())
-}
-
-#[derive(Clone, Copy)]
-pub struct PruneOptions<'a> {
-    pub dry_run: bool,
-    pub consent: &'a dyn Consent,
-    pub allow_empty: bool,
-    pub observer: &'a dyn Observer,
-    pub cancel: &'a Cancel,
-}
-
-/// `mlkube prune`: delete the members no longer rendered, and narrow the inventory.
-pub async fn prune(
-    cluster: &impl Cluster,
-    plan: &Plan,
-    options: &PruneOptions<'_>,
-) -> Result<ApplyReport, ApplyError> {
-    let mut report = ApplyReport::default();
-    let Some(inventory) = applyset::read(cluster, &plan.applyset).await? else {
-        return Ok(report);
-    };
-    let members = applyset::members(cluster, &plan.applyset, &inventory).await?;
-    let consent = (!options.dry_run).then_some(options.consent);
-    let doomed = decide_prune(plan, &members, options.allow_empty, consent, &mut report)?;
-    let (set, hooks) = (&plan.applyset, (options.observer, options.cancel));
-    delete_members(cluster, set, &doomed, options.dry_run, hooks, &mut report).await?;
-    if report.interrupted {
-        // Not narrowed: members not reached yet stay in the inventory.
-        return Ok(report);
-    }
-    if plan.components.is_empty() {
-        // Keep the group-kinds of members that are still there (rendered, or kept as not ours).
-        let remaining: BTreeSet<String> = members
-            .iter()
-            .filter(|m| !report.pruned.contains(&m.key))
-            .map(|m| m.key.group_kind())
-            .chain(plan.group_kinds())
-            .collect();
-        let narrowed = Inventory {
-            group_kinds: remaining,
-            namespaces: inventory
-                .namespaces
-                .union(&plan.namespaces())
-                .cloned()
-                .collect(),
-        };
-        if narrowed != inventory {
-            applyset::write(cluster, &plan.applyset, &narrowed, options.dry_run).await?;
-        }
-    }
-    Ok(report)
-}
-
-#[derive(Clone)]
-pub struct DeleteOptions<'a> {
-    /// Only members of these components (all when empty).
-    pub components: Vec<String>,
-    pub delete_namespace: bool,
-    pub consent: &'a dyn Consent,
-    pub observer: &'a dyn Observer,
-    pub cancel: &'a Cancel,
-}
-
-/// `mlkube delete`: delete the environment's members in reverse order, then its inventory;
-/// the namespace only when asked.
-pub async fn delete(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    options: &DeleteOptions<'_>,
-) -> Result<ApplyReport, ApplyError> {
-    let mut report = ApplyReport::default();
-    let inventory = applyset::read(cluster, set).await?;
-    let members = match &inventory {
-        Some(inventory) => applyset::members(cluster, set, inventory).await?,
-        None => Vec::new(),
-    };
-    let mut doomed = Vec::new();
-    for member in &members {
-        let in_scope = options.components.is_empty()
-            || member
-                .component
-                .as_deref()
-                .is_some_and(|c| options.components.iter().any(|s| s == c));
-        if !in_scope {
-            continue;
-        }
-        match removal(set, member) {
-            Ok(_) => doomed.push(member),
-            Err(reason) => report.kept.push((member.key.clone(), reason.to_string())),
-        }
-    }
-    let mut listed = deletions(set, &doomed);
-    let namespace_key = Key {
-        group: String::new(),
-        kind: "Namespace".into(),
-        namespace: None,
-        name: set.namespace.clone(),
-    };
-    if options.delete_namespace {
-        listed.push(namespace_key.clone());
-    }
-    options.consent.confirm("delete", &listed)?;
-    let hooks = (options.observer, options.cancel);
-    delete_members(cluster, set, &doomed, false, hooks, &mut report).await?;
-    if report.interrupted {
-        // The inventory stays: it still lists the members not reached yet.
-        return Ok(report);
-    }
-    if options.components.is_empty() && inventory.is_some() {
-        let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ");
-        applyset::write_tombstone(cluster, set, &now.to_string()).await?;
-    }
-    if options.delete_namespace {
-        cluster
-            .delete(&namespace_resource(), None, &set.namespace)
-            .await
-            .map_err(|source| ApplyError::Namespace {
-                namespace: set.namespace.clone(),
-                source,
-            })?;
-        options.observer.removed(&namespace_key, Removal::Deleted);
-        report.pruned.push(namespace_key);
-    }
-    Ok(report)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1407,52 +908,6 @@ mod tests {
             force: false,
             manager: FIELD_MANAGER,
         }
-    }
-
-    #[tokio::test]
-    async fn a_release_decides_again_when_the_object_changed_since_it_was_listed() {
-        use crate::deploy::memory::MemoryCluster;
-        let cluster = MemoryCluster::new();
-        let (a, b) = (
-            ApplySet::new("app", "a", "a"),
-            ApplySet::new("app", "b", "b"),
-        );
-        let resolved = cluster
-            .resolve("storage.k8s.io/v1", "StorageClass")
-            .expect("served");
-        for set in [&a, &b] {
-            let claimed = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                "metadata": {"name": "kvc", "labels": {set.claim_label(): "volumes"}},
-                "provisioner": "kubernetes.io/no-provisioner"});
-            let mode = ApplyMode {
-                manager: &set.shared_manager,
-                ..real()
-            };
-            cluster
-                .apply(&resolved, None, "kvc", &claimed, mode)
-                .await
-                .expect("claimed");
-        }
-        let listed = |set: &ApplySet| {
-            let live = cluster.object("storage.k8s.io/v1", "StorageClass", None, "kvc");
-            Member::of(live.expect("the StorageClass"), set).expect("a member")
-        };
-        let stale = listed(&a);
-        assert_eq!(
-            remove(&cluster, &b, &listed(&b), false).await,
-            Ok(Removal::Released)
-        );
-        // a listed it while b still claimed it: its release is refused, and a, the last user
-        // now, deletes it.
-        assert_eq!(
-            remove(&cluster, &a, &stale, false).await,
-            Ok(Removal::Deleted)
-        );
-        assert!(
-            cluster
-                .object("storage.k8s.io/v1", "StorageClass", None, "kvc")
-                .is_none()
-        );
     }
 
     #[test]

@@ -20,17 +20,17 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::deploy::adopt::{self, RemovedField};
-use crate::deploy::applyset::{self, ApplySetError, Member, NotOurs};
+use crate::deploy::checks::secret::{is_secret, value_conflicts};
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
-use crate::deploy::key::Key;
-use crate::deploy::live;
-use crate::deploy::managed_fields::FIELD_MANAGER;
-use crate::deploy::ownership::{self, Verdict};
-use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::secret::{is_secret, value_conflicts};
+use crate::deploy::inventory::adopt::{self, RemovedField};
+use crate::deploy::inventory::applyset::{self, ApplySetError, Member, NotOurs};
+use crate::deploy::inventory::live;
+use crate::deploy::inventory::ownership::{self, Verdict};
+use crate::deploy::inventory::plan::{Desired, Plan};
 use crate::render::kinds::Tier;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,7 +68,8 @@ pub struct Change {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Of an object that is not ours: the fields other managers wrote that the render lacks,
-    /// which `apply --adopt` removes (see [`crate::deploy::adopt`]); `after` is without them.
+    /// which `apply --adopt` removes (see [`crate::deploy::inventory::adopt`]); `after` is
+    /// without them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<RemovedField>,
 }
@@ -204,8 +205,8 @@ pub async fn diff(
 /// them for itself): no list is sent twice.
 ///
 /// Linear in the objects: each planned object looks its member up by key, the unchanged ones
-/// ([`crate::deploy::plan::unchanged`]) cost no request, and the others one dry run each,
-/// `CONCURRENCY` in flight. Objects that are not members are read first ([`live::read`]: a list
+/// ([`crate::deploy::inventory::plan::unchanged`]) cost no request, and the others one dry run
+/// each, `CONCURRENCY` in flight. Objects that are not members are read first ([`live::read`]: a list
 /// per kind and namespace where they are many).
 pub async fn diff_members(
     cluster: &impl Cluster,
@@ -397,7 +398,7 @@ async fn diff_one(
         Seen::Other(_) => None,
     };
     if let Some(live) = listed
-        && crate::deploy::plan::unchanged(desired, live)
+        && crate::deploy::inventory::plan::unchanged(desired, live)
     {
         // Nothing to show, so nothing is copied: a no-op diff stays cheap at any size.
         return Ok(Change::bare(desired, Action::Unchanged));
@@ -617,7 +618,7 @@ pub fn normalize(object: &Value) -> Value {
                 .get_mut("annotations")
                 .and_then(Value::as_object_mut)
             {
-                annotations.remove(crate::deploy::plan::CONFIG_HASH_ANNOTATION);
+                annotations.remove(crate::deploy::inventory::plan::CONFIG_HASH_ANNOTATION);
             }
             for field in ["labels", "annotations"] {
                 if metadata
@@ -1061,8 +1062,11 @@ mod tests {
     }
 
     /// A cluster where `count` ConfigMaps of environment `local` were applied, and their plan.
-    async fn applied_config_maps(count: usize) -> (crate::deploy::memory::MemoryCluster, Plan) {
-        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent, Quiet};
+    async fn applied_config_maps(
+        count: usize,
+    ) -> (crate::deploy::cluster::memory::MemoryCluster, Plan) {
+        use crate::deploy::apply::{self, ApplyOptions};
+        use crate::deploy::report::{ApplyError, Consent, Quiet};
         use crate::render::manifest::{Manifest, Object};
         struct Yes;
         impl Consent for Yes {
@@ -1078,10 +1082,10 @@ mod tests {
                     "data": {"i": i.to_string()}}),
             })
             .collect();
-        let set = crate::deploy::applyset::ApplySet::new("app", "local", "ml");
-        let plan = crate::deploy::plan::plan(&Manifest { objects }, &set, &[]).unwrap();
-        let cluster = crate::deploy::memory::MemoryCluster::new();
-        let cancel = crate::deploy::cancel::Cancel::new();
+        let set = crate::deploy::inventory::applyset::ApplySet::new("app", "local", "ml");
+        let plan = crate::deploy::inventory::plan::plan(&Manifest { objects }, &set, &[]).unwrap();
+        let cluster = crate::deploy::cluster::memory::MemoryCluster::new();
+        let cancel = crate::deploy::cluster::cancel::Cancel::new();
         let options = ApplyOptions {
             dry_run: false,
             prune: false,
@@ -1109,7 +1113,7 @@ mod tests {
         assert_eq!(cluster.reads(), (lists + 1, gets + 2), "diff");
 
         let (lists, gets) = cluster.reads();
-        crate::deploy::status::status(&cluster, &plan)
+        crate::observe::status::status(&cluster, &plan)
             .await
             .unwrap();
         // `status` reads the parent twice (the inventory, then its record of the last apply).

@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::apply::{
-    self, ApplyError, ApplyOptions, Consent, DeleteOptions, Outcome, PruneOptions, Quiet,
-};
-use super::applyset::{self, ApplySet};
-use super::cancel::Cancel;
-use super::key::Key;
-use super::memory::{MemoryCluster, Write};
-use super::plan::{self, Plan};
-use super::preflight::PreflightError;
+use super::apply::{self, ApplyOptions};
+use super::checks::preflight::PreflightError;
+use super::cluster::cancel::Cancel;
+use super::cluster::key::Key;
+use super::cluster::memory::{MemoryCluster, Write};
+use super::delete::{self, DeleteOptions};
+use super::inventory::applyset::{self, ApplySet};
+use super::inventory::plan::{self, Plan};
+use super::prune::{self, PruneOptions};
+use super::report::{ApplyError, ApplyReport, Consent, Outcome, Quiet};
 use crate::render::manifest::{Manifest, Object};
 
 const NS: &str = "ml";
@@ -254,7 +255,7 @@ async fn rendering_nothing_refuses_to_prune_everything_and_writes_nothing() {
         empty,
         Err(ApplyError::EmptyPrune { count: 1, .. })
     ));
-    let empty = apply::prune(
+    let empty = prune::prune(
         &cluster,
         &plan_of(vec![], &[]),
         &PruneOptions {
@@ -330,7 +331,7 @@ async fn with_components_named_only_their_members_are_pruned_and_the_inventory_s
         observer: &Quiet,
         cancel: never(),
     };
-    apply::delete(&cluster, &set(), &delete_b)
+    delete::delete(&cluster, &set(), &delete_b)
         .await
         .expect("delete -c b");
     assert_eq!(
@@ -390,7 +391,7 @@ async fn delete_removes_members_in_reverse_tier_order_then_leaves_the_inventory_
         observer: &Quiet,
         cancel: never(),
     };
-    let report = apply::delete(&cluster, &set(), &everything)
+    let report = delete::delete(&cluster, &set(), &everything)
         .await
         .expect("delete");
     assert_eq!(
@@ -422,7 +423,7 @@ async fn delete_removes_members_in_reverse_tier_order_then_leaves_the_inventory_
 // the server's dry run before anything is written
 
 /// The rejection of one apply, as `(what was written, details)`; panics on anything else.
-fn rejection(result: Result<apply::ApplyReport, ApplyError>) -> (Vec<String>, String) {
+fn rejection(result: Result<ApplyReport, ApplyError>) -> (Vec<String>, String) {
     match result {
         Err(ApplyError::Preflight(PreflightError::Rejected {
             written, details, ..
@@ -653,7 +654,7 @@ async fn an_environment_sharing_the_namespace_never_takes_over_the_other_ones_ob
         observer: &Quiet,
         cancel: never(),
     };
-    apply::delete(&cluster, &dup, &nothing)
+    delete::delete(&cluster, &dup, &nothing)
         .await
         .expect("delete dup");
     assert_eq!(
@@ -718,7 +719,7 @@ async fn an_adopted_object_is_reported_adopted_in_a_dry_run_and_for_real_not_cre
         vec![config_map("a", "config"), config_map("a", "preexisting")],
         &[],
     );
-    let outcomes = |report: &apply::ApplyReport| -> Vec<(String, Outcome)> {
+    let outcomes = |report: &ApplyReport| -> Vec<(String, Outcome)> {
         report
             .applied
             .iter()
@@ -779,12 +780,12 @@ async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_
         consent: &No,
         ..everything.clone()
     };
-    let refused = apply::delete(&cluster, &other, &asking).await;
+    let refused = delete::delete(&cluster, &other, &asking).await;
     assert!(
         matches!(refused, Err(ApplyError::NoConsent { count: 1, .. })),
         "only the ConfigMap is deleted, so only it is asked about: {refused:?}"
     );
-    let report = apply::delete(&cluster, &other, &everything)
+    let report = delete::delete(&cluster, &other, &everything)
         .await
         .expect("delete the other");
     assert_eq!(
@@ -802,7 +803,7 @@ async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_
         "local still diffs clean"
     );
 
-    let report = apply::delete(&cluster, &local, &everything)
+    let report = delete::delete(&cluster, &local, &everything)
         .await
         .expect("delete local");
     assert_eq!(report.pruned.len(), 2, "the last user deletes it");
@@ -942,12 +943,12 @@ impl CancelAfter {
     }
 }
 
-impl super::apply::Observer for CancelAfter {
+impl super::report::Observer for CancelAfter {
     fn applied(&self, _: &Key, _: Outcome) {
         self.tell();
     }
 
-    fn removed(&self, _: &Key, _: super::apply::Removal) {
+    fn removed(&self, _: &Key, _: super::report::Removal) {
         self.tell();
     }
 
@@ -1064,7 +1065,7 @@ async fn a_cancelled_prune_or_delete_keeps_the_inventory_of_what_is_left() {
         observer: &observer,
         cancel: &observer.cancel,
     };
-    let report = apply::delete(&cluster, &set(), &interrupted)
+    let report = delete::delete(&cluster, &set(), &interrupted)
         .await
         .expect("the interrupted delete");
     assert!(report.interrupted);
@@ -1077,7 +1078,7 @@ async fn a_cancelled_prune_or_delete_keeps_the_inventory_of_what_is_left() {
         cancel: never(),
         ..interrupted
     };
-    let report = apply::delete(&cluster, &set(), &rerun)
+    let report = delete::delete(&cluster, &set(), &rerun)
         .await
         .expect("the re-run of delete");
     assert_eq!(report.pruned.len(), 21 - 3 - 4, "{:?}", report.pruned);
@@ -1145,7 +1146,7 @@ async fn delete_releases_a_shared_crd_completely_and_the_last_one_out_leaves_it_
         observer: &Quiet,
         cancel: never(),
     };
-    let refused = apply::delete(&cluster, &local, &everything).await;
+    let refused = delete::delete(&cluster, &local, &everything).await;
     assert!(
         matches!(refused, Err(ApplyError::NoConsent { count: 1, .. })),
         "only the ConfigMap is deleted, so only it is asked about: {refused:?}"
@@ -1154,7 +1155,7 @@ async fn delete_releases_a_shared_crd_completely_and_the_last_one_out_leaves_it_
         consent: &Yes,
         ..everything
     };
-    let report = apply::delete(&cluster, &local, &everything)
+    let report = delete::delete(&cluster, &local, &everything)
         .await
         .expect("delete local");
     assert_eq!(report.released.len(), 1, "{report:?}");
@@ -1174,7 +1175,7 @@ async fn delete_releases_a_shared_crd_completely_and_the_last_one_out_leaves_it_
     );
 
     cluster.clear_writes();
-    let report = apply::delete(&cluster, &dev, &everything)
+    let report = delete::delete(&cluster, &dev, &everything)
         .await
         .expect("delete dev");
     assert_eq!(report.unused.len(), 1, "{report:?}");

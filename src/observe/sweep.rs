@@ -39,8 +39,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::deploy::blocked;
 use crate::deploy::cluster::CONCURRENCY;
+use crate::deploy::health::blocked;
 use crate::observe::logs::jobs::{self, JobRef};
 use crate::observe::logs::outcome;
 use crate::observe::logs::{self, JobKind, LogSource, LogsError, Output, Request};

@@ -5,11 +5,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use mlkube::cli::exit::Exit;
-use mlkube::deploy::applyset::ApplySet;
+use mlkube::deploy::apply;
 use mlkube::deploy::cluster::KubeCluster;
 use mlkube::deploy::diff::{self, DiffOptions};
-use mlkube::deploy::plan::{self, Plan};
-use mlkube::deploy::{adopt::RemovedField, apply};
+use mlkube::deploy::inventory::adopt::RemovedField;
+use mlkube::deploy::inventory::applyset::ApplySet;
+use mlkube::deploy::inventory::plan::{self, Plan};
 use mlkube::render::manifest::Manifest;
 use serde_json::json;
 

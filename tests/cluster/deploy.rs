@@ -12,15 +12,16 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 use mlkube::cli::exit::Exit;
 use mlkube::cli::output::Confirmation;
-use mlkube::deploy::apply::{
-    self, ApplyError, ApplyOptions, DeleteOptions, Outcome, PruneOptions, Quiet,
-};
-use mlkube::deploy::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
-use mlkube::deploy::cancel::Cancel;
+use mlkube::deploy::apply::{self, ApplyOptions};
+use mlkube::deploy::checks::preflight;
+use mlkube::deploy::cluster::cancel::Cancel;
 use mlkube::deploy::cluster::{Cluster, ClusterError, KubeCluster, Target};
+use mlkube::deploy::delete::{self, DeleteOptions};
 use mlkube::deploy::diff::{self, Action, DiffOptions};
-use mlkube::deploy::plan::{self, Plan};
-use mlkube::deploy::preflight;
+use mlkube::deploy::inventory::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION, PART_OF_LABEL};
+use mlkube::deploy::inventory::plan::{self, Plan};
+use mlkube::deploy::prune::{self, PruneOptions};
+use mlkube::deploy::report::{ApplyError, ApplyReport, Outcome, Quiet};
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
@@ -153,7 +154,7 @@ impl Env {
         &self,
         objects: Vec<Object>,
         options: &ApplyOptions<'_>,
-    ) -> Result<apply::ApplyReport, ApplyError> {
+    ) -> Result<ApplyReport, ApplyError> {
         apply::apply(&self.cluster, &self.plan(objects), options).await
     }
 
@@ -653,7 +654,7 @@ async fn prune_removes_a_dropped_component_and_leaves_what_is_not_ours() {
     assert!(env.config_map("dropped").await.is_some());
 
     // Rendering nothing with an inventory is refused unless --allow-empty.
-    let empty = apply::prune(
+    let empty = prune::prune(
         &env.cluster,
         &env.plan(vec![]),
         &PruneOptions {
@@ -767,7 +768,7 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
     let env = Env::new(&test.name).await;
     env.apply(app(&test.name), &options()).await.expect("apply");
 
-    let refused = apply::delete(
+    let refused = delete::delete(
         &env.cluster,
         &env.set,
         &DeleteOptions {
@@ -784,7 +785,7 @@ async fn delete_removes_members_in_reverse_order_and_the_inventory_but_keeps_the
         "{refused:?}"
     );
 
-    let report = apply::delete(
+    let report = delete::delete(
         &env.cluster,
         &env.set,
         &DeleteOptions {
@@ -1360,10 +1361,10 @@ async fn two_environments_and_two_apps_share_cluster_scoped_objects_without_flip
     );
 
     let classes = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(local.client.clone());
-    apply::delete(&other_env.cluster, &other_env.set, &delete_all())
+    delete::delete(&other_env.cluster, &other_env.set, &delete_all())
         .await
         .expect("delete the other environment");
-    apply::delete(&other_app.cluster, &other_app.set, &delete_all())
+    delete::delete(&other_app.cluster, &other_app.set, &delete_all())
         .await
         .expect("delete the other app");
     assert!(
@@ -1378,7 +1379,7 @@ async fn two_environments_and_two_apps_share_cluster_scoped_objects_without_flip
         diff::render_text(&changes, false)
     );
 
-    let report = apply::delete(&local.cluster, &local.set, &delete_all())
+    let report = delete::delete(&local.cluster, &local.set, &delete_all())
         .await
         .expect("delete local, the last user");
     assert!(report.pruned.iter().any(|k| k.name == class), "{report:?}");
@@ -1440,7 +1441,7 @@ async fn an_environment_on_another_ones_namespace_is_refused_and_its_delete_remo
         diff::render_text(&changes, false)
     );
 
-    let report = apply::delete(&dup.cluster, &dup.set, &delete_all())
+    let report = delete::delete(&dup.cluster, &dup.set, &delete_all())
         .await
         .expect("delete dup");
     assert!(report.pruned.is_empty(), "{report:?}");
@@ -1573,7 +1574,7 @@ async fn a_dry_run_reports_what_the_apply_then_does_and_both_agree_with_the_diff
         (1, 1, 4),
         "{summary}"
     );
-    let outcomes = |report: &apply::ApplyReport| {
+    let outcomes = |report: &ApplyReport| {
         let mut outcomes: Vec<(String, Outcome)> = report
             .applied
             .iter()

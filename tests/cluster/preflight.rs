@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceA
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use mlkube::deploy::apply::ApplyOptions;
-use mlkube::deploy::applyset::ApplySet;
+use mlkube::deploy::inventory::applyset::ApplySet;
 use mlkube::render::manifest::Object;
 use serde_json::json;
 

@@ -21,7 +21,7 @@ use super::jobs::{self, Found, JobRef};
 use super::replicas::{self, Container, State};
 use super::source::{self, Refused, StreamOf};
 use super::{LogSource, LogsError, Output, Printer, Request, split_timestamp};
-use crate::deploy::cancel::Cancel;
+use crate::deploy::cluster::cancel::Cancel;
 
 /// How often the jobs and their pods are read again.
 const POLL: Duration = Duration::from_secs(1);

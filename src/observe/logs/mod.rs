@@ -45,8 +45,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::LogParams;
 
-use crate::deploy::cancel::Cancel;
 use crate::deploy::cluster::ClusterError;
+use crate::deploy::cluster::cancel::Cancel;
 
 pub use jobs::JobRef;
 pub use kind::JobKind;

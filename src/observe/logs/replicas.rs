@@ -8,7 +8,7 @@ use super::jobs::Found;
 use super::kind::JobKind;
 use super::source::StreamOf;
 use super::{Containers, LogsError, Request};
-use crate::deploy::blocked::{self, Blocked};
+use crate::deploy::health::blocked::{self, Blocked};
 
 /// One pod of a job, as the logs see it.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use kube::discovery::ApiResource;
 use serde_json::{Map, Value, json};
 
-use super::cluster::{ApplyMode, Cluster, ClusterError, Resolved};
+use super::{ApplyMode, Cluster, ClusterError, Resolved};
 
 /// One request that changed (or, as a dry run, would have changed) the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -684,7 +684,7 @@ fn disown_locked(
 }
 
 /// Merge the configurations of every manager but the subresources' and mlkube's into
-/// `manager`'s, as [`crate::deploy::managed_fields::transfer`] does to the managed fields.
+/// `manager`'s, as [`crate::deploy::cluster::managed_fields::transfer`] does to the managed fields.
 fn take_over_locked(
     state: &mut State,
     resolved: &Resolved,

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use crate::deploy::cluster::Conflict;
-use crate::deploy::key::Key;
+use crate::deploy::cluster::key::Key;
 
 /// Whether `key` names a Secret.
 pub fn is_secret(key: &Key) -> bool {

@@ -14,8 +14,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::applyset::{ApplySet, PART_OF_LABEL, SHARED_HASH_PREFIX};
-use super::key::Key;
-use super::managed_fields::FIELD_MANAGER;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::render::kinds::{Tier, tier};
 
 /// The hash of the configuration mlkube last applied to an object. With the live values, it lets

@@ -1,5 +1,5 @@
 //! The API server's OpenAPI v3 documents, as far as the checks before an apply need them: the
-//! schema of a kind the server serves, for walking an object along it ([`crate::deploy::schema`])
+//! schema of a kind the server serves, for walking an object along it ([`super::schema`])
 //! when the server cannot judge the object yet (its namespace does not exist).
 //!
 //! Each group-version's document (`/openapi/v3/apis/<group>/<version>`, `/openapi/v3/api/v1`)
@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+use crate::deploy::checks::schema::Schema;
 use crate::deploy::cluster::{CONCURRENCY, Cluster};
-use crate::deploy::schema::Schema;
 
 /// The schemas of the group-versions read, by `apiVersion`.
 #[derive(Debug, Default)]

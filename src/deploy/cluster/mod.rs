@@ -7,7 +7,17 @@
 //! CustomResourceDefinitions, so kinds defined by a CRD applied in the same run resolve.
 //! Everything that reads or writes objects goes through the [`Cluster`] trait, the seam
 //! between the deploy stages and the API server: [`KubeCluster`] talks to a real one, and the
-//! tests of the deploy decisions use an in-memory one.
+//! tests of the deploy decisions use an in-memory one (`memory`).
+//!
+//! The lowest room of deploy/, and what every room above it speaks: an object's identity
+//! ([`key`]), mlkube's field managers and the patches that hand fields over ([`managed_fields`],
+//! which this file sends), and the request to stop ([`cancel`]). Nothing here uses another room.
+
+pub mod cancel;
+pub mod key;
+pub mod managed_fields;
+#[cfg(test)]
+pub mod memory;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -20,7 +30,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use serde_json::Value;
 
-use crate::deploy::managed_fields::{FIELD_MANAGER, disowning, transfer};
+use crate::deploy::cluster::managed_fields::{FIELD_MANAGER, disowning, transfer};
 
 /// How many requests a stage keeps in flight.
 pub const CONCURRENCY: usize = 32;
@@ -396,7 +406,7 @@ pub trait Cluster: Sync {
     /// Take the field manager `manager` and the label `label` off the object `live` (as read),
     /// leaving every other field where it is; refused (409) when the object changed since it
     /// was read. How the last claim on an object mlkube never deletes is released (see
-    /// [`crate::deploy::managed_fields::disowning`]).
+    /// [`crate::deploy::cluster::managed_fields::disowning`]).
     fn disown(
         &self,
         resolved: &Resolved,
@@ -408,7 +418,7 @@ pub trait Cluster: Sync {
     /// Make `manager` the owner of every field other managers wrote on the object `live` (as
     /// read), so that its next apply removes what it does not send; refused (409) when the
     /// object changed since it was read. How `apply --adopt` takes an object over (see
-    /// [`crate::deploy::adopt`]).
+    /// [`crate::deploy::inventory::adopt`]).
     fn take_over(
         &self,
         resolved: &Resolved,
@@ -417,7 +427,7 @@ pub trait Cluster: Sync {
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
     /// The server's OpenAPI v3 document of one group-version (`v1`, `apps/v1`), or `None` when
-    /// it publishes none (see [`crate::deploy::openapi`]).
+    /// it publishes none (see [`crate::deploy::checks::openapi`]).
     fn openapi(
         &self,
         api_version: &str,

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use futures::StreamExt;
 use serde_json::Value;
 
+use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{CONCURRENCY, Cluster, Resolved};
-use crate::deploy::key::Key;
 
 /// From this many objects of one kind in one namespace on, they are found by a list.
 pub const LIST_FROM: usize = 16;
@@ -81,7 +81,7 @@ async fn get(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deploy::memory::MemoryCluster;
+    use crate::deploy::cluster::memory::MemoryCluster;
     use serde_json::json;
 
     fn config_map(name: &str) -> Value {

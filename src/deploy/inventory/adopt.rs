@@ -4,7 +4,7 @@
 //! A server-side apply never removes a field another field manager owns, so an object created
 //! by `kubectl create` with a key the app does not render would keep that key for ever. Adopting
 //! therefore first makes mlkube's manager the owner of every field the other managers wrote
-//! ([`transfer`](crate::deploy::managed_fields::transfer), one merge patch of the managed fields, refused if the object changed since it
+//! ([`transfer`](crate::deploy::cluster::managed_fields::transfer), one merge patch of the managed fields, refused if the object changed since it
 //! was read); the apply that follows then removes the fields the render does not have, as it
 //! removes those an earlier render had and this one dropped, and later renders own the whole
 //! object.
@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::deploy::managed_fields::{entries, is_own_apply, taken_over};
+use crate::deploy::cluster::managed_fields::{entries, is_own_apply, taken_over};
 
 /// A field the adopt removes, and the field managers that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -206,7 +206,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::managed_fields::transfer;
+    use crate::deploy::cluster::managed_fields::transfer;
 
     /// A ConfigMap `kubectl create` wrote with keys a and b, after a dry run of mlkube's apply
     /// of key a alone.

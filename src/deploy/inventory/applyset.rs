@@ -29,9 +29,9 @@ use futures::future::try_join_all;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::deploy::cluster::{ApplyMode, Cluster, Resolved};
-use crate::deploy::key::Key;
-use crate::deploy::managed_fields::FIELD_MANAGER;
 
 pub const ID_LABEL: &str = "applyset.kubernetes.io/id";
 pub const PART_OF_LABEL: &str = "applyset.kubernetes.io/part-of";
@@ -41,7 +41,7 @@ pub const NAMESPACES_ANNOTATION: &str = "applyset.kubernetes.io/additional-names
 pub const COMPONENT_LABEL: &str = "mlkube.io/component";
 /// The prefix of the label by which a set claims a shared object: `used-by.mlkube.io/<id>`.
 pub const CLAIM_PREFIX: &str = "used-by.mlkube.io/";
-pub use crate::deploy::managed_fields::SHARED_HASH_PREFIX;
+pub use crate::deploy::cluster::managed_fields::SHARED_HASH_PREFIX;
 /// The parent's record of the app's id, so two apps of one name never share a set.
 pub const APP_ID_ANNOTATION: &str = "mlkube.io/app-id";
 /// On a parent `delete` left behind: when the environment was deleted (RFC 3339, UTC).

@@ -1,7 +1,8 @@
 //! mlkube's field managers, and the merge patches of an object's `managedFields` that hand its
 //! fields from one manager to another: how `apply --adopt` takes an object over
-//! ([`transfer`], see [`crate::deploy::adopt`]) and how the last claim on a shared object mlkube
-//! never deletes is released ([`disowning`], see [`crate::deploy::ownership`]).
+//! ([`transfer`], see [`crate::deploy::inventory::adopt`]) and how the last claim on a shared
+//! object mlkube never deletes is released ([`disowning`], see
+//! [`crate::deploy::inventory::ownership`]).
 //!
 //! Pure: the patches are built here and sent by the cluster ([`crate::deploy::cluster`]), which
 //! sits above this module and below the deploy stages that decide when to send them.

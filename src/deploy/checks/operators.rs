@@ -14,10 +14,10 @@
 
 use serde_json::Value;
 
-use crate::deploy::applyset::{self, PART_OF_LABEL};
 use crate::deploy::cluster::Cluster;
-use crate::deploy::key::Key;
-use crate::deploy::plan::Plan;
+use crate::deploy::cluster::key::Key;
+use crate::deploy::inventory::applyset::{self, PART_OF_LABEL};
+use crate::deploy::inventory::plan::Plan;
 
 /// The label of an operator Deployment that says which namespaces it watches.
 pub const SCOPE_LABEL: &str = "mlkube.io/operator-scope";
@@ -184,9 +184,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::applyset::ApplySet;
-    use crate::deploy::memory::MemoryCluster;
-    use crate::deploy::plan;
+    use crate::deploy::cluster::memory::MemoryCluster;
+    use crate::deploy::inventory::applyset::ApplySet;
+    use crate::deploy::inventory::plan;
     use crate::render::manifest::{Manifest, Object};
 
     fn operator(namespace: &str, scope: &str) -> Value {

@@ -13,7 +13,7 @@
 //! CustomResourceDefinition is in the plan and not served yet, as soon as those CRDs are
 //! established, before anything of a later tier is written. `mlkube validate` and
 //! `apply --dry-run`, which create nothing, check those objects as far as they can be checked
-//! before ([`crate::deploy::deferred`]): the objects of a namespace that does not exist yet are
+//! before ([`super::deferred`]): the objects of a namespace that does not exist yet are
 //! sent all the same (the server converts a server-side apply against its schema, finding
 //! unknown fields and wrong types, before admission finds the namespace missing, so a
 //! `NotFound` answer means "checked against the schema only") and walked along the server's
@@ -44,15 +44,15 @@ use std::fmt::{self, Write as _};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::deploy::cancel::Cancel;
+use crate::deploy::checks::deferred;
+pub use crate::deploy::checks::deferred::{Blocker, Checked, Deferred, Refusal, Refused};
+use crate::deploy::checks::openapi::Documents;
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{
     self, ApplyMode, CONCURRENCY, Cluster, Conflict, Resolved, namespace_resource,
 };
-use crate::deploy::deferred;
-pub use crate::deploy::deferred::{Blocker, Checked, Deferred, Refusal, Refused};
-use crate::deploy::key::Key;
-use crate::deploy::openapi::Documents;
-use crate::deploy::plan::{Desired, Plan};
+use crate::deploy::inventory::plan::{Desired, Plan};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
@@ -236,7 +236,7 @@ struct Check<'a> {
     /// Check what the server cannot judge yet as far as it can be: send objects in a namespace
     /// this apply creates all the same (the server checks them against its schema before it
     /// finds the namespace missing), and walk those and the objects of a kind the plan's CRD
-    /// defines along their schemas (see [`crate::deploy::deferred`]).
+    /// defines along their schemas (see [`crate::deploy::checks::deferred`]).
     thorough: bool,
 }
 
@@ -363,8 +363,7 @@ impl<'p> Preflight<'p> {
     /// The first pass, before anything is written: dry-run every object of `objects` that can
     /// be checked now, and fail listing every rejection, `known` ones (found without asking
     /// the server) included. A `dry_run` also checks what waits for the apply as far as it
-    /// can be checked before (see [`crate::deploy::deferred`]): it creates nothing to check it
-    /// later.
+    /// can be checked before (see [`super::deferred`]): it creates nothing to check it later.
     pub async fn first(
         cluster: &impl Cluster,
         plan: &'p Plan,
@@ -489,7 +488,7 @@ pub struct Validation {
 
 /// `mlkube validate`: a server-side dry run of every object, forced and whether or not it
 /// changed, every rejection listed; what the server cannot judge yet is checked as far as it
-/// can be (see [`crate::deploy::deferred`]).
+/// can be (see [`crate::deploy::checks::deferred`]).
 pub async fn validate(cluster: &impl Cluster, plan: &Plan) -> Result<Validation, PreflightError> {
     let objects: Vec<&Desired> = plan.objects.iter().collect();
     let check = Check {
@@ -569,8 +568,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::applyset::ApplySet;
-    use crate::deploy::memory::MemoryCluster;
+    use crate::deploy::cluster::memory::MemoryCluster;
+    use crate::deploy::inventory::applyset::ApplySet;
     use crate::render::manifest::{Manifest, Object};
 
     /// A plan of a CRD for Widgets whose spec requires an integer `size`, and `widgets`.
@@ -595,7 +594,8 @@ mod tests {
             });
         }
         let set = ApplySet::new("app", "local", "ml");
-        crate::deploy::plan::plan(&Manifest { objects }, &set, &[]).expect("a valid plan")
+        crate::deploy::inventory::plan::plan(&Manifest { objects }, &set, &[])
+            .expect("a valid plan")
     }
 
     #[tokio::test]

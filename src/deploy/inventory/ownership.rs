@@ -43,7 +43,7 @@
 //! can ever conflict with a manager whose set is gone. The last user deletes the object, except
 //! a CustomResourceDefinition (deleting one deletes every object of its kind, in every
 //! namespace): an empty apply would strip its spec, so the last claim on a CRD is released by
-//! taking the manager and the claim label off it ([`disowning`](super::managed_fields::disowning)), leaving its fields in place
+//! taking the manager and the claim label off it ([`disowning`](crate::deploy::cluster::managed_fields::disowning)), leaving its fields in place
 //! and owned by nobody. Such a CRD (unclaimed, labelled as mlkube's) is shared again by the next
 //! set that renders it.
 //!
@@ -60,7 +60,7 @@
 use serde_json::Value;
 
 use super::applyset::{ApplySet, CLAIM_PREFIX, PART_OF_LABEL};
-use super::managed_fields::FIELD_MANAGER;
+use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::render::manifest::labels::{MANAGED_BY, MANAGER};
 
 /// What this ApplySet may do with a rendered object that exists on the cluster.
@@ -187,7 +187,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::managed_fields::disowning;
+    use crate::deploy::cluster::managed_fields::disowning;
 
     fn crd(labels: Value, managers: &[&str]) -> Value {
         let managed: Vec<Value> = managers.iter().map(|m| json!({"manager": m})).collect();

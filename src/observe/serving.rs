@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::deploy::applyset::Member;
+use crate::deploy::inventory::applyset::Member;
 
 /// The annotation the serving prototype puts on each version's Deployment.
 pub const MODEL_PATH_ANNOTATION: &str = "serving.mlkube.io/model-path";
@@ -83,7 +83,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::deploy::key::Key;
+    use crate::deploy::cluster::key::Key;
 
     fn member(group: &str, kind: &str, name: &str, value: Value) -> Member {
         Member {

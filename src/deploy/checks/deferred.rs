@@ -4,13 +4,13 @@
 //! An object in a namespace the apply creates is sent all the same by `validate` and
 //! `apply --dry-run`: the server converts it along its schema (unknown fields, wrong types)
 //! before it finds the namespace missing, and mlkube then walks it along the server's OpenAPI v3
-//! schema for the required fields ([`crate::deploy::openapi`]). An object of a kind whose
+//! schema for the required fields ([`crate::deploy::checks::openapi`]). An object of a kind whose
 //! CustomResourceDefinition comes with the apply is walked along that CRD's `openAPIV3Schema`
 //! for its version: fields, types, required fields, allowed values. Both walks are
-//! [`crate::deploy::schema`]'s; what they find is reported in the server's words.
+//! [`crate::deploy::checks::schema`]'s; what they find is reported in the server's words.
 //!
 //! Caveats: the server stays the authority. A real apply checks these objects once what they
-//! need exists (see [`crate::deploy::preflight`]); what the walks cannot see (value
+//! need exists (see [`crate::deploy::checks::preflight`]); what the walks cannot see (value
 //! validations, admission, webhooks) is found only then.
 //!
 //! Why an object is refused ([`Refusal`]) lives here, below the preflight that reports it, as the
@@ -21,9 +21,9 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::deploy::openapi::Documents;
-use crate::deploy::plan::{Desired, Plan};
-use crate::deploy::schema::{self, Depth, Schema};
+use crate::deploy::checks::openapi::Documents;
+use crate::deploy::checks::schema::{self, Depth, Schema};
+use crate::deploy::inventory::plan::{Desired, Plan};
 
 /// What an object waits for before the server can judge it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ pub enum Refused {
     /// finding for a Secret's value).
     Conflict,
     /// mlkube walked it along its schema, which the server could not do yet, and found fields
-    /// the schema does not allow (see [`crate::deploy::schema`]).
+    /// the schema does not allow (see [`crate::deploy::checks::schema`]).
     Invalid,
 }
 

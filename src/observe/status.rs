@@ -12,40 +12,30 @@
 //! environments claim and this one does not yet, the environments that hold it, named by their
 //! inventories ([`held_by_others`]).
 //!
-//! The last apply (time, mlkube version, the app's git commit) is recorded on the ApplySet
-//! parent by [`record_last_apply`] once an apply finished. It is a server-side apply of its own
-//! field manager ([`LAST_APPLY_MANAGER`]), not part of the inventory's apply, so the inventory
-//! writes of `prune` and `delete` (manager `mlkube`) leave it alone. Everything goes through the
-//! [`Cluster`] trait, so the whole of `status` is tested against the in-memory cluster too.
+//! The last apply (time, mlkube version, the app's git commit) is read from the record an apply
+//! leaves on the ApplySet parent ([`LastApply`]). Everything goes through the [`Cluster`] trait,
+//! so the whole of `status` is tested against the in-memory cluster too.
 //!
 //! Caveats: an object rendered but absent from the cluster is reported `missing` whether it was
 //! deleted since the last apply or added to the app since: the inventory records kinds, not
 //! names, so the two cannot be told apart.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use futures::StreamExt;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use crate::deploy::applyset::{self, ApplySet, ApplySetError, Member, TOOLING_ANNOTATION};
-use crate::deploy::blocked;
-use crate::deploy::cluster::{ApplyMode, CONCURRENCY, Cluster, namespace_resource};
+use crate::deploy::cluster::key::Key;
+use crate::deploy::cluster::{CONCURRENCY, Cluster, namespace_resource};
 use crate::deploy::diff::{self, Action, ChangeSet, DiffError, DiffOptions};
-use crate::deploy::key::Key;
-use crate::deploy::ownership;
-use crate::deploy::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
-use crate::deploy::serving::{self, ServedVersion};
-use crate::deploy::wait::{self, Health};
-
-pub const APPLIED_AT_ANNOTATION: &str = "mlkube.io/last-applied-at";
-pub const APPLIED_COMMIT_ANNOTATION: &str = "mlkube.io/last-applied-commit";
-pub const APPLIED_DIRTY_ANNOTATION: &str = "mlkube.io/last-applied-dirty";
-
-/// The field manager of the last-apply record on the ApplySet parent: its own, so that the
-/// inventory's writes (manager `mlkube`) neither own nor drop these annotations.
-pub const LAST_APPLY_MANAGER: &str = "mlkube-last-apply";
+use crate::deploy::health::blocked;
+use crate::deploy::health::wait::{self, Health};
+use crate::deploy::inventory::applyset::{self, ApplySet, ApplySetError, Member};
+use crate::deploy::inventory::last_apply::LastApply;
+use crate::deploy::inventory::ownership;
+use crate::deploy::inventory::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
+use crate::observe::serving::{self, ServedVersion};
 
 /// The kinds of kubeflow.org/v1 training jobs, whose health is their last condition.
 pub const TRAINING_JOB_KINDS: [&str; 7] = [
@@ -57,94 +47,6 @@ pub const TRAINING_JOB_KINDS: [&str; 7] = [
     "JAXJob",
     "MPIJob",
 ];
-
-/// The app's git commit at an apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Commit {
-    pub sha: String,
-    /// The work tree had changes not committed.
-    pub dirty: bool,
-}
-
-/// When and with what the environment was last applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LastApply {
-    /// RFC 3339, UTC, to the second.
-    pub time: String,
-    /// The ApplySet tooling of the apply, `mlkube/v<version>`.
-    pub tooling: String,
-    /// `None` when the app is not in a git repository (or git is not installed).
-    pub commit: Option<Commit>,
-}
-
-impl LastApply {
-    /// The record of an apply finishing now, of the app in `dir` (`None`: pre-rendered objects,
-    /// no app and so no commit).
-    pub fn now(dir: Option<&Path>) -> LastApply {
-        let time = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        LastApply {
-            time,
-            tooling: applyset::tooling(),
-            commit: dir.and_then(git_commit),
-        }
-    }
-
-    /// The annotations that record it on the ApplySet parent. Without a commit there is no
-    /// commit annotation: applied by [`LAST_APPLY_MANAGER`], which alone sends them, a stale
-    /// commit goes away when the manager stops sending it.
-    pub fn annotations(&self) -> Value {
-        let mut annotations = Map::new();
-        annotations.insert(APPLIED_AT_ANNOTATION.into(), json!(self.time));
-        if let Some(commit) = &self.commit {
-            annotations.insert(APPLIED_COMMIT_ANNOTATION.into(), json!(commit.sha));
-            annotations.insert(
-                APPLIED_DIRTY_ANNOTATION.into(),
-                json!(commit.dirty.to_string()),
-            );
-        }
-        Value::Object(annotations)
-    }
-
-    /// The record on a parent, `None` when no apply recorded one.
-    pub fn of_parent(parent: &Value) -> Option<LastApply> {
-        let annotations = &parent["metadata"]["annotations"];
-        let text = |name: &str| annotations[name].as_str().map(str::to_string);
-        Some(LastApply {
-            time: text(APPLIED_AT_ANNOTATION)?,
-            tooling: text(TOOLING_ANNOTATION).unwrap_or_default(),
-            commit: text(APPLIED_COMMIT_ANNOTATION).map(|sha| Commit {
-                sha,
-                dirty: text(APPLIED_DIRTY_ANNOTATION).as_deref() == Some("true"),
-            }),
-        })
-    }
-}
-
-/// `git rev-parse HEAD` and whether `git status` shows changes, in `dir`; `None` without git or
-/// outside a repository.
-pub fn git_commit(dir: &Path) -> Option<Commit> {
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
-    };
-    let sha = git(&["rev-parse", "HEAD"])?;
-    let changes = git(&["status", "--porcelain", "--", "."])?;
-    Some(Commit {
-        sha,
-        dirty: !changes.is_empty(),
-    })
-}
 
 /// How a member is doing, as `status` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -280,12 +182,6 @@ pub enum StatusError {
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
     Diff(#[from] DiffError),
-    #[error("cannot record the last apply on the inventory of environment `{env}`")]
-    Record {
-        env: String,
-        #[source]
-        source: kube::Error,
-    },
 }
 
 /// The status of the environment whose current render is `plan`.
@@ -722,48 +618,12 @@ async fn read_parent(cluster: &impl Cluster, set: &ApplySet) -> Result<Option<Va
         })
 }
 
-/// Record `last` on the environment's ApplySet parent: a server-side apply of its annotations
-/// alone, as [`LAST_APPLY_MANAGER`].
-pub async fn record_last_apply(
-    cluster: &impl Cluster,
-    set: &ApplySet,
-    last: &LastApply,
-) -> Result<(), StatusError> {
-    let record = json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": set.name,
-            "namespace": set.namespace,
-            "annotations": last.annotations(),
-        },
-    });
-    let mode = ApplyMode {
-        dry_run: false,
-        // Only this manager writes these annotations; a hand edit of them is not worth a refusal.
-        force: true,
-        manager: LAST_APPLY_MANAGER,
-    };
-    cluster
-        .apply(
-            &ApplySet::parent_resource(),
-            Some(&set.namespace),
-            &set.name,
-            &record,
-            mode,
-        )
-        .await
-        .map_err(|source| StatusError::Record {
-            env: set.env.clone(),
-            source,
-        })?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
-    use crate::deploy::applyset::ApplySet;
+    use crate::deploy::inventory::applyset::ApplySet;
     use crate::render::kinds::Tier;
 
     fn tfjob(conditions: Value) -> Value {
@@ -908,61 +768,6 @@ mod tests {
         assert!(Drift::Missing.drifted() && Drift::Unknown.drifted());
     }
 
-    #[test]
-    fn the_last_apply_reads_back_from_the_annotations_it_writes() {
-        let last = LastApply {
-            time: "2026-11-23T13:00:00Z".into(),
-            tooling: "mlkube/v0.1.0".into(),
-            commit: Some(Commit {
-                sha: "abc123".into(),
-                dirty: true,
-            }),
-        };
-        let mut annotations = last.annotations();
-        annotations[TOOLING_ANNOTATION] = json!("mlkube/v0.1.0");
-        let parent = json!({"metadata": {"annotations": annotations}});
-        assert_eq!(LastApply::of_parent(&parent), Some(last));
-        let without_git = LastApply {
-            commit: None,
-            ..LastApply::now(None)
-        };
-        assert_eq!(
-            without_git.annotations()[APPLIED_COMMIT_ANNOTATION],
-            Value::Null
-        );
-        assert_eq!(LastApply::of_parent(&json!({"metadata": {}})), None);
-    }
-
-    #[test]
-    fn the_commit_of_a_git_app_names_head_and_whether_it_is_dirty() {
-        let dir = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success(), "git {args:?}");
-        };
-        git(&["init", "-q"]);
-        std::fs::write(dir.path().join("app.yaml"), "name: a\n").unwrap();
-        git(&["add", "app.yaml"]);
-        git(&["commit", "-q", "-m", "app"]);
-        let clean = git_commit(dir.path()).expect("a commit in a repository");
-        assert_eq!(clean.sha.len(), 40, "{}", clean.sha);
-        assert!(!clean.dirty);
-        std::fs::write(dir.path().join("app.yaml"), "name: b\n").unwrap();
-        assert_eq!(
-            git_commit(dir.path()),
-            Some(Commit {
-                sha: clean.sha,
-                dirty: true
-            })
-        );
-    }
-
     fn plan_of(objects: Vec<Desired>) -> Plan {
         Plan {
             applyset: ApplySet::new("a", "local", "ns"),
@@ -1080,9 +885,12 @@ mod tests {
         //! cluster: no API server, the same trait calls.
 
         use super::*;
-        use crate::deploy::apply::{self, ApplyError, ApplyOptions, Consent};
-        use crate::deploy::memory::MemoryCluster;
-        use crate::deploy::plan;
+        use crate::deploy::apply::{self, ApplyOptions};
+        use crate::deploy::cluster::ApplyMode;
+        use crate::deploy::cluster::memory::MemoryCluster;
+        use crate::deploy::inventory::last_apply::{self, Commit};
+        use crate::deploy::inventory::plan;
+        use crate::deploy::report::{ApplyError, Consent, Quiet};
         use crate::render::manifest::{Manifest, Object};
 
         struct Yes;
@@ -1126,8 +934,8 @@ mod tests {
                 timeout: std::time::Duration::from_secs(5),
                 allow_empty: false,
                 adopt: false,
-                observer: &apply::Quiet,
-                cancel: &crate::deploy::cancel::Cancel::new(),
+                observer: &Quiet,
+                cancel: &crate::deploy::cluster::cancel::Cancel::new(),
             };
             apply::apply(cluster, plan, &options)
                 .await
@@ -1208,7 +1016,7 @@ mod tests {
         async fn a_healthy_member_a_drifted_one_and_a_missing_one() {
             let plan = env_plan();
             let cluster = applied(&plan).await;
-            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+            last_apply::record(&cluster, &plan.applyset, &recorded(Some("abc")))
                 .await
                 .expect("the record");
             // Someone edits one member by hand and deletes another.
@@ -1340,7 +1148,7 @@ mod tests {
         async fn the_record_survives_inventory_writes_and_drops_a_stale_commit() {
             let plan = env_plan();
             let cluster = applied(&plan).await;
-            record_last_apply(&cluster, &plan.applyset, &recorded(Some("abc")))
+            last_apply::record(&cluster, &plan.applyset, &recorded(Some("abc")))
                 .await
                 .expect("the record");
             // The inventory's own apply (manager `mlkube`) leaves the record alone.
@@ -1361,7 +1169,7 @@ mod tests {
                 .expect("the parent");
             assert_eq!(LastApply::of_parent(&parent), Some(recorded(Some("abc"))));
             // An apply of pre-rendered objects has no commit: the old one must not stay.
-            record_last_apply(&cluster, &plan.applyset, &recorded(None))
+            last_apply::record(&cluster, &plan.applyset, &recorded(None))
                 .await
                 .expect("the second record");
             let parent = read_parent(&cluster, &plan.applyset)

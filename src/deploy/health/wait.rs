@@ -24,10 +24,10 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::deploy::blocked::{IMAGE_PULL_FAILURES, ended, image_of, image_pull_message};
-use crate::deploy::cancel::Cancel;
+use crate::deploy::cluster::cancel::Cancel;
+use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
-use crate::deploy::key::Key;
+use crate::deploy::health::blocked::{IMAGE_PULL_FAILURES, ended, image_of, image_pull_message};
 
 /// An object's health as far as waiting is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -657,8 +657,10 @@ mod tests {
 
     /// The memory cluster with namespace `ml`, the Deployment `resnet` running `SERVING` (not
     /// available: nothing runs its pods) and its pod `resnet-1` in the state `status`.
-    async fn serving_cluster(pod_status: Value) -> (crate::deploy::memory::MemoryCluster, Pending) {
-        let cluster = crate::deploy::memory::MemoryCluster::new();
+    async fn serving_cluster(
+        pod_status: Value,
+    ) -> (crate::deploy::cluster::memory::MemoryCluster, Pending) {
+        let cluster = crate::deploy::cluster::memory::MemoryCluster::new();
         cluster.create_as(
             "test",
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}),

@@ -1,8 +1,8 @@
 //! Walking an object along a structural schema, as the API server would judge it: the check
 //! mlkube makes itself of the objects the server cannot judge before an apply has created what
-//! they need (see [`crate::deploy::preflight`]). Where the schemas come from is not this
+//! they need (see [`crate::deploy::checks::preflight`]). Where the schemas come from is not this
 //! module's business: the server's OpenAPI v3 documents are read by
-//! [`crate::deploy::openapi`], a CustomResourceDefinition's schema is taken from the plan.
+//! [`crate::deploy::checks::openapi`], a CustomResourceDefinition's schema is taken from the plan.
 //!
 //! Two depths. Along the server's schema of a kind it serves, only the required fields are
 //! judged: the server has already converted the object along that schema (unknown fields,
@@ -24,7 +24,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::deploy::key::Key;
+use crate::deploy::cluster::key::Key;
 
 /// How much of a schema is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,15 @@
+//! The checks before a write: the server's dry run of every object an apply would send
+//! ([`preflight`]), over how far an object the server cannot judge yet is checked
+//! ([`deferred`]: along the server's OpenAPI v3 documents, [`openapi`], or the plan's CRD,
+//! walked by [`schema`]); a Secret's value another manager changed ([`secret`]); and one
+//! training operator per job ([`operators`]).
+//!
+//! Above the cluster seam and the inventory (the plan they check); beneath the verbs, which run
+//! them. The wait after a write is [`super::health`]'s: neither room uses the other.
+
+pub mod deferred;
+pub mod openapi;
+pub mod operators;
+pub mod preflight;
+pub mod schema;
+pub mod secret;
