@@ -10,8 +10,9 @@
 //! and the controller that talks to the cluster. `fc` is FrameworkController's Framework, and
 //! `volumes` the volume controller of KVC's `kvc.kubeflow.org/v1` VolumeManagers (its types,
 //! the pure plan, the pods that place data and the fetcher they run): rooms of their own on the
-//! same runtime. Each uses `runtime`; `runtime` uses nothing here, and no room uses another
-//! (`tests/layout.rs` checks it). This file reads the flags, starts the runtime's parts
+//! same runtime. Each uses `runtime`; `runtime` uses nothing here, and no room uses another but
+//! for one floor: `training` reads `volumes`' VolumeManager types (a job's data annotation names a
+//! VolumeManager), so `volumes` sits below it (`tests/layout.rs` checks the floors). This file reads the flags, starts the runtime's parts
 //! (metrics, probes, lease) and adds the controllers `--controllers` enables
 //! (`training`, `fc`, `volumes`) to the manager, one line each.
 
