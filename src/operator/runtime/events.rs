@@ -1,10 +1,10 @@
-//! Kubernetes events about the objects a controller runs (a training job, a Framework, a VolumeManager;
-//! `events.k8s.io/v1`), recorded in the background.
+//! Kubernetes events (`events.k8s.io/v1`) about the objects a controller runs (a training job,
+//! a Framework, a VolumeManager), recorded in the background.
 //!
 //! # Expected flow
 //! A reconcile calls [`Events::publish`], which queues the event and returns at once; a writer
 //! task creates the Event objects, a few at a time. An event that repeats one recorded for the
-//! same job (by UID) with the same type, reason, action and note within [`SERIES_WINDOW`] is
+//! same object (by UID) with the same type, reason, action and note within [`SERIES_WINDOW`] is
 //! not created again: the first one's `series` is patched with the new count and time, so
 //! `kubectl describe` shows one line with a count, as for client-go's recorders.
 //!
@@ -18,7 +18,7 @@
 //!   `SeriesCache::CAPACITY` entries of a few dozen bytes each. kube-runtime's `Recorder`
 //!   keeps every event it published for 6 minutes, in full, and scans them all on every
 //!   publish (at 1,000 jobs, 7 MB of a 69 MB peak heap, and growing with the event rate). Its
-//!   key also holds the job's `resourceVersion`, which every status write changes, so its
+//!   key also holds the object's `resourceVersion`, which every status write changes, so its
 //!   series rarely formed.
 //! - A reconcile never waits for an event and never fails because of one.
 //! - Occurrences of one series are written one after the other, so a burst of the same event
@@ -85,7 +85,7 @@ struct Pending {
 }
 
 impl Pending {
-    /// What makes two events the same occurrence: the job by UID (not by resourceVersion, which
+    /// What makes two events the same occurrence: the object by UID (not by resourceVersion, which
     /// changes on every status write), type, reason, action and note.
     fn series_key(&self) -> u64 {
         let mut hasher = DefaultHasher::new();
