@@ -93,7 +93,7 @@ node_kind() {
   esac
 }
 NODE_KIND=$(node_kind)
-# shellcheck source=cluster/real-node.sh
+# shellcheck source=SCRIPTDIR/real-node.sh
 . "$REPO_DIR/cluster/real-node.sh"
 if [ "$NODE_KIND" = real ]; then COMPONENTS=("${REAL_COMPONENTS[@]}"); else COMPONENTS=("${KWOK_COMPONENTS[@]}"); fi
 
@@ -575,7 +575,7 @@ start_operator() {
   shift 2
   [ -n "$mlkube" ] || mlkube=$(command -v mlkube) ||
     die "mlkube is not on PATH" "install it with: cargo install --locked --path ." "or name the binary in MLKUBE_BIN"
-  all_running && api_ready || die "the local cluster is not up" "start it with: $0 up"
+  { all_running && api_ready; } || die "the local cluster is not up" "start it with: $0 up"
   stop_operator
   write_operator_kubeconfig "$namespace" "$account"
   POD_NAMESPACE=$namespace setsid "$mlkube" operator "$@" --kubeconfig "$OPERATOR_KUBECONFIG" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The real node of the local cluster (MLKUBE_CLUSTER_NODE=real), sourced by local-cluster.sh.
 #
 # Beside the same control plane, one node that really runs containers: containerd, runc and the
@@ -44,6 +45,7 @@ NODE_DIR=$STATE_DIR/node
 CONTAINERD_SOCKET=$STATE_DIR/containerd.sock
 # Images survive `down`: imported once, kept per cluster port (two clusters never share a store).
 CONTAINERD_ROOT=$CACHE_ROOT/node/containerd-$API_PORT
+# shellcheck disable=SC2034 # local-cluster.sh's COMPONENTS, with a real node
 REAL_COMPONENTS=(forwarder gateway-forwarder etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet
   kube-proxy coredns local-path-provisioner)
 # The gateway's host port, kept with the cluster (as its kind of node) so that `env` prints the

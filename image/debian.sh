@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Debian bookworm root file systems for the Python images (the training and notebook-hub
 # images), sourced by their build scripts after image/oci.sh. Nothing here talks to a container
 # registry: Debian's packages come from the mirrors the host's apt uses, Python's from wheels.
@@ -17,6 +18,7 @@ PYTHON_VERSION=3.11
 GLIBC_MINOR=36
 IMAGES_CACHE=${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images
 # Layers of GBs: zstd writes them in a third of gzip's time, a fifth smaller (image/oci.sh).
+# shellcheck disable=SC2034 # read by image/oci.sh's functions
 OCI_COMPRESSION=zstd
 DOWNLOADS=$IMAGES_CACHE/downloads
 # A pin whose line ends in this comment (and why) is installed without its dependencies, and
@@ -111,6 +113,7 @@ debian_rootfs() {
   mkdir -p "$DOWNLOADS/apt" "$sources"
   debian_sources "$sources"
   say "building the Debian $SUITE root file system (mmdebstrap: minbase, $packages)"
+  # shellcheck disable=SC2016 # mmdebstrap's hooks expand $1 (the root file system) themselves
   mmdebstrap --mode=root --variant=minbase --include="$packages" \
     --skip=essential/unlink \
     --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The one place that writes OCI images, sourced by every image script: a layer from a directory,
 # then blobs, config, manifest and index packed as an OCI archive (a tar of an OCI image layout)
 # that `skopeo copy oci-archive:...` reads and `ctr images import` imports under its full name.
@@ -101,7 +102,7 @@ oci_archive() {
   shift 3
   local tag=${ref##*:} created layer sum config manifest
   local -a diff_ids=() layers=() history=()
-  [ "$tag" != "$ref" ] && [[ $tag != */* ]] || die "image reference $ref has no tag"
+  { [ "$tag" != "$ref" ] && [[ $tag != */* ]]; } || die "image reference $ref has no tag"
   [ $# -gt 0 ] || die "no layers for $ref"
   created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
   # Beside the first layer, so that the blobs are moved, not copied.
@@ -123,17 +124,17 @@ oci_archive() {
 
 # The image config blob; prints its digest.
 oci_write_config() {
-  local created=$1 run_config=$2 diff_ids=$3 history=$4
+  local created=$1 run_config=$2 diff_ids_json=$3 history_json=$4
   printf '{\n  "created": "%s",\n  "architecture": "amd64",\n  "os": "linux",\n  "config": %s,\n  "rootfs": {"type": "layers", "diff_ids": [%s]},\n  "history": [%s]\n}\n' \
-    "$created" "$run_config" "$diff_ids" "$history" >"$OCI_LAYOUT/config.json"
+    "$created" "$run_config" "$diff_ids_json" "$history_json" >"$OCI_LAYOUT/config.json"
   oci_blob "$OCI_LAYOUT/config.json"
 }
 
 # The manifest blob of the config and the layers' descriptors; prints its digest.
 oci_write_manifest() {
-  local config=$1 layers=$2
+  local config=$1 layers_json=$2
   printf '{\n  "schemaVersion": 2,\n  "mediaType": "application/vnd.oci.image.manifest.v1+json",\n  "config": %s,\n  "layers": [%s]\n}\n' \
-    "$(oci_descriptor application/vnd.oci.image.config.v1+json "$config")" "$layers" \
+    "$(oci_descriptor application/vnd.oci.image.config.v1+json "$config")" "$layers_json" \
     >"$OCI_LAYOUT/manifest.json"
   oci_blob "$OCI_LAYOUT/manifest.json"
 }

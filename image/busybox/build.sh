@@ -13,11 +13,12 @@ set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
 ARCHIVE=$(realpath -m "$1")
 REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
 DOWNLOADS=${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images/downloads
 PACKAGE=busybox-static
 
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
+{ command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; } ||
   die "apt-get and dpkg-deb are needed to fetch and unpack $PACKAGE" "build it on Debian or Ubuntu"
 oci_require_tools
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
@@ -28,7 +29,7 @@ trap 'rm -rf "$WORK"' EXIT
 deb_file() {
   local version file
   version=$(apt-cache policy "$PACKAGE" | awk '/Candidate:/ {print $2}')
-  [ -n "$version" ] && [ "$version" != "(none)" ] ||
+  { [ -n "$version" ] && [ "$version" != "(none)" ]; } ||
     die "apt knows no $PACKAGE" "run apt-get update, and check that the host's apt sources have Debian main"
   mkdir -p "$DOWNLOADS/apt"
   # apt writes the epoch's colon in the file name as %3a.

@@ -39,6 +39,7 @@ else
   ARCHIVE=$(realpath -m "$1")
   REF=$2
 fi
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
 
 TRAEFIK_MODULE=github.com/traefik/traefik/v3

@@ -12,6 +12,7 @@ set -euo pipefail
 ARCHIVE=$(realpath -m "$1")
 REF=$2
 KUBECTL=$(realpath -m "${KUBECTL:?KUBECTL names the kubectl binary the image delivers}")
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
 cd "$(dirname "$0")"
 

@@ -24,7 +24,9 @@ else
   ARCHIVE=$(realpath -m "$1")
   REF=$2
 fi
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 

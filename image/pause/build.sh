@@ -11,6 +11,7 @@ set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
 ARCHIVE=$(realpath -m "$1")
 REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
 cd "$(dirname "$0")"
 
