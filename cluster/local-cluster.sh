@@ -82,6 +82,11 @@ die() {
   for hint in "$@"; do printf '  hint: %s\n' "$hint" >&2; done
   exit 1
 }
+# die saying WHAT failed, with the last lines (LINES, default 15) of LOG as its hint.
+die_with_log() {
+  local what=$1 log=$2 lines=${3:-15}
+  die "$what; the last lines of $log:" "$(tail -n "$lines" "$log" | tr '\n' ' ')"
+}
 
 # The kind of node: the running cluster's, else MLKUBE_CLUSTER_NODE's.
 node_kind() {
@@ -110,6 +115,21 @@ require_go() {
     1.2[5-9]* | 1.[3-9][0-9]* | [2-9].*) ;;
     *) die "Go $version is too old to build Kubernetes $K8S_VERSION" "install Go 1.25 or newer and put it first on PATH" ;;
   esac
+}
+
+# Go's main package MODULE@VERSION built once with `go install` as BIN (a path ending in
+# bin/<command>), at a low priority, its log beside that bin directory: NAME VERSION MODULE BIN
+# MINUTES (how long it takes on 2 cores, to say so) [LINKER FLAGS].
+go_install_once() {
+  local name=$1 version=$2 module=$3 bin=$4 minutes=$5 ldflags=${6:--s} log started=$SECONDS
+  [ -x "$bin" ] && return 0
+  require_go
+  log=$(dirname "$(dirname "$bin")")/build.log
+  mkdir -p "$(dirname "$bin")"
+  say "building $name $version once (about $minutes minutes on 2 cores); log: $log"
+  GOBIN=$(dirname "$bin") CGO_ENABLED=0 nice go install -trimpath -ldflags="$ldflags" "$module@$version" \
+    >"$log" 2>&1 || die_with_log "building $name failed" "$log"
+  say "built $name in $((SECONDS - started))s"
 }
 
 have_binaries() {
@@ -196,12 +216,11 @@ build() {
       k8s.io/kubernetes/cmd/kube-proxy
     # etcd's main package is its server module, so the binary comes out named after it.
     mv "$BIN_DIR/server" "$BIN_DIR/etcd"
-  ) >>"$log" 2>&1 || die "building the Kubernetes control plane failed; the last lines of $log:" \
-    "$(tail -n 15 "$log" | tr '\n' ' ')"
+  ) >>"$log" 2>&1 || die_with_log "building the Kubernetes control plane failed" "$log"
   (
     # kwok is a client of the API server only; it keeps its own dependency set.
     GOBIN=$BIN_DIR CGO_ENABLED=0 go install -trimpath -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  ) >>"$log" 2>&1 || die "building kwok failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+  ) >>"$log" 2>&1 || die_with_log "building kwok failed" "$log"
   have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
   say "built in $((SECONDS - started))s into $BIN_DIR"
 }
@@ -273,16 +292,20 @@ is_running() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
+# Start NAME, a process of the cluster: COMMAND... in a session of its own, its output in
+# $STATE_DIR/NAME.log and its pid in NAME.pid, where pid_of, is_running and wait_until look.
+spawn() {
+  local name=$1
+  shift
+  setsid "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE_DIR/$name.pid"
+}
+
 # Start a control-plane binary: on the host with kwok, in the node's network namespace otherwise.
 start() {
   local name=$1
   shift
-  if [ "$NODE_KIND" = real ]; then
-    start_in_netns "$name" "$BIN_DIR/$name" "$@"
-    return
-  fi
-  setsid "$BIN_DIR/$name" "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/$name.pid"
+  if [ "$NODE_KIND" = real ]; then start_in_netns "$name" "$BIN_DIR/$name" "$@"; else spawn "$name" "$BIN_DIR/$name" "$@"; fi
 }
 
 # SIGTERM to each of the named processes at once, SIGKILL to those still running 15 s later;
@@ -323,8 +346,7 @@ wait_until() {
   deadline=$((SECONDS + seconds))
   until eval "$check" >/dev/null 2>&1; do
     if ! is_running "$component"; then
-      die "$component exited while waiting for $what; the last lines of $STATE_DIR/$component.log:" \
-        "$(tail -n 8 "$STATE_DIR/$component.log" | tr '\n' ' ')"
+      die_with_log "$component exited while waiting for $what" "$STATE_DIR/$component.log" 8
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       die "timed out after ${seconds}s waiting for $what; see $STATE_DIR/$component.log"

@@ -98,8 +98,7 @@ import_images() {
   local list=$STATE_DIR/images.list ref archive digest have
   say "building the node's images (image/node-images.sh; cached after the first time)"
   "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" "$@" >"$list" 2>"$STATE_DIR/images.log" ||
-    die "building the node's images failed; the last lines of $STATE_DIR/images.log:" \
-      "$(tail -n 10 "$STATE_DIR/images.log" | tr '\n' ' ')"
+    die_with_log "building the node's images failed" "$STATE_DIR/images.log" 10
   while read -r ref archive; do
     [ -n "$ref" ] || continue
     digest=$(archive_digest "$archive")

@@ -3,16 +3,7 @@
 # kube-proxy need, and `start_node`, which brings the whole node up. Sourced by
 # cluster/real-node.sh.
 
-build_coredns() {
-  [ -x "$COREDNS_BIN" ] && return 0
-  require_go
-  local log=$CACHE_ROOT/coredns-$COREDNS_VERSION/build.log
-  mkdir -p "$(dirname "$COREDNS_BIN")"
-  say "building CoreDNS $COREDNS_VERSION once (about 3 minutes on 2 cores); log: $log"
-  GOBIN=$(dirname "$COREDNS_BIN") CGO_ENABLED=0 go install -trimpath -ldflags=-s \
-    "github.com/coredns/coredns@$COREDNS_VERSION" >"$log" 2>&1 ||
-    die "building CoreDNS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
-}
+build_coredns() { go_install_once CoreDNS "$COREDNS_VERSION" github.com/coredns/coredns "$COREDNS_BIN" 3; }
 
 # A certificate signed by the cluster's CA: NAME SUBJECT EXTENSIONS...
 sign_certificate() {

@@ -27,16 +27,13 @@ start_forwarder() {
 # Start NAME: 127.0.0.1:PORT on the host to HOST:TARGET_PORT in the namespace.
 forward() {
   local name=$1 port=$2 host=$3 target_port=$4
-  setsid socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" \
-    "EXEC:nsenter --net=$NETNS_PATH socat STDIO TCP\\:$host\\:$target_port" \
-    >"$STATE_DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/$name.pid"
+  spawn "$name" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" \
+    "EXEC:nsenter --net=$NETNS_PATH socat STDIO TCP\\:$host\\:$target_port"
 }
 
-# Start NAME in the namespace: the binary from BIN (its path) with ARGS.
+# Start NAME in the namespace: COMMAND... (a binary by its path, and its arguments).
 start_in_netns() {
-  local name=$1 binary=$2
-  shift 2
-  setsid nsenter --net="$NETNS_PATH" "$binary" "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/$name.pid"
+  local name=$1
+  shift
+  spawn "$name" nsenter --net="$NETNS_PATH" "$@"
 }

@@ -5,16 +5,8 @@
 # The provisioner's main package is its module's root, and its go.mod has no replaces: a plain
 # `go install` builds it.
 build_local_path_provisioner() {
-  [ -x "$LOCAL_PATH_BIN" ] && return 0
-  require_go
-  local log=$CACHE_ROOT/local-path-provisioner-$LOCAL_PATH_VERSION/build.log started=$SECONDS
-  mkdir -p "$(dirname "$LOCAL_PATH_BIN")"
-  say "building local-path-provisioner $LOCAL_PATH_VERSION once (about 2 minutes on 2 cores); log: $log"
-  GOBIN=$(dirname "$LOCAL_PATH_BIN") CGO_ENABLED=0 nice go install -trimpath \
-    -ldflags="-s -X main.VERSION=$LOCAL_PATH_VERSION" \
-    "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" >"$log" 2>&1 ||
-    die "building local-path-provisioner failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
-  say "built local-path-provisioner in $((SECONDS - started))s"
+  go_install_once local-path-provisioner "$LOCAL_PATH_VERSION" github.com/rancher/local-path-provisioner \
+    "$LOCAL_PATH_BIN" 2 "-s -X main.VERSION=$LOCAL_PATH_VERSION"
 }
 
 # The helper pods' image: the busybox image/node-images.sh built (its tag is busybox's version).
