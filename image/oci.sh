@@ -6,6 +6,14 @@
 #   oci_layer ROOTFS LAYER_TAR [keep|root]
 #   oci_archive ARCHIVE REF RUN_CONFIG_JSON LAYER_TAR...
 #
+# and the frame every image/<name>/build.sh ARCHIVE REF shares, in its order:
+#
+#   oci_arguments USAGE ARGS...       ARCHIVE and REF from the script's arguments
+#   oci_begin                         tools, SOURCE_DATE_EPOCH and WORK, a scratch directory
+#                                     (debian_begin in image/debian.sh for the Debian images)
+#   oci_labels TITLE [DESCRIPTION]    the run config's labels (version: REF's tag)
+#   oci_image keep|root RUN_CONFIG_JSON  $WORK/rootfs in one layer, written as ARCHIVE
+#
 # Reproducible: entries sorted by name, mtimes clamped to $SOURCE_DATE_EPOCH (older files, such
 # as those unpacked from Debian packages, keep theirs), no atime, ctime or PID in the headers,
 # compression without a name or time. A Debian root file system keeps its numeric owners (a
@@ -160,4 +168,45 @@ oci_pack() {
     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime oci-layout index.json blobs
   rm -rf "$OCI_LAYOUT"
   mv "$archive.partial" "$archive"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the frame of an image's build script
+
+# ARCHIVE (absolute, as the script may change directory after) and REF from a build script's
+# arguments, ARCHIVE REF; else the script's USAGE, and exit 2.
+oci_arguments() {
+  local usage=$1
+  shift
+  [ $# -eq 2 ] || { echo "usage: $usage" >&2; exit 2; }
+  ARCHIVE=$(realpath -m "$1")
+  REF=$2
+}
+
+# The tools checked, SOURCE_DATE_EPOCH exported (0 unless the caller set it), and WORK, a
+# scratch directory removed when the script exits.
+oci_begin() {
+  oci_require_tools
+  export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+}
+
+# The "Labels" member every run config ends with: the image's TITLE, its version (REF's tag)
+# and DESCRIPTION, if any, indented as the build scripts' run configs are.
+oci_labels() {
+  local title=$1 description=${2:-}
+  printf '    "Labels": {\n      "org.opencontainers.image.title": "%s",\n' "$title"
+  printf '      "org.opencontainers.image.version": "%s"' "${REF##*:}"
+  [ -z "$description" ] || printf ',\n      "org.opencontainers.image.description": "%s"' "$description"
+  printf '\n    }\n'
+}
+
+# The image ARCHIVE, named REF: $WORK/rootfs in one layer (OWNERS: keep or root, as oci_layer
+# takes them) with RUN_CONFIG.
+oci_image() {
+  local owners=$1 run_config=$2
+  say "packing the layer"
+  oci_layer "$WORK/rootfs" "$WORK/layer.tar" "$owners"
+  oci_archive "$ARCHIVE" "$REF" "$run_config" "$WORK/layer.tar"
 }
