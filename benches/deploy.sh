@@ -39,6 +39,7 @@ find_tool() { # name, override
   if [ -x "$peers/$1" ]; then echo "$peers/$1"; return; fi
   command -v "$1" || true
 }
+# shellcheck disable=SC2012 # the cache's own paths, without newlines
 KUBECTL=$(find_tool kubectl "${KUBECTL:-$(ls -d "$HOME"/.cache/mlkube/controlplane/k8s-*/bin/kubectl 2>/dev/null | tail -n1)}")
 KAPP=$(find_tool kapp "${KAPP:-}")
 TK=$(find_tool tk "${TK:-}")
@@ -217,7 +218,7 @@ for n in $SIZES; do
     echo "$row"
   done
 done
-sizes=($SIZES)
+read -ra sizes <<<"$SIZES"
 small=${sizes[0]} large=${sizes[-1]}
 if [ "$small" != "$large" ]; then
   echo

@@ -42,6 +42,12 @@
 # MLKUBE_CLUSTER_NODES (kwok nodes without GPUs, default 1: kwok-node-0, kwok-node-1, ...; one
 # GPU node is always added; a bench of tens of thousands of pods wants tens of nodes, as the
 # scheduler slows with the pods a node holds), MLKUBE_CLUSTER_NODE (kwok or real, above).
+#
+# This file holds the settings, `up`, `down`, `env`, `status` and the verbs; its parts, one
+# concern each, are under cluster/local/: build.sh (the Go builds), pki.sh (certificates and
+# kubeconfigs), processes.sh (starting, waiting for and stopping the cluster's processes),
+# control-plane.sh, kwok.sh (the simulated nodes) and operator.sh (`mlkube operator` beside the
+# cluster); a real node's are cluster/real-node.sh and cluster/node/.
 set -euo pipefail
 
 K8S_VERSION=v1.35.4
@@ -82,6 +88,11 @@ die() {
   for hint in "$@"; do printf '  hint: %s\n' "$hint" >&2; done
   exit 1
 }
+# die saying WHAT failed, with the last lines (LINES, default 15) of LOG as its hint.
+die_with_log() {
+  local what=$1 log=$2 lines=${3:-15}
+  die "$what; the last lines of $log:" "$(tail -n "$lines" "$log" | tr '\n' ' ')"
+}
 
 # The kind of node: the running cluster's, else MLKUBE_CLUSTER_NODE's.
 node_kind() {
@@ -93,303 +104,22 @@ node_kind() {
   esac
 }
 NODE_KIND=$(node_kind)
-# shellcheck source=cluster/real-node.sh
+# shellcheck source=SCRIPTDIR/real-node.sh
 . "$REPO_DIR/cluster/real-node.sh"
 if [ "$NODE_KIND" = real ]; then COMPONENTS=("${REAL_COMPONENTS[@]}"); else COMPONENTS=("${KWOK_COMPONENTS[@]}"); fi
 
-# ---------------------------------------------------------------------------------------------
-# build
-
-require_go() {
-  command -v go >/dev/null 2>&1 ||
-    die "the Go toolchain is not on PATH; it is needed once, to build the control plane" \
-      "install Go 1.25 or newer, put its bin directory on PATH, and run this again"
-  local version
-  version=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
-  case "$version" in
-    1.2[5-9]* | 1.[3-9][0-9]* | [2-9].*) ;;
-    *) die "Go $version is too old to build Kubernetes $K8S_VERSION" "install Go 1.25 or newer and put it first on PATH" ;;
-  esac
-}
-
-have_binaries() {
-  local b
-  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kwok; do
-    [ -x "$BIN_DIR/$b" ] || return 1
-  done
-}
-
-# The Kubernetes commands live in k8s.io/kubernetes, whose go.mod points its k8s.io/* staging
-# modules at local paths; a module of our own must pin each of them to the published v0.X.Y.
-# etcd is built in the same module so that it shares one pinned dependency set.
-write_controlplane_module() {
-  local dir=$1 staging
-  staging=$(sed -n 's#^\s*\(k8s\.io/[a-z0-9-]*\) => ./staging/.*#\1#p' \
-    "$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/go.mod")
-  [ -n "$staging" ] || die "could not read the staging modules of k8s.io/kubernetes@$K8S_VERSION"
-  {
-    echo "module mlkube.local/controlplane"
-    echo
-    echo "go 1.25.0"
-    echo
-    echo "require ("
-    echo "	k8s.io/kubernetes $K8S_VERSION"
-    echo "	go.etcd.io/etcd/server/v3 $ETCD_VERSION"
-    echo "	go.etcd.io/etcd/api/v3 $ETCD_VERSION"
-    echo "	go.etcd.io/etcd/client/pkg/v3 $ETCD_VERSION"
-    echo "	go.etcd.io/etcd/client/v3 $ETCD_VERSION"
-    echo "	go.etcd.io/etcd/pkg/v3 $ETCD_VERSION"
-    echo ")"
-    echo
-    echo "replace ("
-    for m in $staging; do echo "	$m => $m $K8S_STAGING_VERSION"; done
-    echo ")"
-  } >"$dir/go.mod"
-}
-
-# The linker flags that stamp the Kubernetes version into its binaries, as upstream's release
-# build does (hack/lib/version.sh): k8s.io/component-base/version serves `/version` and
-# `kubectl version --client`, client-go's copy names the client to the server. Without them
-# both say v0.0.0-master+$Format:%H$, `kubectl version` exits 1, and tools that compare
-# versions (Tanka's "obtaining versions") refuse the cluster. The module proxy serves the source
-# without its git history, so the commit is left empty and the tree state is `archive`,
-# upstream's word for a tree that did not come from a git checkout.
-version_ldflags() {
-  local major minor package flags="-s"
-  major=${K8S_VERSION#v}
-  minor=${major#*.}
-  major=${major%%.*}
-  minor=${minor%%.*}
-  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $package.gitVersion=$K8S_VERSION -X $package.gitMajor=$major -X $package.gitMinor=$minor"
-    flags+=" -X $package.gitCommit= -X $package.gitTreeState=archive"
-    flags+=" -X $package.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  done
-  echo "$flags"
-}
-
-build() {
-  if have_binaries; then
-    say "binaries are cached in $BIN_DIR"
-    return 0
-  fi
-  require_go
-  local work log started=$SECONDS
-  work=$CACHE_ROOT/controlplane/build-$K8S_VERSION
-  log=$work/build.log
-  mkdir -p "$work" "$BIN_DIR"
-  : >"$log"
-  say "building the control plane once (k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION); log: $log"
-  say "this takes 6-7 minutes on 2 idle cores (far longer on a busy machine); later runs use the cache"
-  (
-    cd "$work"
-    go mod download "k8s.io/kubernetes@$K8S_VERSION"
-    write_controlplane_module "$work"
-    GOFLAGS=-mod=mod go mod download all
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
-      go.etcd.io/etcd/server/v3 \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl \
-      k8s.io/kubernetes/cmd/kubelet \
-      k8s.io/kubernetes/cmd/kube-proxy
-    # etcd's main package is its server module, so the binary comes out named after it.
-    mv "$BIN_DIR/server" "$BIN_DIR/etcd"
-  ) >>"$log" 2>&1 || die "building the Kubernetes control plane failed; the last lines of $log:" \
-    "$(tail -n 15 "$log" | tr '\n' ' ')"
-  (
-    # kwok is a client of the API server only; it keeps its own dependency set.
-    GOBIN=$BIN_DIR CGO_ENABLED=0 go install -trimpath -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  ) >>"$log" 2>&1 || die "building kwok failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
-  have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
-  say "built in $((SECONDS - started))s into $BIN_DIR"
-}
-
-# ---------------------------------------------------------------------------------------------
-# certificates and kubeconfig
-
-generate_pki() {
-  local pki=$STATE_DIR/pki
-  mkdir -p "$pki"
-  (
-    cd "$pki"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=mlkube-local-ca" \
-      -keyout ca.key -out ca.crt
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout apiserver.key -out apiserver.csr
-    printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,IP:$NODE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
-      "extendedKeyUsage=serverAuth" >apiserver.ext
-    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-      -extfile apiserver.ext -out apiserver.crt
-    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=mlkube-admin" -keyout admin.key -out admin.csr
-    printf '%s\n' "extendedKeyUsage=clientAuth" >admin.ext
-    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-      -extfile admin.ext -out admin.crt
-    openssl genrsa -out sa.key 2048
-    openssl rsa -in sa.key -pubout -out sa.pub
-  ) >"$STATE_DIR/pki.log" 2>&1 || die "generating certificates with openssl failed; see $STATE_DIR/pki.log"
-  write_kubeconfig "$KUBECONFIG_FILE" mlkube-admin "" \
-    "    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
-    client-key-data: $(base64 -w0 "$pki/admin.key")"
-}
-
-# A kubeconfig for this cluster, readable by its owner only: FILE USER NAMESPACE CREDENTIALS,
-# where CREDENTIALS are the lines of the user's entry (a client certificate, or a token).
-write_kubeconfig() {
-  local file=$1 user=$2 namespace=$3 credentials=$4 namespace_line=""
-  [ -z "$namespace" ] || namespace_line=$'\n'"    namespace: $namespace"
-  (
-    umask 077
-    cat >"$file" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters:
-- name: mlkube-local
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority-data: $(base64 -w0 "$STATE_DIR/pki/ca.crt")
-users:
-- name: $user
-  user:
-$credentials
-contexts:
-- name: mlkube-local
-  context:
-    cluster: mlkube-local
-    user: $user$namespace_line
-current-context: mlkube-local
-KUBECONFIG
-  )
-}
-
-# ---------------------------------------------------------------------------------------------
-# processes
-
-pid_of() { cat "$STATE_DIR/$1.pid" 2>/dev/null || true; }
-
-is_running() {
-  local pid
-  pid=$(pid_of "$1")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
-}
-
-# Start a control-plane binary: on the host with kwok, in the node's network namespace otherwise.
-start() {
-  local name=$1
-  shift
-  if [ "$NODE_KIND" = real ]; then
-    start_in_netns "$name" "$BIN_DIR/$name" "$@"
-    return
-  fi
-  setsid "$BIN_DIR/$name" "$@" >"$STATE_DIR/$name.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/$name.pid"
-}
-
-# SIGTERM to each of the named processes at once, SIGKILL to those still running 15 s later;
-# returns once they are gone.
-stop_components() {
-  local name pid deadline
-  for name in "$@"; do
-    pid=$(pid_of "$name")
-    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  deadline=$((SECONDS + 15))
-  for name in "$@"; do
-    while is_running "$name" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-    if is_running "$name"; then kill -KILL "$(pid_of "$name")" 2>/dev/null || true; fi
-    while is_running "$name"; do sleep 0.1; done
-  done
-}
-
-port_owner() { ss -ltnpH "sport = :$1" 2>/dev/null | head -n1; }
-
-check_ports_free() {
-  local port owner ports=("${ALL_PORTS[@]}")
-  # With a real node only the forwarders and the operator beside the cluster listen on the host.
-  [ "$NODE_KIND" = kwok ] || ports=("$API_PORT" "$GATEWAY_PORT" "$OPERATOR_METRICS_PORT" "$OPERATOR_HEALTH_PORT")
-  for port in "${ports[@]}"; do
-    owner=$(port_owner "$port")
-    if [ -n "$owner" ]; then
-      die "port $port on 127.0.0.1 is already taken: $owner" \
-        "stop whatever listens there, or choose other ports with MLKUBE_CLUSTER_PORT=<base> (the base and the 7 ports above it)"
-    fi
-  done
-}
-
-# Wait until the command `check` succeeds, for at most `seconds`, failing early with the log of
-# `component` if that process exits.
-wait_until() {
-  local what=$1 seconds=$2 component=$3 check=$4 deadline
-  deadline=$((SECONDS + seconds))
-  until eval "$check" >/dev/null 2>&1; do
-    if ! is_running "$component"; then
-      die "$component exited while waiting for $what; the last lines of $STATE_DIR/$component.log:" \
-        "$(tail -n 8 "$STATE_DIR/$component.log" | tr '\n' ' ')"
-    fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-      die "timed out after ${seconds}s waiting for $what; see $STATE_DIR/$component.log"
-    fi
-    sleep 0.2
-  done
-}
-
-# Run a command where the control plane listens: the host with kwok, the node's namespace otherwise.
-in_cluster_net() {
-  if [ "$NODE_KIND" = real ]; then in_netns "$@"; else "$@"; fi
-}
-
-kubectl_local() { "$BIN_DIR/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
-
-api_ready() {
-  curl -fsS --max-time 2 --cacert "$STATE_DIR/pki/ca.crt" --cert "$STATE_DIR/pki/admin.crt" \
-    --key "$STATE_DIR/pki/admin.key" "https://127.0.0.1:$API_PORT/readyz" | grep -qx ok
-}
-
-all_running() {
-  local c
-  for c in "${COMPONENTS[@]}"; do is_running "$c" || return 1; done
-}
-
-# Two simulated nodes, one of them with GPUs. kwok manages the nodes that carry its annotation;
-# its default stages make them Ready and bring their pods to Running. Their CPU is room for the
-# operator bench, not a machine's: 1,000 PyTorchJobs give 3,000 workers whose `init-pytorch`
-# init container requests 50m each (150 CPUs), and with 64 CPUs a node, hundreds of them stayed
-# Pending, so the bench never saw every job Running. Their pod count is room for the bench at
-# 10,000 TFJobs (40,000 pods).
-node_manifest() {
-  local name=$1 gpus=$2 extra_capacity="" extra_label=""
-  if [ "$gpus" -gt 0 ]; then
-    extra_capacity=", nvidia.com/gpu: \"$gpus\""
-    extra_label="nvidia.com/gpu.present: \"true\""
-  fi
-  cat <<NODE
-apiVersion: v1
-kind: Node
-metadata:
-  name: $name
-  annotations:
-    kwok.x-k8s.io/node: fake
-    node.alpha.kubernetes.io/ttl: "0"
-  labels:
-    kubernetes.io/hostname: $name
-    kubernetes.io/os: linux
-    kubernetes.io/arch: amd64
-    node-role.kubernetes.io/agent: ""
-    type: kwok
-    $extra_label
-status:
-  allocatable: {cpu: "512", memory: 256Gi, pods: "50000"$extra_capacity}
-  capacity: {cpu: "512", memory: 256Gi, pods: "50000"$extra_capacity}
-  nodeInfo:
-    architecture: amd64
-    kubeletVersion: $K8S_VERSION-kwok
-    operatingSystem: linux
-NODE
-}
-
-nodes_ready() {
-  [ "$(kubectl_local get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge $((NODES + 1)) ]
-}
+# shellcheck source=SCRIPTDIR/local/build.sh
+. "$REPO_DIR/cluster/local/build.sh"
+# shellcheck source=SCRIPTDIR/local/pki.sh
+. "$REPO_DIR/cluster/local/pki.sh"
+# shellcheck source=SCRIPTDIR/local/processes.sh
+. "$REPO_DIR/cluster/local/processes.sh"
+# shellcheck source=SCRIPTDIR/local/control-plane.sh
+. "$REPO_DIR/cluster/local/control-plane.sh"
+# shellcheck source=SCRIPTDIR/local/kwok.sh
+. "$REPO_DIR/cluster/local/kwok.sh"
+# shellcheck source=SCRIPTDIR/local/operator.sh
+. "$REPO_DIR/cluster/local/operator.sh"
 
 up() {
   # A command that fails where no check expected it still says where, not exit silently.
@@ -434,103 +164,6 @@ up() {
   env_line
 }
 
-# The API server's flags that depend on the node: with kwok it advertises no endpoint (its only
-# address is loopback, which Endpoints reject, and nothing dials it); with a real node it
-# advertises the node's address, so pods reach it as the `kubernetes` Service, and it talks to
-# the kubelet (logs, exec) with a client certificate of its own.
-apiserver_node_flags() {
-  local pki=$STATE_DIR/pki
-  if [ "$NODE_KIND" = kwok ]; then
-    echo --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
-      --enable-admission-plugins OwnerReferencesPermissionEnforcement
-    return
-  fi
-  echo --bind-address 0.0.0.0 --advertise-address "$NODE_IP" \
-    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
-    --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
-    --kubelet-preferred-address-types InternalIP \
-    --enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction
-}
-
-start_control_plane() {
-  local pki=$STATE_DIR/pki
-  start etcd --name mlkube-local --data-dir "$STATE_DIR/etcd" \
-    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "mlkube-local=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --unsafe-no-fsync --quota-backend-bytes 8589934592 --log-level warn
-  wait_until "etcd to serve" 30 etcd "in_cluster_net curl -fsS --max-time 1 http://127.0.0.1:$ETCD_CLIENT_PORT/health | grep -q true"
-
-  # OwnerReferencesPermissionEnforcement, as hardened clusters run it: blockOwnerDeletion needs
-  # RBAC on the owner's finalizers, so the operator's cluster tests prove that rule too.
-  # shellcheck disable=SC2046
-  start kube-apiserver \
-    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" --secure-port "$API_PORT" \
-    $(apiserver_node_flags) \
-    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-    --client-ca-file "$pki/ca.crt" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --authorization-mode Node,RBAC --allow-privileged=true \
-    --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
-    --profiling=false
-  wait_until "kube-apiserver /readyz" 90 kube-apiserver api_ready
-
-  start kube-controller-manager \
-    --kubeconfig "$KUBECONFIG_FILE" \
-    --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
-    --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
-    --leader-elect=false \
-    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-    --kube-api-qps 500 --kube-api-burst 1000 \
-    --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
-    --profiling=false
-
-  cat >"$STATE_DIR/scheduler.yaml" <<SCHEDULER
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: $KUBECONFIG_FILE
-  qps: 500
-  burst: 1000
-leaderElection:
-  leaderElect: false
-# No default topology spread: with it, each pod a Service selects is scored against every pod in
-# the cluster, 33 ms a pod at 6,000 pods on these 2 cores, and the bench's 40,000 queue for hours.
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: PodTopologySpread
-    args:
-      defaultingType: List
-      defaultConstraints: []
-SCHEDULER
-  start kube-scheduler --config "$STATE_DIR/scheduler.yaml" \
-    --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
-    --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --profiling=false
-
-}
-
-start_kwok_nodes() {
-  start kwok --kubeconfig "$KUBECONFIG_FILE" --config "$KWOK_STAGES" \
-    --manage-all-nodes=false \
-    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-    --server-address "127.0.0.1:$KWOK_PORT" \
-    --cidr 10.240.0.0/12 --node-ip 127.0.240.1 \
-    --node-lease-duration-seconds 40
-
-  {
-    for ((i = 0; i < NODES; i++)); do node_manifest "kwok-node-$i" 0; echo "---"; done
-    node_manifest kwok-gpu-node-0 8
-  } |
-    kubectl_local apply -f - >"$STATE_DIR/nodes.log" 2>&1 ||
-    die "creating the kwok nodes failed; see $STATE_DIR/nodes.log"
-  wait_until "the $((NODES + 1)) kwok nodes to be Ready" 60 kwok nodes_ready
-}
-
 down() {
   if [ "$NODE_KIND" = real ]; then
     down_real
@@ -547,95 +180,6 @@ env_line() {
   echo "case \":\$PATH:\" in *\":$STATE_DIR/bin:\"*) ;; *) export PATH=\"$STATE_DIR/bin:\$PATH\" ;; esac"
   # A real node's gateway (the gateway component with serviceType NodePort, nodePort 30080).
   [ "$NODE_KIND" = kwok ] || echo "export MLKUBE_GATEWAY_URL=http://127.0.0.1:$GATEWAY_PORT"
-}
-
-# ---------------------------------------------------------------------------------------------
-# the operator beside the cluster
-
-OPERATOR_KUBECONFIG=$STATE_DIR/operator.kubeconfig
-
-operator_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" >/dev/null; }
-
-# A kubeconfig of the operator's own: the ServiceAccount's token from the TokenRequest API, so the
-# operator has exactly the rights its component grants the Deployment, nothing of the admin's.
-write_operator_kubeconfig() {
-  local namespace=$1 account=$2 token
-  token=$(kubectl_local create token "$account" --namespace "$namespace" --duration 720h) ||
-    die "could not get a token for the ServiceAccount $namespace/$account" \
-      "deploy the tf-job-operator component first (cluster/quickstart.sh does), then run this again"
-  write_kubeconfig "$OPERATOR_KUBECONFIG" "system:serviceaccount:$namespace:$account" "$namespace" \
-    "    token: $token"
-}
-
-# (Re)start `mlkube operator` as a ServiceAccount of the cluster. A second call replaces the
-# running operator (with a fresh token and whatever mlkube is on PATH now), so it is harmless.
-start_operator() {
-  [ $# -ge 2 ] || die "usage: $0 operator NAMESPACE SERVICEACCOUNT [OPERATOR ARGS...]"
-  local namespace=$1 account=$2 mlkube=${MLKUBE_BIN:-}
-  shift 2
-  [ -n "$mlkube" ] || mlkube=$(command -v mlkube) ||
-    die "mlkube is not on PATH" "install it with: cargo install --locked --path ." "or name the binary in MLKUBE_BIN"
-  all_running && api_ready || die "the local cluster is not up" "start it with: $0 up"
-  stop_operator
-  write_operator_kubeconfig "$namespace" "$account"
-  POD_NAMESPACE=$namespace setsid "$mlkube" operator "$@" --kubeconfig "$OPERATOR_KUBECONFIG" \
-    --metrics-addr "127.0.0.1:$OPERATOR_METRICS_PORT" --health-addr "127.0.0.1:$OPERATOR_HEALTH_PORT" \
-    >>"$STATE_DIR/operator.log" 2>&1 </dev/null &
-  echo $! >"$STATE_DIR/operator.pid"
-  wait_until "the operator's /readyz" 60 operator operator_ready
-  say "mlkube operator runs as $namespace/$account (pid $(pid_of operator)); log: $STATE_DIR/operator.log"
-}
-
-# SIGTERM first, so the operator finishes its reconciles in flight and hands back its lease.
-stop_operator() {
-  local pid deadline
-  pid=$(pid_of operator)
-  [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  deadline=$((SECONDS + 30))
-  while is_running operator && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-  if is_running operator; then kill -KILL "$pid" 2>/dev/null || true; fi
-  while is_running operator; do sleep 0.1; done
-  rm -f "$STATE_DIR/operator.pid"
-}
-
-# The operator's Deployments in the cluster (the tf-job-operator component's, by its name label),
-# one line each: `namespace/name|ready|replicas`; nothing when the API server is not ready.
-operator_deployments() {
-  [ -f "$KUBECONFIG_FILE" ] && api_ready || return 0
-  kubectl_local get deployments --all-namespaces -l app.kubernetes.io/name=tf-job-operator \
-    -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.status.readyReplicas}|{.spec.replicas}{"\n"}{end}' \
-    2>/dev/null || true
-}
-
-# The operator beside the cluster (`operator` starts it), and the operator in the cluster (the
-# component's Deployment: it runs on a real node; kwok's pods run no container, so there only the
-# one beside runs jobs). Fails when the one beside has exited.
-operator_status() {
-  local name ready replicas found=0 exited=0
-  if is_running operator; then
-    found=1
-    printf '%-24s running (pid %s) beside the cluster, as %s, /readyz %s\n' "mlkube operator" \
-      "$(pid_of operator)" \
-      "$(sed -n 's/^- name: system:serviceaccount:/ServiceAccount /p' "$OPERATOR_KUBECONFIG")" \
-      "$(operator_ready && echo ready || echo "not ready")"
-  elif [ -f "$STATE_DIR/operator.pid" ]; then
-    printf '%-24s exited; see %s\n' "mlkube operator" "$STATE_DIR/operator.log"
-    found=1 exited=1
-  fi
-  while IFS='|' read -r name ready replicas; do
-    [ -n "$name" ] || continue
-    if [ "$NODE_KIND" = real ]; then
-      found=1
-      printf '%-24s running in the cluster: Deployment %s, %s/%s ready\n' "mlkube operator" \
-        "$name" "${ready:-0}" "${replicas:-0}"
-    else
-      printf '%-24s Deployment %s is in the cluster, but %s\n' "mlkube operator" "$name" \
-        "kwok runs no container: only an operator beside the cluster runs jobs"
-    fi
-  done < <(operator_deployments)
-  [ "$found" = 1 ] || printf '%-24s not started (cluster/quickstart.sh starts it)\n' "mlkube operator"
-  return "$exited"
 }
 
 status() {

@@ -36,6 +36,7 @@ MLKUBE_CLUSTER_NODE=${MLKUBE_CLUSTER_NODE:-$(cluster/local-cluster.sh node-kind 
 export MLKUBE_CLUSTER_NODE
 
 say "installing mlkube (cargo install --locked --path .; a release build, some minutes the first time)"
+# shellcheck source=SCRIPTDIR/../image/progress.sh
 source image/progress.sh # a line a minute while the build runs
 with_progress "cargo install" cargo install --quiet --locked --path . --force
 installed=${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin/mlkube
@@ -60,15 +61,15 @@ operator=$(mlkube component list -o name | grep -x -e training-operator -e tf-jo
 # kwok: the operator beside the cluster, with the arguments of the Deployment the component renders
 
 run_operator_beside_the_cluster() {
-  local deployment='app.kubernetes.io/name=tf-job-operator' namespace account i operator_args=()
+  local deployment='app.kubernetes.io/name=tf-job-operator' namespace account i container_args operator_args=()
   read -r namespace account < <(kubectl get deployments --all-namespaces -l "$deployment" \
     -o jsonpath='{.items[0].metadata.namespace} {.items[0].spec.template.spec.serviceAccountName}{"\n"}')
-  mapfile -t args < <(kubectl get deployments --namespace "$namespace" -l "$deployment" \
+  mapfile -t container_args < <(kubectl get deployments --namespace "$namespace" -l "$deployment" \
     -o jsonpath='{range .items[0].spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}')
-  for ((i = 1; i < ${#args[@]}; i++)); do # args[0] is the verb, `operator`
-    case "${args[i]}" in
+  for ((i = 1; i < ${#container_args[@]}; i++)); do # container_args[0] is the verb, `operator`
+    case "${container_args[i]}" in
       --metrics-addr | --health-addr) i=$((i + 1)) ;;
-      *) operator_args+=("${args[i]}") ;;
+      *) operator_args+=("${container_args[i]}") ;;
     esac
   done
   MLKUBE_BIN=$installed cluster/local-cluster.sh operator "$namespace" "$account" "${operator_args[@]}"

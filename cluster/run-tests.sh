@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it (`.ci/run`) and as the README tells a newcomer:
-# formatting, lints, the tests that need no cluster, the operator image (image/build.sh), then a
-# local control plane of its own with kwok's simulated nodes, the cluster tests and the image's
-# tests against it; then the same control plane with a real node (root only: it needs a network
-# namespace, cgroups and mounts), the real-node tests on it, and a check that its `down` left
-# nothing behind. Each cluster is stopped at the end, also on failure.
+# The whole test suite, as CI runs it (`.ci/run`) and as the README tells a newcomer: the shell
+# scripts checked by shellcheck, formatting, lints, the tests that need no cluster, the operator
+# image (image/build.sh), then a local control plane of its own with kwok's simulated nodes, the
+# cluster tests and the image's tests against it; then the same control plane with a real node
+# (root only: it needs a network namespace, cgroups and mounts), the real-node tests on it, and a
+# check that its `down` left nothing behind. Each cluster is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,10 +23,12 @@ for component in rustfmt clippy; do
   fi
 done
 
-# The image's static binary needs musl's C compiler, and its test reads the archive with skopeo.
+# The image's static binary needs musl's C compiler, its test reads the archive with skopeo, and
+# the shell scripts are checked with Debian's shellcheck.
 missing=()
 command -v musl-gcc >/dev/null || missing+=(musl-tools)
 command -v skopeo >/dev/null || missing+=(skopeo)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     step "installing ${missing[*]}"
@@ -88,6 +90,21 @@ if [ "$(id -u)" -eq 0 ]; then
       cluster/local-cluster.sh preload serving $images object-store gateway"
   node=${background[-1]}
 fi
+
+# The project's shell scripts: the files git tracks or would (not ignored) that end in .sh or
+# start with a shell's #!.
+shell_scripts() {
+  local file first shebang='^#!.*[/ ](ba)?sh( |$)'
+  while IFS= read -r -d '' file; do
+    [ -f "$file" ] || continue
+    first=
+    [[ $file == *.sh ]] || IFS= read -r -n 128 first <"$file" || true
+    if [[ $file == *.sh || $first =~ $shebang ]]; then echo "$file"; fi
+  done < <(git ls-files -z --cached --others --exclude-standard)
+}
+mapfile -t scripts < <(shell_scripts)
+step "shellcheck (${#scripts[@]} shell scripts)"
+shellcheck "${scripts[@]}"
 
 step "cargo fmt --check"
 cargo fmt --check

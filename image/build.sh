@@ -28,7 +28,9 @@ ARCHIVE=$(realpath -m "${1:-$CARGO_TARGET_DIR/image/mlkube.oci.tar}")
 # one unit for both, and what the static build sets in cargo's environment (SOURCE_DATE_EPOCH,
 # watched by the cc crate's build scripts) would make each build rerun them for the other.
 STATIC_TARGET_DIR=$CARGO_TARGET_DIR/static
+# shellcheck source=SCRIPTDIR/oci.sh
 source "$(dirname "$0")/oci.sh"
+# shellcheck source=SCRIPTDIR/progress.sh
 source "$(dirname "$0")/progress.sh"
 cd "$(dirname "$0")/.."
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Debian bookworm root file systems for the Python images (the training and notebook-hub
 # images), sourced by their build scripts after image/oci.sh. Nothing here talks to a container
 # registry: Debian's packages come from the mirrors the host's apt uses, Python's from wheels.
@@ -6,6 +7,8 @@
 #   python_wheels REQUIREMENTS            every pinned wheel, downloaded for the image's Python
 #   python_venv ROOTFS REQUIREMENTS       /opt/venv in ROOTFS with those wheels, no index
 #   add_user ROOTFS NAME UID GID          a user with a home of its own under /home
+#   python_check ROOTFS MESSAGE CODE      CODE runs in the venv, or the build fails
+#   debian_begin                          oci_begin of a Debian image (image/oci.sh)
 #
 # Downloads are kept under $MLKUBE_CACHE/images/downloads (apt's .deb files, the wheelhouse,
 # npm's cache), so a rebuild fetches only what changed; they may be deleted at any time. Needs
@@ -17,6 +20,7 @@ PYTHON_VERSION=3.11
 GLIBC_MINOR=36
 IMAGES_CACHE=${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images
 # Layers of GBs: zstd writes them in a third of gzip's time, a fifth smaller (image/oci.sh).
+# shellcheck disable=SC2034 # read by image/oci.sh's functions
 OCI_COMPRESSION=zstd
 DOWNLOADS=$IMAGES_CACHE/downloads
 # A pin whose line ends in this comment (and why) is installed without its dependencies, and
@@ -35,6 +39,15 @@ debian_require_tools() {
   python3 -m pip --version >/dev/null 2>&1 ||
     die "python3 -m pip does not run; pip downloads the image's wheels" "apt-get install python3-pip"
   oci_require_tools
+}
+
+# The tools checked, SOURCE_DATE_EPOCH exported (the last commit's time unless the caller set
+# it), and WORK, a scratch directory removed when the script exits.
+debian_begin() {
+  debian_require_tools
+  export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+  WORK=$(debian_workdir)
+  trap 'debian_remove_workdir "$WORK"' EXIT
 }
 
 # A scratch directory for one build, on the cache's file system (root file systems take GBs,
@@ -111,6 +124,7 @@ debian_rootfs() {
   mkdir -p "$DOWNLOADS/apt" "$sources"
   debian_sources "$sources"
   say "building the Debian $SUITE root file system (mmdebstrap: minbase, $packages)"
+  # shellcheck disable=SC2016 # mmdebstrap's hooks expand $1 (the root file system) themselves
   mmdebstrap --mode=root --variant=minbase --include="$packages" \
     --skip=essential/unlink \
     --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
@@ -183,6 +197,19 @@ python_venv() {
   in_chroot "$rootfs" python3 -m compileall -q -f --invalidation-mode checked-hash \
     "/usr/lib/python$PYTHON_VERSION" /usr/lib/python3/dist-packages >/dev/null ||
     say "warning: some of Debian's Python modules did not compile; Python compiles them as they load"
+}
+
+# Python CODE run by ROOTFS's venv, with a scratch home that is removed after, else MESSAGE and
+# the output (TensorFlow logs to stderr as it loads: shown only when the check fails).
+python_check() {
+  local rootfs=$1 message=$2 code=$3
+  mkdir -p "$rootfs/tmp/check"
+  in_chroot "$rootfs" /usr/bin/env HOME=/tmp/check PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -c "$code" \
+    >"$WORK/check.log" 2>&1 || {
+    cat "$WORK/check.log" >&2
+    die "$message" "the output above says which one and why"
+  }
+  rm -rf "${rootfs:?}/tmp/"*
 }
 
 # A command in ROOTFS with a clean environment: root's PATH and home, no host variables.

@@ -11,10 +11,12 @@
 # Run it after changing a pin of the first part; the image builds install exactly the file's
 # pins, without resolving, so a pin left out makes the build fail rather than drift.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/oci.sh
 source "$(dirname "$0")/oci.sh"
+# shellcheck source=SCRIPTDIR/debian.sh
 source "$(dirname "$0")/debian.sh"
 
-[ $# -eq 1 ] && [ -f "$1" ] || die "usage: $0 REQUIREMENTS" "e.g. $0 image/training/requirements.txt"
+{ [ $# -eq 1 ] && [ -f "$1" ]; } || die "usage: $0 REQUIREMENTS" "e.g. $0 image/training/requirements.txt"
 FILE=$1
 MARKER='# What those need'
 grep -q "^$MARKER" "$FILE" || die "$FILE has no line starting with \"$MARKER\"" \

@@ -31,7 +31,9 @@
 # rebuilds when the source changes. Downloads are cached beside them (image/debian.sh). Only
 # one run builds at a time; another waits for it.
 set -euo pipefail
+# shellcheck source=SCRIPTDIR/oci.sh
 source "$(dirname "$0")/oci.sh"
+# shellcheck source=SCRIPTDIR/debian.sh
 source "$(dirname "$0")/debian.sh"
 cd "$(dirname "$0")/.."
 
@@ -128,6 +130,7 @@ control_plane_kubectl() {
     echo "$MLKUBE_KUBECTL"
     return
   fi
+  # shellcheck disable=SC2012 # the cache's own paths, without newlines: ls -t finds the newest
   found=$(ls -t "${MLKUBE_CACHE:-$HOME/.cache/mlkube}"/controlplane/*/bin/kubectl 2>/dev/null | head -1)
   [ -n "$found" ] || die "no kubectl for the kubectl-delivery image" \
     "run cluster/local-cluster.sh up once (it builds the control plane), or set MLKUBE_KUBECTL"
@@ -166,7 +169,7 @@ if wanted busybox; then
   BUSYBOX_VERSION=$(apt-cache policy busybox-static 2>/dev/null | awk '/Candidate:/ {print $2}')
   BUSYBOX_TAG=${BUSYBOX_VERSION#*:}
   BUSYBOX_TAG=${BUSYBOX_TAG%%-*}
-  [ -n "$BUSYBOX_TAG" ] && [ "$BUSYBOX_VERSION" != "(none)" ] ||
+  { [ -n "$BUSYBOX_TAG" ] && [ "$BUSYBOX_VERSION" != "(none)" ]; } ||
     die "apt knows no busybox-static" "run apt-get update, and check that the host's apt sources have Debian main"
   cached_image busybox "$BUSYBOX_TAG" image/busybox/build.sh "$BUSYBOX_VERSION" image/busybox image/oci.sh
 fi

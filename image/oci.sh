@@ -1,9 +1,18 @@
+# shellcheck shell=bash
 # The one place that writes OCI images, sourced by every image script: a layer from a directory,
 # then blobs, config, manifest and index packed as an OCI archive (a tar of an OCI image layout)
 # that `skopeo copy oci-archive:...` reads and `ctr images import` imports under its full name.
 #
 #   oci_layer ROOTFS LAYER_TAR [keep|root]
 #   oci_archive ARCHIVE REF RUN_CONFIG_JSON LAYER_TAR...
+#
+# and the frame every image/<name>/build.sh ARCHIVE REF shares, in its order:
+#
+#   oci_arguments USAGE ARGS...       ARCHIVE and REF from the script's arguments
+#   oci_begin                         tools, SOURCE_DATE_EPOCH and WORK, a scratch directory
+#                                     (debian_begin in image/debian.sh for the Debian images)
+#   oci_labels TITLE [DESCRIPTION]    the run config's labels (version: REF's tag)
+#   oci_image keep|root RUN_CONFIG_JSON  $WORK/rootfs in one layer, written as ARCHIVE
 #
 # Reproducible: entries sorted by name, mtimes clamped to $SOURCE_DATE_EPOCH (older files, such
 # as those unpacked from Debian packages, keep theirs), no atime, ctime or PID in the headers,
@@ -101,7 +110,7 @@ oci_archive() {
   shift 3
   local tag=${ref##*:} created layer sum config manifest
   local -a diff_ids=() layers=() history=()
-  [ "$tag" != "$ref" ] && [[ $tag != */* ]] || die "image reference $ref has no tag"
+  { [ "$tag" != "$ref" ] && [[ $tag != */* ]]; } || die "image reference $ref has no tag"
   [ $# -gt 0 ] || die "no layers for $ref"
   created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
   # Beside the first layer, so that the blobs are moved, not copied.
@@ -123,17 +132,17 @@ oci_archive() {
 
 # The image config blob; prints its digest.
 oci_write_config() {
-  local created=$1 run_config=$2 diff_ids=$3 history=$4
+  local created=$1 run_config=$2 diff_ids_json=$3 history_json=$4
   printf '{\n  "created": "%s",\n  "architecture": "amd64",\n  "os": "linux",\n  "config": %s,\n  "rootfs": {"type": "layers", "diff_ids": [%s]},\n  "history": [%s]\n}\n' \
-    "$created" "$run_config" "$diff_ids" "$history" >"$OCI_LAYOUT/config.json"
+    "$created" "$run_config" "$diff_ids_json" "$history_json" >"$OCI_LAYOUT/config.json"
   oci_blob "$OCI_LAYOUT/config.json"
 }
 
 # The manifest blob of the config and the layers' descriptors; prints its digest.
 oci_write_manifest() {
-  local config=$1 layers=$2
+  local config=$1 layers_json=$2
   printf '{\n  "schemaVersion": 2,\n  "mediaType": "application/vnd.oci.image.manifest.v1+json",\n  "config": %s,\n  "layers": [%s]\n}\n' \
-    "$(oci_descriptor application/vnd.oci.image.config.v1+json "$config")" "$layers" \
+    "$(oci_descriptor application/vnd.oci.image.config.v1+json "$config")" "$layers_json" \
     >"$OCI_LAYOUT/manifest.json"
   oci_blob "$OCI_LAYOUT/manifest.json"
 }
@@ -159,4 +168,45 @@ oci_pack() {
     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime oci-layout index.json blobs
   rm -rf "$OCI_LAYOUT"
   mv "$archive.partial" "$archive"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the frame of an image's build script
+
+# ARCHIVE (absolute, as the script may change directory after) and REF from a build script's
+# arguments, ARCHIVE REF; else the script's USAGE, and exit 2.
+oci_arguments() {
+  local usage=$1
+  shift
+  [ $# -eq 2 ] || { echo "usage: $usage" >&2; exit 2; }
+  ARCHIVE=$(realpath -m "$1")
+  REF=$2
+}
+
+# The tools checked, SOURCE_DATE_EPOCH exported (0 unless the caller set it), and WORK, a
+# scratch directory removed when the script exits.
+oci_begin() {
+  oci_require_tools
+  export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+}
+
+# The "Labels" member every run config ends with: the image's TITLE, its version (REF's tag)
+# and DESCRIPTION, if any, indented as the build scripts' run configs are.
+oci_labels() {
+  local title=$1 description=${2:-}
+  printf '    "Labels": {\n      "org.opencontainers.image.title": "%s",\n' "$title"
+  printf '      "org.opencontainers.image.version": "%s"' "${REF##*:}"
+  [ -z "$description" ] || printf ',\n      "org.opencontainers.image.description": "%s"' "$description"
+  printf '\n    }\n'
+}
+
+# The image ARCHIVE, named REF: $WORK/rootfs in one layer (OWNERS: keep or root, as oci_layer
+# takes them) with RUN_CONFIG.
+oci_image() {
+  local owners=$1 run_config=$2
+  say "packing the layer"
+  oci_layer "$WORK/rootfs" "$WORK/layer.tar" "$owners"
+  oci_archive "$ARCHIVE" "$REF" "$run_config" "$WORK/layer.tar"
 }

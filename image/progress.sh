@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # with_progress, sourced by scripts whose steps may take long (image/build.sh,
 # cluster/quickstart.sh); it speaks through the caller's `say`.
 
@@ -8,6 +9,7 @@ with_progress() {
   shift
   (
     # sleep holds none of the caller's pipes, so killing the loop lets them close at once.
+    # shellcheck disable=SC2217 # stdin redirected too, for that reason
     while sleep 60 </dev/null >/dev/null 2>&1; do
       say "$what: still running ($(((SECONDS - started) / 60)) min so far)"
     done

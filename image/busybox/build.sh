@@ -10,25 +10,21 @@
 # The package comes from the host's apt sources (`apt-get download`), kept in the download
 # cache beside the other images' packages.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
 DOWNLOADS=${MLKUBE_CACHE:-$HOME/.cache/mlkube}/images/downloads
 PACKAGE=busybox-static
 
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
+{ command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; } ||
   die "apt-get and dpkg-deb are needed to fetch and unpack $PACKAGE" "build it on Debian or Ubuntu"
-oci_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+oci_begin
 
 # The candidate version of the host's apt, fetched once into the download cache.
 deb_file() {
   local version file
   version=$(apt-cache policy "$PACKAGE" | awk '/Candidate:/ {print $2}')
-  [ -n "$version" ] && [ "$version" != "(none)" ] ||
+  { [ -n "$version" ] && [ "$version" != "(none)" ]; } ||
     die "apt knows no $PACKAGE" "run apt-get update, and check that the host's apt sources have Debian main"
   mkdir -p "$DOWNLOADS/apt"
   # apt writes the epoch's colon in the file name as %3a.
@@ -54,14 +50,13 @@ done
 "$WORK/rootfs/bin/busybox" sh -c 'echo ok' | grep -qx ok ||
   die "the busybox binary does not run"
 
-oci_layer "$WORK/rootfs" "$WORK/layer.tar" root
-oci_archive "$ARCHIVE" "$REF" "$(
+oci_image root "$(
   cat <<CONFIG
 {
     "User": "65532:65532",
     "Env": ["PATH=/bin"],
     "Cmd": ["/bin/sh"],
-    "Labels": {"org.opencontainers.image.title": "busybox", "org.opencontainers.image.version": "${REF##*:}"}
+$(oci_labels busybox)
   }
 CONFIG
-)" "$WORK/layer.tar"
+)"

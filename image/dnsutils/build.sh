@@ -10,10 +10,10 @@
 #
 #   image/dnsutils/build.sh ARCHIVE REF   (as root; e.g. REF docker.io/mlkube/dnsutils:0.1.0)
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 
@@ -35,26 +35,17 @@ check_commands() {
     die "/bin/sh in the dnsutils image is not dash"
 }
 
-debian_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-WORK=$(debian_workdir)
-trap 'debian_remove_workdir "$WORK"' EXIT
+debian_begin
 debian_rootfs "$WORK/rootfs" bind9-dnsutils
 trim "$WORK/rootfs"
 check_commands "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar"
-oci_archive "$ARCHIVE" "$REF" "$(
+oci_image keep "$(
   cat <<CONFIG
 {
     "User": "65532:65532",
     "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
     "Cmd": ["/bin/sh"],
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-dnsutils",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "Debian bookworm minbase with bind9-dnsutils (nslookup, dig): PyTorch workers' init-pytorch image"
-    }
+$(oci_labels mlkube-dnsutils "Debian bookworm minbase with bind9-dnsutils (nslookup, dig): PyTorch workers' init-pytorch image")
   }
 CONFIG
-)" "$WORK/layer.tar"
+)"

@@ -31,15 +31,10 @@
 #   providers is empty, so a DNS challenge fails with a message saying so; the
 #   gateway serves plain HTTP inside the cluster and asks for no certificates.
 set -euo pipefail
-BINARY_ONLY=false
-if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then
-  BINARY_ONLY=true
-else
-  [ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF | --binary" >&2; exit 2; }
-  ARCHIVE=$(realpath -m "$1")
-  REF=$2
-fi
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+BINARY_ONLY=false
+if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then BINARY_ONLY=true; else oci_arguments "$0 ARCHIVE REF | --binary" "$@"; fi
 
 TRAEFIK_MODULE=github.com/traefik/traefik/v3
 TRAEFIK_VERSION=v3.7.13
@@ -170,11 +165,7 @@ run_config() {
     "User": "$USER_ID:$USER_ID",
     "Entrypoint": ["/usr/local/bin/traefik"],
     "ExposedPorts": {"$HTTP_PORT/tcp": {}},
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-gateway",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "Traefik Proxy $TRAEFIK_VERSION, the Gateway API implementation of the gateway component"
-    }
+$(oci_labels mlkube-gateway "Traefik Proxy $TRAEFIK_VERSION, the Gateway API implementation of the gateway component")
   }
 CONFIG
 }
@@ -183,12 +174,7 @@ if [ "$BINARY_ONLY" = true ]; then
   build_traefik
   exit 0
 fi
-oci_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
+oci_begin
 build_traefik
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
 stage_rootfs "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar" root
-oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
+oci_image root "$(run_config)"

@@ -8,20 +8,16 @@
 #
 #   KUBECTL=PATH image/kubectl-delivery/build.sh ARCHIVE REF   (e.g. REF docker.io/mlkube/kubectl-delivery:0.1.0)
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: KUBECTL=PATH $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
-KUBECTL=$(realpath -m "${KUBECTL:?KUBECTL names the kubectl binary the image delivers}")
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "KUBECTL=PATH $0 ARCHIVE REF" "$@"
+KUBECTL=$(realpath -m "${KUBECTL:?KUBECTL names the kubectl binary the image delivers}")
 cd "$(dirname "$0")"
 
 command -v musl-gcc >/dev/null ||
   die "musl-gcc is not on PATH; it compiles the static deliver binary" "install it: apt-get install musl-tools"
 [ -x "$KUBECTL" ] || die "no kubectl at $KUBECTL" "cluster/local-cluster.sh up builds the control plane and its kubectl"
-oci_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+oci_begin
 
 mkdir "$WORK/rootfs"
 musl-gcc -static -Os -Wall -Wextra -Werror -ffile-prefix-map="$PWD=." \
@@ -32,13 +28,12 @@ chmod 0755 "$WORK/rootfs/deliver"
 "$WORK/rootfs/deliver" -v >/dev/null || die "the deliver binary does not run"
 "$WORK/rootfs/kubectl" version --client >/dev/null || die "$KUBECTL does not run"
 
-oci_layer "$WORK/rootfs" "$WORK/layer.tar" root
-oci_archive "$ARCHIVE" "$REF" "$(
+oci_image root "$(
   cat <<CONFIG
 {
     "User": "65532:65532",
     "Entrypoint": ["/deliver"],
-    "Labels": {"org.opencontainers.image.title": "kubectl-delivery", "org.opencontainers.image.version": "${REF##*:}"}
+$(oci_labels kubectl-delivery)
   }
 CONFIG
-)" "$WORK/layer.tar"
+)"

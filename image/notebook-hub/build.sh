@@ -9,10 +9,10 @@
 #
 #   image/notebook-hub/build.sh ARCHIVE REF   (as root; e.g. REF docker.io/mlkube/notebook-hub:0.1.0)
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 
@@ -80,19 +80,12 @@ run_config() {
     "WorkingDir": "/home/jovyan",
     "Cmd": ["jupyterhub-singleuser"],
     "ExposedPorts": {"$PROXY_PORT/tcp": {}, "$HUB_PORT/tcp": {}, "$NOTEBOOK_PORT/tcp": {}},
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-notebook-hub",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "JupyterHub with KubeSpawner and configurable-http-proxy; JupyterLab for users' notebooks"
-    }
+$(oci_labels mlkube-notebook-hub "JupyterHub with KubeSpawner and configurable-http-proxy; JupyterLab for users' notebooks")
   }
 CONFIG
 }
 
-debian_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-WORK=$(debian_workdir)
-trap 'debian_remove_workdir "$WORK"' EXIT
+debian_begin
 python_wheels "$REQUIREMENTS"
 proxy_modules "$WORK/proxy"
 debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase nodejs
@@ -101,6 +94,4 @@ install_proxy "$WORK/rootfs" "$WORK/proxy"
 add_user "$WORK/rootfs" jovyan "$USER_ID" "$GROUP_ID"
 hub_directory "$WORK/rootfs"
 check_commands "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar"
-oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
+oci_image keep "$(run_config)"

@@ -16,15 +16,11 @@
 # that requires SeaweedFS's and copies its `replace` directives and go.sum (the module proxy's
 # `go install module@version` refuses a module with replaces).
 set -euo pipefail
-BINARY_ONLY=false
-if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then
-  BINARY_ONLY=true
-else
-  [ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF | --binary" >&2; exit 2; }
-  ARCHIVE=$(realpath -m "$1")
-  REF=$2
-fi
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+BINARY_ONLY=false
+if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then BINARY_ONLY=true; else oci_arguments "$0 ARCHIVE REF | --binary" "$@"; fi
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 
@@ -95,11 +91,7 @@ run_config() {
     "WorkingDir": "/data",
     "Cmd": ["weed", "mini", "-dir=/data"],
     "ExposedPorts": {"$S3_PORT/tcp": {}},
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-object-store",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "SeaweedFS $SEAWEEDFS_VERSION (weed, S3 API on $S3_PORT) with python3 and boto3"
-    }
+$(oci_labels mlkube-object-store "SeaweedFS $SEAWEEDFS_VERSION (weed, S3 API on $S3_PORT) with python3 and boto3")
   }
 CONFIG
 }
@@ -108,15 +100,10 @@ if [ "$BINARY_ONLY" = true ]; then
   build_weed
   exit 0
 fi
-debian_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+debian_begin
 build_weed
-WORK=$(debian_workdir)
-trap 'debian_remove_workdir "$WORK"' EXIT
 debian_rootfs "$WORK/rootfs" python3 python3-boto3 ca-certificates netbase
 install_weed "$WORK/rootfs"
 add_user "$WORK/rootfs" seaweed "$USER_ID" "$GROUP_ID"
 check_commands "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar"
-oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
+oci_image keep "$(run_config)"

@@ -8,18 +8,14 @@
 # Reproducible for the same compiler: no timestamps or paths in the binary, and the layer's
 # times are $SOURCE_DATE_EPOCH.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
 cd "$(dirname "$0")"
 
 command -v musl-gcc >/dev/null ||
   die "musl-gcc is not on PATH; it compiles the static pause binary" "install it: apt-get install musl-tools"
-oci_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+oci_begin
 
 mkdir "$WORK/rootfs"
 # -ffile-prefix-map keeps the build directory out of the binary, should an assert name a file.
@@ -29,13 +25,12 @@ strip "$WORK/rootfs/pause"
 chmod 0755 "$WORK/rootfs/pause"
 "$WORK/rootfs/pause" -v >/dev/null || die "the pause binary does not run"
 
-oci_layer "$WORK/rootfs" "$WORK/layer.tar" root
-oci_archive "$ARCHIVE" "$REF" "$(
+oci_image root "$(
   cat <<CONFIG
 {
     "User": "65535:65535",
     "Entrypoint": ["/pause"],
-    "Labels": {"org.opencontainers.image.title": "pause", "org.opencontainers.image.version": "${REF##*:}"}
+$(oci_labels pause)
   }
 CONFIG
-)" "$WORK/layer.tar"
+)"

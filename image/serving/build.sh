@@ -10,10 +10,10 @@
 #
 #   image/serving/build.sh ARCHIVE REF      (as root; e.g. REF docker.io/mlkube/serving:0.1.0)
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 
@@ -40,16 +40,9 @@ install_package() {
 check_imports() {
   local rootfs=$1
   say "checking that mlserver, mlserver_xgboost, tensorflow, boto3 and mlkube_serving import in the image"
-  mkdir -p "$rootfs/tmp/check"
-  # TensorFlow logs to stderr as it loads: shown only when the import fails.
-  in_chroot "$rootfs" /usr/bin/env HOME=/tmp/check PYTHONDONTWRITEBYTECODE=1 /opt/venv/bin/python -c '
+  python_check "$rootfs" "the serving packages do not import in the serving image" '
 import boto3, mlserver, mlserver_xgboost, tensorflow
-import mlkube_serving.fetch, mlkube_serving.serve, mlkube_serving.tensorflow, mlkube_serving.xgboost' \
-    >"$WORK/check.log" 2>&1 || {
-    cat "$WORK/check.log" >&2
-    die "the serving packages do not import in the serving image" "the output above says which one and why"
-  }
-  rm -rf "${rootfs:?}/tmp/"*
+import mlkube_serving.fetch, mlkube_serving.serve, mlkube_serving.tensorflow, mlkube_serving.xgboost'
 }
 
 run_config() {
@@ -66,25 +59,16 @@ run_config() {
     "WorkingDir": "/tmp",
     "ExposedPorts": {"8080/tcp": {}, "8081/tcp": {}, "8082/tcp": {}},
     "Cmd": ["python3", "-m", "mlkube_serving.serve", "--help"],
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-serving",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "MLServer (the V2 inference protocol over REST and gRPC) serving XGBoost models and TensorFlow SavedModels fetched from S3, for the CPU"
-    }
+$(oci_labels mlkube-serving "MLServer (the V2 inference protocol over REST and gRPC) serving XGBoost models and TensorFlow SavedModels fetched from S3, for the CPU")
   }
 CONFIG
 }
 
-debian_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-WORK=$(debian_workdir)
-trap 'debian_remove_workdir "$WORK"' EXIT
+debian_begin
 python_wheels "$REQUIREMENTS"
 debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase
 python_venv "$WORK/rootfs" "$REQUIREMENTS"
 install_package "$WORK/rootfs"
 add_user "$WORK/rootfs" mlkube "$USER_ID" "$GROUP_ID"
 check_imports "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar"
-oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
+oci_image keep "$(run_config)"

@@ -9,10 +9,10 @@
 #
 #   image/training/build.sh ARCHIVE REF      (as root; e.g. REF docker.io/mlkube/training:0.1.0)
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 ARCHIVE REF" >&2; exit 2; }
-ARCHIVE=$(realpath -m "$1")
-REF=$2
+# shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+oci_arguments "$0 ARCHIVE REF" "$@"
+# shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
 cd "$(dirname "$0")/../.."
 
@@ -43,15 +43,8 @@ venv_sees_debian_packages() {
 check_imports() {
   local rootfs=$1
   say "checking that tensorflow, jax, sklearn, xgboost and mpi4py import in the image"
-  mkdir -p "$rootfs/tmp/check"
-  # TensorFlow logs to stderr as it loads: shown only when the import fails.
-  in_chroot "$rootfs" /usr/bin/env HOME=/tmp/check PYTHONDONTWRITEBYTECODE=1 \
-    /opt/venv/bin/python -c 'import tensorflow, jax, sklearn, xgboost, mpi4py, sklearn.datasets as d; d.load_digits()' \
-    >"$WORK/check.log" 2>&1 || {
-    cat "$WORK/check.log" >&2
-    die "the frameworks do not import in the training image" "the output above says which one and why"
-  }
-  rm -rf "${rootfs:?}/tmp/"*
+  python_check "$rootfs" "the frameworks do not import in the training image" \
+    'import tensorflow, jax, sklearn, xgboost, mpi4py, sklearn.datasets as d; d.load_digits()'
 }
 
 run_config() {
@@ -65,19 +58,12 @@ run_config() {
     ],
     "WorkingDir": "/tmp",
     "Cmd": ["python3"],
-    "Labels": {
-      "org.opencontainers.image.title": "mlkube-training",
-      "org.opencontainers.image.version": "${REF##*:}",
-      "org.opencontainers.image.description": "Python 3 with TensorFlow, JAX, scikit-learn and XGBoost for the CPU, Open MPI with mpi4py, and mlkube's training examples"
-    }
+$(oci_labels mlkube-training "Python 3 with TensorFlow, JAX, scikit-learn and XGBoost for the CPU, Open MPI with mpi4py, and mlkube's training examples")
   }
 CONFIG
 }
 
-debian_require_tools
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
-WORK=$(debian_workdir)
-trap 'debian_remove_workdir "$WORK"' EXIT
+debian_begin
 python_wheels "$REQUIREMENTS"
 debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase openmpi-bin python3-mpi4py
 python_venv "$WORK/rootfs" "$REQUIREMENTS"
@@ -85,6 +71,4 @@ venv_sees_debian_packages "$WORK/rootfs"
 add_user "$WORK/rootfs" mlkube "$USER_ID" "$GROUP_ID"
 copy_examples "$WORK/rootfs"
 check_imports "$WORK/rootfs"
-say "packing the layer"
-oci_layer "$WORK/rootfs" "$WORK/layer.tar"
-oci_archive "$ARCHIVE" "$REF" "$(run_config)" "$WORK/layer.tar"
+oci_image keep "$(run_config)"
