@@ -12,7 +12,7 @@ write_operator_kubeconfig() {
   local namespace=$1 account=$2 token
   token=$(kubectl_local create token "$account" --namespace "$namespace" --duration 720h) ||
     die "could not get a token for the ServiceAccount $namespace/$account" \
-      "deploy the tf-job-operator component first (cluster/quickstart.sh does), then run this again"
+      "deploy the operator's component first (training-operator, or tf-job-operator in an app an older mlkube made; cluster/quickstart.sh does), then run this again"
   write_kubeconfig "$OPERATOR_KUBECONFIG" "system:serviceaccount:$namespace:$account" "$namespace" \
     "    token: $token"
 }
@@ -49,8 +49,9 @@ stop_operator() {
   rm -f "$STATE_DIR/operator.pid"
 }
 
-# The operator's Deployments in the cluster (the tf-job-operator component's, by its name label),
-# one line each: `namespace/name|ready|replicas`; nothing when the API server is not ready.
+# The operator's Deployments in the cluster (a training-operator component's, by its name label,
+# which keeps the prototype's first name, tf-job-operator), one line each:
+# `namespace/name|ready|replicas`; nothing when the API server is not ready.
 operator_deployments() {
   [ -f "$KUBECONFIG_FILE" ] && api_ready || return 0
   kubectl_local get deployments --all-namespaces -l app.kubernetes.io/name=tf-job-operator \
