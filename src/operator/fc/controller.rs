@@ -47,7 +47,7 @@ use crate::operator::runtime::shutdown;
 use crate::operator::runtime::writes::{
     Created, Deleted, create_once, delete_exactly, replace_status,
 };
-use crate::operator::runtime::{installed, lock};
+use crate::operator::runtime::{installed, lock, watched};
 
 /// The name that turns it on in `--frameworks` and the operator component's `frameworks`.
 pub const FLAG_NAME: &str = "frameworkcontroller";
@@ -155,7 +155,7 @@ pub async fn run(shared: Shared, settings: Settings) {
     }
     let (config_maps, cm_changes) = watch_children::<ConfigMap>(&client, &settings);
     let (pods, pod_changes) = watch_children::<Pod>(&client, &settings);
-    let frameworks: Api<Framework> = api(&client, &settings);
+    let frameworks: Api<Framework> = watched(&client, settings.namespace.as_deref());
     let context = new_context(&client, config_maps.clone(), pods.clone(), metrics);
     let children = futures::stream::select(cm_changes, pod_changes);
     let ready = ready_once_synced(config_maps, pods, ready);
@@ -192,17 +192,6 @@ fn served() -> installed::Served {
         flag_name: "fc",
         flag: "--controllers",
         component: "training-operator",
-    }
-}
-
-/// The `K`s of the watched namespace, or of all.
-fn api<K>(client: &Client, settings: &Settings) -> Api<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match &settings.namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 
@@ -254,7 +243,7 @@ where
         + Sync
         + 'static,
 {
-    let api: Api<K> = api(client, settings);
+    let api: Api<K> = watched(client, settings.namespace.as_deref());
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().labels(FRAMEWORK_NAME);
     let stream = watcher(api, config)

@@ -26,6 +26,17 @@ pub mod writes;
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "mlkube-operator";
 
+/// The API of `K` in the namespace a controller watches, or in every namespace (`None`).
+pub fn watched<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
 /// Lock one of the operator's shared maps or counters. Each is changed by single inserts,
 /// removes and additions, so its data stays valid even if an earlier holder panicked.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use super::FIELD_MANAGER;
 
 /// Whether `error` is the API server's answer with this HTTP status.
-pub fn is_status(error: &kube::Error, codes: &[u16]) -> bool {
+fn is_status(error: &kube::Error, codes: &[u16]) -> bool {
     matches!(error, kube::Error::Api(status) if codes.contains(&status.code))
 }
 

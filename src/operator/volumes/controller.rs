@@ -37,13 +37,13 @@ use super::plan::{self, FINALIZER, Finalizer, Plan};
 use super::pods::{self, Placement};
 use crate::error_text::OneLine;
 use crate::operator::runtime::FIELD_MANAGER;
-use crate::operator::runtime::installed;
 use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::Metrics;
 use crate::operator::runtime::shutdown;
 use crate::operator::runtime::writes::{
     Created, Deleted, create_once, delete_exactly, is_conflict,
 };
+use crate::operator::runtime::{installed, watched};
 
 /// How long a failed reconcile waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -107,13 +107,9 @@ pub async fn run(shared: Shared, settings: Settings) {
     if !installed::await_installed(&client, &served(), &health, stop.clone(), waiting).await {
         return;
     }
-    let (managers, pods_api): (Api<VolumeManager>, Api<Pod>) = match &settings.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let namespace = settings.namespace.as_deref();
+    let managers: Api<VolumeManager> = watched(&client, namespace);
+    let pods_api: Api<Pod> = watched(&client, namespace);
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods_api, watcher::Config::default().labels(pods::ROLE))
         .default_backoff()

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::{BoxFuture, join_all};
 use futures::{FutureExt, Stream, TryStreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::PartialObjectMeta;
@@ -29,7 +28,7 @@ use super::by_job::ByJob;
 use super::records::{PodRecord, Watched};
 use crate::error_text::OneLine;
 use crate::operator::runtime::expectations::{Expectations, Kind};
-use crate::operator::runtime::lock;
+use crate::operator::runtime::{lock, watched};
 use crate::operator::training::engine::build::LABEL_OPERATOR;
 use crate::operator::training::framework::CompanionKind;
 
@@ -55,14 +54,9 @@ impl Children {
         client: &Client,
         settings: &Settings,
     ) -> (Arc<Children>, futures::future::BoxFuture<'static, ()>) {
-        let (pods, services): (Api<PodRecord>, Api<PartialObjectMeta<Service>>) =
-            match &settings.namespace {
-                Some(ns) => (
-                    Api::namespaced(client.clone(), ns),
-                    Api::namespaced(client.clone(), ns),
-                ),
-                None => (Api::all(client.clone()), Api::all(client.clone())),
-            };
+        let namespace = settings.namespace.as_deref();
+        let pods: Api<PodRecord> = watched(client, namespace);
+        let services: Api<PartialObjectMeta<Service>> = watched(client, namespace);
         let controllers: Vec<&str> = settings
             .frameworks
             .iter()
@@ -136,19 +130,19 @@ impl Children {
         let config = config.clone();
         match kind {
             CompanionKind::ConfigMap => {
-                let api = metadata_api::<ConfigMap>(client, namespace);
+                let api = watched::<PartialObjectMeta<ConfigMap>>(client, namespace);
                 self.follow(watcher(api, config), cache, None).boxed()
             }
             CompanionKind::ServiceAccount => {
-                let api = metadata_api::<ServiceAccount>(client, namespace);
+                let api = watched::<PartialObjectMeta<ServiceAccount>>(client, namespace);
                 self.follow(watcher(api, config), cache, None).boxed()
             }
             CompanionKind::Role => {
-                let api = metadata_api::<Role>(client, namespace);
+                let api = watched::<PartialObjectMeta<Role>>(client, namespace);
                 self.follow(watcher(api, config), cache, None).boxed()
             }
             CompanionKind::RoleBinding => {
-                let api = metadata_api::<RoleBinding>(client, namespace);
+                let api = watched::<PartialObjectMeta<RoleBinding>>(client, namespace);
                 self.follow(watcher(api, config), cache, None).boxed()
             }
         }
@@ -226,16 +220,5 @@ impl Companions {
             .iter()
             .find(|c| c.name == name)
             .and_then(|c| c.resource_version().map(str::to_owned))
-    }
-}
-
-/// The API of `K`'s metadata, in `namespace` or in all.
-fn metadata_api<K>(client: &Client, namespace: Option<&str>) -> Api<PartialObjectMeta<K>>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }

@@ -72,10 +72,10 @@ use crate::operator::runtime::events::Events;
 use crate::operator::runtime::expectations::Expectations;
 use crate::operator::runtime::http::Health;
 use crate::operator::runtime::installed;
-use crate::operator::runtime::lock;
 use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::Metrics;
 use crate::operator::runtime::shutdown::{self, Stop};
+use crate::operator::runtime::{lock, watched};
 use by_job::ByJob;
 use stored_job::StoredJob;
 
@@ -380,10 +380,7 @@ fn watch_jobs<J: TrainingJob>(
     impl Stream<Item = Result<StoredJob<J>, watcher::Error>> + Send + 'static,
 ) {
     // Cached compactly, and read into `J` for each reconcile (see `stored_job`).
-    let jobs: Api<StoredJob<J>> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let jobs: Api<StoredJob<J>> = watched(client, namespace);
     let (job_store, job_writer) = reflector::store();
     let job_stream = {
         let queue = queue.clone();
