@@ -27,6 +27,8 @@
 #   cluster/local-cluster.sh status   say what runs and whether the API server is ready
 #   cluster/local-cluster.sh node-kind [--running]
 #                                     kwok or real: the cluster's, else what `up` would start
+#   cluster/local-cluster.sh stop-node K  real node K (2, 3, ...) fails: every process of it killed
+#   cluster/local-cluster.sh start-node K  real node K back, as after a reboot
 #   cluster/local-cluster.sh leftovers  list what a real node's `down` left (processes, mounts,
 #                                     cgroups, the namespace); exit 1 if anything
 #   cluster/local-cluster.sh operator NAMESPACE SERVICEACCOUNT [ARGS...]
@@ -106,7 +108,11 @@ node_kind() {
 NODE_KIND=$(node_kind)
 # shellcheck source=SCRIPTDIR/real-node.sh
 . "$REPO_DIR/cluster/real-node.sh"
-if [ "$NODE_KIND" = real ]; then COMPONENTS=("${REAL_COMPONENTS[@]}"); else COMPONENTS=("${KWOK_COMPONENTS[@]}"); fi
+if [ "$NODE_KIND" = real ]; then
+  read -ra COMPONENTS <<<"$(real_components | tr '\n' ' ')"
+else
+  COMPONENTS=("${KWOK_COMPONENTS[@]}")
+fi
 
 # shellcheck source=SCRIPTDIR/local/build.sh
 . "$REPO_DIR/cluster/local/build.sh"
@@ -137,13 +143,10 @@ up() {
   fi
   command -v openssl >/dev/null || die "openssl is not on PATH" "install it: apt-get install openssl"
   command -v curl >/dev/null || die "curl is not on PATH" "install it: apt-get install curl"
-  [ "$NODE_KIND" = kwok ] || require_real_node_host
+  [ "$NODE_KIND" = kwok ] || { require_real_node_host && check_node_count; }
   check_ports_free
   build
-  if [ "$NODE_KIND" = real ]; then
-    build_coredns
-    build_local_path_provisioner
-  fi
+  [ "$NODE_KIND" = kwok ] || build_node
   local started=$SECONDS
   mkdir -p "$STATE_DIR/bin" "$NODE_DIR"
   echo "$NODE_KIND" >"$STATE_DIR/node-kind"
@@ -151,12 +154,12 @@ up() {
   ln -sf "$BIN_DIR/kubectl" "$STATE_DIR/bin/kubectl"
   generate_pki
   if [ "$NODE_KIND" = real ]; then
-    generate_node_pki
-    create_netns
+    generate_cluster_node_pki
+    create_namespaces
     start_forwarder
   fi
   start_control_plane
-  if [ "$NODE_KIND" = real ]; then start_node; else start_kwok_nodes; fi
+  if [ "$NODE_KIND" = real ]; then start_nodes; else start_kwok_nodes; fi
   # Pods need their namespace's default ServiceAccount, which the controller-manager creates.
   wait_until "the default ServiceAccount" 60 kube-controller-manager \
     "kubectl_local get serviceaccount default -n default"
@@ -178,8 +181,10 @@ down() {
 env_line() {
   echo "export KUBECONFIG=$KUBECONFIG_FILE"
   echo "case \":\$PATH:\" in *\":$STATE_DIR/bin:\"*) ;; *) export PATH=\"$STATE_DIR/bin:\$PATH\" ;; esac"
-  # A real node's gateway (the gateway component with serviceType NodePort, nodePort 30080).
+  # Real nodes' gateway (the gateway component with serviceType NodePort, nodePort 30080), and
+  # the registry they pull from.
   [ "$NODE_KIND" = kwok ] || echo "export MLKUBE_GATEWAY_URL=http://127.0.0.1:$GATEWAY_PORT"
+  [ "$NODE_KIND" = kwok ] || echo "export MLKUBE_REGISTRY=$REGISTRY_HOST"
 }
 
 status() {
@@ -206,10 +211,7 @@ status() {
 
 case "${1:-}" in
   build) build ;;
-  build-node)
-    build_coredns
-    build_local_path_provisioner
-    ;;
+  build-node) build_node ;;
   node-tools) require_real_node_host ;;
   preload)
     shift
@@ -226,6 +228,8 @@ case "${1:-}" in
     found=$(leftovers_real)
     [ -z "$found" ] || { echo "$found"; exit 1; }
     ;;
+  stop-node) stop_node "${2:-}" ;;
+  start-node) start_node "${2:-}" ;;
   down) down ;;
   env) env_line ;;
   status) status ;;
@@ -234,7 +238,7 @@ case "${1:-}" in
     start_operator "$@"
     ;;
   *)
-    echo "usage: $0 build|build-node|node-tools|preload [IMAGE...]|up|down|env|status|node-kind|leftovers|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
+    echo "usage: $0 build|build-node|node-tools|preload [IMAGE...]|up|down|env|status|node-kind|leftovers|stop-node K|start-node K|operator NAMESPACE SERVICEACCOUNT [ARGS...]" >&2
     exit 2
     ;;
 esac

@@ -3,12 +3,13 @@
 # cluster, create the default app, deploy its `local` environment (waiting until it is healthy),
 # and train.
 #
-# As root it starts a real node (MLKUBE_CLUSTER_NODE=real: containerd, a kubelet, CoreDNS, in a
-# network namespace of the cluster's own), where the operator runs in the cluster from its image
-# and a TFJob of two workers really trains on the training image; the last lines are its logs,
-# tagged by replica, with the test accuracy. Otherwise (or with MLKUBE_CLUSTER_NODE=kwok) the
-# nodes are kwok's simulated ones, which run no container: the operator then runs beside the
-# cluster as the component's ServiceAccount, and jobs "run" for 5 seconds.
+# As root it starts two real nodes (MLKUBE_CLUSTER_NODE=real: each containerd, a kubelet and
+# flannel in a network namespace of its own, pulling from the cluster's registry), where the
+# operator runs in the cluster from its image and a TFJob of two workers really trains on the
+# training image; the last lines are its logs, tagged by replica, with the test accuracy.
+# Otherwise (or with MLKUBE_CLUSTER_NODE=kwok) the nodes are kwok's simulated ones, which run no
+# container: the operator then runs beside the cluster as the component's ServiceAccount, and
+# jobs "run" for 5 seconds.
 #
 # Running it again is harmless: the builds are incremental, the cluster and the app are reused,
 # the apply changes nothing.
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mlkube/target}
 app=${1:-${TMPDIR:-/tmp}/mlkube-quickstart}
-# The images the real node holds (image/node-images.sh builds them; nothing is pulled).
+# The images the real nodes pull (image/node-images.sh builds them, `up` pushes them to the
+# cluster's registry).
 IMAGE_TAG=0.1.0
 
 say() { printf 'quickstart: %s\n' "$*" >&2; }
@@ -199,7 +201,7 @@ mlkube status local | sed -n '/^SERVING/,$p' | grep -v ' members: ' >&2 || true
 cat <<NEXT
 
 mlkube is installed as $installed. The default app is in $app; its local environment runs on
-the local cluster's real node: the operator from its image, the notebook hub (each user's
+the local cluster's real nodes: the operator from its image, the notebook hub (each user's
 notebook on a volume of their own) and the object store (S3, buckets data and models).
 TFJob $job trained on it from the digits the volume controller placed, and saved its model in
 the store; its workers' logs, tagged by replica, and the store's models are above. Two

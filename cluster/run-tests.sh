@@ -2,9 +2,10 @@
 # The whole test suite, as CI runs it (`.ci/run`) and as the README tells a newcomer: the shell
 # scripts checked by shellcheck, formatting, lints, the tests that need no cluster, the operator
 # image (image/build.sh), then a local control plane of its own with kwok's simulated nodes, the
-# cluster tests and the image's tests against it; then the same control plane with a real node
-# (root only: it needs a network namespace, cgroups and mounts), the real-node tests on it, and a
-# check that its `down` left nothing behind. Each cluster is stopped at the end, also on failure.
+# cluster tests and the image's tests against it; then the same control plane with two real
+# nodes that pull from the cluster's registry (root only: it needs network namespaces, cgroups
+# and mounts), the real-node tests on them, the loss of a node, and a check that its `down` left
+# nothing behind. Each cluster is stopped at the end, also on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,11 +71,12 @@ wait_for() {
 
 # As root, what the clusters need builds in the background from the start, in the time the Rust
 # builds leave (downloads, cargo's serial steps, the tests' runs) and while the kwok tests mostly
-# wait on the cluster: the control plane; and the real node's Debian images (mostly downloads
-# and unpacking) beside its Go parts (CoreDNS, local-path-provisioner, SeaweedFS and Traefik:
-# 20 to 30 minutes cold on 2 cores, nothing once cached), then the images imported into the
-# node's image store, so that its `up` has little left to do. The cluster's `up` builds and
-# imports whatever is missing, so without root (no real node) the control plane builds there.
+# wait on the cluster: the control plane; and the real nodes' Debian images (mostly downloads
+# and unpacking) beside their Go parts (CoreDNS, local-path-provisioner, the registry, flannel,
+# SeaweedFS and Traefik: 20 to 30 minutes cold on 2 cores, nothing once cached), then the images
+# pushed into the registry's kept storage and pulled into the nodes' kept stores, so that their
+# `up` has little left to do. The cluster's `up` builds, pushes and pulls whatever is missing,
+# so without root (no real node) the control plane builds there.
 logs=${TMPDIR:-/tmp}/mlkube-test
 if [ "$(id -u)" -eq 0 ]; then
   step "building the control plane and the real node's parts in the background (logs: $logs-*.log)"
@@ -148,15 +150,20 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 step "waiting for the real node's parts"
 wait_for "the real node's parts" "$node" "$logs-node.log (and $logs-images.log)"
-step "the local control plane with a real node (MLKUBE_CLUSTER_NODE=real)"
+step "the local control plane with real nodes (MLKUBE_CLUSTER_NODE=real, 2 nodes)"
 MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
-# The real node's environment adds the host's address of its gateway (MLKUBE_GATEWAY_URL).
+# The real nodes' environment adds the host's addresses of the gateway (MLKUBE_GATEWAY_URL) and
+# of the registry (MLKUBE_REGISTRY).
 eval "$(MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh env)"
 
-step "tests on the real node"
+step "tests on the real nodes"
 cargo test --test real_node
 
-step "the real node's down leaves nothing behind"
+# Last, alone: it stops a node, which would fail whatever else ran on it.
+step "the loss of a node"
+cargo test --test node_loss -- --nocapture
+
+step "the real nodes' down leaves nothing behind"
 cluster/local-cluster.sh down
 trap - EXIT
 cluster/local-cluster.sh leftovers

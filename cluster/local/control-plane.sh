@@ -20,6 +20,12 @@ apiserver_node_flags() {
     --enable-admission-plugins OwnerReferencesPermissionEnforcement,NodeRestriction
 }
 
+# With real nodes, the controller-manager gives each Node a pod CIDR, which flannel reads.
+controller_manager_node_flags() {
+  [ "$NODE_KIND" = kwok ] ||
+    echo --allocate-node-cidrs=true --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24
+}
+
 start_control_plane() {
   local pki=$STATE_DIR/pki
   start etcd --name mlkube-local --data-dir "$STATE_DIR/etcd" \
@@ -47,6 +53,7 @@ start_control_plane() {
     --profiling=false
   wait_until "kube-apiserver /readyz" 90 kube-apiserver api_ready
 
+  # shellcheck disable=SC2046
   start kube-controller-manager \
     --kubeconfig "$KUBECONFIG_FILE" \
     --authentication-kubeconfig "$KUBECONFIG_FILE" --authorization-kubeconfig "$KUBECONFIG_FILE" \
@@ -55,7 +62,7 @@ start_control_plane() {
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --kube-api-qps 500 --kube-api-burst 1000 \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 --concurrent-gc-syncs 40 \
-    --profiling=false
+    $(controller_manager_node_flags) --profiling=false
 
   cat >"$STATE_DIR/scheduler.yaml" <<SCHEDULER
 apiVersion: kubescheduler.config.k8s.io/v1

@@ -26,10 +26,11 @@ generate_pki() {
     client-key-data: $(base64 -w0 "$pki/admin.key")"
 }
 
-# A kubeconfig for this cluster, readable by its owner only: FILE USER NAMESPACE CREDENTIALS,
-# where CREDENTIALS are the lines of the user's entry (a client certificate, or a token).
+# A kubeconfig for this cluster, readable by its owner only: FILE USER NAMESPACE CREDENTIALS
+# [HOST], where CREDENTIALS are the lines of the user's entry (a client certificate, or a token)
+# and HOST the API server's address (127.0.0.1, its forwarder's, unless told).
 write_kubeconfig() {
-  local file=$1 user=$2 namespace=$3 credentials=$4 namespace_line=""
+  local file=$1 user=$2 namespace=$3 credentials=$4 host=${5:-127.0.0.1} namespace_line=""
   [ -z "$namespace" ] || namespace_line=$'\n'"    namespace: $namespace"
   (
     umask 077
@@ -39,7 +40,7 @@ kind: Config
 clusters:
 - name: mlkube-local
   cluster:
-    server: https://127.0.0.1:$API_PORT
+    server: https://$host:$API_PORT
     certificate-authority-data: $(base64 -w0 "$STATE_DIR/pki/ca.crt")
 users:
 - name: $user

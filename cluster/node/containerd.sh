@@ -1,27 +1,29 @@
 # shellcheck shell=bash
-# containerd, its configuration and the CNI bridge of the pods, and the node's images imported
-# into its kept image store (at `up`, or ahead with `preload`). Sourced by cluster/real-node.sh.
+# containerd of the node use_node chose: its configuration (its registries: every name the
+# cluster's images go by leads to the cluster's registry), and the node's images pulled into its
+# kept image store (at `up`, or ahead with `preload`). Sourced by cluster/real-node.sh.
 
 write_containerd_config() {
   local restrict_oom=false
   lacks_sys_resource && restrict_oom=true
   mkdir -p "$NODE_DIR/cni" "$CONTAINERD_ROOT"
+  write_registry_hosts "${1:-$REGISTRY_ADDRESS}"
   cat >"$NODE_DIR/containerd.toml" <<CONTAINERD
 version = 2
 root = "$CONTAINERD_ROOT"
-state = "$STATE_DIR/containerd"
+state = "$NODE_DIR/containerd"
 
 [grpc]
   address = "$CONTAINERD_SOCKET"
 
 [ttrpc]
-  address = "$STATE_DIR/containerd.sock.ttrpc"
+  address = "$NODE_DIR/containerd.sock.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "$STATE_DIR/containerd-opt"
+  path = "$NODE_DIR/containerd-opt"
 
 [plugins."io.containerd.grpc.v1.cri"]
-  # No registry is reachable: the sandbox image is built locally and imported.
+  # Pulled from the cluster's registry, as every image.
   sandbox_image = "$PAUSE_IMAGE"
   # Without CAP_SYS_RESOURCE, lowering a sandbox's oom_score_adj fails every pod.
   restrict_oom_score_adj = $restrict_oom
@@ -35,36 +37,32 @@ state = "$STATE_DIR/containerd"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = "$STATE_DIR/runc"
+        Root = "$NODE_DIR/runc"
         SystemdCgroup = false
 
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE_DIR/cni"
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$NODE_DIR/certs.d"
 CONTAINERD
-  # One bridge for the pods; the namespace has no uplink, so no masquerade.
-  cat >"$NODE_DIR/cni/10-mlkube.conflist" <<CNI
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "cni0",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$NODE_DIR/ipam",
-        "ranges": [[{"subnet": "$POD_CIDR"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
 }
-CNI
+
+# containerd's hosts.toml: docker.io (the platform's images are docker.io/mlkube/...), the
+# registry's name on the host (MLKUBE_REGISTRY) and its address all lead to the registry on
+# ADDRESS, over plain HTTP; nothing falls back to a registry outside.
+write_registry_hosts() {
+  local address=$1 name
+  for name in docker.io "$REGISTRY_HOST" "$REGISTRY_ADDRESS"; do
+    mkdir -p "$NODE_DIR/certs.d/$name"
+    cat >"$NODE_DIR/certs.d/$name/hosts.toml" <<HOSTS
+server = "http://$address"
+
+[host."http://$address"]
+  capabilities = ["pull", "resolve"]
+HOSTS
+  done
 }
 
 ctr_node() { ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io "$@"; }
@@ -86,52 +84,65 @@ remove_containers() {
   [ -z "$ids" ] || ctr_node containers delete $ids >/dev/null 2>&1 || true
 }
 
-# The digest of the manifest an OCI archive holds.
-archive_digest() {
-  { tar -xOf "$1" index.json 2>/dev/null || tar -xOf "$1" ./index.json 2>/dev/null || true; } |
-    grep -o 'sha256:[0-9a-f]\{64\}' | head -n1 || true
-}
-
-# The node's images (the NAMEs image/node-images.sh takes, or all) built, and imported into the
-# node's containerd unless it has them already.
-import_images() {
-  local list=$STATE_DIR/images.list ref archive digest have
-  say "building the node's images (image/node-images.sh; cached after the first time)"
-  "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" "$@" >"$list" 2>"$STATE_DIR/images.log" ||
-    die_with_log "building the node's images failed" "$STATE_DIR/images.log" 10
+# Pull every image of $STATE_DIR/images.list the node lacks (or holds another digest of) from
+# the registry, as the node's containerd would for a pod (its hosts.toml), RUN... being the
+# prefix that reaches the registry: in_node_netns at `up`, nothing for the preload.
+pull_images() {
+  local ref archive have
   while read -r ref archive; do
     [ -n "$ref" ] || continue
-    digest=$(archive_digest "$archive")
     have=$(ctr_node images ls "name==$ref" 2>/dev/null | awk 'NR > 1 {print $3}')
-    if [ -n "$digest" ] && [ "$have" = "$digest" ]; then continue; fi
-    say "importing $ref ($(($(stat -c %s "$archive") / 1024 / 1024)) MiB)"
-    # The archive names the image by its tag alone; --base-name gives it the repository.
-    ctr_node images import --base-name "${ref%:*}" "$archive" >>"$STATE_DIR/images.log" 2>&1 ||
-      die "importing $archive into the node's containerd failed; see $STATE_DIR/images.log"
-    ctr_node images ls "name==$ref" 2>/dev/null | grep -q "$ref" ||
-      die "$ref is not in the node's containerd after importing $archive; see $STATE_DIR/images.log"
-  done <"$list"
+    [ "$have" != "$(archive_digest "$archive")" ] || continue
+    "$@" ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io images pull --hosts-dir "$NODE_DIR/certs.d" \
+      "$ref" >>"$NODE_DIR/pulls.log" 2>&1 || die_with_log "$NODE_NAME could not pull $ref from the registry" "$NODE_DIR/pulls.log" 8
+  done <"$STATE_DIR/images.list"
 }
 
-# Import images (NAMEs, or all) into the node's kept image store ahead of its `up`, through a
-# containerd of their own on that store, stopped after; its state and logs go to
-# $CACHE_ROOT/node/preload-<API port>. cluster/run-tests.sh does this while the kwok tests run.
+# Pull the images on every node at once; say how long that took.
+pull_on_every_node() {
+  local k pids=() started=$SECONDS
+  say "pulling the images on $REAL_NODES node(s) from the registry"
+  for k in $(node_indexes); do
+    (
+      use_node "$k"
+      pull_images in_node_netns
+    ) &
+    pids+=("$!")
+  done
+  for k in "${pids[@]}"; do wait "$k" || exit 1; done
+  say "pulled in $((SECONDS - started))s"
+}
+
+# Push images (NAMEs, or all) into the cluster's kept registry storage and pull them into every
+# node's kept image store ahead of `up`, through a registry and containerds of their own on the
+# host, stopped after; their state and logs go to $CACHE_ROOT/node/preload-<API port>.
+# cluster/run-tests.sh does this while the kwok tests run.
 preload_images() {
   require_real_node_host
   [ ! -e "$NETNS_PATH" ] || die "a real node on port $API_PORT is up; its containerd holds the store" \
-    "stop it first (cluster/local-cluster.sh down), or let its next up import the images"
-  # The helpers below read these: here they name the preload's own directory.
-  local STATE_DIR=$CACHE_ROOT/node/preload-$API_PORT
-  local NODE_DIR=$STATE_DIR/node CONTAINERD_SOCKET=$STATE_DIR/containerd.sock pid
+    "stop it first (cluster/local-cluster.sh down), or let its next up pull the images"
+  # The helpers below read STATE_DIR: here it names the preload's own directory.
+  local STATE_DIR=$CACHE_ROOT/node/preload-$API_PORT address pids=() k
   rm -rf "$STATE_DIR"
   mkdir -p "$STATE_DIR"
-  write_containerd_config
-  containerd --config "$NODE_DIR/containerd.toml" >"$STATE_DIR/containerd.log" 2>&1 &
-  pid=$!
-  echo "$pid" >"$STATE_DIR/containerd.pid"
-  wait_until "containerd" 60 containerd containerd_ready
-  import_images "$@"
-  kill "$pid"
-  wait "$pid" || true
-  say "preloaded the node's images into $CONTAINERD_ROOT"
+  address=127.0.0.1:$(free_port)
+  write_registry_config "$STATE_DIR/registry.yaml" "$address"
+  spawn registry "$REGISTRY_BIN" serve "$STATE_DIR/registry.yaml"
+  wait_until "the preload's registry" 30 registry "registry_ready $address"
+  build_images "$@"
+  push_images "$address"
+  for k in $(node_indexes); do
+    use_node "$k"
+    NODE_DIR=$STATE_DIR/node-$k CONTAINERD_SOCKET=$STATE_DIR/node-$k/containerd.sock
+    write_containerd_config "$address"
+    spawn "containerd-$k" containerd --config "$NODE_DIR/containerd.toml"
+    wait_until "containerd" 60 "containerd-$k" containerd_ready
+    pull_images &
+    pids+=("$!")
+  done
+  for k in "${pids[@]}"; do wait "$k" || die "a preload's pull failed; see $STATE_DIR/node-*/pulls.log"; done
+  local components=(registry)
+  for k in $(node_indexes); do components+=("containerd-$k"); done
+  stop_components "${components[@]}"
+  say "preloaded the images into $REGISTRY_ROOT and the nodes' stores"
 }

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# The node's agents: the kubelet, kube-proxy and CoreDNS, with the certificates the kubelet and
-# kube-proxy need, and `start_node`, which brings the whole node up. Sourced by
+# The nodes' agents: on each the kubelet and kube-proxy, with the certificates they need; CoreDNS
+# in the cluster's namespace; and `start_nodes`, which brings every node up. Sourced by
 # cluster/real-node.sh.
 
 build_coredns() { go_install_once CoreDNS "$COREDNS_VERSION" github.com/coredns/coredns "$COREDNS_BIN" 3; }
@@ -15,35 +15,52 @@ sign_certificate() {
     -extfile "$name.ext" -out "$name.crt"
 }
 
-generate_node_pki() {
+# The API server's client certificate for the kubelets (logs, exec, port-forward), and
+# kube-proxy's, shared by every node.
+generate_cluster_node_pki() {
   (
     cd "$STATE_DIR/pki"
-    # The API server's own client certificate for the kubelet (logs, exec, port-forward).
     sign_certificate apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" \
       "extendedKeyUsage=clientAuth"
-    sign_certificate node "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
-    sign_certificate kubelet-serving "/O=system:nodes/CN=system:node:$NODE_NAME" \
-      "extendedKeyUsage=serverAuth" "subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
     sign_certificate kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
-  ) >>"$STATE_DIR/pki.log" 2>&1 || die "generating the node's certificates failed; see $STATE_DIR/pki.log"
-  local pki=$STATE_DIR/pki who
-  for who in node kube-proxy; do
-    write_kubeconfig "$NODE_DIR/$who.kubeconfig" "$who" "" \
-      "    client-certificate-data: $(base64 -w0 "$pki/$who.crt")
-    client-key-data: $(base64 -w0 "$pki/$who.key")"
-  done
+    sign_certificate flannel "/CN=mlkube:flannel" "extendedKeyUsage=clientAuth"
+  ) >>"$STATE_DIR/pki.log" 2>&1 || die "generating the nodes' certificates failed; see $STATE_DIR/pki.log"
+  write_kubeconfig "$STATE_DIR/flannel.kubeconfig" flannel "" \
+    "    client-certificate-data: $(base64 -w0 "$STATE_DIR/pki/flannel.crt")
+    client-key-data: $(base64 -w0 "$STATE_DIR/pki/flannel.key")" "$NODE_IP"
 }
 
+# The node's identity (system:node:<name>, for its kubelet), its kubelet's serving
+# certificate, and its kubeconfigs, which reach the API server on the nodes' bridge.
+generate_node_pki() {
+  local pki=$STATE_DIR/pki node=node-$NODE_INDEX
+  (
+    cd "$pki"
+    sign_certificate "$node" "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
+    sign_certificate "$node-serving" "/O=system:nodes/CN=system:node:$NODE_NAME" \
+      "extendedKeyUsage=serverAuth" "subjectAltName=IP:$NODE_ADDRESS,DNS:$NODE_NAME"
+  ) >>"$STATE_DIR/pki.log" 2>&1 || die "generating $NODE_NAME's certificates failed; see $STATE_DIR/pki.log"
+  mkdir -p "$NODE_DIR"
+  write_kubeconfig "$NODE_DIR/node.kubeconfig" "$node" "" \
+    "    client-certificate-data: $(base64 -w0 "$pki/$node.crt")
+    client-key-data: $(base64 -w0 "$pki/$node.key")" "$NODE_IP"
+  write_kubeconfig "$NODE_DIR/kube-proxy.kubeconfig" kube-proxy "" \
+    "    client-certificate-data: $(base64 -w0 "$pki/kube-proxy.crt")
+    client-key-data: $(base64 -w0 "$pki/kube-proxy.key")" "$NODE_IP"
+}
+
+# The cluster's cgroup root and the node's under it, in every hierarchy.
 make_cgroup_roots() {
-  local root parent
+  local root dir
   for root in $(cgroup_roots); do
-    mkdir -p "$root"
-    parent=$(dirname "$root")
-    # A new cpuset cgroup holds no task until it has CPUs and memory nodes of its parent's.
-    if [ -f "$root/cpuset.cpus" ] && [ -z "$(cat "$root/cpuset.cpus")" ]; then
-      cat "$parent/cpuset.cpus" >"$root/cpuset.cpus"
-      cat "$parent/cpuset.mems" >"$root/cpuset.mems"
-    fi
+    for dir in "$root" "$root/node-$NODE_INDEX"; do
+      mkdir -p "$dir"
+      # A new cpuset cgroup holds no task until it has CPUs and memory nodes of its parent's.
+      if [ -f "$dir/cpuset.cpus" ] && [ -z "$(cat "$dir/cpuset.cpus")" ]; then
+        cat "$(dirname "$dir")/cpuset.cpus" >"$dir/cpuset.cpus"
+        cat "$(dirname "$dir")/cpuset.mems" >"$dir/cpuset.mems"
+      fi
+    done
   done
 }
 
@@ -55,7 +72,7 @@ write_kubelet_config() {
   cat >"$NODE_DIR/kubelet.yaml" <<KUBELET
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $NODE_IP
+address: $NODE_ADDRESS
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 authentication:
@@ -63,17 +80,20 @@ authentication:
   webhook: {enabled: true}
   x509: {clientCAFile: $STATE_DIR/pki/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $STATE_DIR/pki/kubelet-serving.crt
-tlsPrivateKeyFile: $STATE_DIR/pki/kubelet-serving.key
+tlsCertFile: $STATE_DIR/pki/node-$NODE_INDEX-serving.crt
+tlsPrivateKeyFile: $STATE_DIR/pki/node-$NODE_INDEX-serving.key
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCKET
 cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT
+cgroupRoot: /$NODE_CGROUP
 $cgroup_v1_line
 $oom_line
 clusterDNS: [$NODE_IP]
 clusterDomain: cluster.local
 resolvConf: $NODE_DIR/resolv.conf
-# Images cannot come back once collected: nothing is pulled here.
+# The node's image filesystem is the machine's disk, which every node of every local cluster
+# and everything else on the machine share: at that disk's usual fill the kubelet would collect
+# the images over and over, each pulled again by the next pod. Each node's store is kept per
+# cluster port instead, and only grows with what the images change.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
@@ -92,7 +112,7 @@ kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $NODE_DIR/kube-proxy.kubeconfig}
 mode: iptables
 hostnameOverride: $NODE_NAME
-clusterCIDR: $POD_CIDR
+clusterCIDR: $CLUSTER_CIDR
 bindAddress: 127.0.0.1
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
@@ -106,7 +126,7 @@ PROXY
 # at once (a resolver waiting on an unreachable upstream stalls init containers), and short TTLs
 # (a negative answer cached for 30 s held `init-pytorch` back that long).
 write_corefile() {
-  cat >"$NODE_DIR/Corefile" <<COREFILE
+  cat >"$STATE_DIR/Corefile" <<COREFILE
 cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     bind $NODE_IP
     errors
@@ -134,24 +154,55 @@ node_ready() {
 
 dns_ready() { [ -n "$(ss -N "$NETNS" -lunH "sport = :53" 2>/dev/null)" ]; }
 
-start_node() {
+# The node use_node chose: its containerd, then (images pulled) its kubelet, kube-proxy and
+# flannel.
+start_containerd() {
   mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/volume-plugins"
   write_containerd_config
-  start_in_netns containerd "$(command -v containerd)" --config "$NODE_DIR/containerd.toml"
-  wait_until "containerd" 60 containerd containerd_ready
+  start_in_node_netns "containerd-$NODE_INDEX" "$(command -v containerd)" --config "$NODE_DIR/containerd.toml"
+  wait_until "containerd on $NODE_NAME" 60 "containerd-$NODE_INDEX" containerd_ready
   remove_containers
-  import_images
+}
+
+start_node_agents() {
   make_cgroup_roots
   write_kubelet_config
-  start_in_netns kubelet "$BIN_DIR/kubelet" --config "$NODE_DIR/kubelet.yaml" \
+  start_in_node_netns "kubelet-$NODE_INDEX" "$BIN_DIR/kubelet" --config "$NODE_DIR/kubelet.yaml" \
     --kubeconfig "$NODE_DIR/node.kubeconfig" --root-dir "$NODE_DIR/kubelet" \
-    --cert-dir "$NODE_DIR/kubelet-pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" \
+    --cert-dir "$NODE_DIR/kubelet-pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_ADDRESS" \
     --node-labels type=real
   write_kube_proxy_config
-  start_in_netns kube-proxy "$BIN_DIR/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
+  start_in_node_netns "kube-proxy-$NODE_INDEX" "$BIN_DIR/kube-proxy" --config "$NODE_DIR/kube-proxy.yaml"
+  start_flannel
+}
+
+# Every node: containerds first, the images pulled on each, then the agents; CoreDNS (in the
+# cluster's namespace, on node 1's address, which every node's pods reach) and the provisioner.
+start_nodes() {
+  local k
+  echo "$REAL_NODES" >"$STATE_DIR/nodes"
+  start_registry
+  build_images
+  push_images "$REGISTRY_HOST"
+  for k in $(node_indexes); do
+    use_node "$k"
+    generate_node_pki
+    start_containerd
+  done
+  pull_on_every_node
+  allow_flannel
+  for k in $(node_indexes); do
+    use_node "$k"
+    start_node_agents
+  done
   write_corefile
-  start_in_netns coredns "$COREDNS_BIN" -conf "$NODE_DIR/Corefile"
-  wait_until "the node $NODE_NAME to be Ready" 120 kubelet node_ready
+  start_in_netns coredns "$COREDNS_BIN" -conf "$STATE_DIR/Corefile"
+  for k in $(node_indexes); do
+    use_node "$k"
+    wait_for_pod_network
+    wait_until "the node $NODE_NAME to be Ready" 120 "kubelet-$k" node_ready
+  done
   wait_until "CoreDNS on $NODE_IP:53" 30 coredns dns_ready
+  use_node 1
   start_provisioner
 }

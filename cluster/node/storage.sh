@@ -12,10 +12,20 @@ build_local_path_provisioner() {
 # The helper pods' image: the busybox image/node-images.sh built (its tag is busybox's version).
 helper_image() { awk '$1 ~ /\/busybox:/ {print $1; exit}' "$STATE_DIR/images.list"; }
 
+# The provisioner's map of nodes to the directory their volumes live in: each node's state dir.
+node_path_map() {
+  local k entries=()
+  for k in $(node_indexes); do
+    entries+=("{\"node\": \"mlkube-node-$k\", \"paths\": [\"$STATE_DIR/node-$k/volumes\"]}")
+  done
+  local IFS=,
+  echo "[${entries[*]}]"
+}
+
 # The provisioner's namespace, the ServiceAccount of its helper pods, its config (volumes under
-# the node's state dir; the scripts the helper pods run; their pod, as root, since they make and
-# remove directories in root's state dir) and the default StorageClass. A claim binds when its
-# first pod is scheduled, as the provisioner needs the node.
+# each node's state dir; the scripts the helper pods run; their pod, as root, since they make
+# and remove directories in root's state dir) and the default StorageClass. A claim binds when
+# its first pod is scheduled, as the provisioner needs the node.
 storage_manifest() {
   local helper=$1
   cat <<MANIFEST
@@ -33,7 +43,7 @@ kind: ConfigMap
 metadata: {name: local-path-config, namespace: $LOCAL_PATH_NAMESPACE}
 data:
   config.json: |-
-    {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["$NODE_DIR/volumes"]}]}
+    {"nodePathMap": $(node_path_map)}
   setup: |-
     #!/bin/sh
     set -eu
@@ -51,7 +61,7 @@ data:
       containers:
       - name: helper-pod
         image: $helper
-        imagePullPolicy: Never
+        imagePullPolicy: IfNotPresent
 ---
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
@@ -68,7 +78,8 @@ start_provisioner() {
   local helper
   helper=$(helper_image)
   [ -n "$helper" ] || die "image/node-images.sh built no busybox image for the provisioner's helper pods"
-  mkdir -p "$NODE_DIR/volumes"
+  local k
+  for k in $(node_indexes); do mkdir -p "$STATE_DIR/node-$k/volumes"; done
   storage_manifest "$helper" | kubectl_local apply -f - >"$STATE_DIR/storage.log" 2>&1 ||
     die "creating the StorageClass and the provisioner's config failed; see $STATE_DIR/storage.log"
   start_in_netns local-path-provisioner "$LOCAL_PATH_BIN" --debug start --kubeconfig "$KUBECONFIG_FILE" \

@@ -1,46 +1,33 @@
 # shellcheck shell=bash
-# `down` of a real node, also after a crashed run, and what it may have left behind. Sourced by
-# cluster/real-node.sh.
+# `down` of the real nodes, also after a crashed run, and what it may have left behind. Sourced
+# by cluster/real-node.sh.
 
-# Every process whose network namespace is this cluster's (containerd's shims included).
+# The cluster's network namespaces: its own and its nodes' (however many a crashed run made).
+cluster_namespaces() {
+  local path
+  for path in "$NETNS_PATH" "$NETNS_PATH"-[0-9]*; do [ -e "$path" ] && echo "${path##*/}"; done
+  return 0
+}
+
+# Every process whose network namespace is one of this cluster's (containerd's shims included).
 processes_in_netns() {
-  local inode pid
-  inode=$(stat -Lc %i "$NETNS_PATH" 2>/dev/null) || return 0
+  local inodes=() netns pid inode
+  for netns in $(cluster_namespaces); do inodes+=("$(stat -Lc %i "/run/netns/$netns" 2>/dev/null)"); done
+  [ ${#inodes[@]} -gt 0 ] || return 0
   for pid in /proc/[0-9]*; do
-    [ "$(stat -Lc %i "$pid/ns/net" 2>/dev/null)" = "$inode" ] && echo "${pid#/proc/}"
+    inode=$(stat -Lc %i "$pid/ns/net" 2>/dev/null) || continue
+    [[ " ${inodes[*]} " == *" $inode "* ]] && echo "${pid#/proc/}"
   done
   return 0
 }
 
-# Every process in this cluster's pod cgroups (containers run in pod namespaces of their own).
+# Every process in this cluster's pod cgroups (SUFFIX empty), or in those of node SUFFIX (node-K)
+# (containers run in pod namespaces of their own).
 processes_in_cgroups() {
   local root
   for root in $(cgroup_roots); do
+    root=$root${1:+/$1}
     [ -d "$root" ] && find "$root" -name cgroup.procs -exec cat {} + 2>/dev/null
-  done
-  return 0
-}
-
-kill_all() {
-  local pids
-  pids=$( { processes_in_cgroups; processes_in_netns; } | sort -u | tr '\n' ' ')
-  [ -n "${pids// /}" ] || return 0
-  # shellcheck disable=SC2086
-  kill -KILL $pids 2>/dev/null || true
-}
-
-unmount_under() {
-  local dir=$1 mounts
-  [ -n "$dir" ] || return 0
-  # Deepest first; a mount still busy is detached lazily.
-  mounts=$(awk -v dir="$dir/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r)
-  for m in $mounts; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
-}
-
-remove_cgroups() {
-  local root
-  for root in $(cgroup_roots); do
-    [ -d "$root" ] && find "$root" -depth -type d -exec rmdir {} + 2>/dev/null
   done
   return 0
 }
@@ -53,28 +40,39 @@ remove_fixed_paths() {
   pgrep -f containerd-shim >/dev/null || rm -rf /run/containerd/s
 }
 
+# Each node's containers removed, then its containerd stopped.
+stop_containerds() {
+  local k
+  for k in $(node_indexes); do
+    use_node "$k"
+    if is_running "containerd-$k"; then
+      remove_containers
+      stop_components "containerd-$k"
+    fi
+  done
+}
+
 down_real() {
+  local k agents=() netns
   stop_operator
-  # First what would recreate pods, then the node, then the rest of the control plane.
+  # First what would recreate pods, then the nodes, then the rest of the control plane.
   stop_components kube-controller-manager kube-scheduler local-path-provisioner
-  stop_components kubelet kube-proxy coredns
-  if is_running containerd; then
-    remove_containers
-    stop_components containerd
-  fi
-  stop_components kube-apiserver etcd forwarder gateway-forwarder
+  for k in $(node_indexes); do agents+=("kubelet-$k" "kube-proxy-$k" "flannel-$k"); done
+  stop_components "${agents[@]}" coredns
+  stop_containerds
+  stop_components kube-apiserver etcd registry forwarder gateway-forwarder registry-forwarder
   kill_all
   unmount_under "$STATE_DIR"
   remove_cgroups
-  [ -e "$NETNS_PATH" ] && ip netns delete "$NETNS" 2>/dev/null
+  for netns in $(cluster_namespaces); do ip netns delete "$netns" 2>/dev/null; done
   remove_fixed_paths
 }
 
 # What `down` leaves behind, if anything (used by `status` and the tests of `down`).
 leftovers_real() {
-  local m p
-  [ -e "$NETNS_PATH" ] && echo "network namespace $NETNS"
-  p=$( { processes_in_cgroups; processes_in_netns; } | sort -u | tr '\n' ' ')
+  local m p netns
+  for netns in $(cluster_namespaces); do echo "network namespace $netns"; done
+  p=$( { processes_in_cgroups ""; processes_in_netns; } | sort -u | tr '\n' ' ')
   [ -z "${p// /}" ] || echo "processes $p"
   m=$(awk -v dir="$STATE_DIR/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo)
   [ -z "$m" ] || echo "mounts $(echo "$m" | tr '\n' ' ')"

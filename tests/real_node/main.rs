@@ -1,13 +1,15 @@
-//! Tests on the real node: `MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up`, where
-//! containers really run (containerd, a kubelet, kube-proxy and CoreDNS in the cluster's network
-//! namespace), from the images `image/node-images.sh` builds and the cluster imports.
+//! Tests on the real nodes: `MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up`, where
+//! containers really run (on each of two nodes or more, containerd, a kubelet, kube-proxy and
+//! flannel in a network namespace of its own), from the images `image/node-images.sh` builds,
+//! which the nodes pull from the cluster's registry.
 //!
 //! What only a real kubelet shows is proved here: the operator running in-cluster from its
 //! image as its ServiceAccount (in-cluster config, probes), real training jobs reading the
 //! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
 //! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
 //! its user's, claims of the default StorageClass, the object store keeping its objects, and
-//! the gateway splitting requests from the host by an HTTPRoute's weights.
+//! the gateway splitting requests from the host by an HTTPRoute's weights; and what only
+//! several nodes show: distributed training across two nodes, pulls from the registry.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
@@ -23,7 +25,9 @@ mod network;
 mod operators;
 mod platform;
 mod pytorch;
+mod registry;
 mod serving;
+mod spread;
 mod storage;
 mod stuck;
 #[path = "../cluster/support.rs"]

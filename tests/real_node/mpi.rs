@@ -1,19 +1,27 @@
 //! MPI on the real node: an MPIJob's Launcher gets kubectl from the kubectl-delivery image, and
 //! its `mpirun` starts one rank on each of two Workers through the operator's `kubexec.sh`; the
-//! ranks all-reduce their gradients over the pod network (`examples/mpi-digits.yaml`).
+//! ranks all-reduce their gradients over the pod network (`examples/mpi-digits.yaml`, its two
+//! Workers pinned to two nodes, so the all-reduce crosses a node boundary).
 
 use mlkube::operator::training::frameworks::mpi::MPIJob;
 
 use crate::jobs::{accuracies, example, finished, logs, submit};
+use crate::spread::{assert_ran_apart, spread_apart};
 use crate::support::TestNamespace;
 
 #[tokio::test]
 async fn an_mpijob_runs_mpirun_across_two_workers_to_succeeded() {
     let ns = TestNamespace::new("real-mpi").await;
-    let (jobs, name) = submit(&ns, example::<MPIJob>("mpi-digits.yaml")).await;
+    let job = spread_apart(example::<MPIJob>("mpi-digits.yaml"), "Worker");
+    let (jobs, name) = submit(&ns, job).await;
     let (state, message) = finished(&jobs, &name).await;
     let logs = logs(&ns, &format!("mpijob/{name}"), &[]);
     assert_eq!(state, "Succeeded", "{message}\nlogs:\n{logs}");
+    let nodes = assert_ran_apart::<MPIJob>(&ns, &name, "worker").await;
+    eprintln!(
+        "mpi-digits.yaml: workers on {nodes:?}; accuracies {:?}",
+        accuracies(&logs)
+    );
 
     // mpirun passes every rank's output to the Launcher's log: one rank ran on each Worker.
     for (rank, worker) in [(0, "worker-0"), (1, "worker-1")] {

@@ -1,6 +1,7 @@
-//! The cluster's network namespace has no way out: no default route, no link but its loopback,
-//! the pods' bridge and their veths, and a DNS server that answers cluster names only. Checked
-//! with route look-ups and a resolver in a pod; no packet is sent anywhere outside.
+//! The cluster's network namespaces (its own, with the control plane and node 1, and one per
+//! further node) have no way out: no default route, no link but their loopback, the pods' bridge
+//! and their veths, and the links between the nodes; and a DNS server that answers cluster names
+//! only. Checked with route look-ups and a resolver in a pod; no packet is sent anywhere outside.
 
 use std::process::Command;
 
@@ -10,6 +11,26 @@ use kube::api::PostParams;
 use serde_json::json;
 
 use crate::support::{self, TestNamespace, eventually};
+
+/// `mlkube-<port>` and `mlkube-<port>-<K>`, the namespaces `local-cluster.sh` made for the
+/// cluster the tests use and its nodes after the first.
+fn cluster_namespaces() -> Vec<String> {
+    let own = cluster_netns();
+    let (_, list) = ip(&["netns", "list"]);
+    let mut found: Vec<String> = list
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| {
+            *name == own
+                || name
+                    .strip_prefix(&format!("{own}-"))
+                    .is_some_and(|k| k.parse::<u32>().is_ok())
+        })
+        .map(str::to_string)
+        .collect();
+    found.sort();
+    found
+}
 
 /// `mlkube-<port>`, the namespace `local-cluster.sh` made for the cluster the tests use.
 fn cluster_netns() -> String {
@@ -32,21 +53,38 @@ fn ip(args: &[&str]) -> (bool, String) {
 }
 
 #[test]
-fn the_namespace_has_no_route_out_and_no_link_but_its_own() {
-    let netns = cluster_netns();
-    let (_, routes) = ip(&["-n", &netns, "route", "show"]);
+fn the_namespaces_have_no_route_out_and_no_link_but_their_own() {
+    let namespaces = cluster_namespaces();
+    assert!(
+        namespaces.len() >= 2,
+        "the real-node tests run on at least two nodes, each in a namespace: {namespaces:?}"
+    );
+    for netns in namespaces {
+        has_no_way_out(&netns);
+    }
+}
+
+/// No default route, no route to an address outside, and only the cluster's own links: lo, the
+/// pods' bridge (cni0) and their veths, the nodes' bridge (mlkube0) and its veths in the
+/// cluster's namespace, a node's end of its link (eth0) in its own.
+fn has_no_way_out(netns: &str) {
+    let (_, routes) = ip(&["-n", netns, "route", "show"]);
     assert!(
         !routes.contains("default"),
         "no default route in {netns}:\n{routes}"
     );
     // A route look-up sends nothing: TEST-NET-1 stands for any address outside.
-    let (found, lookup) = ip(&["-n", &netns, "route", "get", "192.0.2.1"]);
-    assert!(!found && lookup.contains("unreachable"), "{lookup}");
-    let (_, links) = ip(&["-n", &netns, "-br", "link"]);
+    let (found, lookup) = ip(&["-n", netns, "route", "get", "192.0.2.1"]);
+    assert!(
+        !found && lookup.contains("unreachable"),
+        "{netns}: {lookup}"
+    );
+    let (_, links) = ip(&["-n", netns, "-br", "link"]);
     for link in links.lines().filter_map(|l| l.split_whitespace().next()) {
+        let link = link.split('@').next().unwrap_or(link);
         assert!(
-            link == "lo" || link == "cni0" || link.starts_with("veth"),
-            "{netns} has only its loopback, the pods' bridge and their veths:\n{links}"
+            ["lo", "cni0", "mlkube0", "eth0"].contains(&link) || link.starts_with("veth"),
+            "{netns} has only its loopback, the bridges and their veths:\n{links}"
         );
     }
 }

@@ -124,10 +124,16 @@ async fn a_claim_of_the_default_storage_class_binds_and_keeps_what_a_pod_wrote()
         .await
         .expect("the claim's volume");
     let affinity = serde_json::to_string(&volume.spec.expect("a spec").node_affinity).unwrap();
+    // Both pods ran where the volume is: the first pod's node, to which the volume is pinned,
+    // so the second went there too, whatever other node was free.
+    let node_of = |pod: Pod| pod.spec.and_then(|s| s.node_name).expect("a scheduled pod");
+    let writer = node_of(pods.get("writer").await.expect("the writer"));
+    let reader = node_of(pods.get("reader").await.expect("the reader"));
     assert!(
-        affinity.contains("mlkube-node"),
-        "the volume is pinned to the node that holds it: {affinity}"
+        affinity.contains(&format!("\"{writer}\"")),
+        "the volume is pinned to the node that holds it, {writer}: {affinity}"
     );
+    assert_eq!(reader, writer, "the reader ran on the volume's node");
 }
 
 /// The store's app and namespace, removed when the test ends (also when it fails).
