@@ -7,6 +7,11 @@
 //! component). Values of components made from a prototype are checked against it: an unknown
 //! name or a value of the wrong type is an error naming the component, the parameter and the
 //! file that set it.
+//!
+//! One `global` value is the environment's, not a component's: `imageRegistry`
+//! ([`IMAGE_REGISTRY`], read by [`image_registry`]), the registry every platform image of the
+//! environment is pulled from. No component sees it among its params; the render points the
+//! images at it ([`crate::render::images`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,7 +21,11 @@ use serde_json::{Map, Value};
 
 use super::prototype::{self, Prototype};
 use super::{App, AppError, ComponentEntry, Environment, PARAMS_FILE};
+use crate::render::images::ImageRegistry;
 use crate::render::jsonnet::Evaluator;
+
+/// The `global` param that points an environment's platform images at a registry.
+pub const IMAGE_REGISTRY: &str = "imageRegistry";
 
 /// Where a value came from, lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -212,6 +221,9 @@ fn merge(
     for (file, map, layer) in layers(component, app_params, env_params) {
         let global = matches!(layer, Layer::Global | Layer::EnvGlobal);
         for (name, value) in map.unwrap_or(&empty) {
+            if global && name == IMAGE_REGISTRY {
+                continue;
+            }
             if name == "name" {
                 return Err(AppError::Invalid(format!(
                     "{}: `name` cannot be set; it is always the component's name",
@@ -247,6 +259,40 @@ fn merge(
         }
     }
     Ok(values)
+}
+
+/// The registry `env`'s platform images are pulled from: `global.imageRegistry` of its params
+/// file, else of the app's (`None` when neither sets it, or sets it to null).
+pub fn image_registry(
+    app: &App,
+    evaluator: &Evaluator,
+    env: &Environment,
+) -> Result<Option<ImageRegistry>, AppError> {
+    let env_params = ParamsFile::read(app, evaluator, &env.params_file())?;
+    let app_params = ParamsFile::read(app, evaluator, PARAMS_FILE)?;
+    let Some((file, value)) = [&env_params, &app_params]
+        .into_iter()
+        .find_map(|params| Some((&params.file, params.global.get(IMAGE_REGISTRY)?)))
+    else {
+        return Ok(None);
+    };
+    parse_image_registry(value).map_err(|problem| AppError::ImageRegistry {
+        file: file.clone(),
+        problem,
+    })
+}
+
+/// An `imageRegistry` value: a registry and path, or null for none.
+pub(crate) fn parse_image_registry(value: &Value) -> Result<Option<ImageRegistry>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => ImageRegistry::parse(text)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "{other} is not a registry and path; give a string such as '127.0.0.1:5000/mlkube',              or null for none"
+        )),
+    }
 }
 
 /// The prototype's defaults: the lowest layer, which the params files override.
