@@ -7,7 +7,8 @@
 //! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
 //! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
 //! its user's, claims of the default StorageClass, the object store keeping its objects, and
-//! the gateway splitting requests from the host by an HTTPRoute's weights.
+//! the gateway splitting requests from the host by an HTTPRoute's weights, and `mlkube images
+//! push` putting an image into the registry the node pulls from with its archive's digest.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
@@ -16,6 +17,7 @@ mod failures;
 mod framework;
 mod gateway;
 mod hub;
+mod images;
 mod jobs;
 mod models;
 mod mpi;
