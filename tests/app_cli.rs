@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 struct Run {
     code: i32,
@@ -2127,6 +2127,22 @@ fn image_registry_points_every_platform_image_of_an_environment_at_it() {
         "dev",
     ];
     ok(&app, &set);
+    // `param list` and `param diff` show it as the environment's global.
+    let listed: Value =
+        serde_json::from_str(&ok(&app, &["param", "list", "--env", "dev", "-o", "json"])).unwrap();
+    assert_eq!(
+        listed[0],
+        json!({"component": "global", "param": "imageRegistry", "value": "127.0.0.1:18445/mlkube", "source": "env global"})
+    );
+    let differences: Value = serde_json::from_str(&differs(
+        &app,
+        &["param", "diff", "local", "dev", "-o", "json"],
+    ))
+    .unwrap();
+    assert_eq!(
+        differences[0],
+        json!({"component": "global", "param": "imageRegistry", "local": null, "dev": "127.0.0.1:18445/mlkube"})
+    );
     let after = images_in(&show_json(&app, "dev"));
     insta::assert_snapshot!("image_registry_dev", after.join("\n"));
 

@@ -268,18 +268,42 @@ pub fn image_registry(
     evaluator: &Evaluator,
     env: &Environment,
 ) -> Result<Option<ImageRegistry>, AppError> {
-    let env_params = ParamsFile::read(app, evaluator, &env.params_file())?;
-    let app_params = ParamsFile::read(app, evaluator, PARAMS_FILE)?;
-    let Some((file, value)) = [&env_params, &app_params]
-        .into_iter()
-        .find_map(|params| Some((&params.file, params.global.get(IMAGE_REGISTRY)?)))
-    else {
+    let Some((file, setting)) = image_registry_setting(app, evaluator, Some(env))? else {
         return Ok(None);
     };
-    parse_image_registry(value).map_err(|problem| AppError::ImageRegistry {
-        file: file.clone(),
-        problem,
-    })
+    parse_image_registry(&setting.value)
+        .map_err(|problem| AppError::ImageRegistry { file, problem })
+}
+
+/// `imageRegistry` as `env` (or, without one, the app alone) sees it, and the layer that set
+/// it, for the listings.
+pub fn image_registry_param(
+    app: &App,
+    evaluator: &Evaluator,
+    env: Option<&Environment>,
+) -> Result<Option<ParamValue>, AppError> {
+    Ok(image_registry_setting(app, evaluator, env)?.map(|(_, setting)| setting))
+}
+
+/// `imageRegistry` of the environment's params file, else of the app's, with the file.
+fn image_registry_setting(
+    app: &App,
+    evaluator: &Evaluator,
+    env: Option<&Environment>,
+) -> Result<Option<(String, ParamValue)>, AppError> {
+    let mut files = Vec::new();
+    if let Some(env) = env {
+        let file = ParamsFile::read(app, evaluator, &env.params_file())?;
+        files.push((file, Layer::EnvGlobal));
+    }
+    files.push((
+        ParamsFile::read(app, evaluator, PARAMS_FILE)?,
+        Layer::Global,
+    ));
+    Ok(files.into_iter().find_map(|(file, layer)| {
+        let value = file.global.get(IMAGE_REGISTRY)?.clone();
+        Some((file.file, ParamValue { value, layer }))
+    }))
 }
 
 /// An `imageRegistry` value: a registry and path, or null for none.
@@ -416,9 +440,22 @@ pub struct ParamDifference {
 
 /// The parameters whose values differ between environments `a` and `b`, by component.
 pub fn diff(app: &App, a: &Environment, b: &Environment) -> Result<Vec<ParamDifference>, AppError> {
-    let resolved_a = resolve(app, &Evaluator::new(app.root()), Some(a))?;
-    let resolved_b = resolve(app, &Evaluator::new(app.root()), Some(b))?;
+    let evaluator = Evaluator::new(app.root());
+    let resolved_a = resolve(app, &evaluator, Some(a))?;
+    let resolved_b = resolve(app, &evaluator, Some(b))?;
     let mut differences = Vec::new();
+    let registry = |env| -> Result<Option<Value>, AppError> {
+        Ok(image_registry_param(app, &evaluator, Some(env))?.map(|p| p.value))
+    };
+    let (registry_a, registry_b) = (registry(a)?, registry(b)?);
+    if registry_a != registry_b {
+        differences.push(ParamDifference {
+            component: "global".into(),
+            param: IMAGE_REGISTRY.into(),
+            a: registry_a,
+            b: registry_b,
+        });
+    }
     for (ca, cb) in resolved_a.iter().zip(&resolved_b) {
         let mut keys: Vec<&String> = ca.values.keys().collect();
         keys.extend(cb.values.keys().filter(|k| !ca.values.contains_key(*k)));
