@@ -354,7 +354,7 @@ fn images_push_refuses_bad_input_saying_what_to_fix() {
         ),
         (
             vec![TO.into(), "nginx".into()],
-            "no platform image nginx; the images are pause, mlkube",
+            "invalid value 'nginx' for '[NAME]...'\n  [possible values: pause, mlkube, training,",
         ),
         (
             vec![

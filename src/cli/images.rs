@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -53,7 +54,7 @@ pub struct SourceArgs {
 #[derive(Debug, Args)]
 pub struct ListImagesArgs {
     /// Only these images (default: all).
-    #[arg(value_name = "NAME", value_parser = image_name)]
+    #[arg(value_name = "NAME", value_parser = PossibleValuesParser::new(PLATFORM))]
     pub names: Vec<String>,
     /// A table, or the images as JSON.
     #[arg(short = 'o', long, value_enum, default_value_t = ListFormat::Text)]
@@ -69,7 +70,7 @@ pub struct PushArgs {
     #[arg(value_name = "REGISTRY/PATH")]
     pub destination: ImageRegistry,
     /// Only these images (default: all).
-    #[arg(value_name = "NAME", value_parser = image_name)]
+    #[arg(value_name = "NAME", value_parser = PossibleValuesParser::new(PLATFORM))]
     pub names: Vec<String>,
     /// Print what a push would copy and what is up to date; write nothing to the registry.
     #[arg(long)]
@@ -80,18 +81,6 @@ pub struct PushArgs {
     pub insecure: bool,
     #[command(flatten)]
     pub source: SourceArgs,
-}
-
-/// A NAME: one of the platform's images.
-fn image_name(name: &str) -> Result<String, String> {
-    if PLATFORM.contains(&name) {
-        Ok(name.to_owned())
-    } else {
-        Err(format!(
-            "no platform image {name}; the images are {}",
-            PLATFORM.join(", ")
-        ))
-    }
 }
 
 /// `mlkube images ...`.
