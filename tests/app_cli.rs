@@ -2252,6 +2252,21 @@ fn image_registry_is_a_registry_and_path_without_scheme_or_tag() {
             "{stderr}"
         );
     }
+    let stderr = fails(
+        &app,
+        &[
+            "param",
+            "set",
+            "mnist",
+            "imageRegistry",
+            "127.0.0.1:5000/ml",
+        ],
+    );
+    assert_eq!(
+        stderr,
+        "mlkube: error: `imageRegistry` is an environment's, not a component's\nhint: mlkube \
+         param set global imageRegistry <registry>/<path> --env <env>\n"
+    );
     assert_eq!(
         snapshot_files(&app),
         files,

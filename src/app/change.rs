@@ -476,6 +476,12 @@ fn component_value(
     as_string: bool,
     env: Option<&str>,
 ) -> Result<Value, AppError> {
+    if key == params::IMAGE_REGISTRY {
+        return Err(AppError::Invalid(format!(
+            "`{key}` is an environment's, not a component's\nhint: mlkube param set global {key} \
+             <registry>/<path> --env <env>"
+        )));
+    }
     let entry = app.component(component)?;
     let Some(prototype_name) = &entry.prototype else {
         return Ok(parse_value(raw, as_string, &[]));
