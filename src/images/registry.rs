@@ -29,6 +29,12 @@ pub enum RegistryError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read the digest skopeo wrote to {}", path.display())]
+    Digest {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// skopeo's own message, and a hint when its cause is one a user can fix.
     #[error("{message}{}", hint.as_ref().map(|h| format!("\nhint: {h}")).unwrap_or_default())]
     Refused {
@@ -110,8 +116,8 @@ impl Registry for Skopeo {
         copied.map_err(|message| refused(message, reference))?;
         digest
             .map(|d| d.trim().to_owned())
-            .map_err(|source| RegistryError::Run {
-                program: self.program.clone(),
+            .map_err(|source| RegistryError::Digest {
+                path: digest_file,
                 source,
             })
     }
