@@ -28,7 +28,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     only when leaderElect is on; PodGroup rules only with gangScheduling, or for the gangScheduler
     it passes as --gang-scheduler), a Deployment (non-root, read-only root filesystem, /healthz and /readyz
     probes; pytorchInitImage, when not alpine:3.10, passed as --pytorch-init-container-image, and
-    mpiKubectlDeliveryImage as --mpi-kubectl-delivery-image), a
+    mpiKubectlDeliveryImage as --mpi-kubectl-delivery-image whenever it runs MPIJobs), a
     metrics Service on 8080, and a PodDisruptionBudget when minAvailable is set.
     Dropped from Kubeflow's package: the tf-job-dashboard (its Deployment, Service, ServiceAccount
     and RBAC; the dashboard was retired upstream, `kubectl get tfjobs` shows the same); the
@@ -212,7 +212,9 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     // Left out at the operator's own default, and when it runs no PyTorchJobs.
     + (if validPytorchInitImage == operatorPytorchInitImage || !std.member(params.frameworks, 'pytorch') then []
        else ['--pytorch-init-container-image', validPytorchInitImage])
-    + (if validKubectlDeliveryImage == operatorKubectlDeliveryImage || !runsMpi then []
+    // Always named when it runs MPIJobs, its default too: the manifest names every platform
+    // image the operator uses, so an environment's imageRegistry reaches this one as well.
+    + (if !runsMpi then []
        else ['--mpi-kubectl-delivery-image', validKubectlDeliveryImage]);
 
     local probe(path, period, failures) = {

@@ -18,6 +18,8 @@
 //!   wait.
 //! - [`observe`]: what runs once deployed and what it reports (an environment's status with its
 //!   served models' versions, logs, a sweep's ranked results), read through the deploy layer.
+//! - [`images`]: `mlkube images`, the platform's images as the checkout builds them and their
+//!   push into a registry of the user's, by skopeo.
 //! - [`operator`]: `mlkube operator`, its shared controller runtime and one room per API it
 //!   serves (today `training`, the `kubeflow.org/v1` jobs).
 //! - [`error_text`] and [`random`]: an error and its causes as text, for messages and log
@@ -29,6 +31,7 @@ pub mod app;
 pub mod cli;
 pub mod deploy;
 pub mod error_text;
+pub mod images;
 pub mod observe;
 pub mod operator;
 pub mod random;

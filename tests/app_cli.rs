@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 struct Run {
     code: i32,
@@ -1989,4 +1989,315 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
         "Created app `platform` in platform with environments local, dev, prod and components \
          gateway, mnist (serving), notebook-hub, object-store, training-operator, volume-controller.\n"
     );
+}
+
+/// Every job prototype, each with a component named for it (a Framework's name has no `-`)
+/// and the extra params it needs to render.
+const JOB_PROTOTYPES: [(&str, &str); 16] = [
+    ("tf-job", ""),
+    ("tf-job-sweep", ""),
+    ("pytorch-job", ""),
+    ("pytorch-job-sweep", "grid"),
+    ("mxnet-job", ""),
+    ("mxnet-job-sweep", "grid"),
+    ("xgboost-job", ""),
+    ("xgboost-job-sweep", "grid"),
+    ("jax-job", ""),
+    ("jax-job-sweep", "grid"),
+    ("paddle-job", ""),
+    ("paddle-job-sweep", "grid"),
+    ("mpi-job", ""),
+    ("mpi-job-sweep", "grid"),
+    ("framework", ""),
+    ("framework-sweep", "grid"),
+];
+
+/// Each image the objects name, as `component kind/name path: image`: every string under an
+/// `image` key, and each platform image (`mlkube/<name>:<tag>`) standing as a word in any other
+/// string (an argument, an environment variable, JSON text in a ConfigMap).
+fn images_in(objects: &[Value]) -> Vec<String> {
+    fn walk(value: &Value, path: &str, key: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            Value::String(text) if key == "image" => out.push((path.to_owned(), text.clone())),
+            Value::String(text) => {
+                let words =
+                    text.split(|c: char| !(c.is_ascii_alphanumeric() || "._-/:@".contains(c)));
+                for word in words.filter(|w| w.contains("mlkube/") && w.contains(':')) {
+                    out.push((path.to_owned(), word.to_owned()));
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(item, &format!("{path}[{i}]"), key, out);
+                }
+            }
+            Value::Object(fields) => {
+                for (field, item) in fields {
+                    walk(item, &format!("{path}.{field}"), field, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut lines = Vec::new();
+    for object in objects {
+        let metadata = &object["metadata"];
+        let component = metadata["labels"]["mlkube.io/component"]
+            .as_str()
+            .unwrap_or("-");
+        let mut found = Vec::new();
+        walk(object, "", "", &mut found);
+        for (path, image) in found {
+            let (kind, name) = (&object["kind"], &metadata["name"]);
+            let (kind, name) = (kind.as_str().unwrap(), name.as_str().unwrap());
+            lines.push(format!("{component} {kind}/{name} {path}: {image}"));
+        }
+    }
+    lines
+}
+
+/// An app with the default components, one component of each job prototype on the platform's
+/// training image, one on an image of the user's own (`python:3.12`), and in `dev` the platform's
+/// images wherever a component can take one: MLServer for mnist, the hub's notebook image, the
+/// PyTorch workers' init image.
+fn app_on_platform_images() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, app) = new_app(&[]);
+    let image = "image=mlkube/training:0.1.0";
+    let grid = r#"grid={"learningRate": [0.1, 0.01]}"#;
+    for (prototype, extra) in JOB_PROTOTYPES {
+        let name = match prototype {
+            "framework" | "framework-sweep" => prototype.replace('-', ""),
+            _ => format!("job-{prototype}"),
+        };
+        let mut args = vec!["component", "add", prototype, &name, "--param", image];
+        if extra == "grid" {
+            args.extend(["--param", grid]);
+        }
+        ok(&app, &args);
+    }
+    ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "tf-job",
+            "own-image",
+            "--param",
+            "image=python:3.12",
+        ],
+    );
+    for (component, key, value) in [
+        ("mnist", "objectStore", "object-store"),
+        ("mnist", "modelBasePath", "s3://models/mnist"),
+        ("mnist", "runtime", "mlserver"),
+        ("notebook-hub", "proxyImage", "mlkube/notebook-hub:0.1.0"),
+        (
+            "notebook-hub",
+            "notebookImages",
+            r#"["mlkube/notebook-hub:0.1.0", "jupyter/scipy-notebook:2023-10-20"]"#,
+        ),
+        (
+            "training-operator",
+            "pytorchInitImage",
+            "docker.io/mlkube/dnsutils:0.1.0",
+        ),
+    ] {
+        ok(
+            &app,
+            &["param", "set", component, key, value, "--env", "dev"],
+        );
+    }
+    (tmp, app)
+}
+
+/// `imageRegistry` points every platform image an environment renders at the registry: each
+/// component of the default app, each job prototype's, and the images the operator is told to
+/// use for the pods it creates; an image of the user's own stays, and so do other environments.
+#[test]
+fn image_registry_points_every_platform_image_of_an_environment_at_it() {
+    let (_tmp, app) = app_on_platform_images();
+    let before = images_in(&show_json(&app, "dev"));
+    let set = [
+        "param",
+        "set",
+        "global",
+        "imageRegistry",
+        "127.0.0.1:18445/mlkube",
+        "--env",
+        "dev",
+    ];
+    ok(&app, &set);
+    // `param list` and `param diff` show it as the environment's global.
+    let listed: Value =
+        serde_json::from_str(&ok(&app, &["param", "list", "--env", "dev", "-o", "json"])).unwrap();
+    assert_eq!(
+        listed[0],
+        json!({"component": "global", "param": "imageRegistry", "value": "127.0.0.1:18445/mlkube", "source": "env global"})
+    );
+    let differences: Value = serde_json::from_str(&differs(
+        &app,
+        &["param", "diff", "local", "dev", "-o", "json"],
+    ))
+    .unwrap();
+    assert_eq!(
+        differences[0],
+        json!({"component": "global", "param": "imageRegistry", "local": null, "dev": "127.0.0.1:18445/mlkube"})
+    );
+    let after = images_in(&show_json(&app, "dev"));
+    insta::assert_snapshot!("image_registry_dev", after.join("\n"));
+
+    // The same places, each platform image moved and every other one as it was.
+    assert_eq!(before.len(), after.len(), "{after:#?}");
+    for (was, is) in before.iter().zip(&after) {
+        let (place, image) = was.rsplit_once(": ").unwrap();
+        let moved = image
+            .strip_prefix("docker.io/")
+            .unwrap_or(image)
+            .strip_prefix("mlkube/")
+            .map(|rest| format!("{place}: 127.0.0.1:18445/mlkube/{rest}"));
+        assert_eq!(is, moved.as_ref().unwrap_or(was));
+    }
+    let in_registry = |component: &str| {
+        after.iter().any(|l| {
+            l.starts_with(&format!("{component} ")) && l.contains(": 127.0.0.1:18445/mlkube/")
+        })
+    };
+    let defaults = [
+        "gateway",
+        "mnist",
+        "notebook-hub",
+        "object-store",
+        "training-operator",
+        "volume-controller",
+    ];
+    let jobs = JOB_PROTOTYPES.map(|(prototype, _)| match prototype {
+        "framework" | "framework-sweep" => prototype.replace('-', ""),
+        _ => format!("job-{prototype}"),
+    });
+    for component in defaults.iter().map(|c| c.to_string()).chain(jobs) {
+        assert!(in_registry(&component), "{component}: {after:#?}");
+    }
+    let own: Vec<&String> = after
+        .iter()
+        .filter(|l| l.starts_with("own-image "))
+        .collect();
+    assert!(
+        !own.is_empty() && own.iter().all(|l| l.ends_with(": python:3.12")),
+        "{own:?}"
+    );
+    // The operator names the images of the pods it creates, and they moved too.
+    for flag in [
+        "--mpi-kubectl-delivery-image",
+        "--pytorch-init-container-image",
+        "--volume-image",
+    ] {
+        let objects = show_json(&app, "dev");
+        let args: Vec<&str> = objects
+            .iter()
+            .flat_map(|o| {
+                o["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .flat_map(|c| c["args"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        let at = args
+            .iter()
+            .position(|a| *a == flag)
+            .unwrap_or_else(|| panic!("{flag} in {args:?}"));
+        assert!(
+            args[at + 1].starts_with("127.0.0.1:18445/mlkube/"),
+            "{flag} {}",
+            args[at + 1]
+        );
+    }
+    // Other environments are left alone.
+    let local = ok(&app, &["show", "local"]);
+    assert!(!local.contains("127.0.0.1:18445"));
+}
+
+/// A registry is checked when it is set (nothing is written) and when the file is read, and
+/// null sets none.
+#[test]
+fn image_registry_is_a_registry_and_path_without_scheme_or_tag() {
+    let (_tmp, app) = new_app(&[]);
+    let files = snapshot_files(&app);
+    for (bad, problem) in [
+        (
+            "http://127.0.0.1:5000/mlkube",
+            "it has a scheme; drop `http://`",
+        ),
+        ("127.0.0.1:5000/mlkube:0.1.0", "it has a tag"),
+        ("127.0.0.1:5000", "it names no path after the registry"),
+        ("team/mlkube", "`team` is not a registry"),
+    ] {
+        let stderr = fails(
+            &app,
+            &[
+                "param",
+                "set",
+                "global",
+                "imageRegistry",
+                bad,
+                "--env",
+                "prod",
+            ],
+        );
+        assert!(
+            stderr.starts_with(&format!(
+                "mlkube: error: `imageRegistry` in environments/prod/params.libsonnet: `{bad}` is not <registry>/<path>: {problem}"
+            )) && stderr.contains("\nhint: give a registry's host[:port] and a path"),
+            "{stderr}"
+        );
+    }
+    let stderr = fails(
+        &app,
+        &[
+            "param",
+            "set",
+            "mnist",
+            "imageRegistry",
+            "127.0.0.1:5000/ml",
+        ],
+    );
+    assert_eq!(
+        stderr,
+        "mlkube: error: `imageRegistry` is an environment's, not a component's\nhint: mlkube \
+         param set global imageRegistry <registry>/<path> --env <env>\n"
+    );
+    assert_eq!(
+        snapshot_files(&app),
+        files,
+        "a refused value writes nothing"
+    );
+
+    let text = read(&app, "environments/prod/params.libsonnet").replacen(
+        "global: {}",
+        "global: { imageRegistry: 'Registry.local:5000/Team' }",
+        1,
+    );
+    write(&app, "environments/prod/params.libsonnet", &text);
+    let stderr = fails(&app, &["show", "prod"]);
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: `imageRegistry` in environments/prod/params.libsonnet: \
+             `Registry.local:5000/Team` is not <registry>/<path>: `Team` in the path"
+        ),
+        "{stderr}"
+    );
+    ok(
+        &app,
+        &[
+            "param",
+            "set",
+            "global",
+            "imageRegistry",
+            "null",
+            "--env",
+            "prod",
+        ],
+    );
+    assert!(!ok(&app, &["show", "prod"]).contains("Registry.local"));
 }

@@ -643,7 +643,9 @@ fn training_operator_scoped_to_its_namespace_with_leader_election() {
             "jax,mpi,mxnet,paddle,pytorch,tensorflow,xgboost",
             "--namespace",
             "kubeflow",
-            "--leader-elect"
+            "--leader-elect",
+            "--mpi-kubectl-delivery-image",
+            "mlkube/kubectl-delivery:0.1.0"
         ])
     );
 }
@@ -757,16 +759,18 @@ fn training_operator_passes_the_pytorch_init_image_when_it_is_not_the_operators_
 }
 
 /// A cluster that cannot pull the operator's `kubectl-delivery` image gives MPIJob launchers
-/// another; an operator that runs no MPIJobs is granted nothing for them.
+/// another; the default is named too (so an environment's imageRegistry reaches it); an
+/// operator that runs no MPIJobs is granted nothing for them.
 #[test]
 fn training_operator_passes_the_kubectl_delivery_image_and_grants_mpis_rules_only_with_mpi() {
     let declared = &prototype("training-operator")["params"]["mpiKubectlDeliveryImage"];
-    assert_eq!(
-        declared["default"],
-        mlkube::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE
-    );
+    let default = mlkube::operator::training::frameworks::mpi::DEFAULT_KUBECTL_DELIVERY_IMAGE;
+    assert_eq!(declared["default"], default);
     let (args, _) = operator_args_and_pod_group_rules(&json!({})).unwrap();
-    assert_eq!(flag_value(&args, "--mpi-kubectl-delivery-image"), None);
+    assert_eq!(
+        flag_value(&args, "--mpi-kubectl-delivery-image"),
+        Some(default)
+    );
     let mirrored = json!({ "mpiKubectlDeliveryImage": "mirror.internal/kubectl-delivery:1" });
     let (args, _) = operator_args_and_pod_group_rules(&mirrored).unwrap();
     assert_eq!(

@@ -425,6 +425,9 @@ fn global_value(
     as_string: bool,
     env: Option<&str>,
 ) -> Result<Value, AppError> {
+    if key == params::IMAGE_REGISTRY {
+        return image_registry_value(raw, env);
+    }
     let resolved = params::resolve(app, evaluator, None)?;
     let specs: Vec<_> = resolved
         .iter()
@@ -450,6 +453,19 @@ fn global_value(
     Ok(value)
 }
 
+/// An `imageRegistry` value: the registry and path as typed (`null` for none), checked.
+fn image_registry_value(raw: &str, env: Option<&str>) -> Result<Value, AppError> {
+    let value = match raw {
+        "null" => Value::Null,
+        text => Value::String(text.to_owned()),
+    };
+    params::parse_image_registry(&value).map_err(|problem| AppError::ImageRegistry {
+        file: env.map_or_else(|| PARAMS_FILE.to_owned(), env_params_file),
+        problem,
+    })?;
+    Ok(value)
+}
+
 /// A component's value, checked against its prototype (a hand-written component has none).
 fn component_value(
     app: &App,
@@ -460,6 +476,12 @@ fn component_value(
     as_string: bool,
     env: Option<&str>,
 ) -> Result<Value, AppError> {
+    if key == params::IMAGE_REGISTRY {
+        return Err(AppError::Invalid(format!(
+            "`{key}` is an environment's, not a component's\nhint: mlkube param set global {key} \
+             <registry>/<path> --env <env>"
+        )));
+    }
     let entry = app.component(component)?;
     let Some(prototype_name) = &entry.prototype else {
         return Ok(parse_value(raw, as_string, &[]));

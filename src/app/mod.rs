@@ -186,6 +186,8 @@ pub enum AppError {
         #[source]
         source: edit::EditError,
     },
+    #[error("`imageRegistry` in {file}: {problem}")]
+    ImageRegistry { file: String, problem: String },
     #[error("{0}")]
     Invalid(String),
     /// An edit refused before anything is written: with it, an environment would not render.

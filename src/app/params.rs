@@ -7,6 +7,11 @@
 //! component). Values of components made from a prototype are checked against it: an unknown
 //! name or a value of the wrong type is an error naming the component, the parameter and the
 //! file that set it.
+//!
+//! One `global` value is the environment's, not a component's: `imageRegistry`
+//! ([`IMAGE_REGISTRY`], read by [`image_registry`]), the registry every platform image of the
+//! environment is pulled from. No component sees it among its params; the render points the
+//! images at it ([`crate::render::images`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,7 +21,11 @@ use serde_json::{Map, Value};
 
 use super::prototype::{self, Prototype};
 use super::{App, AppError, ComponentEntry, Environment, PARAMS_FILE};
+use crate::render::images::ImageRegistry;
 use crate::render::jsonnet::Evaluator;
+
+/// The `global` param that points an environment's platform images at a registry.
+pub const IMAGE_REGISTRY: &str = "imageRegistry";
 
 /// Where a value came from, lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -212,6 +221,9 @@ fn merge(
     for (file, map, layer) in layers(component, app_params, env_params) {
         let global = matches!(layer, Layer::Global | Layer::EnvGlobal);
         for (name, value) in map.unwrap_or(&empty) {
+            if global && name == IMAGE_REGISTRY {
+                continue;
+            }
             if name == "name" {
                 return Err(AppError::Invalid(format!(
                     "{}: `name` cannot be set; it is always the component's name",
@@ -247,6 +259,64 @@ fn merge(
         }
     }
     Ok(values)
+}
+
+/// The registry `env`'s platform images are pulled from: `global.imageRegistry` of its params
+/// file, else of the app's (`None` when neither sets it, or sets it to null).
+pub fn image_registry(
+    app: &App,
+    evaluator: &Evaluator,
+    env: &Environment,
+) -> Result<Option<ImageRegistry>, AppError> {
+    let Some((file, setting)) = image_registry_setting(app, evaluator, Some(env))? else {
+        return Ok(None);
+    };
+    parse_image_registry(&setting.value)
+        .map_err(|problem| AppError::ImageRegistry { file, problem })
+}
+
+/// `imageRegistry` as `env` (or, without one, the app alone) sees it, and the layer that set
+/// it, for the listings.
+pub fn image_registry_param(
+    app: &App,
+    evaluator: &Evaluator,
+    env: Option<&Environment>,
+) -> Result<Option<ParamValue>, AppError> {
+    Ok(image_registry_setting(app, evaluator, env)?.map(|(_, setting)| setting))
+}
+
+/// `imageRegistry` of the environment's params file, else of the app's, with the file.
+fn image_registry_setting(
+    app: &App,
+    evaluator: &Evaluator,
+    env: Option<&Environment>,
+) -> Result<Option<(String, ParamValue)>, AppError> {
+    let mut files = Vec::new();
+    if let Some(env) = env {
+        let file = ParamsFile::read(app, evaluator, &env.params_file())?;
+        files.push((file, Layer::EnvGlobal));
+    }
+    files.push((
+        ParamsFile::read(app, evaluator, PARAMS_FILE)?,
+        Layer::Global,
+    ));
+    Ok(files.into_iter().find_map(|(file, layer)| {
+        let value = file.global.get(IMAGE_REGISTRY)?.clone();
+        Some((file.file, ParamValue { value, layer }))
+    }))
+}
+
+/// An `imageRegistry` value: a registry and path, or null for none.
+pub(crate) fn parse_image_registry(value: &Value) -> Result<Option<ImageRegistry>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => ImageRegistry::parse(text)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        other => Err(format!(
+            "{other} is not a registry and path; give a string such as '127.0.0.1:5000/mlkube',              or null for none"
+        )),
+    }
 }
 
 /// The prototype's defaults: the lowest layer, which the params files override.
@@ -370,9 +440,22 @@ pub struct ParamDifference {
 
 /// The parameters whose values differ between environments `a` and `b`, by component.
 pub fn diff(app: &App, a: &Environment, b: &Environment) -> Result<Vec<ParamDifference>, AppError> {
-    let resolved_a = resolve(app, &Evaluator::new(app.root()), Some(a))?;
-    let resolved_b = resolve(app, &Evaluator::new(app.root()), Some(b))?;
+    let evaluator = Evaluator::new(app.root());
+    let resolved_a = resolve(app, &evaluator, Some(a))?;
+    let resolved_b = resolve(app, &evaluator, Some(b))?;
     let mut differences = Vec::new();
+    let registry = |env| -> Result<Option<Value>, AppError> {
+        Ok(image_registry_param(app, &evaluator, Some(env))?.map(|p| p.value))
+    };
+    let (registry_a, registry_b) = (registry(a)?, registry(b)?);
+    if registry_a != registry_b {
+        differences.push(ParamDifference {
+            component: "global".into(),
+            param: IMAGE_REGISTRY.into(),
+            a: registry_a,
+            b: registry_b,
+        });
+    }
     for (ca, cb) in resolved_a.iter().zip(&resolved_b) {
         let mut keys: Vec<&String> = ca.values.keys().collect();
         keys.extend(cb.values.keys().filter(|k| !ca.values.contains_key(*k)));

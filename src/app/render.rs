@@ -5,9 +5,12 @@
 //! evaluated once, however many components use them. Each component file is evaluated with its
 //! own `mlkube/component.libsonnet` (its params and the environment), its output unwrapped into
 //! objects, and the objects of all components completed and sorted by
-//! [`Manifest::process`]. Nothing here touches the network or the clock.
+//! [`Manifest::process`]. With an `imageRegistry` ([`params::image_registry`]), every platform
+//! image the objects name is pointed at it first ([`images::rewrite`]). Nothing here touches the
+//! network or the clock.
 
 use super::{App, AppError, params};
+use crate::render::images;
 use crate::render::jsonnet::JsonnetError;
 use crate::render::manifest::{self, Manifest, ManifestError, Target};
 
@@ -58,6 +61,11 @@ impl App {
                     source: Box::new(source),
                 })?;
             objects.extend(manifest::extract(name, value)?);
+        }
+        if let Some(registry) = params::image_registry(self, &evaluator, environment)? {
+            for object in &mut objects {
+                images::rewrite(&mut object.value, &registry);
+            }
         }
         let target = Target {
             app: self.name(),

@@ -426,6 +426,16 @@ fn param_list(
         .iter()
         .filter(|c| component.is_none_or(|name| c.component.name == name));
     let mut listing = Listing::new(&["COMPONENT", "PARAM", "VALUE", "SOURCE"]);
+    // The environment's own setting, set with `param set global imageRegistry`.
+    let registry = params::image_registry_param(app, &evaluator, environment)?;
+    if let Some(v) = registry.filter(|_| component.is_none()) {
+        let param = params::IMAGE_REGISTRY;
+        listing.push(
+            format!("global.{param}"),
+            vec!["global".into(), param.into(), v.value.to_string(), v.layer.as_str().to_owned()],
+            json!({"component": "global", "param": param, "value": v.value, "source": v.layer.as_str()}),
+        );
+    }
     for ComponentParams {
         component, values, ..
     } in selected

@@ -11,6 +11,7 @@ pub mod color;
 pub mod complete;
 pub mod deploy;
 pub mod exit;
+pub mod images;
 pub mod logs;
 pub mod output;
 pub mod param_source;
@@ -171,6 +172,15 @@ pub enum Command {
   mlkube logs local -c train --replica worker-0 --tail 50
   mlkube logs -n ml pytorchjob/dist --previous --replica master")]
     Logs(logs::LogsArgs),
+    /// List the platform's images, or push them into a registry your cluster pulls from.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  mlkube images list
+  mlkube images push 127.0.0.1:5000/mlkube --insecure
+  mlkube images push registry.example.com/team --dry-run"
+    )]
+    Images(images::ImagesCommand),
     /// Run the training-job operator (kubeflow.org/v1 TFJob, PyTorchJob, MXJob, XGBoostJob,
     /// JAXJob, PaddleJob, MPIJob) against the cluster.
     #[command(after_help = "Examples:
@@ -224,9 +234,10 @@ pub enum Command {
 }
 
 /// The verbs that read no app.
-const WITHOUT_APP: [&str; 8] = [
+const WITHOUT_APP: [&str; 9] = [
     "init",
     "prototype",
+    "images",
     "operator",
     "completion",
     "__complete",
@@ -924,6 +935,7 @@ fn run(global: &GlobalArgs, command: Command) -> Exit {
         Command::Validate(args) => deploy::validate(global, &args),
         Command::Status(args) => status::status(global, &args),
         Command::Logs(args) => logs::logs(global, &args),
+        Command::Images(command) => images::images(&command),
         Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
         Command::VolumeFetch(args) => {
             let args = crate::operator::volumes::fetch::FetchArgs {

@@ -8,8 +8,9 @@
 //! environment the operator injects over cluster DNS, real exit codes, OOM kills and crash loops,
 //! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
 //! its user's, claims of the default StorageClass, the object store keeping its objects, and
-//! the gateway splitting requests from the host by an HTTPRoute's weights; and what only
-//! several nodes show: distributed training across two nodes, pulls from the registry.
+//! the gateway splitting requests from the host by an HTTPRoute's weights, `mlkube images push`
+//! putting an image into the registry the nodes pull from with its archive's digest; and what
+//! only several nodes show: distributed training across two nodes, pulls from the registry.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`.
@@ -18,6 +19,7 @@ mod failures;
 mod framework;
 mod gateway;
 mod hub;
+mod images;
 mod jobs;
 mod models;
 mod mpi;
