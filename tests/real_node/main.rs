@@ -28,6 +28,7 @@ mod operators;
 mod platform;
 mod pytorch;
 mod registry;
+mod remote;
 mod serving;
 mod spread;
 mod storage;
