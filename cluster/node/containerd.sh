@@ -98,6 +98,15 @@ pull_images() {
   done <"$STATE_DIR/images.list"
 }
 
+# The image store a one-node cluster of an older mlkube kept for this port (images imported, not
+# pulled): nothing reads it any more.
+remove_old_store() {
+  local old=$CACHE_ROOT/node/containerd-$API_PORT
+  [ -d "$old" ] || return 0
+  say "removing $old, the image store of this port's single node before the registry ($(du -sh "$old" | cut -f1))"
+  rm -rf "$old"
+}
+
 # Pull the images on every node at once; say how long that took.
 pull_on_every_node() {
   local k pids=() started=$SECONDS
@@ -125,6 +134,7 @@ preload_images() {
   local STATE_DIR=$CACHE_ROOT/node/preload-$API_PORT address pids=() k
   rm -rf "$STATE_DIR"
   mkdir -p "$STATE_DIR"
+  remove_old_store
   address=127.0.0.1:$(free_port)
   write_registry_config "$STATE_DIR/registry.yaml" "$address"
   spawn registry "$REGISTRY_BIN" serve "$STATE_DIR/registry.yaml"

@@ -96,7 +96,9 @@ resolvConf: $NODE_DIR/resolv.conf
 # cluster port instead, and only grows with what the images change.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+# Absolute floors: the disk is the machine's, mostly filled by others, so a share of it (2% of
+# 250 GB is 5 GB) would evict pods for what the cluster never wrote.
+evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}
 failSwapOn: false
 serializeImagePulls: false
 podLogsDir: $NODE_DIR/pod-logs
@@ -181,6 +183,7 @@ start_node_agents() {
 start_nodes() {
   local k
   echo "$REAL_NODES" >"$STATE_DIR/nodes"
+  remove_old_store
   start_registry
   build_images
   push_images "$REGISTRY_HOST"
