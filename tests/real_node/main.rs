@@ -10,8 +10,11 @@
 //! the gateway splitting requests from the host by an HTTPRoute's weights.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
-//! default app's `local` environment with the operator, applied once by `mlkube apply`.
+//! default app's `local` environment with the operator, applied once by `mlkube apply`. The
+//! drain of a node (`drain.rs`) would evict the others' pods: it is ignored here and runs alone,
+//! `cargo test --test real_node -- --ignored drain`.
 
+mod drain;
 mod failures;
 mod framework;
 mod gateway;
