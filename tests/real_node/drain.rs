@@ -88,22 +88,8 @@ async fn nodes_of(pods: &Api<Pod>, version: &str) -> Vec<String> {
 
 /// The nodes of the Ready pods, not going, of `selector`.
 async fn ready_pods_nodes(pods: &Api<Pod>, selector: &str) -> Vec<String> {
-    let listed = pods
-        .list(&ListParams::default().labels(selector))
-        .await
-        .unwrap_or_else(|e| panic!("list the pods of {selector}: {e}"));
-    listed
-        .items
-        .into_iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
-        .filter_map(|pod| pod.spec?.node_name)
-        .collect()
+    let ready = support::ready_pods(pods, selector).await;
+    ready.into_iter().map(|(_, node)| node).collect()
 }
 
 /// Uncordons the node when dropped, also when the test fails: the cluster outlives the test.
