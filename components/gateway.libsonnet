@@ -14,6 +14,17 @@ local group = 'gateway.networking.k8s.io';
 // sync if one is missing or forbidden; and those whose status it writes.
 local namespacedRoutes = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'referencegrants', 'backendtlspolicies'];
 local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'backendtlspolicies'];
+// Seconds a Traefik pod told to stop (a drain's eviction, a rollout) goes on serving: its
+// endpoint turns not ready at once, but kube-proxy stops sending it new connections only once
+// it has seen that, a second or so later. Then SIGTERM, and Traefik finishes the requests in
+// flight for up to graceSeconds (its entry points' lifeCycle.graceTimeOut, 10 s by default).
+local drainSeconds = 5;
+local graceSeconds = 10;
+// A kept-alive connection stays with the pod it was opened to, whatever the endpoints say, and
+// a server that stops closes it when idle, which can cross a request the client is sending.
+// Traefik answers with `Connection: close` on a connection older than this, so by the time the
+// drain ends every connection in use has been closed cleanly and reopened on another pod.
+local keepAliveSeconds = 2;
 
 {
   name: component,
@@ -27,7 +38,9 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
     CRDs Traefik watches (gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes,
     referencegrants, backendtlspolicies; `crds: false` for a cluster that has them), the
     GatewayClass and Gateway, a ServiceAccount, RBAC with only the lists, watches and status
-    updates Traefik makes, the Deployment (non-root, read-only root filesystem, /ping probes)
+    updates Traefik makes, the Deployment (non-root, read-only root filesystem, /ping probes;
+    `replicas` pods spread over the nodes, each serving for a few seconds after it is told to
+    stop, and a PodDisruptionBudget, maxUnavailable, so a drain takes one at a time)
     and the Service <name> (ClusterIP, or NodePort on `nodePort`; the local environment's real
     node forwards 127.0.0.1:<API port + 1> to node port 30080). With routeNamespaces `Same`,
     Traefik watches only this namespace and its rules are a Role here (plus the cluster-scoped
@@ -45,7 +58,8 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
     routeNamespaces: { type: 'string', enum: ['Same', 'All'], default: 'Same', description: 'Namespaces whose HTTPRoutes may attach: Same (this one) or All.' },
     serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort'], default: 'ClusterIP', description: 'Type of the Service in front of Traefik: ClusterIP or NodePort.' },
     nodePort: { type: 'integer', minimum: 30000, maximum: 32767, default: null, description: 'Node port of the listener with serviceType NodePort; null lets the cluster pick.' },
-    replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods.' },
+    replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods, spread over the nodes (two or more keep the routes served through a node drain).' },
+    maxUnavailable: { type: 'integer', minimum: 1, default: 1, description: "PodDisruptionBudget: at most this many Traefik pods evicted at once (kubectl drain waits for the replacements to be Ready)." },
     logLevel: { type: 'string', enum: ['DEBUG', 'INFO', 'WARN', 'ERROR'], default: 'INFO', description: "Traefik's log level: DEBUG, INFO, WARN or ERROR." },
   } + u.resourceParams('50m', '64Mi'),
 
@@ -120,6 +134,8 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
       // that reads headers as CGI variables cannot be told a spoofed one.
       '--entrypoints.web.http.aliasheadersstrategy=delete',
       '--entrypoints.traefik.http.aliasheadersstrategy=delete',
+      '--entrypoints.web.transport.keepalivemaxtime=%ds' % keepAliveSeconds,
+      '--entrypoints.web.transport.lifecycle.gracetimeout=%ds' % graceSeconds,
       '--ping=true',
       '--ping.entrypoint=traefik',
       provider + '=true',
@@ -186,6 +202,8 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
             spec: {
               serviceAccountName: name,
               securityContext: u.podSecurity(uid),
+              terminationGracePeriodSeconds: drainSeconds + graceSeconds + 5,
+              topologySpreadConstraints: u.spreadOverNodes(u.selector(name, part)),
               containers: [{
                 name: 'traefik',
                 image: params.image,
@@ -197,6 +215,7 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
                 ],
                 readinessProbe: probe(5, 2),
                 livenessProbe: probe(10, 3) + { initialDelaySeconds: 5 },
+                lifecycle: { preStop: { sleep: { seconds: drainSeconds } } },
                 resources: u.resources(params),
                 securityContext: u.containerSecurity(uid),
                 volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
@@ -223,5 +242,6 @@ local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'bac
         },
       },
     ]
+    + u.pdb(component, params, part, params.replicas)
   ),
 }

@@ -16,8 +16,13 @@ local v2RestPort = 8080;
 local v2GrpcPort = 8081;
 // Where an MLServer pod's init container puts the model it fetched from the store.
 local modelsDir = '/models';
-// Seconds a retiring pod goes on serving after it is told to stop: the gateway learns that it
-// is going a moment later, and must send it nothing new by the time it exits.
+// Seconds a retiring pod goes on serving after it is told to stop (a pruned version, a rollout,
+// an eviction by `kubectl drain`): its endpoint turns not ready at once, but the gateway learns
+// it a moment later (Traefik's Gateway API provider balances over the Service's ready
+// EndpointSlice addresses itself, not through the Service's virtual IP, and rebuilds its
+// routes a second or two after the change), and kube-proxy, for clients of the Service, as
+// late. A preStop sleep keeps the server answering until nobody sends it anything new; then it
+// gets SIGTERM and finishes what it has in flight.
 local drainSeconds = 5;
 local runtimeNames = ['tensorflow-serving', 'mlserver'];
 local formatNames = ['tensorflow', 'xgboost'];
@@ -98,8 +103,11 @@ local parentRef(gateway) =
     a networking.istio.io/v1 VirtualService splits by the same weights (plus one on istioGateway
     at /tfserving/models/<model>, when set) and a DestinationRule has one subset per version.
     Without either, the Service balances over every version's pods by replica count. A
-    PodDisruptionBudget per version when minAvailable is set. Pods run non-root with a read-only
-    root filesystem; GPUs (numGpus) switch TensorFlow Serving to gpuImage.
+    version's replicas spread over the nodes (a preference: they share a node when no other
+    fits), and a PodDisruptionBudget per version (maxUnavailable 1 by default, or minAvailable)
+    lets `kubectl drain` evict one replica at a time, the next once its replacement is Ready.
+    Pods run non-root with a read-only root filesystem; GPUs (numGpus) switch TensorFlow
+    Serving to gpuImage.
     Dropped from Kubeflow's package: the HTTP proxy sidecar (TF Serving has had a REST API since
     1.8); Ambassador mappings and the v1alpha2 RouteRule (the Gateway API or Istio v1 replace
     them); the separate tf-serving-service prototype (merged: one instance per model); cloud, S3
@@ -128,7 +136,8 @@ local parentRef(gateway) =
     credentialsSecret: { type: 'string', default: null, description: 'Secret whose keys become env vars (AWS_ACCESS_KEY_ID, AWS_REGION, S3_ENDPOINT, ...).' },
     gcpCredentialSecret: { type: 'string', default: null, description: 'Secret with key.json, mounted for GOOGLE_APPLICATION_CREDENTIALS.' },
     modelPvc: { type: 'string', default: null, description: 'PersistentVolumeClaim mounted read-only at /mnt (for NFS-held models).' },
-    minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable per version; null renders no budget.' },
+    maxUnavailable: { type: 'integer', minimum: 1, default: 1, description: "PodDisruptionBudget per version: at most this many of its pods evicted at once (kubectl drain waits for the replacements to be Ready); 1 still lets a drain evict the pod of a single replica." },
+    minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable per version instead of maxUnavailable (below replicas, or drains block); null uses maxUnavailable.' },
   } + u.resourceParams('500m', '1Gi'),
 
   render(params, env):: (
@@ -223,7 +232,6 @@ local parentRef(gateway) =
       ],
       livenessProbe: { httpGet: { path: '/v2/health/live', port: 'http' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
       readinessProbe: { httpGet: { path: '/v2/models/%s/ready' % model, port: 'http' }, periodSeconds: 2 },
-      lifecycle: { preStop: { sleep: { seconds: drainSeconds } } },
     };
 
     local deployment(version) = {
@@ -247,9 +255,12 @@ local parentRef(gateway) =
           },
           spec: {
             securityContext: u.podSecurity(1000),
-            [if mlserver then 'terminationGracePeriodSeconds']: drainSeconds + 25,
+            // The drain, then what is in flight.
+            terminationGracePeriodSeconds: drainSeconds + 25,
+            topologySpreadConstraints: u.spreadOverNodes(versionLabels(version)),
             [if mlserver && fetched(version) then 'initContainers']: [fetchContainer(version)],
             containers: [(if mlserver then mlserverContainer(version) else tfServingContainer(version)) + {
+              lifecycle: { preStop: { sleep: { seconds: drainSeconds } } },
               [if params.gcpCredentialSecret != null then 'env']: [
                 { name: 'GOOGLE_APPLICATION_CREDENTIALS', value: '/secret/gcp-credentials/key.json' },
               ],
@@ -272,8 +283,7 @@ local parentRef(gateway) =
       },
     };
 
-    local pdb(version) =
-      [p { metadata+: { name: name + '-' + version, labels+: { version: version } }, spec+: { selector: { matchLabels: versionLabels(version) } } } for p in u.pdb(component, params, part, replicas)];
+    local pdb(version) = u.pdb(component, params, part, replicas, name + '-' + version, versionLabels(version), { version: version });
 
     local service(serviceName, selector, extra={}) = {
       apiVersion: 'v1',

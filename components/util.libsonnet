@@ -56,21 +56,54 @@
       std.join(', ', [std.manifestJson(a) for a in allowed]),
     ]),
 
-  // A PodDisruptionBudget when `minAvailable` is set. It must leave room for one voluntary
-  // disruption, or node drains block forever.
-  pdb(component, params, part, replicas)::
-    if params.minAvailable == null then []
-    else if params.minAvailable >= replicas then
-      $.fail(component, 'minAvailable', '%d leaves no pod of %d replicas evictable, so node drains would block; set it below replicas' % [params.minAvailable, replicas])
+  // A PodDisruptionBudget over `selector` (the instance's pods unless given): `minAvailable` when
+  // set, else `maxUnavailable` where the component has that param; none when both are null.
+  // Either way it leaves room for one voluntary disruption, or node drains would block forever:
+  // minAvailable stays below replicas, maxUnavailable at 1 or more. With maxUnavailable 1,
+  // Strimzi's default budget (KServe's proposed default, minAvailable = minReplicas, kserve#4574,
+  // would let nothing be evicted), `kubectl drain` evicts one pod at a time and the next only
+  // once the replacement is Ready; of one replica it still evicts the only pod, a short outage
+  // no budget can avoid, rather than a drain that never ends.
+  // A pod that is not Ready may always be evicted (unhealthyPodEvictionPolicy, as the Kubernetes
+  // documentation advises): a crash-looping pod serves nothing, and must not hold a drain up.
+  pdb(component, params, part, replicas, name=params.name, selector=$.selector(params.name, part), labels={})::
+    local minAvailable = std.get(params, 'minAvailable', null);
+    local maxUnavailable = std.get(params, 'maxUnavailable', null);
+    local budget =
+      if minAvailable != null then
+        if minAvailable >= replicas then
+          $.fail(component, 'minAvailable', '%d leaves no pod of %d replicas evictable, so node drains would block; set it below replicas' % [minAvailable, replicas])
+        else { minAvailable: minAvailable }
+      else if maxUnavailable == null then null
+      else if maxUnavailable < 1 then
+        $.fail(component, 'maxUnavailable', '%d leaves no pod evictable, so node drains would block; set 1 or more, or null for no budget' % maxUnavailable)
+      else { maxUnavailable: maxUnavailable };
+    if budget == null then []
     else [{
       apiVersion: 'policy/v1',
       kind: 'PodDisruptionBudget',
-      metadata: $.metadata(params.name, part),
-      spec: {
-        minAvailable: params.minAvailable,
-        selector: { matchLabels: $.selector(params.name, part) },
+      metadata: $.metadata(name, part, labels, params.name),
+      spec: budget + {
+        selector: { matchLabels: selector },
+        unhealthyPodEvictionPolicy: 'AlwaysAllow',
       },
     }],
+
+  // Replicas spread over the nodes, one more on a node than on another at most, counting only
+  // the pods of `selector` of the same ReplicaSet (pod-template-hash: a rollout's new pods
+  // spread among themselves, not around the old ones about to go). ScheduleAnyway makes it a
+  // preference the scheduler weighs, not a filter: a node the pods cannot use still counts as
+  // a domain (one without the GPUs or the room, or cordoned by a drain while the evicted
+  // replica is replaced), and DoNotSchedule would leave a replica Pending on such a cluster,
+  // or a drain's replacement Pending until the node comes back. Spreading when it can, and
+  // scheduling anyway when it cannot, also keeps a one-node cluster as it was.
+  spreadOverNodes(selector):: [{
+    maxSkew: 1,
+    topologyKey: 'kubernetes.io/hostname',
+    whenUnsatisfiable: 'ScheduleAnyway',
+    labelSelector: { matchLabels: selector },
+    matchLabelKeys: ['pod-template-hash'],
+  }],
 
   // The last paragraph of every description: the params, so `prototype describe` and the
   // description never disagree.

@@ -469,12 +469,14 @@ fn serving_canary_behind_istio() {
             "Service mnist",
             "Deployment mnist-v1",
             "Deployment mnist-v2",
+            "PodDisruptionBudget mnist-v1",
+            "PodDisruptionBudget mnist-v2",
             "DestinationRule mnist",
             "VirtualService mnist",
         ]
     );
     let items = objects.as_array().unwrap();
-    let route = &items[5]["spec"]["http"][0]["route"];
+    let route = &items[7]["spec"]["http"][0]["route"];
     assert_eq!(route[0]["weight"], 90);
     assert_eq!(route[0]["destination"]["subset"], "v1");
     assert_eq!(route[1]["weight"], 10);
@@ -510,11 +512,13 @@ fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_t
             "Service digits-v2",
             "Deployment digits-v1",
             "Deployment digits-v2",
+            "PodDisruptionBudget digits-v1",
+            "PodDisruptionBudget digits-v2",
             "HTTPRoute digits",
         ]
     );
     let items = objects.as_array().unwrap();
-    let route = &items[5]["spec"];
+    let route = &items[7]["spec"];
     assert_eq!(route["parentRefs"], json!([{ "name": "gateway" }]));
     let rule = &route["rules"][0];
     assert_eq!(rule["matches"][0]["path"]["value"], "/v2/models/digits");
@@ -593,6 +597,79 @@ fn tensorflow_serving_with_gpus_uses_the_gpu_image_and_limits_gpus() {
     let container = &objects[2]["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "tensorflow/serving:2.18.0-gpu");
     assert_eq!(container["resources"]["limits"]["nvidia.com/gpu"], 2);
+}
+
+/// The object of `kind` named `name`.
+fn object_named<'a>(objects: &'a Value, kind: &str, name: &str) -> &'a Value {
+    objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} rendered"))
+}
+
+/// What a Deployment of `selector`'s pods needs to go through a node drain serving: spread over
+/// the nodes as a preference, each pod serving on for `drain` seconds once told to stop and
+/// given the time to finish after, and a PodDisruptionBudget `budget` over exactly its pods.
+fn assert_drainable(objects: &Value, name: &str, budget: Value, drain: i64) {
+    let deployment = object_named(objects, "Deployment", name);
+    let selector = &deployment["spec"]["selector"]["matchLabels"];
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["topologySpreadConstraints"],
+        json!([{
+            "maxSkew": 1,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": { "matchLabels": selector },
+            "matchLabelKeys": ["pod-template-hash"],
+        }]),
+        "{name}"
+    );
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["lifecycle"]["preStop"],
+        json!({ "sleep": { "seconds": drain } }),
+        "{name}"
+    );
+    assert!(
+        pod["terminationGracePeriodSeconds"].as_i64().unwrap() >= drain + 10,
+        "{name}: {pod}"
+    );
+    let pdb = object_named(objects, "PodDisruptionBudget", name);
+    assert_eq!(pdb["apiVersion"], "policy/v1");
+    let mut spec = budget;
+    spec["selector"] = json!({ "matchLabels": selector });
+    spec["unhealthyPodEvictionPolicy"] = json!("AlwaysAllow");
+    assert_eq!(pdb["spec"], spec, "{name}");
+    for (label, value) in selector.as_object().unwrap() {
+        assert_eq!(&pdb["metadata"]["labels"][label], value, "{name}: {label}");
+    }
+}
+
+/// Each version's replicas spread over the nodes and a PodDisruptionBudget per version lets a
+/// drain evict them one at a time: maxUnavailable 1 by default, a single replica's pod included
+/// (a budget that blocks a drain forever is refused), or minAvailable instead when it is set.
+#[test]
+fn a_versions_replicas_spread_over_the_nodes_and_a_drain_evicts_one_at_a_time() {
+    let canary = json!({ "trafficRule": "v1:90,v2:10", "replicas": 2 });
+    let objects = render("serving", "mnist", &canary).unwrap();
+    for version in ["v1", "v2"] {
+        let name = format!("mnist-{version}");
+        assert_drainable(&objects, &name, json!({ "maxUnavailable": 1 }), 5);
+        assert_eq!(
+            object_named(&objects, "Deployment", &name)["spec"]["selector"]["matchLabels"]["version"],
+            version
+        );
+    }
+    let mlserver = json!({ "runtime": "mlserver", "modelFormat": "xgboost",
+        "objectStore": "object-store", "modelBasePath": "s3://models/digits/{version}/" });
+    let one = render("serving", "digits", &mlserver).unwrap();
+    assert_drainable(&one, "digits-v1", json!({ "maxUnavailable": 1 }), 5);
+    let three = json!({ "replicas": 3, "minAvailable": 2 });
+    let objects = render("serving", "mnist", &three).unwrap();
+    assert_drainable(&objects, "mnist-v1", json!({ "minAvailable": 2 }), 5);
 }
 
 #[test]
@@ -1131,6 +1208,21 @@ fn bad_values_name_the_component_and_the_param() {
             "serving",
             json!({ "runtime": "triton" }),
             "component serving: param runtime: \"triton\" is not one of",
+        ),
+        (
+            "serving",
+            json!({ "maxUnavailable": 0 }),
+            "component serving: param maxUnavailable: 0 leaves no pod evictable, so node drains would block",
+        ),
+        (
+            "serving",
+            json!({ "replicas": 2, "minAvailable": 2 }),
+            "component serving: param minAvailable: 2 leaves no pod of 2 replicas evictable",
+        ),
+        (
+            "gateway",
+            json!({ "maxUnavailable": 0 }),
+            "component gateway: param maxUnavailable: 0 leaves no pod evictable",
         ),
         (
             "training-operator",
@@ -2921,6 +3013,7 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
             "RoleBinding gateway",
             "Deployment gateway",
             "Service gateway",
+            "PodDisruptionBudget gateway",
         ]
     );
     // Each CRD is its file in crds/, as the Gateway API ships it.
@@ -2968,6 +3061,24 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
             "ports": [{ "name": "http", "port": 8000, "targetPort": "web", "protocol": "TCP" }],
         })
     );
+}
+
+/// Traefik's pods spread over the nodes and go through a drain serving: each serves on once
+/// told to stop until kube-proxy sends it nothing new, closes kept-alive connections well before
+/// that ends, and finishes what is in flight; a budget lets a drain take one at a time.
+#[test]
+fn gateway_pods_spread_over_the_nodes_and_a_drain_takes_one_at_a_time() {
+    let objects = render("gateway", "gateway", &json!({ "replicas": 2 })).unwrap();
+    assert_drainable(&objects, "gateway", json!({ "maxUnavailable": 1 }), 5);
+    let args = traefik_args(&objects);
+    for expected in [
+        "--entrypoints.web.transport.keepalivemaxtime=2s",
+        "--entrypoints.web.transport.lifecycle.gracetimeout=10s",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    let pod = &object_of(&objects, "Deployment")["spec"]["template"]["spec"];
+    assert!(pod["terminationGracePeriodSeconds"].as_i64() > Some(5 + 10));
 }
 
 /// Traefik's provider lists and watches what it caches and updates only statuses: in its own

@@ -1387,3 +1387,68 @@ async fn a_route_keeps_its_weights_and_nothing_is_pruned_while_a_new_version_is_
         "{writes:?}"
     );
 }
+
+/// A version's PodDisruptionBudget, as the serving component renders one beside its Deployment.
+fn budget(component: &str, name: &str) -> Object {
+    let selector = json!({"matchLabels": {"app.kubernetes.io/instance": name}});
+    object(
+        component,
+        "policy/v1",
+        "PodDisruptionBudget",
+        name,
+        json!({"spec": {"maxUnavailable": 1, "selector": selector}}),
+    )
+}
+
+#[tokio::test]
+async fn a_disruption_budget_is_written_before_its_pods_never_waited_for_and_pruned_after_them() {
+    let version = |v: &str| {
+        let name = format!("serving-{v}");
+        vec![deployment("serving", &name), budget("serving", &name)]
+    };
+    let cluster = MemoryCluster::new();
+    apply::apply(&cluster, &plan_of(version("v1"), &[]), &options(&Yes))
+        .await
+        .expect("the first apply");
+    assert_eq!(
+        cluster.writes(),
+        [
+            applied("Namespace ml"),
+            applied(inventory()),
+            applied("PodDisruptionBudget ml/serving-v1"),
+            applied("Deployment ml/serving-v1"),
+        ],
+        "the budget is there before the pods it guards"
+    );
+    assert_eq!(
+        group_kinds(&cluster).await,
+        ["Deployment.apps", "PodDisruptionBudget.policy"]
+    );
+
+    // The Deployment ready, the apply waits for nothing more: a budget has no state to reach.
+    ready(&cluster, "serving-v1");
+    let waiting = ApplyOptions {
+        wait: true,
+        timeout: Duration::from_millis(300),
+        ..options(&Yes)
+    };
+    let report = apply::apply(&cluster, &plan_of(version("v1"), &[]), &waiting)
+        .await
+        .expect("the apply that waits");
+    assert!(report.not_ready.is_empty(), "{:?}", report.not_ready);
+
+    cluster.clear_writes();
+    apply::apply(&cluster, &plan_of(version("v2"), &[]), &pruning(&Yes))
+        .await
+        .expect("the apply that retires v1");
+    assert_eq!(
+        cluster.writes(),
+        [
+            applied("PodDisruptionBudget ml/serving-v2"),
+            applied("Deployment ml/serving-v2"),
+            deleted("Deployment ml/serving-v1"),
+            deleted("PodDisruptionBudget ml/serving-v1"),
+        ],
+        "pruned in reverse tier order: the pods' Deployment, then their budget"
+    );
+}

@@ -16,7 +16,7 @@ pub enum Tier {
     ClusterRbac,
     /// ServiceAccounts and namespaced RBAC.
     ServiceAccounts,
-    /// Quotas, limits, network policies, ConfigMaps, Secrets and volume claims.
+    /// Quotas, limits, network and disruption policies, ConfigMaps, Secrets and volume claims.
     Config,
     Services,
     Workloads,
@@ -70,6 +70,10 @@ const KINDS: &[(&str, &str, Tier)] = &[
     ("", "ResourceQuota", Tier::Config),
     ("", "LimitRange", Tier::Config),
     ("networking.k8s.io", "NetworkPolicy", Tier::Config),
+    // A workload's disruption budget is there before its pods: a drain that starts during the
+    // apply already keeps to it, and a workload that never gets ready still has it (Helm, too,
+    // installs budgets before workloads). Deletion runs the tiers in reverse: it goes after them.
+    ("policy", "PodDisruptionBudget", Tier::Config),
     ("", "Secret", Tier::Config),
     ("", "ConfigMap", Tier::Config),
     ("", "PersistentVolumeClaim", Tier::Config),
@@ -102,7 +106,7 @@ const KINDS: &[(&str, &str, Tier)] = &[
 ];
 
 /// The position of kinds the table does not list: after the workloads, before the webhooks.
-const UNLISTED: usize = 32;
+const UNLISTED: usize = 33;
 
 /// The tier of a kind.
 pub fn tier(group: &str, kind: &str) -> Tier {
@@ -159,5 +163,12 @@ mod tests {
         assert!(tier("gateway.networking.k8s.io", "Gateway") < Tier::Workloads);
         assert!(tier("gateway.networking.k8s.io", "GatewayClass") < Tier::Workloads);
         assert!(rank("kubeflow.org", "TFJob") > rank("gateway.networking.k8s.io", "HTTPRoute"));
+    }
+
+    #[test]
+    fn a_disruption_budget_comes_before_the_workloads_it_guards() {
+        assert_eq!(tier("policy", "PodDisruptionBudget"), Tier::Config);
+        assert!(rank("policy", "PodDisruptionBudget") < rank("apps", "Deployment"));
+        assert!(rank("policy", "PodDisruptionBudget") < rank("apps", "StatefulSet"));
     }
 }

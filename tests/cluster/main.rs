@@ -6,6 +6,7 @@ mod adopt;
 mod components;
 mod crd_deleted;
 mod deploy;
+mod disruption;
 mod dry_run_truth;
 mod events;
 mod framework_controller;

@@ -219,6 +219,27 @@ pub async fn submit<J: TrainingJob>(ns: &TestNamespace, job: &J) -> Api<J> {
     jobs
 }
 
+/// The pods of `selector` that are Ready and not going, as (name, node): a pod told to stop (by
+/// an eviction, say) stays Ready until it ends, but it is on its way out.
+pub async fn ready_pods(pods: &Api<Pod>, selector: &str) -> Vec<(String, String)> {
+    let listed = pods
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .unwrap_or_else(|e| panic!("list the pods of {selector}: {e}"));
+    listed
+        .items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .filter(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|pod| Some((pod.metadata.name?, pod.spec?.node_name?)))
+        .collect()
+}
+
 /// The environment of a pod's container, as (name, value) in order; a variable taken from a
 /// field reads `<field path>`.
 pub fn env(pod: &Pod, container: &str) -> Vec<(String, String)> {

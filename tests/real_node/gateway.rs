@@ -37,7 +37,8 @@ const REQUESTS: u32 = 400;
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The gateway component in the platform's app, its `local` environment's Service a NodePort on
-/// 30080, applied once by `mlkube apply` (which waits until Traefik is Ready).
+/// 30080, applied once by `mlkube apply` (which waits until Traefik is Ready). Two Traefik pods,
+/// spread over the nodes, so that a drain of one node leaves the routes served (drain.rs).
 pub fn gateway() {
     static APPLIED: OnceLock<()> = OnceLock::new();
     APPLIED.get_or_init(|| {
@@ -51,7 +52,11 @@ pub fn gateway() {
             let add = mlkube(dir, &["component", "add", "gateway", GATEWAY]);
             assert_success("mlkube component add gateway", &add);
         }
-        for (param, value) in [("serviceType", "NodePort"), ("nodePort", NODE_PORT)] {
+        for (param, value) in [
+            ("serviceType", "NodePort"),
+            ("nodePort", NODE_PORT),
+            ("replicas", "2"),
+        ] {
             let set = mlkube(
                 dir,
                 &["param", "set", GATEWAY, param, value, "--env", "local"],

@@ -13,8 +13,11 @@
 //! only several nodes show: distributed training across two nodes, pulls from the registry.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
-//! default app's `local` environment with the operator, applied once by `mlkube apply`.
+//! default app's `local` environment with the operator, applied once by `mlkube apply`. The
+//! drain of a node (`drain.rs`) would evict the others' pods: it is ignored here and runs alone,
+//! `cargo test --test real_node -- --ignored drain`.
 
+mod drain;
 mod failures;
 mod framework;
 mod gateway;

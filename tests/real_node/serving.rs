@@ -33,7 +33,7 @@ const TRAINING_IMAGE: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION
 const SERVING: &str = "digits";
 const SPLIT_REQUESTS: usize = 2000;
 
-type Http = HttpClient<HttpConnector, Full<Bytes>>;
+pub type Http = HttpClient<HttpConnector, Full<Bytes>>;
 
 fn has_component(name: &str) -> bool {
     let listed = mlkube(app(), &["component", "list", "-o", "name"]);
@@ -58,13 +58,13 @@ fn add(prototype: &str, name: &str, params: &[&str]) {
     );
 }
 
-fn param_set(component: &str, param: &str, value: &str) {
+pub fn param_set(component: &str, param: &str, value: &str) {
     let set = mlkube(app(), &["param", "set", component, param, value]);
     assert_success(&format!("mlkube param set {component} {param}"), &set);
 }
 
 /// `mlkube apply local -c COMPONENT ARGS...`, its output.
-fn apply(component: &str, args: &[&str]) -> std::process::Output {
+pub fn apply(component: &str, args: &[&str]) -> std::process::Output {
     let mut all = vec!["apply", "local", "-c", component, "--timeout", "5m"];
     all.extend_from_slice(args);
     mlkube(app(), &all)
@@ -128,7 +128,7 @@ fn assert_close(served: &str, trained: &str, what: &str) {
 }
 
 /// One prediction through the gateway: the version that answered, or why it failed.
-async fn predict(http: &Http, model: &str) -> Result<String, String> {
+pub async fn predict(http: &Http, model: &str) -> Result<String, String> {
     let pixels: Vec<f32> = (0..64).map(|i| (i % 17) as f32).collect();
     let body = json!({"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
     let request = hyper::Request::post(format!("{}/v2/models/{model}/infer", gateway_url()))
@@ -178,9 +178,14 @@ async fn live_route() -> DynamicObject {
 /// The serving component: MLServer for the XGBoost digits, versions from the store by name,
 /// behind the gateway; `trafficRule` as given.
 fn serve(rule: &str) {
+    serve_digits(SERVING, rule);
+}
+
+/// A serving component `name` like [`serve`]'s: its route serves the model `name`.
+pub fn serve_digits(name: &str, rule: &str) {
     add(
         "serving",
-        SERVING,
+        name,
         &[
             "runtime=mlserver",
             "modelFormat=xgboost",
@@ -192,18 +197,20 @@ fn serve(rule: &str) {
             "memoryRequest=256Mi",
         ],
     );
-    param_set(SERVING, "trafficRule", rule);
+    param_set(name, "trafficRule", rule);
 }
 
-/// Requests through the gateway, one after another, until `stop`: (versions seen, failures).
-fn request_loop(
+/// Requests to `model` through the gateway, one after another, until `stop`: (versions seen,
+/// failures).
+pub fn request_loop(
     http: Http,
     stop: Arc<AtomicBool>,
+    model: &'static str,
 ) -> tokio::task::JoinHandle<(Vec<String>, Vec<String>)> {
     tokio::spawn(async move {
         let (mut seen, mut failed) = (Vec::new(), Vec::new());
         while !stop.load(Ordering::Relaxed) {
-            match predict(&http, SERVING).await {
+            match predict(&http, model).await {
                 Ok(version) => seen.push(version),
                 Err(why) => failed.push(why),
             }
@@ -212,10 +219,33 @@ fn request_loop(
     })
 }
 
-#[tokio::test]
-async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_failed_request() {
-    object_store();
-    gateway();
+/// What a request loop saw, said as `what` with the count per version: no request failed, and
+/// both versions answered.
+pub fn assert_none_failed(what: &str, seen: &[String], failed: &[String]) {
+    let count = |v: &str| seen.iter().filter(|s| *s == v).count();
+    eprintln!(
+        "{what}: {} requests, v1 {}, v2 {}, {} failed",
+        seen.len() + failed.len(),
+        count("v1"),
+        count("v2"),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{what}: {} of {} requests failed: {:?}",
+        failed.len(),
+        seen.len() + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(
+        count("v1") > 0 && count("v2") > 0,
+        "{what}: the loop saw both versions: {}",
+        seen.len()
+    );
+}
+
+/// v1 and v2 of the digits model in the store, saved by two XGBoostJobs run afresh.
+pub async fn digits_models() {
     let client = support::client().await;
     train(
         "xgboost-job",
@@ -231,11 +261,18 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
         "xgboost-digits/v2",
         r#"["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]"#,
     );
-    let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
+    let jobs = Api::<XGBoostJob>::namespaced(client, NAMESPACE);
     for job in ["xgb-v1", "xgb-v2"] {
         let (state, message) = finished(&jobs, job).await;
         assert_eq!(state, "Succeeded", "{job}: {message}");
     }
+}
+
+#[tokio::test]
+async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_failed_request() {
+    object_store();
+    gateway();
+    digits_models().await;
 
     serve("v1:100");
     assert_success("apply v1", &apply(SERVING, &["--prune", "--yes"]));
@@ -244,10 +281,10 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 
     let http: Http = HttpClient::builder(TokioExecutor::new()).build_http();
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = request_loop(http.clone(), stop.clone());
+    let looping = request_loop(http.clone(), stop.clone(), SERVING);
     serve("v1:90,v2:10");
     assert_success("apply the canary", &apply(SERVING, &["--prune", "--yes"]));
-    split_is_ninety_ten(&http).await;
+    split_is_ninety_ten(&http, SERVING).await;
     serve("v2:100");
     assert_success(
         "apply the promotion",
@@ -256,53 +293,34 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
     promoted(&http).await;
     stop.store(true, Ordering::Relaxed);
     let (seen, failed) = looping.await.expect("the request loop");
-    let count = |v: &str| seen.iter().filter(|s| *s == v).count();
-    eprintln!(
-        "rollout: {} requests, v1 {}, v2 {}, {} failed",
-        seen.len(),
-        count("v1"),
-        count("v2"),
-        failed.len()
-    );
-    assert!(
-        failed.is_empty(),
-        "{} of {} requests failed: {:?}",
-        failed.len(),
-        seen.len() + failed.len(),
-        &failed[..failed.len().min(5)]
-    );
-    assert!(
-        count("v1") > 0 && count("v2") > 0,
-        "the loop saw both versions: {}",
-        seen.len()
-    );
+    assert_none_failed("rollout", &seen, &failed);
 
     a_version_without_a_model_never_gets_traffic(&http).await;
 }
 
-/// 2,000 requests at 90/10: v2's share within 10% ± 2.5%.
-async fn split_is_ninety_ten(http: &Http) {
-    answered_by(http, "v2", 1).await;
+/// 2,000 requests to `model` at 90/10: v2's share within 10% ± 2.5%.
+pub async fn split_is_ninety_ten(http: &Http, model: &str) {
+    answered_by(http, model, "v2", 1).await;
     let mut v2 = 0;
     for _ in 0..SPLIT_REQUESTS {
-        let version = predict(http, SERVING).await.expect("a prediction at 90/10");
+        let version = predict(http, model).await.expect("a prediction at 90/10");
         v2 += usize::from(version == "v2");
     }
     let share = v2 as f64 / SPLIT_REQUESTS as f64;
     eprintln!(
-        "split at v1:90,v2:10: v2 answered {v2} of {SPLIT_REQUESTS} ({:.1}%)",
+        "{model}'s split at v1:90,v2:10: v2 answered {v2} of {SPLIT_REQUESTS} ({:.1}%)",
         share * 100.0
     );
     assert!((0.075..=0.125).contains(&share), "v2's share {share}");
 }
 
-/// Until `version` answers `times` requests in a row: the gateway's status says it took a route
+/// Until `version` of `model` answers `times` requests in a row: the gateway's status says it took a route
 /// up a moment before its proxy routes by it (meanwhile a retiring version still serves).
-async fn answered_by(http: &Http, version: &str, times: usize) {
+async fn answered_by(http: &Http, model: &str, version: &str, times: usize) {
     let what = format!("{version} to answer {times} requests in a row through the gateway");
     support::eventually(&what, Duration::from_secs(30), || async {
         for _ in 0..times {
-            if predict(http, SERVING).await.ok()? != version {
+            if predict(http, model).await.ok()? != version {
                 return None;
             }
         }
@@ -314,7 +332,7 @@ async fn answered_by(http: &Http, version: &str, times: usize) {
 /// After the promotion: v2 alone answers, and v1's Deployment and Service are gone.
 async fn promoted(http: &Http) {
     // 20 in a row at the old 90/10 would happen once in 10^20: the new route is in use.
-    answered_by(http, "v2", 20).await;
+    answered_by(http, SERVING, "v2", 20).await;
     for _ in 0..50 {
         assert_eq!(
             predict(http, SERVING)

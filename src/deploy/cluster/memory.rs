@@ -95,6 +95,13 @@ const BUILT_IN: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "Pod", "pods", true),
     ("apps", "v1", "Deployment", "deployments", true),
     (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
+    (
         "apiextensions.k8s.io",
         "v1",
         "CustomResourceDefinition",

@@ -2,6 +2,13 @@
 //! applied), then Deployments, StatefulSets and DaemonSets available at their desired replicas
 //! and observed generation, and Jobs complete.
 //!
+//! A PodDisruptionBudget is not waited for: it has nothing to become, and how many evictions it
+//! allows now (none while its pods roll out) is what a drain reads, not a state of the apply.
+//! Its health, as `status` shows it, is failed only when the disruption controller cannot
+//! compute it (`DisruptionAllowed` False for `SyncFailed`: pods it selects have no controller
+//! with a scale, say), since then it allows no eviction ever and every drain of a node with
+//! one of its pods blocks.
+//!
 //! Expected flow: poll every pending object (concurrently, a short interval growing to one
 //! second) until all are ready, the deadline passes or the caller cancels. After every poll the
 //! caller's callback hears each object's state and, for those not ready, what blocks them (their
@@ -82,6 +89,22 @@ pub fn health(group: &str, kind: &str, object: &Value) -> Health {
         ("batch", "Job") => job_health(object),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_health(object),
         ("gateway.networking.k8s.io", "HTTPRoute" | "GRPCRoute") => route_health(object),
+        ("policy", "PodDisruptionBudget") => budget_health(object),
+        _ => Health::Ready,
+    }
+}
+
+/// A PodDisruptionBudget is well unless the disruption controller failed to compute it, which
+/// blocks every eviction of its pods (see the module's doc).
+fn budget_health(object: &Value) -> Health {
+    match condition(object, "DisruptionAllowed") {
+        Some(c) if c["status"] == "False" && c["reason"] == "SyncFailed" => {
+            Health::Failed(format!(
+                "the disruption controller cannot compute it, so no pod of it can be evicted and \
+                 node drains block: {}",
+                c["message"].as_str().unwrap_or("no message")
+            ))
+        }
         _ => Health::Ready,
     }
 }
@@ -505,6 +528,32 @@ mod tests {
             health("apps", "Deployment", &d(2, 2, 2, 3)),
             Health::Progressing(_)
         ));
+    }
+
+    #[test]
+    fn a_disruption_budget_is_never_waited_for_and_fails_only_when_it_cannot_be_computed() {
+        assert!(!waits_for("policy", "PodDisruptionBudget"));
+        let budget = |status: &str, reason: &str| {
+            json!({"metadata": {"generation": 1}, "spec": {"maxUnavailable": 1},
+                   "status": {"observedGeneration": 1, "disruptionsAllowed": 0,
+                              "conditions": [{"type": "DisruptionAllowed", "status": status,
+                                              "reason": reason, "message": "found no controllers for pod \"p\""}]}})
+        };
+        let health = |object: &Value| health("policy", "PodDisruptionBudget", object);
+        assert_eq!(health(&budget("True", "SufficientPods")), Health::Ready);
+        // None allowed while its pods roll out: not a fault of the budget.
+        assert_eq!(health(&budget("False", "InsufficientPods")), Health::Ready);
+        assert_eq!(
+            health(&json!({"spec": {"maxUnavailable": 1}})),
+            Health::Ready
+        );
+        let Health::Failed(why) = health(&budget("False", "SyncFailed")) else {
+            panic!("a budget that cannot be computed blocks every drain")
+        };
+        assert!(
+            why.contains("drains block") && why.contains("found no controllers"),
+            "{why}"
+        );
     }
 
     #[test]
