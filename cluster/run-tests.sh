@@ -159,7 +159,11 @@ eval "$(MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh env)"
 step "tests on the real nodes"
 cargo test --test real_node
 
-# Last, alone: it stops a node, which would fail whatever else ran on it.
+# Then, alone, what takes a node away from everything else on it: a drain, with requests
+# flowing through the gateway (ignored in the run above for that reason, run here), and the loss
+# of a node.
+step "a drain of a node under load"
+cargo test --test real_node -- --ignored --nocapture drain
 step "the loss of a node"
 cargo test --test node_loss -- --nocapture
 
