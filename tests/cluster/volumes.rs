@@ -517,6 +517,18 @@ async fn a_job_reading_a_volume_managers_data_starts_once_it_is_placed_and_mount
     .await;
     let vm = reaches(&api, "digits-data", State::Completed).await;
     let placed = &vm.status.as_ref().expect("a status").volumes[0];
+    // The nodes the status selects are exactly those a fetcher succeeded on.
+    let holders: Vec<String> = pods(&ns, "fetch")
+        .await
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    assert_eq!(
+        serde_json::to_value(&placed.node_affinity).unwrap()["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"],
+        json!([{ "matchFields": [{ "key": "metadata.name", "operator": "In", "values": holders }] }])
+    );
     let running = await_running(&ns, "reader", &["reader-worker-0", "reader-worker-1"]).await;
     for pod in running.values() {
         let spec = pod.spec.as_ref().expect("a pod spec");
