@@ -31,4 +31,5 @@ mod stuck;
 mod support;
 mod sweeps;
 mod training;
+mod volume_nodes;
 mod volumes;
