@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
@@ -170,6 +170,8 @@ pub async fn run(shared: Shared, settings: Settings) {
 
 /// A cache of the cluster's nodes, and the stream of changed nodes that drives it. Only what
 /// eligibility reads is kept (labels, spec): a node's status (its images, conditions) is dropped.
+/// Until its first list succeeds no reconcile plans (see `reconcile`), so a refused watch is
+/// said at warn level.
 fn watch_nodes(
     client: &Client,
 ) -> (
@@ -179,6 +181,12 @@ fn watch_nodes(
     let (store, writer) = reflector::store();
     let stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
         .default_backoff()
+        .inspect_err(|e| {
+            tracing::warn!(
+                error = %OneLine(e),
+                "cannot watch nodes, so no VolumeManager is planned; the component's ClusterRole grants list and watch on nodes"
+            );
+        })
         .modify(|node| {
             node.status = None;
             node.metadata.managed_fields = None;
