@@ -15,11 +15,15 @@ local healthPort = 8081;
     for each S3 volume it runs `replicas` fetcher pods of the same image, on distinct nodes, that
     copy the objects into a hostPath directory under volumeRoot, and reports in status.volumes
     the hostPath volume source and the node affinity a pod copies to read them; deleting the
-    VolumeManager removes that data from every node. NFS volumes are reported as they are;
-    Pachyderm is reported Failed (not supported).
+    VolumeManager removes that data from every node. A volume with fewer eligible nodes than
+    replicas (by its nodeAffinity and tolerations; cordoned nodes not counted) places nothing
+    and is Failed with what it needs and what there is, with a TooFewNodes event, until enough
+    nodes are eligible. NFS volumes are reported as they are; Pachyderm is reported Failed (not
+    supported).
     Renders the VolumeManager CRD (kvc.kubeflow.org/v1, typed schema, no status subresource),
     a ServiceAccount, a Role/RoleBinding with exactly the verbs the controller uses (it never
-    reads Secrets: fetchers take the access key from the Secret themselves), the Deployment
+    reads Secrets: fetchers take the access key from the Secret themselves), a
+    ClusterRole/ClusterRoleBinding `<namespace>-<name>` to list and watch nodes (read only), the Deployment
     (non-root, read-only root filesystem, /healthz and /readyz probes), and the
     `kubernetes.io/no-provisioner` StorageClass KVC's chart shipped (for hand-written local
     volumes; the controller itself makes no claims).
@@ -44,6 +48,8 @@ local healthPort = 8081;
     local name = params.name;
     local meta(objectName, extra={}) = u.metadata(objectName, part, extra, name);
     local subject = { kind: 'ServiceAccount', name: name, namespace: env.namespace };
+    // Cluster-scoped, so named after the namespace: one per environment that renders it.
+    local nodesName = u.clusterName(env, name);
     local crd = std.parseYaml(importstr 'mlkube/crds/volumemanagers.kvc.kubeflow.org.yaml');
     local pullPolicy = u.oneOf(component, params, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never']);
     local logLevel =
@@ -96,6 +102,8 @@ local healthPort = 8081;
           // Fetchers and cleaners: cached, created, and deleted (a fetcher of a deleted
           // VolumeManager, a failed cleaner).
           { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete'] },
+          // events.k8s.io/v1 only: a volume short of nodes, a patch of its series on a repeat.
+          { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
         ],
       },
       {
@@ -103,6 +111,20 @@ local healthPort = 8081;
         kind: 'RoleBinding',
         metadata: meta(name),
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: name },
+        subjects: [subject],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: meta(nodesName),
+        // The node cache: which nodes may hold a volume's data, counted against its replicas.
+        rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['list', 'watch'] }],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: meta(nodesName),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: nodesName },
         subjects: [subject],
       },
       {

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{ListParams, PostParams, WatchParams};
 use kube::{Api, Client, Resource};
@@ -147,7 +147,13 @@ const PLACES_VOLUMES: &[Uses] = &[
     uses("kvc.kubeflow.org", "volumemanagers/finalizers", &["update"]),
     // Fetchers and cleaners: cached, created, deleted.
     uses("", "pods", &["create", "delete", "list", "watch"]),
+    // A volume short of nodes; a patch of its series on a repeat.
+    uses("events.k8s.io", "events", &["create", "patch"]),
 ];
+
+/// The volume controller's node cache (list, watch), which counts the nodes that may hold a
+/// volume: cluster-scoped, so granted by a ClusterRole and seen from every namespace.
+const SEES_NODES: &[Uses] = &[uses("", "nodes", &["list", "watch"])];
 
 /// With `leaderElect`, in the operator's own namespace: its one Lease.
 const ELECTS_A_LEADER: &[Uses] = &[
@@ -318,11 +324,16 @@ async fn cluster_scope_lets_the_operator_do_exactly_its_calls_in_every_namespace
 }
 
 #[tokio::test]
-async fn the_volume_controller_may_do_exactly_its_calls_in_its_namespace_and_nothing_elsewhere() {
+async fn the_volume_controller_may_do_exactly_its_calls_in_its_namespace_and_only_read_nodes_beyond()
+ {
     let access = Access::volume_controller();
-    let (_ns, identity) = assert_permissions(access, &[PLACES_VOLUMES], &[]).await;
+    let (_ns, identity) =
+        assert_permissions(access, &[PLACES_VOLUMES, SEES_NODES], &[SEES_NODES]).await;
     match list_and_watch_everywhere::<Pod>(&identity.client).await {
         Err(kube::Error::Api(e)) if e.code == 403 => {}
         other => panic!("the volume controller must not list pods across namespaces: {other:?}"),
     }
+    list_and_watch_everywhere::<Node>(&identity.client)
+        .await
+        .unwrap_or_else(|e| panic!("the volume controller lists and watches nodes: {e}"));
 }

@@ -1,14 +1,15 @@
 //! The volume controller (`mlkube operator --controllers volumes`) on the kwok cluster, run as
 //! the binary with the `volume-controller` component's ServiceAccount token: VolumeManagers
-//! placed on distinct nodes with the status a pod copies, deleted only once every node is
-//! clean, and bad input failed with its message and no pods. kwok runs no container: the
+//! placed on distinct nodes with the status a pod copies, refused while too few nodes are
+//! eligible and placed once enough are, deleted only once every node is clean, and bad input
+//! failed with its message and no pods. kwok runs no container: the
 //! fetchers and cleaners end as `cluster/kwok-stages.yaml` says (Succeeded after 1s, Failed with
 //! the label `mlkube.io/simulate-exit-code`). What the fetcher really does against an object
 //! store is proved on the real node (`tests/real_node/volumes.rs`).
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::conditions;
@@ -21,7 +22,7 @@ use serde_json::{Value, json};
 use crate::events::job_events;
 use crate::operator::{await_running, driven_by_hand, start_operator};
 use crate::operator_identity::{Access, OperatorIdentity, OperatorProcess, spawn_operator_binary};
-use crate::support::{TestNamespace, eventually, lock_shared_cluster_objects, submit};
+use crate::support::{TestNamespace, clean_up, eventually, lock_shared_cluster_objects, submit};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ROOT: &str = "/var/lib/mlkube/volumes";
@@ -169,6 +170,13 @@ async fn a_volume_manager_is_placed_on_distinct_nodes_and_says_how_a_pod_reads_i
             [0]["matchFields"],
         json!([{ "key": "metadata.name", "operator": "In", "values": nodes }])
     );
+    assert_eq!(
+        volume["message"],
+        format!(
+            "s3://datasets/digits placed on 2 nodes: {}",
+            nodes.join(", ")
+        )
+    );
     let spec = serde_json::to_value(fetchers[0].spec.as_ref().unwrap()).unwrap();
     let container = &spec["containers"][0];
     assert_eq!(container["image"], "mlkube/mlkube:test");
@@ -191,6 +199,139 @@ async fn a_volume_manager_is_placed_on_distinct_nodes_and_says_how_a_pod_reads_i
         "{secret_keys:?}"
     );
     assert_eq!(status["state"], "Completed");
+}
+
+/// A label on some of the cluster's nodes, removed when dropped (also on a panic).
+struct NodeLabel {
+    key: String,
+    nodes: Vec<String>,
+}
+
+impl NodeLabel {
+    async fn put_on(&mut self, client: &kube::Client, node: &str) {
+        let patch = json!({ "metadata": { "labels": { self.key.as_str(): "data" } } });
+        Api::<Node>::all(client.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("labelling node {node}: {e}"));
+        self.nodes.push(node.to_owned());
+    }
+}
+
+impl Drop for NodeLabel {
+    fn drop(&mut self) {
+        for node in std::mem::take(&mut self.nodes) {
+            let patch = json!({ "metadata": { "labels": { self.key.as_str(): null } } });
+            clean_up(
+                &format!("the label {} of node {node}", self.key),
+                |client| async move {
+                    Api::<Node>::all(client)
+                        .patch(&node, &PatchParams::default(), &Patch::Merge(patch))
+                        .await
+                        .map(drop)
+                },
+            );
+        }
+    }
+}
+
+/// The message of the VolumeManager `name`'s volume `id` once `check` holds for it.
+async fn volume_message(
+    api: &Api<VolumeManager>,
+    name: &str,
+    id: &str,
+    what: &str,
+    check: impl Fn(&str) -> bool,
+) -> String {
+    eventually(what, TIMEOUT, || async {
+        let status = api.get(name).await.ok()?.status?;
+        let volume = status.volumes.iter().find(|v| v.id == id)?;
+        let message = volume.message.clone()?;
+        (volume.state == Some(State::Failed) && check(&message)).then_some(message)
+    })
+    .await
+}
+
+/// `replicas` counts distinct nodes: with fewer eligible (here: selected by the volume's
+/// nodeAffinity, a label of this test's own), nothing is placed and the status and a
+/// TooFewNodes event say what is needed and what there is; each node that becomes eligible is
+/// seen (the controller watches nodes), and once there are enough the replicas are placed, one
+/// a node, and the message lists them. Works with kwok's default two nodes.
+#[tokio::test]
+async fn too_few_eligible_nodes_place_nothing_until_enough_are_eligible() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("volumes-nodes").await;
+    let mut label = NodeLabel {
+        key: format!("volumes.mlkube.io/{}", ns.name),
+        nodes: Vec::new(),
+    };
+    let mut names: Vec<String> = Api::<Node>::all(ns.client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("listing nodes")
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 2,
+        "the kwok cluster has two nodes: {names:?}"
+    );
+    let _controller = start(&ns).await;
+    let mut config = s3_volume("digits", 2, json!({}));
+    config["nodeAffinity"] = json!({ "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{ "matchExpressions": [
+            { "key": label.key, "operator": "Exists" }] }] } });
+    let (api, _) = create(&ns, "data", json!([config])).await;
+
+    let none = volume_message(&api, "data", "digits", "no eligible node", |m| {
+        m.starts_with("replicas 2 needs 2 nodes; none is eligible; not eligible: ")
+    })
+    .await;
+    assert!(
+        none.contains(&format!(
+            "{} (not selected by the volume's nodeAffinity)",
+            names[0]
+        )),
+        "{none}"
+    );
+    let event = eventually("a TooFewNodes event", TIMEOUT, || async {
+        job_events(&ns, "data", "TooFewNodes").await.pop()
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.note, Some(format!("volume digits: {none}")));
+    assert!(pods(&ns, "fetch").await.is_empty(), "nothing is placed");
+
+    label.put_on(&ns.client, &names[0]).await;
+    let one = format!("replicas 2 needs 2 nodes; 1 is eligible: {}; ", names[0]);
+    volume_message(&api, "data", "digits", "one eligible node", |m| {
+        m.starts_with(&one)
+    })
+    .await;
+    assert!(pods(&ns, "fetch").await.is_empty(), "still nothing placed");
+
+    label.put_on(&ns.client, &names[1]).await;
+    let vm = reaches(&api, "data", State::Completed).await;
+    let volume = &vm.status.as_ref().expect("a status").volumes[0];
+    assert_eq!(
+        volume.message.as_deref(),
+        Some(
+            format!(
+                "s3://datasets/digits placed on 2 nodes: {}, {}",
+                names[0], names[1]
+            )
+            .as_str()
+        )
+    );
+    let mut placed: Vec<String> = pods(&ns, "fetch")
+        .await
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    placed.sort();
+    assert_eq!(placed, names[..2], "one replica on each eligible node");
 }
 
 #[tokio::test]
@@ -376,6 +517,18 @@ async fn a_job_reading_a_volume_managers_data_starts_once_it_is_placed_and_mount
     .await;
     let vm = reaches(&api, "digits-data", State::Completed).await;
     let placed = &vm.status.as_ref().expect("a status").volumes[0];
+    // The nodes the status selects are exactly those a fetcher succeeded on.
+    let holders: Vec<String> = pods(&ns, "fetch")
+        .await
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    assert_eq!(
+        serde_json::to_value(&placed.node_affinity).unwrap()["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"],
+        json!([{ "matchFields": [{ "key": "metadata.name", "operator": "In", "values": holders }] }])
+    );
     let running = await_running(&ns, "reader", &["reader-worker-0", "reader-worker-1"]).await;
     for pod in running.values() {
         let spec = pod.spec.as_ref().expect("a pod spec");

@@ -41,4 +41,5 @@ mod stuck;
 mod support;
 mod sweeps;
 mod training;
+mod volume_nodes;
 mod volumes;

@@ -20,7 +20,7 @@ const COMPONENT: &str = "volume-controller";
 const ROOT: &str = "/var/lib/mlkube/volumes";
 const TRAINING_IMAGE: &str = "mlkube/training:0.1.0";
 /// Fetchers start from a local image and fail or finish in seconds.
-const TIMEOUT: Duration = Duration::from_secs(120);
+pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The platform with its volume controller applied (once) and Ready.
 pub fn volume_controller() {
@@ -321,7 +321,8 @@ fn sums(logs: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
+/// Upload the objects under PREFIX in the `data` bucket; each one's path below PREFIX and sum.
+pub async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
     let pod = json!({
         "metadata": { "name": "volumes-upload" },
         "spec": {

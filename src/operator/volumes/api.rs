@@ -58,7 +58,7 @@ pub struct VolumeConfig {
     /// Names the volume within its VolumeManager; `status.volumes` uses it.
     #[serde(default)]
     pub id: String,
-    /// How many nodes hold a copy of the data.
+    /// How many distinct nodes hold a copy of the data (never two copies on one node).
     #[serde(default)]
     pub replicas: i64,
     /// `S3`, `S3-Dev`, `NFS` or `Pachyderm`.
@@ -140,7 +140,8 @@ pub enum State {
     Running,
     /// The data is in place: mount `volumeSource` on a node of `nodeAffinity`.
     Completed,
-    /// It cannot be placed; the message says why.
+    /// It cannot be placed; the message says why. One with too few eligible nodes for its
+    /// replicas goes on once there are enough.
     Failed,
 }
 

@@ -1,16 +1,19 @@
-//! The volume controller's loop: watches VolumeManagers and the pods it made for them (one
-//! cache each), runs `plan` for a VolumeManager when it or one of its pods changes, and carries
-//! the plan out.
+//! The volume controller's loop: watches VolumeManagers, the pods it made for them and the
+//! cluster's nodes (one cache each), runs `plan` for a VolumeManager when it or one of its pods
+//! changes, or, for one not Completed, when a node changes, and carries the plan out.
 //!
 //! # Expected flow
 //! Once the VolumeManager CRD is served (see `runtime::installed`), a reconcile reads the
-//! VolumeManager's pods from the cache, plans, adds the finalizer if the plan asks, writes the
-//! status if it changed, then deletes and creates pods, and last removes the finalizer once
-//! every node is clean.
+//! VolumeManager's pods and the nodes from the caches, plans, adds the finalizer if the plan
+//! asks, writes the status if it changed, records a `TooFewNodes` warning for each volume that
+//! waits for nodes, then deletes and creates pods, and last removes the finalizer once every
+//! node is clean.
 //!
 //! # Guarantees
 //! - The status is written before any pod is deleted: the nodes a deleted fetcher ran on are
 //!   recorded first (see `plan`).
+//! - No plan is made before the node cache has synced: an empty cache would read as a cluster
+//!   without nodes.
 //! - Creation is create-if-absent with deterministic names (AlreadyExists is success), so a
 //!   stale cache never makes a second fetcher for one replica.
 //! - Every write uses `FIELD_MANAGER`; the status is a merge patch of the `status` field alone
@@ -23,20 +26,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::api::{VolumeManager, VolumeManagerStatus};
-use super::plan::{self, FINALIZER, Finalizer, Plan};
+use super::api::{State, VolumeManager, VolumeManagerStatus};
+use super::plan::{self, FINALIZER, Finalizer, Observed, Plan};
 use super::pods::{self, Placement};
 use crate::error_text::OneLine;
 use crate::operator::runtime::FIELD_MANAGER;
+use crate::operator::runtime::events::{EventType, Events};
 use crate::operator::runtime::manager::Shared;
 use crate::operator::runtime::metrics::Metrics;
 use crate::operator::runtime::shutdown;
@@ -49,6 +53,10 @@ use crate::operator::runtime::{installed, watched};
 const RETRY: Duration = Duration::from_secs(5);
 /// How long a reconcile that met a conflict waits: its cache is a write behind.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+/// How long a reconcile waits for the node cache to sync before it looks again.
+const NODES_SYNCING: Duration = Duration::from_millis(500);
+/// The controller events name as their reporter.
+const CONTROLLER_NAME: &str = "volume-controller";
 
 /// What the volume controller runs with.
 #[derive(Clone, Debug)]
@@ -77,7 +85,9 @@ pub enum ReconcileError {
 pub struct Context {
     client: Client,
     pods: Store<Pod>,
+    nodes: Store<Node>,
     placement: Placement,
+    events: Events,
     metrics: Arc<Metrics>,
 }
 
@@ -115,17 +125,27 @@ pub async fn run(shared: Shared, settings: Settings) {
         .default_backoff()
         .reflect(pod_writer)
         .touched_objects();
+    let (node_store, node_stream) = watch_nodes(&client);
     let context = Arc::new(Context {
+        events: Events::start(
+            client.clone(),
+            CONTROLLER_NAME,
+            std::env::var("HOSTNAME").ok(),
+            metrics.clone(),
+        ),
         client,
         pods: pod_store.clone(),
+        nodes: node_store.clone(),
         placement: settings.placement,
         metrics,
     });
     tracing::info!("running the volume controller");
     let controller = Controller::new(managers, watcher::Config::default());
     let store = controller.store();
+    let unsettled = store.clone();
     let controller = controller
         .owns_stream(pod_stream)
+        .watches_stream(node_stream, move |_: Node| not_completed(&unsettled))
         .with_config(ControllerConfig::default().concurrency(settings.concurrency.max(1)))
         .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, context)
@@ -134,15 +154,58 @@ pub async fn run(shared: Shared, settings: Settings) {
                 tracing::debug!(error = %OneLine(&e), "volume reconcile did not complete");
             }
         });
-    // Ready once both caches hold what the cluster has: a VolumeManager's pods are read from
+    // Ready once the caches hold what the cluster has: a VolumeManager's pods are read from
     // the pod cache, and a reconcile on an empty one would place its data again.
     let managers = store.clone();
     let synced = async move {
-        if pod_store.wait_until_ready().await.is_ok() && managers.wait_until_ready().await.is_ok() {
+        if pod_store.wait_until_ready().await.is_ok()
+            && node_store.wait_until_ready().await.is_ok()
+            && managers.wait_until_ready().await.is_ok()
+        {
             ready.open();
         }
     };
     futures::future::join(shutdown::drive(controller, &store, stop), synced).await;
+}
+
+/// A cache of the cluster's nodes, and the stream of changed nodes that drives it. Only what
+/// eligibility reads is kept (labels, spec): a node's status (its images, conditions) is dropped.
+/// Until its first list succeeds no reconcile plans (see `reconcile`), so a refused watch is
+/// said at warn level.
+fn watch_nodes(
+    client: &Client,
+) -> (
+    Store<Node>,
+    impl futures::Stream<Item = Result<Node, watcher::Error>> + use<>,
+) {
+    let (store, writer) = reflector::store();
+    let stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .inspect_err(|e| {
+            tracing::warn!(
+                error = %OneLine(e),
+                "cannot watch nodes, so no VolumeManager is planned; the component's ClusterRole grants list and watch on nodes"
+            );
+        })
+        .modify(|node| {
+            node.status = None;
+            node.metadata.managed_fields = None;
+        })
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+/// The VolumeManagers a node's change may concern: those not Completed (one waiting for nodes
+/// among them), and not being deleted.
+fn not_completed(store: &Store<VolumeManager>) -> Vec<ObjectRef<VolumeManager>> {
+    store
+        .state()
+        .iter()
+        .filter(|vm| vm.metadata.deletion_timestamp.is_none())
+        .filter(|vm| vm.status.as_ref().and_then(|s| s.state) != Some(State::Completed))
+        .map(|vm| ObjectRef::from_obj(vm.as_ref()))
+        .collect()
 }
 
 fn error_policy(vm: Arc<VolumeManager>, error: &ReconcileError, _: Arc<Context>) -> Action {
@@ -161,6 +224,9 @@ pub async fn reconcile(
     vm: Arc<VolumeManager>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    if ctx.nodes.wait_until_ready().now_or_never().is_none() {
+        return Ok(Action::requeue(NODES_SYNCING));
+    }
     let started = Instant::now();
     let uid = vm.uid().unwrap_or_default();
     let owned: Vec<Arc<Pod>> = ctx
@@ -170,7 +236,13 @@ pub async fn reconcile(
         .filter(|p| p.labels().get(pods::OWNER_UID) == Some(&uid))
         .collect();
     let owned: Vec<&Pod> = owned.iter().map(Arc::as_ref).collect();
-    let plan = plan::plan(&ctx.placement, &vm, &owned);
+    let nodes = ctx.nodes.state();
+    let nodes: Vec<&Node> = nodes.iter().map(Arc::as_ref).collect();
+    let observed = Observed {
+        pods: &owned,
+        nodes: &nodes,
+    };
+    let plan = plan::plan(&ctx.placement, &vm, &observed);
     let result = carry_out(&vm, &ctx, plan).await;
     ctx.metrics.reconciled(started.elapsed());
     result.map(|()| Action::await_change())
@@ -209,6 +281,17 @@ async fn carry_out(vm: &VolumeManager, ctx: &Context, plan: Plan) -> Result<(), 
         version = patch(&managers, vm, version, body)
             .await
             .map_err(fail("write the status"))?;
+    }
+    for shortage in &plan.too_few_nodes {
+        // A state, not an act: recorded once while it lasts (as the message says it).
+        ctx.events.publish_state(
+            vm,
+            EventType::Warning,
+            "TooFewNodes".to_owned(),
+            shortage.clone(),
+            "Place",
+            shortage,
+        );
     }
     for name in &plan.delete {
         match delete_exactly(&pods, name, None, DeleteParams::background()).await {

@@ -4,13 +4,24 @@
 //!
 //! # Expected flow
 //! A VolumeManager is created. It gets the finalizer [`FINALIZER`] (when it has data to place)
-//! and, for each S3 volume, one fetcher pod per replica, which repel each other onto distinct
-//! nodes. A volume is Pending until all of its fetchers are scheduled, Running while they copy,
-//! Completed once all succeeded: its status then names a hostPath volume source and the nodes
-//! that hold the data (a `metadata.name` node affinity) for a pod to copy. An NFS volume is
-//! Completed at once with an NFS volume source. A volume whose entry cannot be read, or whose
-//! fetcher failed, is Failed, with the message of what failed (the fetcher's own: bad
-//! credentials, no such bucket or key, source unreachable, timeout).
+//! and, for each S3 volume, one fetcher pod per replica, which repel each other (a required pod
+//! anti-affinity on `kubernetes.io/hostname`), so that `replicas` copies are on `replicas`
+//! distinct nodes. A volume is Pending until all of its fetchers are scheduled, Running while
+//! they copy, Completed once all succeeded: its status then names a hostPath volume source and
+//! the nodes that hold the data (a `metadata.name` node affinity) for a pod to copy, and its
+//! message lists them. An NFS volume is Completed at once with an NFS volume source. A volume
+//! whose entry cannot be read, or whose fetcher failed, is Failed, with the message of what
+//! failed (the fetcher's own: bad credentials, no such bucket or key, source unreachable,
+//! timeout).
+//!
+//! Too few nodes: before creating a fetcher, the plan counts the nodes that may hold the data
+//! ([`nodes::eligibility`]: not cordoned, taints tolerated, selected by the volume's
+//! `nodeAffinity`, plus those already holding a replica). When there are fewer than `replicas`,
+//! it places nothing more and the volume is Failed with what it needs and what there is
+//! ("replicas 4 needs 4 nodes; 2 are eligible: node-1, node-2; not eligible: ..."), as KVC
+//! refused a volume with more replicas than nodes rather than place part of it. Unlike KVC it
+//! looks again whenever nodes change: once enough are eligible (or `replicas` is lowered), the
+//! fetchers are created and the volume goes on as above.
 //!
 //! When the VolumeManager is deleted, fetchers still running are deleted, then one cleaner per
 //! node that has (or may have) its data removes that node's directory; once all cleaners
@@ -32,8 +43,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    HostPathVolumeSource, NFSVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod,
+    HostPathVolumeSource, NFSVolumeSource, Node, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, Pod,
 };
 use kube::ResourceExt;
 
@@ -41,6 +52,7 @@ use super::api::{
     State, VolumeConfig, VolumeManager, VolumeManagerStatus, VolumeSource, VolumeStatus,
     is_directory_name,
 };
+use super::nodes;
 use super::pods::{self, Placement};
 use super::source::{self, S3Source, Source};
 
@@ -63,14 +75,35 @@ pub struct Plan {
     /// Names of pods to delete.
     pub delete: Vec<String>,
     pub finalizer: Finalizer,
+    /// Each volume that waits for nodes: `volume <id>: <what it needs and what there is>`.
+    pub too_few_nodes: Vec<String>,
 }
 
-/// The plan for `vm`, whose pods (fetchers and cleaners) are `pods`.
-pub fn plan(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
-    if vm.metadata.deletion_timestamp.is_some() {
-        return plan_deletion(placement, vm, pods);
+impl Plan {
+    fn new(status: VolumeManagerStatus) -> Plan {
+        Plan {
+            status,
+            create: Vec::new(),
+            delete: Vec::new(),
+            finalizer: Finalizer::Keep,
+            too_few_nodes: Vec::new(),
+        }
     }
-    let mut create = Vec::new();
+}
+
+/// What a volume is planned with: the VolumeManager's pods (fetchers and cleaners) and the
+/// cluster's nodes.
+pub struct Observed<'a> {
+    pub pods: &'a [&'a Pod],
+    pub nodes: &'a [&'a Node],
+}
+
+/// The plan for `vm`, from what is observed of it.
+pub fn plan(placement: &Placement, vm: &VolumeManager, observed: &Observed) -> Plan {
+    if vm.metadata.deletion_timestamp.is_some() {
+        return plan_deletion(placement, vm, observed.pods);
+    }
+    let mut plan = Plan::new(VolumeManagerStatus::default());
     let mut volumes = Vec::new();
     let mut seen = BTreeSet::new();
     for config in &vm.spec.volume_configs {
@@ -91,7 +124,7 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
                 ),
             )
         } else {
-            volume(placement, vm, config, pods, &mut create)
+            volume(placement, vm, config, observed, &mut plan)
         };
         volumes.push(volume);
     }
@@ -100,17 +133,11 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
         .volume_configs
         .iter()
         .any(|c| matches!(source::source(c), Ok(Source::S3(_))));
-    let finalizer = if places_data && !vm.finalizers().iter().any(|f| f == FINALIZER) {
-        Finalizer::Add
-    } else {
-        Finalizer::Keep
-    };
-    Plan {
-        status: summary(volumes),
-        create,
-        delete: Vec::new(),
-        finalizer,
+    if places_data && !vm.finalizers().iter().any(|f| f == FINALIZER) {
+        plan.finalizer = Finalizer::Add;
     }
+    plan.status = summary(volumes);
+    plan
 }
 
 /// A volume that cannot be placed, and why.
@@ -123,13 +150,13 @@ fn failed(config: &VolumeConfig, message: String) -> VolumeStatus {
     }
 }
 
-/// One volume's status; the fetchers it still needs go into `create`.
+/// One volume's status; the fetchers it still needs go into `plan`.
 fn volume(
     placement: &Placement,
     vm: &VolumeManager,
     config: &VolumeConfig,
-    pods: &[&Pod],
-    create: &mut Vec<Pod>,
+    observed: &Observed,
+    plan: &mut Plan,
 ) -> VolumeStatus {
     if config.id.is_empty() {
         return failed(config, "a volumeConfig has no id".to_owned());
@@ -156,7 +183,7 @@ fn volume(
             message: Some(format!("NFS {server}:{path}, mounted where it is")),
             ..VolumeStatus::default()
         },
-        Ok(Source::S3(s3)) => s3_volume(placement, vm, config, &s3, pods, create),
+        Ok(Source::S3(s3)) => s3_volume(placement, vm, config, &s3, observed, plan),
     }
 }
 
@@ -168,41 +195,56 @@ struct Replica {
     message: Option<String>,
 }
 
-/// An S3 volume's status, from its fetchers; missing ones are created unless it failed.
+impl Replica {
+    /// A replica whose fetcher is not created yet.
+    fn missing() -> Replica {
+        Replica {
+            state: State::Pending,
+            node: None,
+            message: None,
+        }
+    }
+}
+
+/// An S3 volume's status, from its fetchers; missing ones are created unless it failed or
+/// there are too few nodes for its replicas.
 fn s3_volume(
     placement: &Placement,
     vm: &VolumeManager,
     config: &VolumeConfig,
     s3: &S3Source,
-    pods: &[&Pod],
-    create: &mut Vec<Pod>,
+    observed: &Observed,
+    plan: &mut Plan,
 ) -> VolumeStatus {
     let slug = pods::slug(&config.id);
     let replicas: Vec<Replica> = (0..config.replicas)
-        .map(|r| match fetcher_of(pods, &slug, r) {
-            Some(pod) => replica(pod),
-            None => Replica {
-                state: State::Pending,
-                node: None,
-                message: None,
-            },
-        })
+        .map(|r| fetcher_of(observed.pods, &slug, r).map_or_else(Replica::missing, replica))
         .collect();
+    let nodes: BTreeSet<String> = replicas.iter().filter_map(|r| r.node.clone()).collect();
     let failure = replicas
         .iter()
         .enumerate()
         .find(|(_, r)| r.state == State::Failed);
-    if failure.is_none() {
-        for r in 0..config.replicas {
-            if fetcher_of(pods, &slug, r).is_none() {
-                create.push(pods::fetcher(placement, vm, config, s3, r));
-            }
+    let shortage = failure
+        .is_none()
+        .then(|| too_few_nodes(config, &replicas, &nodes, observed.nodes))
+        .flatten();
+    match &shortage {
+        Some(shortage) => plan
+            .too_few_nodes
+            .push(format!("volume {}: {shortage}", config.id)),
+        None if failure.is_none() => {
+            let missing =
+                (0..config.replicas).filter(|r| fetcher_of(observed.pods, &slug, *r).is_none());
+            plan.create
+                .extend(missing.map(|r| pods::fetcher(placement, vm, config, s3, r)));
         }
+        None => {}
     }
-    let nodes: BTreeSet<String> = replicas.iter().filter_map(|r| r.node.clone()).collect();
-    let (state, message) = match failure {
-        Some((r, replica)) => (State::Failed, failure_message(r, replica)),
-        None => progress(s3, &replicas),
+    let (state, message) = match (failure, shortage) {
+        (Some((r, replica)), _) => (State::Failed, failure_message(r, replica)),
+        (None, Some(shortage)) => (State::Failed, shortage),
+        (None, None) => progress(s3, &replicas, &nodes),
     };
     VolumeStatus {
         id: config.id.clone(),
@@ -219,6 +261,63 @@ fn s3_volume(
     }
 }
 
+/// What a volume lacks when some of its replicas are not on a node yet and fewer nodes may
+/// hold it than it has replicas; `held` are the nodes its fetchers are already on.
+fn too_few_nodes(
+    config: &VolumeConfig,
+    replicas: &[Replica],
+    held: &BTreeSet<String>,
+    nodes: &[&Node],
+) -> Option<String> {
+    if replicas.iter().all(|r| r.node.is_some()) {
+        return None;
+    }
+    let split = nodes::eligibility(config, nodes);
+    let mut available = held.clone();
+    available.extend(split.eligible);
+    if available.len() >= replicas.len() {
+        return None;
+    }
+    let eligible = match available.len() {
+        0 => "none is eligible".to_owned(),
+        1 => format!("1 is eligible: {}", listed(available.iter().cloned())),
+        n => format!("{n} are eligible: {}", listed(available.iter().cloned())),
+    };
+    let ruled_out: Vec<String> = split
+        .ruled_out
+        .into_iter()
+        .filter(|(node, _)| !held.contains(node))
+        .map(|(node, why)| format!("{node} ({why})"))
+        .collect();
+    let ruled_out = if ruled_out.is_empty() {
+        String::new()
+    } else {
+        format!("; not eligible: {}", listed(ruled_out.into_iter()))
+    };
+    let wanted = replicas.len();
+    Some(format!(
+        "replicas {wanted} needs {wanted} {}; {eligible}{ruled_out}",
+        node_or_nodes(wanted)
+    ))
+}
+
+fn node_or_nodes(count: usize) -> &'static str {
+    if count == 1 { "node" } else { "nodes" }
+}
+
+/// At most [`LISTED`] names, then how many more there are.
+fn listed(names: impl ExactSizeIterator<Item = String>) -> String {
+    let more = names.len().saturating_sub(LISTED);
+    let shown: Vec<String> = names.take(LISTED).collect();
+    match more {
+        0 => shown.join(", "),
+        _ => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// How many nodes a message names before it counts the rest.
+const LISTED: usize = 10;
+
 fn failure_message(index: usize, replica: &Replica) -> String {
     let message = replica.message.as_deref().unwrap_or("the fetcher failed");
     match &replica.node {
@@ -227,8 +326,9 @@ fn failure_message(index: usize, replica: &Replica) -> String {
     }
 }
 
-/// The state and message of a volume none of whose replicas failed.
-fn progress(s3: &S3Source, replicas: &[Replica]) -> (State, String) {
+/// The state and message of a volume none of whose replicas failed; `nodes` are those its
+/// fetchers are on.
+fn progress(s3: &S3Source, replicas: &[Replica], nodes: &BTreeSet<String>) -> (State, String) {
     let state = replicas
         .iter()
         .map(|r| r.state)
@@ -236,7 +336,12 @@ fn progress(s3: &S3Source, replicas: &[Replica]) -> (State, String) {
         .unwrap_or(State::Completed);
     let url = s3.url();
     let message = match state {
-        State::Completed => format!("{url} placed on {} nodes", replicas.len()),
+        State::Completed => format!(
+            "{url} placed on {} {}: {}",
+            nodes.len(),
+            node_or_nodes(nodes.len()),
+            listed(nodes.iter().cloned())
+        ),
         State::Running => format!(
             "placing {url}: {} of {} replicas done",
             replicas
@@ -407,12 +512,7 @@ fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
 /// may hold its data, then let it go.
 fn plan_deletion(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Plan {
     let mut status = vm.status.clone().unwrap_or_default();
-    let mut plan = Plan {
-        status: status.clone(),
-        create: Vec::new(),
-        delete: Vec::new(),
-        finalizer: Finalizer::Keep,
-    };
+    let mut plan = Plan::new(status.clone());
     if !vm.finalizers().iter().any(|f| f == FINALIZER) {
         return plan;
     }

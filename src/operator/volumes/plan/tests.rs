@@ -1,7 +1,7 @@
 //! The decision table: a VolumeManager and its pods in, the status and the pods to create and
 //! delete out.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
 use super::*;
@@ -12,6 +12,29 @@ fn placement() -> Placement {
         root: "/var/lib/mlkube/volumes".into(),
         image: "mlkube/mlkube:0.1.0".into(),
     }
+}
+
+/// A node `name` that may hold any volume's data.
+fn node(name: &str) -> Node {
+    serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap()
+}
+
+/// The plan for `vm` with `pods` on a cluster of `nodes`.
+fn on_nodes(vm: &VolumeManager, pods: &[&Pod], nodes: &[Node]) -> Plan {
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    plan(
+        &placement(),
+        vm,
+        &Observed {
+            pods,
+            nodes: &nodes,
+        },
+    )
+}
+
+/// The plan for `vm` with `pods` on a cluster of two nodes, node-a and node-b.
+fn planned(vm: &VolumeManager, pods: &[&Pod]) -> Plan {
+    on_nodes(vm, pods, &[node("node-a"), node("node-b")])
 }
 
 /// A VolumeManager `data` with these volumeConfigs.
@@ -72,7 +95,7 @@ fn nodes(plan: &Plan, id: &str) -> Vec<String> {
 fn a_new_manager_gets_its_finalizer_and_one_fetcher_per_replica() {
     let mut vm = manager(json!([s3("digits", 2)]));
     vm.metadata.finalizers = None;
-    let plan = plan(&placement(), &vm, &[]);
+    let plan = planned(&vm, &[]);
     assert_eq!(plan.finalizer, Finalizer::Add);
     let names: Vec<String> = plan.create.iter().map(|p| p.name_any()).collect();
     assert_eq!(names, ["data-digits-0", "data-digits-1"]);
@@ -96,16 +119,16 @@ fn fetchers_that_succeeded_complete_the_volume_with_its_nodes() {
     let vm = manager(json!([s3("digits", 2)]));
     let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
     let b = fetcher(&vm, "digits", 1, "Running", Some("node-b"));
-    let running = plan(&placement(), &vm, &[&a, &b]);
+    let running = planned(&vm, &[&a, &b]);
     assert!(running.create.is_empty());
     assert_eq!(state_of(&running, "digits").0, Some(State::Running));
     let b = fetcher(&vm, "digits", 1, "Succeeded", Some("node-b"));
-    let done = plan(&placement(), &vm, &[&a, &b]);
+    let done = planned(&vm, &[&a, &b]);
     assert_eq!(
         state_of(&done, "digits"),
         (
             Some(State::Completed),
-            "s3://datasets/digits placed on 2 nodes".into()
+            "s3://datasets/digits placed on 2 nodes: node-a, node-b".into()
         )
     );
     assert_eq!(nodes(&done, "digits"), ["node-a", "node-b"]);
@@ -116,6 +139,142 @@ fn fetchers_that_succeeded_complete_the_volume_with_its_nodes() {
     assert_eq!(done.finalizer, Finalizer::Keep);
 }
 
+/// The fetchers of replicas 0 and 1 of `digits`, succeeded on node-a and node-b.
+fn succeeded_on_a_and_b(vm: &VolumeManager) -> [Pod; 2] {
+    [
+        fetcher(vm, "digits", 0, "Succeeded", Some("node-a")),
+        fetcher(vm, "digits", 1, "Succeeded", Some("node-b")),
+    ]
+}
+
+/// A node `name` with the node `spec`.
+fn node_with(name: &str, spec: serde_json::Value) -> Node {
+    serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec })).unwrap()
+}
+
+#[test]
+fn too_few_eligible_nodes_fail_the_volume_saying_what_it_needs_and_place_nothing() {
+    let vm = manager(json!([s3("digits", 4)]));
+    let nodes = [
+        node("mlkube-node-2"),
+        node("mlkube-node-1"),
+        node_with(
+            "gpu-0",
+            json!({ "taints": [{ "key": "gpu", "effect": "NoSchedule" }] }),
+        ),
+        node_with("old", json!({ "unschedulable": true })),
+    ];
+    let plan = on_nodes(&vm, &[], &nodes);
+    assert!(plan.create.is_empty(), "no replica is placed");
+    let wanted = "replicas 4 needs 4 nodes; 2 are eligible: mlkube-node-1, mlkube-node-2; \
+                  not eligible: gpu-0 (taint gpu:NoSchedule not tolerated), old (cordoned)";
+    assert_eq!(
+        state_of(&plan, "digits"),
+        (Some(State::Failed), wanted.to_owned())
+    );
+    assert!(plan.status.volumes[0].volume_source.is_none());
+    assert_eq!(plan.too_few_nodes, [format!("volume digits: {wanted}")]);
+    assert_eq!(plan.status.state, Some(State::Failed));
+    assert_eq!(
+        plan.status.message.as_deref(),
+        Some(format!("volume digits: {wanted}").as_str())
+    );
+
+    // A node more, tolerated or added, and every replica is placed.
+    let mut vm = vm;
+    vm.spec.volume_configs[0].tolerations =
+        vec![serde_json::from_value(json!({ "key": "gpu", "operator": "Exists" })).unwrap()];
+    let nodes = [
+        nodes[0].clone(),
+        nodes[1].clone(),
+        nodes[2].clone(),
+        node("new"),
+    ];
+    let plan = on_nodes(&vm, &[], &nodes);
+    assert_eq!(plan.create.len(), 4);
+    assert!(plan.too_few_nodes.is_empty());
+    assert_eq!(state_of(&plan, "digits").0, Some(State::Pending));
+}
+
+#[test]
+fn no_node_at_all_is_said_so() {
+    let plan = on_nodes(&manager(json!([s3("digits", 1)])), &[], &[]);
+    assert_eq!(
+        state_of(&plan, "digits").1,
+        "replicas 1 needs 1 node; none is eligible"
+    );
+}
+
+#[test]
+fn the_volumes_node_affinity_limits_the_eligible_nodes() {
+    let mut config = s3("digits", 2);
+    config["nodeAffinity"] = json!({ "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{ "matchFields": [
+            { "key": "metadata.name", "operator": "In", "values": ["node-a"] }] }] } });
+    let plan = planned(&manager(json!([config])), &[]);
+    assert!(plan.create.is_empty());
+    assert_eq!(
+        state_of(&plan, "digits").1,
+        "replicas 2 needs 2 nodes; 1 is eligible: node-a; \
+         not eligible: node-b (not selected by the volume's nodeAffinity)"
+    );
+}
+
+#[test]
+fn a_node_that_holds_a_replica_counts_even_when_no_longer_eligible() {
+    let vm = manager(json!([s3("digits", 2)]));
+    let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
+    let nodes = [
+        node_with("node-a", json!({ "unschedulable": true })),
+        node("node-b"),
+    ];
+    let plan = on_nodes(&vm, &[&a], &nodes);
+    let names: Vec<String> = plan.create.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, ["data-digits-1"]);
+    assert!(plan.too_few_nodes.is_empty());
+}
+
+#[test]
+fn replicas_raised_past_the_nodes_keep_what_is_placed_and_place_no_more() {
+    let vm = manager(json!([s3("digits", 3)]));
+    let [a, b] = succeeded_on_a_and_b(&vm);
+    let plan = planned(&vm, &[&a, &b]);
+    assert!(plan.create.is_empty());
+    assert_eq!(
+        state_of(&plan, "digits"),
+        (
+            Some(State::Failed),
+            "replicas 3 needs 3 nodes; 2 are eligible: node-a, node-b".into()
+        )
+    );
+    assert_eq!(
+        nodes(&plan, "digits"),
+        ["node-a", "node-b"],
+        "still cleaned on deletion"
+    );
+}
+
+#[test]
+fn placed_replicas_are_not_counted_against_the_nodes_again() {
+    // Every replica is on a node: nodes that went since do not matter.
+    let vm = manager(json!([s3("digits", 2)]));
+    let [a, b] = succeeded_on_a_and_b(&vm);
+    let plan = on_nodes(&vm, &[&a, &b], &[]);
+    assert_eq!(state_of(&plan, "digits").0, Some(State::Completed));
+    assert!(plan.too_few_nodes.is_empty());
+}
+
+#[test]
+fn a_long_list_of_nodes_is_cut_short() {
+    let nodes: Vec<Node> = (0..12).map(|i| node(&format!("n-{i:02}"))).collect();
+    let plan = on_nodes(&manager(json!([s3("digits", 13)])), &[], &nodes);
+    assert_eq!(
+        state_of(&plan, "digits").1,
+        "replicas 13 needs 13 nodes; 12 are eligible: \
+         n-00, n-01, n-02, n-03, n-04, n-05, n-06, n-07, n-08, n-09 and 2 more"
+    );
+}
+
 #[test]
 fn a_failed_fetcher_fails_the_volume_with_its_message_and_no_source() {
     let vm = manager(json!([s3("digits", 2)]));
@@ -123,7 +282,7 @@ fn a_failed_fetcher_fails_the_volume_with_its_message_and_no_source() {
         fetcher(&vm, "digits", 0, "Failed", Some("node-a")),
         "bad credentials: the endpoint refused the access key (InvalidAccessKeyId)",
     );
-    let plan = plan(&placement(), &vm, &[&a]);
+    let plan = planned(&vm, &[&a]);
     // The missing replica is not placed once the volume has failed.
     assert!(plan.create.is_empty());
     let (state, message) = state_of(&plan, "digits");
@@ -148,7 +307,7 @@ fn a_fetcher_past_its_deadline_is_a_timeout() {
     let vm = manager(json!([s3("digits", 1)]));
     let mut pod = fetcher(&vm, "digits", 0, "Failed", Some("n"));
     pod.status.as_mut().unwrap().reason = Some("DeadlineExceeded".into());
-    let plan = plan(&placement(), &vm, &[&pod]);
+    let plan = planned(&vm, &[&pod]);
     assert!(state_of(&plan, "digits").1.contains("timeout"));
 }
 
@@ -162,7 +321,7 @@ fn an_unschedulable_fetcher_says_why_it_waits() {
             "message": "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules." }] }))
         .unwrap(),
     );
-    let plan = plan(&placement(), &vm, &[&pod]);
+    let plan = planned(&vm, &[&pod]);
     let (state, message) = state_of(&plan, "digits");
     assert_eq!(state, Some(State::Pending));
     assert!(
@@ -180,7 +339,7 @@ fn unsupported_and_unreadable_sources_fail_without_pods() {
         s3("twice", 1),
         s3("twice", 1),
     ]));
-    let plan = plan(&placement(), &vm, &[]);
+    let plan = planned(&vm, &[]);
     assert!(
         state_of(&plan, "pach")
             .1
@@ -211,7 +370,7 @@ fn unsupported_and_unreadable_sources_fail_without_pods() {
 #[test]
 fn an_id_that_cannot_name_a_directory_fails_its_volume_and_places_nothing() {
     for id in ["", ".", "..", "../etc", "a/b", "white space"] {
-        let plan = plan(&placement(), &manager(json!([s3(id, 1)])), &[]);
+        let plan = planned(&manager(json!([s3(id, 1)])), &[]);
         assert!(plan.create.is_empty(), "{id:?}: nothing placed");
         let volume = &plan.status.volumes[0];
         assert_eq!(volume.state, Some(State::Failed), "{id:?}");
@@ -231,7 +390,7 @@ fn an_nfs_volume_is_its_server_and_path_at_once() {
     let mut vm = manager(json!([{ "id": "shared", "replicas": 1, "sourceType": "NFS",
         "options": { "server": "10.0.0.2", "path": "/exports/ml" } }]));
     vm.metadata.finalizers = None;
-    let plan = plan(&placement(), &vm, &[]);
+    let plan = planned(&vm, &[]);
     assert_eq!(
         plan.finalizer,
         Finalizer::Keep,
@@ -259,7 +418,7 @@ fn a_deleted_manager_stops_its_fetchers_first_and_records_their_nodes() {
     let vm = deleting(manager(json!([s3("digits", 2)])));
     let a = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
     let b = fetcher(&vm, "digits", 1, "Running", Some("node-b"));
-    let plan = plan(&placement(), &vm, &[&a, &b]);
+    let plan = planned(&vm, &[&a, &b]);
     assert_eq!(plan.delete, ["data-digits-1"]);
     assert!(
         plan.create.is_empty(),
@@ -282,7 +441,7 @@ fn a_deleted_manager_cleans_every_node_then_lets_go() {
         }],
         ..VolumeManagerStatus::default()
     });
-    let first = plan(&placement(), &vm, &[&a]);
+    let first = planned(&vm, &[&a]);
     let cleaners: Vec<String> = first.create.iter().map(|p| p.name_any()).collect();
     assert_eq!(
         cleaners,
@@ -303,7 +462,7 @@ fn a_deleted_manager_cleans_every_node_then_lets_go() {
     clean_a.status = Some(serde_json::from_value(json!({ "phase": "Succeeded" })).unwrap());
     let mut clean_b = first.create[1].clone();
     clean_b.status = Some(serde_json::from_value(json!({ "phase": "Failed" })).unwrap());
-    let retry = plan(&placement(), &vm, &[&a, &clean_a, &clean_b]);
+    let retry = planned(&vm, &[&a, &clean_a, &clean_b]);
     assert_eq!(
         retry.delete,
         [clean_b.name_any()],
@@ -312,7 +471,7 @@ fn a_deleted_manager_cleans_every_node_then_lets_go() {
     assert_eq!(retry.finalizer, Finalizer::Keep);
 
     clean_b.status = Some(serde_json::from_value(json!({ "phase": "Succeeded" })).unwrap());
-    let done = plan(&placement(), &vm, &[&a, &clean_a, &clean_b]);
+    let done = planned(&vm, &[&a, &clean_a, &clean_b]);
     assert_eq!(done.finalizer, Finalizer::Remove);
     assert!(done.create.is_empty() && done.delete.is_empty());
 }
@@ -320,7 +479,7 @@ fn a_deleted_manager_cleans_every_node_then_lets_go() {
 #[test]
 fn a_deleted_manager_without_placed_data_goes_at_once() {
     let vm = deleting(manager(json!([s3("digits", 1)])));
-    let plan = plan(&placement(), &vm, &[]);
+    let plan = planned(&vm, &[]);
     assert_eq!(plan.finalizer, Finalizer::Remove);
     assert!(plan.create.is_empty());
 }
