@@ -9,18 +9,20 @@
 #
 # Two kinds of node (MLKUBE_CLUSTER_NODE, remembered by the cluster until `down`):
 #   kwok (default)  simulated nodes whose pods run no container: fast, for thousands of pods
-#   real            one real node (containerd, kubelet, kube-proxy, CoreDNS) where containers
-#                   run, in a network namespace of the cluster's own: see cluster/real-node.sh
+#   real            real nodes (MLKUBE_CLUSTER_NODES, default 2: containerd, kubelet,
+#                   kube-proxy, flannel) where containers run, each in a network namespace of
+#                   its own, pulling from the cluster's registry: see cluster/real-node.sh
 #
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
 #   cluster/local-cluster.sh build-node  build (once) what only a real node runs: CoreDNS and
 #                                     local-path-provisioner (run-tests.sh builds them ahead)
 #   cluster/local-cluster.sh node-tools  install (root, apt-get) what a real node and its images
 #                                     need, if missing (run-tests.sh does it ahead)
-#   cluster/local-cluster.sh preload [IMAGE...]  build the real node's images (the names
-#                                     image/node-images.sh takes, or all) and import them into
-#                                     its kept image store while no real node runs (run-tests.sh
-#                                     does it ahead, so that the node's up imports little)
+#   cluster/local-cluster.sh preload [IMAGE...]  build the real nodes' images (the names
+#                                     image/node-images.sh takes, or all), push them into the
+#                                     registry's kept storage and pull them into every node's
+#                                     kept store while no real node runs (run-tests.sh does it
+#                                     ahead, so that the nodes' up has little left to do)
 #   cluster/local-cluster.sh up       build if needed, start, wait for /readyz and Ready nodes
 #   cluster/local-cluster.sh down     stop everything (the operator too), remove the state dir
 #   cluster/local-cluster.sh env      print `export KUBECONFIG=...` and put kubectl on PATH

@@ -2,7 +2,8 @@
 # Every image the real node runs, built without a container daemon and never pulled from a
 # registry, each only when its cached archive is missing or its inputs changed. Prints one line
 # per image on stdout, `<full image reference> <absolute path of its OCI archive>`, for
-# `ctr -n k8s.io images import`; progress and errors go to stderr, and any failure exits 1.
+# the local cluster's pushes to its registry (cluster/node/registry.sh) and `mlkube images push`;
+# progress and errors go to stderr, and any failure exits 1.
 #
 #   image/node-images.sh [NAME...]   (as root: the Debian-based images are built with mmdebstrap)
 #
