@@ -1213,7 +1213,7 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     assert!(clean.stdout.is_empty());
     assert!(
-        stderr.contains("0 to create, 0 to update, 0 to prune, 13 unchanged"),
+        stderr.contains("0 to create, 0 to update, 0 to prune, 14 unchanged"),
         "{stderr}"
     );
     let json = run(with(&["diff", "local", "-o", "json"]));
