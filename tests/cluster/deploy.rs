@@ -1218,7 +1218,7 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     let json = run(with(&["diff", "local", "-o", "json"]));
     let data: Value = serde_json::from_slice(&json.stdout).expect("diff -o json prints JSON");
-    assert_eq!(data["summary"]["unchanged"], 13);
+    assert_eq!(data["summary"]["unchanged"], 14);
 
     // Deleting needs a terminal to ask on, or --yes.
     let refused = run(vec![
