@@ -122,6 +122,13 @@ pull_on_every_node() {
   say "pulled in $((SECONDS - started))s"
 }
 
+# What a preload of this port left running when it was killed midway (its registry and
+# containerds, started in sessions of their own): they would hold the kept stores, so that no
+# node's containerd could open them.
+stop_preload() {
+  pkill -KILL -f "$CACHE_ROOT/node/preload-$API_PORT/" 2>/dev/null || true
+}
+
 # Push images (NAMEs, or all) into the cluster's kept registry storage and pull them into every
 # node's kept image store ahead of `up`, through a registry and containerds of their own on the
 # host, stopped after; their state and logs go to $CACHE_ROOT/node/preload-<API port>.
@@ -132,6 +139,8 @@ preload_images() {
     "stop it first (cluster/local-cluster.sh down), or let its next up pull the images"
   # The helpers below read STATE_DIR: here it names the preload's own directory.
   local STATE_DIR=$CACHE_ROOT/node/preload-$API_PORT address pids=() k
+  stop_preload
+  trap stop_preload EXIT
   rm -rf "$STATE_DIR"
   mkdir -p "$STATE_DIR"
   remove_old_store

@@ -183,6 +183,7 @@ start_node_agents() {
 start_nodes() {
   local k
   echo "$REAL_NODES" >"$STATE_DIR/nodes"
+  stop_preload
   remove_old_store
   start_registry
   build_images
