@@ -91,12 +91,18 @@ pub fn images(command: &ImagesCommand) -> Exit {
     }
 }
 
-/// The checkout `--source` (or `$MLKUBE_SOURCE`) names, else the one this mlkube was built
-/// from, else the current directory.
+/// The checkout `--source` (or `$MLKUBE_SOURCE`) names, else the current directory or one
+/// above it, else one above the running binary (`target/<profile>/mlkube` sits in its
+/// checkout). Nothing of the machine that built the binary is baked into it.
 fn checkout(args: &SourceArgs) -> Result<PathBuf, ImagesError> {
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR"));
     let current = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    source::checkout(args.source.as_deref(), &[built_from, &current])
+    let binary = std::env::current_exe().ok();
+    let binary_dir = binary.as_deref().and_then(Path::parent);
+    let fallbacks: Vec<&Path> = [Some(current.as_path()), binary_dir]
+        .into_iter()
+        .flatten()
+        .collect();
+    source::checkout(args.source.as_deref(), &fallbacks)
 }
 
 fn list(args: &ListImagesArgs) -> Result<(), ImagesError> {

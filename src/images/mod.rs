@@ -48,12 +48,13 @@ pub struct Image {
 #[derive(Debug, thiserror::Error)]
 pub enum ImagesError {
     #[error(
-        "no {} in {}\nhint: run mlkube images in the mlkube checkout, or pass --source DIR (or \
+        "no {} in {}{}\nhint: run mlkube images in the mlkube checkout, or pass --source DIR (or \
          set MLKUBE_SOURCE) naming it",
         source::SCRIPT,
-        list(tried)
+        list(tried),
+        if *above { " or a folder above" } else { "" }
     )]
-    NoCheckout { tried: Vec<PathBuf> },
+    NoCheckout { tried: Vec<PathBuf>, above: bool },
     #[error("cannot run {}", script.display())]
     Run {
         script: PathBuf,

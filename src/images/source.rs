@@ -11,20 +11,22 @@ use crate::render::images::{HOME, PLATFORM};
 pub const SCRIPT: &str = "image/node-images.sh";
 
 /// The checkout to build in: `explicit` (`--source` or `$MLKUBE_SOURCE`), which must have the
-/// script, else the first of `fallbacks` (the checkout this mlkube was built from, the current
-/// directory) that has it.
+/// script, else the nearest folder that has it at or above one of `fallbacks` (the current
+/// directory, the running binary's folder), in that order.
 pub fn checkout(explicit: Option<&Path>, fallbacks: &[&Path]) -> Result<PathBuf, ImagesError> {
     let has_script = |dir: &Path| dir.join(SCRIPT).is_file();
-    let tried: Vec<&Path> = match explicit {
-        Some(dir) => vec![dir],
-        None => fallbacks.to_vec(),
+    let (tried, found) = match explicit {
+        Some(dir) => (vec![dir], has_script(dir).then_some(dir)),
+        None => {
+            let mut above = fallbacks.iter().flat_map(|dir| dir.ancestors());
+            (fallbacks.to_vec(), above.find(|dir| has_script(dir)))
+        }
     };
-    tried
-        .iter()
-        .find(|dir| has_script(dir))
-        .map(|dir| dir.to_path_buf())
+    found
+        .map(Path::to_path_buf)
         .ok_or_else(|| ImagesError::NoCheckout {
             tried: tried.iter().map(|dir| dir.to_path_buf()).collect(),
+            above: explicit.is_none(),
         })
 }
 
