@@ -322,7 +322,19 @@ fn sums(logs: &str) -> std::collections::BTreeMap<String, String> {
 }
 
 /// Upload the objects under PREFIX in the `data` bucket; each one's path below PREFIX and sum.
+/// Once for all the tests of this binary: a second upload would change the objects under a
+/// fill that another test is reading, and two uploads would race for one pod name.
 pub async fn upload(client: &Client) -> std::collections::BTreeMap<String, String> {
+    static UPLOADED: tokio::sync::Mutex<Option<std::collections::BTreeMap<String, String>>> =
+        tokio::sync::Mutex::const_new(None);
+    let mut uploaded = UPLOADED.lock().await;
+    if uploaded.is_none() {
+        *uploaded = Some(upload_once(client).await);
+    }
+    uploaded.clone().expect("uploaded above")
+}
+
+async fn upload_once(client: &Client) -> std::collections::BTreeMap<String, String> {
     let pod = json!({
         "metadata": { "name": "volumes-upload" },
         "spec": {
