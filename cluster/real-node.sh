@@ -88,6 +88,7 @@ use_node() {
   NODE_ADDRESS=$NODE_NETWORK_PREFIX.$1
   if [ "$1" = 1 ]; then NODE_NETNS=$NETNS; else NODE_NETNS=$NETNS-$1; fi
   NODE_NETNS_PATH=/run/netns/$NODE_NETNS
+  NODE_MNT_PATH=$STATE_DIR/mnt/node-$1
   NODE_DIR=$STATE_DIR/node-$1
   CONTAINERD_SOCKET=$NODE_DIR/containerd.sock
   # Images survive `down`: pulled once, kept per cluster port and node.
@@ -127,6 +128,8 @@ real_components() {
 . "$REPO_DIR/cluster/node/host.sh"
 # shellcheck source=SCRIPTDIR/node/netns.sh
 . "$REPO_DIR/cluster/node/netns.sh"
+# shellcheck source=SCRIPTDIR/node/mounts.sh
+. "$REPO_DIR/cluster/node/mounts.sh"
 # shellcheck source=SCRIPTDIR/node/registry.sh
 . "$REPO_DIR/cluster/node/registry.sh"
 # shellcheck source=SCRIPTDIR/node/containerd.sh

@@ -28,17 +28,27 @@ stop_node() {
   pids=$(processes_of_node | sort -u | tr '\n' ' ')
   # shellcheck disable=SC2086
   [ -z "${pids// /}" ] || kill -KILL $pids 2>/dev/null || true
+  # shellcheck disable=SC2086
+  wait_gone $pids
   say "stopped $NODE_NAME (killed ${pids:-nothing})"
 }
 
-# Node K back, as a machine that rebooted: containerd, then the kubelet, kube-proxy and flannel.
+# Until each of the processes PID... has ended (a SIGKILL takes effect a moment after it is sent).
+wait_gone() {
+  local pid deadline=$((SECONDS + 30))
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+  done
+}
+
+# Node K back, as a machine that rebooted: a fresh mount namespace (what its kubelet mounted is
+# gone, its disk is not), containerd, then the kubelet, kube-proxy and flannel.
 start_node() {
   local k=$1
   [ "$NODE_KIND" = real ] || die "only real nodes can be started; this cluster's are kwok's"
   is_node_index "$k" 1 || die "no node '$k' to start" "start one of 1 to $REAL_NODES"
   use_node "$k"
   ! is_running "kubelet-$k" || die "$NODE_NAME runs already"
-  unmount_under "$NODE_DIR/kubelet/pods"
   start_containerd
   start_node_agents
   wait_until "the node $NODE_NAME to be Ready" 120 "kubelet-$k" node_ready

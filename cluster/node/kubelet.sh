@@ -161,6 +161,7 @@ dns_ready() { [ -n "$(ss -N "$NETNS" -lunH "sport = :53" 2>/dev/null)" ]; }
 start_containerd() {
   mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/volume-plugins"
   write_containerd_config
+  create_node_mounts
   start_in_node_netns "containerd-$NODE_INDEX" "$(command -v containerd)" --config "$NODE_DIR/containerd.toml"
   wait_until "containerd on $NODE_NAME" 60 "containerd-$NODE_INDEX" containerd_ready
   remove_containers

@@ -5,8 +5,8 @@
 
 in_netns() { nsenter --net="$NETNS_PATH" "$@"; }
 
-# In the namespace of the node use_node chose.
-in_node_netns() { nsenter --net="$NODE_NETNS_PATH" "$@"; }
+# In the namespaces of the node use_node chose: its network's and its mounts'.
+in_node_netns() { nsenter --net="$NODE_NETNS_PATH" --mount="$NODE_MNT_PATH" "$@"; }
 
 # What every namespace of the cluster needs: its loopback, forwarding, and a route to the
 # Service range on lo (without a default route, a process of the namespace, not a pod, finds no
@@ -71,9 +71,9 @@ start_in_netns() {
   spawn "$name" nsenter --net="$NETNS_PATH" "$@"
 }
 
-# Start NAME in the namespace of the node use_node chose.
+# Start NAME in the namespaces of the node use_node chose.
 start_in_node_netns() {
   local name=$1
   shift
-  spawn "$name" nsenter --net="$NODE_NETNS_PATH" "$@"
+  spawn "$name" nsenter --net="$NODE_NETNS_PATH" --mount="$NODE_MNT_PATH" "$@"
 }
