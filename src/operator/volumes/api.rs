@@ -101,6 +101,10 @@ pub struct VolumeManagerStatus {
     pub state: Option<State>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Every node a fetcher was scheduled to, kept after its pod is gone (a lost node's pod is
+    /// removed without the controller): the deletion cleans each one's copy, whole or partial.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes_to_clean: Vec<String>,
 }
 
 /// One volume's state, and how a pod reads it.

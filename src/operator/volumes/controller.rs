@@ -344,5 +344,6 @@ fn status_patch(status: &VolumeManagerStatus) -> serde_json::Value {
         "volumes": status.volumes,
         "state": status.state,
         "message": status.message,
+        "nodesToClean": (!status.nodes_to_clean.is_empty()).then_some(&status.nodes_to_clean),
     })
 }

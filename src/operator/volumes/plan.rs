@@ -137,7 +137,24 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, observed: &Observed) -> P
         plan.finalizer = Finalizer::Add;
     }
     plan.status = summary(volumes);
+    plan.status.nodes_to_clean = nodes_to_clean(vm, observed.pods);
     plan
+}
+
+/// The nodes the status already names for cleaning, and those of the fetchers now: a fetcher
+/// removed without the controller (its node lost, the pod garbage-collected) may have left a
+/// partial copy there.
+fn nodes_to_clean(vm: &VolumeManager, pods: &[&Pod]) -> Vec<String> {
+    let recorded = vm
+        .status
+        .iter()
+        .flat_map(|s| s.nodes_to_clean.iter().cloned());
+    let fetched = pods
+        .iter()
+        .filter(|p| role(p) == Some(pods::FETCH))
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone());
+    let nodes: BTreeSet<String> = recorded.chain(fetched).collect();
+    nodes.into_iter().collect()
 }
 
 /// A volume that cannot be placed, and why.
@@ -193,6 +210,8 @@ struct Replica {
     state: State,
     node: Option<String>,
     message: Option<String>,
+    /// Why its pod, not yet ended, is being deleted (its node lost, say).
+    deleted: Option<String>,
 }
 
 impl Replica {
@@ -202,6 +221,7 @@ impl Replica {
             state: State::Pending,
             node: None,
             message: None,
+            deleted: None,
         }
     }
 }
@@ -343,12 +363,13 @@ fn progress(s3: &S3Source, replicas: &[Replica], nodes: &BTreeSet<String>) -> (S
             listed(nodes.iter().cloned())
         ),
         State::Running => format!(
-            "placing {url}: {} of {} replicas done",
+            "placing {url}: {} of {} replicas done{}",
             replicas
                 .iter()
                 .filter(|r| r.state == State::Completed)
                 .count(),
-            replicas.len()
+            replicas.len(),
+            deleted_notes(replicas)
         ),
         _ => {
             let waiting: Vec<String> = replicas
@@ -364,6 +385,19 @@ fn progress(s3: &S3Source, replicas: &[Replica], nodes: &BTreeSet<String>) -> (S
         }
     };
     (state, message)
+}
+
+/// `; replica <i> on <node>: <why>, placed again once its pod is gone` for each replica whose
+/// fetcher is being deleted before it ended.
+fn deleted_notes(replicas: &[Replica]) -> String {
+    let notes = replicas.iter().enumerate().filter_map(|(i, r)| {
+        let why = r.deleted.as_deref()?;
+        let node = r.node.as_deref().unwrap_or("no node");
+        Some(format!(
+            "; replica {i} on {node}: {why}, placed again once its pod is gone"
+        ))
+    });
+    notes.collect()
 }
 
 /// The fetcher of replica `r` of the volume `slug`, if cached.
@@ -407,10 +441,27 @@ fn replica(pod: &Pod) -> Replica {
                 )
             }),
     };
+    let deleted = (pod.metadata.deletion_timestamp.is_some() && state != State::Failed)
+        .then(|| deletion_reason(pod));
     Replica {
         state,
         node,
         message,
+        deleted,
+    }
+}
+
+/// Why a pod is being deleted: the reason Kubernetes gave (its `DisruptionTarget` condition,
+/// as when its node is unreachable and the pod is evicted), else that it was deleted.
+fn deletion_reason(pod: &Pod) -> String {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let target = conditions
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True");
+    match target.and_then(|c| c.message.as_deref()) {
+        Some(message) if !message.is_empty() => message.to_owned(),
+        _ => "its pod was deleted".to_owned(),
     }
 }
 
@@ -505,6 +556,7 @@ fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
         volumes,
         state: Some(state),
         message: Some(message),
+        nodes_to_clean: Vec::new(),
     }
 }
 
@@ -532,6 +584,7 @@ fn plan_deletion(placement: &Placement, vm: &VolumeManager, pods: &[&Pod]) -> Pl
             .iter()
             .filter_map(|p| p.spec.as_ref()?.node_name.clone()),
     );
+    nodes.extend(status.nodes_to_clean.iter().cloned());
     let running: Vec<&Pod> = fetchers.into_iter().filter(|p| !terminal(p)).collect();
     if !running.is_empty() {
         plan.delete = running

@@ -205,6 +205,7 @@ mod tests {
             volumes: vec![placed("digits", "/var/lib/kvc/u/digits", "node-a")],
             state,
             message: message.map(str::to_owned),
+            ..VolumeManagerStatus::default()
         });
         vm
     }

@@ -483,3 +483,63 @@ fn a_deleted_manager_without_placed_data_goes_at_once() {
     assert_eq!(plan.finalizer, Finalizer::Remove);
     assert!(plan.create.is_empty());
 }
+
+/// A fetcher evicted from a lost node: deleted, not ended, as Kubernetes leaves it until the
+/// node confirms or is declared out of service.
+fn evicted(mut pod: Pod) -> Pod {
+    pod.metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!("2026-11-28T15:00:00Z")).unwrap());
+    pod.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Running",
+            "conditions": [{ "type": "DisruptionTarget", "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint" }],
+        }))
+        .unwrap(),
+    );
+    pod
+}
+
+#[test]
+fn a_fetcher_lost_with_its_node_is_replaced_only_once_gone_and_its_node_is_still_cleaned() {
+    let vm = manager(json!([s3("digits", 1)]));
+    let lost = evicted(fetcher(&vm, "digits", 0, "Running", Some("node-b")));
+    let waiting = planned(&vm, &[&lost]);
+    assert!(
+        waiting.create.is_empty(),
+        "no second fetcher while the first may run"
+    );
+    assert_eq!(
+        state_of(&waiting, "digits"),
+        (
+            Some(State::Running),
+            "placing s3://datasets/digits: 0 of 1 replicas done; replica 0 on node-b: Taint \
+             manager: deleting due to NoExecute taint, placed again once its pod is gone"
+                .to_owned()
+        )
+    );
+    assert_eq!(waiting.status.nodes_to_clean, ["node-b"]);
+
+    // The pod is gone (its node declared out of service): placed again, node-b remembered.
+    let mut vm = vm;
+    vm.status = Some(waiting.status.clone());
+    let again = planned(&vm, &[]);
+    let names: Vec<String> = again.create.iter().map(|p| p.name_any()).collect();
+    assert_eq!(names, ["data-digits-0"]);
+    assert_eq!(again.status.nodes_to_clean, ["node-b"]);
+
+    // Placed on node-a; deleting cleans node-a and the lost copy on node-b.
+    let placed = fetcher(&vm, "digits", 0, "Succeeded", Some("node-a"));
+    vm.status = Some(planned(&vm, &[&placed]).status);
+    assert_eq!(
+        vm.status.as_ref().unwrap().nodes_to_clean,
+        ["node-a", "node-b"]
+    );
+    assert_eq!(nodes(&planned(&vm, &[&placed]), "digits"), ["node-a"]);
+    let deleting = planned(&deleting(vm.clone()), &[&placed]);
+    let cleaned: Vec<_> = (deleting.create.iter())
+        .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
+        .collect();
+    assert_eq!(cleaned, ["node-a", "node-b"]);
+}
