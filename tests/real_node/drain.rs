@@ -29,7 +29,7 @@ use crate::serving::{
     split_is_ninety_ten,
 };
 use crate::support::{self, eventually};
-use crate::volumes::object_store;
+use crate::volume_support::object_store;
 
 /// The component, and the model its route serves: apart from serving.rs's `digits`.
 const SERVING: &str = "digits-spread";

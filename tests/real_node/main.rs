@@ -42,4 +42,5 @@ mod support;
 mod sweeps;
 mod training;
 mod volume_nodes;
+mod volume_support;
 mod volumes;

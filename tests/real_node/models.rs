@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::jobs::finished;
 use crate::platform::{NAMESPACE, app, assert_success, mlkube};
 use crate::support;
-use crate::volumes::{
+use crate::volume_support::{
     STORE_SECRET, create, object_store, run_pod, s3_volume, volume, volume_controller,
 };
 
@@ -105,7 +105,7 @@ async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in
     )
     .await;
     let started = std::time::Instant::now();
-    let volumes = crate::volumes::finished(&managers, VOLUME_MANAGER, &["digits"]).await;
+    let volumes = crate::volume_support::finished(&managers, VOLUME_MANAGER, &["digits"]).await;
     let placed = volume(&volumes, "digits");
     assert_eq!(placed.state, Some(State::Completed), "{:?}", placed.message);
     eprintln!("the digits placed in {:.1?}", started.elapsed());

@@ -27,7 +27,7 @@ use crate::gateway::{gateway, gateway_url};
 use crate::jobs::finished;
 use crate::platform::{NAMESPACE, app, assert_success, mlkube};
 use crate::support;
-use crate::volumes::{object_store, run_pod};
+use crate::volume_support::{object_store, run_pod};
 
 const TRAINING_IMAGE: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION"));
 const SERVING: &str = "digits";

@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::jobs::finished;
 use crate::platform::NAMESPACE;
 use crate::support::{self, eventually};
-use crate::volumes::{
+use crate::volume_support::{
     STORE_SECRET, create, fetcher_nodes, gone, object_store, placed_on, s3_volume, upload, volume,
     volume_controller,
 };
@@ -63,7 +63,7 @@ async fn two_replicas_are_placed_on_two_real_nodes_or_refused_on_one() {
     upload(&client).await;
     let nodes = real_nodes(&client).await;
     let (api, vm) = create(&client, "spread", json!([digits("digits", 2)])).await;
-    let volumes = crate::volumes::finished(&api, "spread", &["digits"]).await;
+    let volumes = crate::volume_support::finished(&api, "spread", &["digits"]).await;
     let digits = volume(&volumes, "digits");
     let message = digits.message.clone().unwrap_or_default();
     if nodes.len() == 1 {
@@ -107,7 +107,7 @@ async fn a_job_reading_a_volume_runs_only_on_the_node_that_holds_it() {
     let client = support::client().await;
     upload(&client).await;
     let (api, vm) = create(&client, "one-copy", json!([digits("digits", 1)])).await;
-    let volumes = crate::volumes::finished(&api, "one-copy", &["digits"]).await;
+    let volumes = crate::volume_support::finished(&api, "one-copy", &["digits"]).await;
     let placed = volume(&volumes, "digits");
     assert_eq!(placed.state, Some(State::Completed), "{:?}", placed.message);
     let holder = fetcher_nodes(&client, &vm).await;
@@ -119,7 +119,7 @@ async fn a_job_reading_a_volume_runs_only_on_the_node_that_holds_it() {
         .await;
     eventually(
         "the last run's job to be gone",
-        crate::volumes::TIMEOUT,
+        crate::volume_support::TIMEOUT,
         || async { matches!(jobs.get_opt("one-copy-reader").await, Ok(None)).then_some(()) },
     )
     .await;
