@@ -1,7 +1,7 @@
 //! Node loss, on the local cluster with real nodes (`MLKUBE_CLUSTER_NODE=real`, two nodes or
 //! more): node 2 fails as a machine does (`cluster/local-cluster.sh stop-node 2`: every process
-//! of it killed at once, with no goodbye to the API server) while a TFJob's worker and a
-//! Framework's task run on it, and comes back after.
+//! of it killed at once, with no goodbye to the API server) while a TFJob's worker, a
+//! Framework's task and a VolumeManager's fill run on it, and comes back after.
 //!
 //! What Kubernetes does is what a user of any cluster sees: the node goes NotReady, its pods are
 //! evicted (the test shortens their toleration of an unreachable node to 5 s) but stay
@@ -16,6 +16,7 @@
 //! runs on it. It needs the cluster's MLKUBE_CLUSTER_DIR and MLKUBE_CLUSTER_PORT, as
 //! `cluster/run-tests.sh` exports them.
 
+mod fill;
 #[path = "../real_node/platform.rs"]
 #[allow(dead_code)]
 mod platform;
@@ -23,6 +24,9 @@ mod platform;
 #[allow(dead_code)]
 mod support;
 mod timeline;
+#[path = "../real_node/volume_support.rs"]
+#[allow(dead_code)]
+mod volume_support;
 mod workloads;
 
 use std::process::Command;
@@ -31,6 +35,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
+use mlkube::operator::volumes::api::State;
 use serde_json::json;
 
 use support::{TestNamespace, eventually};
@@ -112,20 +117,34 @@ async fn live_pods_on(pods: &Api<Pod>, node: &str) -> Vec<String> {
 async fn a_node_that_fails_mid_job_loses_no_job_and_runs_no_task_twice() {
     platform::app();
     let ns = TestNamespace::new("real-node-loss").await;
-    let nodes = Api::<Node>::all(ns.client.clone());
-    let pods = Api::<Pod>::namespaced(ns.client.clone(), &ns.name);
+    let client = ns.client.clone();
+    let nodes = Api::<Node>::all(client.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns.name);
+    fill::keep_platform_off(&client, STOPPED).await;
+    let (fills, vm) = fill::start(&client, STOPPED).await;
     let watch = workloads::start(&ns, STOPPED).await;
     let mut timeline = Timeline::start();
     let census = Census::start(pods.clone());
+    let fill_census = Census::start(Api::namespaced(client.clone(), platform::NAMESPACE));
 
     workloads::await_running_on(&pods, STOPPED).await;
-    timeline.mark("both tasks run on the node");
+    fill::await_running_on(&client, STOPPED).await;
+    timeline.mark("both tasks and the fill run on the node");
+    let filling = fill::state(&fills).await;
     local_cluster(&["stop-node", "2"]);
     timeline.mark("node stopped");
+    fill::slow_link(false);
+    assert_eq!(
+        filling,
+        Some(State::Running),
+        "the fill still ran when the node stopped"
+    );
     await_readiness(&nodes, STOPPED, "Unknown").await;
     timeline.mark("node NotReady (Unknown)");
     workloads::await_evicted(&pods).await;
     timeline.mark("its pods evicted, still Terminating");
+    let waiting = fill::await_waiting(&fills).await;
+    timeline.mark(&format!("the fill says: {waiting}"));
     workloads::assert_not_replaced_for(&pods, Duration::from_secs(20)).await;
     timeline.mark("20 s later: no second pod for either task");
 
@@ -134,6 +153,11 @@ async fn a_node_that_fails_mid_job_loses_no_job_and_runs_no_task_twice() {
     for (task, at) in workloads::await_replaced_on(&pods, SURVIVOR).await {
         timeline.mark_at(&format!("{task} running again on {SURVIVOR}"), at);
     }
+    let (volume, to_clean) = fill::await_completed(&fills).await;
+    timeline.mark(&format!(
+        "the fill completed: {}",
+        volume.message.unwrap_or_default()
+    ));
     let outcome = watch.finished().await;
     timeline.mark(&format!("both jobs finished: {outcome}"));
 
@@ -142,10 +166,26 @@ async fn a_node_that_fails_mid_job_loses_no_job_and_runs_no_task_twice() {
     await_readiness(&nodes, STOPPED, "True").await;
     timeline.mark("node back, Ready");
     let most = census.stop();
+    let most_fetchers = fill_census.stop();
+    assert_eq!(
+        to_clean,
+        [SURVIVOR, STOPPED],
+        "both nodes are to be cleaned"
+    );
+    let partial = fill::held_on(&client, &vm, STOPPED).await;
+    assert_eq!(
+        partial, "['big.partial']",
+        "the lost fetcher's copy is on the node that came back"
+    );
+    timeline.mark(&format!(
+        "{STOPPED} holds the lost fetcher's partial copy: {partial}"
+    ));
+    fill::delete_and_check(&client, &fills, &vm, &[SURVIVOR, STOPPED]).await;
+    timeline.mark("the fill deleted: nothing of it on either node");
     eprintln!("{}", timeline.report());
     assert!(
-        most.values().all(|n| *n <= 1),
-        "a task had two live pods at once: {most:?}"
+        most.values().chain(most_fetchers.values()).all(|n| *n <= 1),
+        "a task had two live pods at once: {most:?} {most_fetchers:?}"
     );
     assert!(
         live_pods_on(&pods, STOPPED).await.is_empty(),

@@ -46,7 +46,7 @@ impl Timeline {
 }
 
 /// The task a pod runs, from the labels of the operator that made it: a training job's
-/// replica or a Framework's task.
+/// replica, a Framework's task, or a VolumeManager's fetcher of one replica.
 pub fn task_of(pod: &Pod) -> Option<String> {
     let labels = pod.metadata.labels.as_ref()?;
     let get = |key: &str| labels.get(key).map(String::as_str);
@@ -54,6 +54,11 @@ pub fn task_of(pod: &Pod) -> Option<String> {
         let kind = get("training.kubeflow.org/replica-type")?;
         let index = get("training.kubeflow.org/replica-index")?;
         return Some(format!("job {job} {kind}-{index}"));
+    }
+    if get("kvc.kubeflow.org/role") == Some("fetch") {
+        let volume = get("kvc.kubeflow.org/volume")?;
+        let replica = get("kvc.kubeflow.org/replica")?;
+        return Some(format!("fill {volume} replica {replica}"));
     }
     let framework = get("FC_FRAMEWORK_NAME")?;
     let role = get("FC_TASKROLE_NAME")?;

@@ -258,15 +258,21 @@ pub async fn upload(client: &Client) -> std::collections::BTreeMap<String, Strin
 }
 
 async fn upload_once(client: &Client) -> std::collections::BTreeMap<String, String> {
+    sums(&with_store(client, "volumes-upload", PREFIX, UPLOAD).await)
+}
+
+/// Run `script`, Python with boto3, in the pod `name` of the store's image, with the store's
+/// endpoint and credentials and `PREFIX` set to `prefix`; what it printed.
+pub async fn with_store(client: &Client, name: &str, prefix: &str, script: &str) -> String {
     let pod = json!({
-        "metadata": { "name": "volumes-upload" },
+        "metadata": { "name": name },
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": false,
             "containers": [{
                 "name": "upload", "image": STORE_IMAGE, "imagePullPolicy": "Never",
-                "command": ["python3", "-c", UPLOAD],
-                "env": [{ "name": "PREFIX", "value": PREFIX }],
+                "command": ["python3", "-c", script],
+                "env": [{ "name": "PREFIX", "value": prefix }],
                 "envFrom": [
                     { "configMapRef": { "name": format!("{STORE}-endpoint") } },
                     { "secretRef": { "name": STORE_SECRET } },
@@ -274,7 +280,7 @@ async fn upload_once(client: &Client) -> std::collections::BTreeMap<String, Stri
             }],
         },
     });
-    sums(&run_pod(client, pod).await)
+    run_pod(client, pod).await
 }
 
 pub fn s3_volume(id: &str, url: &str, secret: &str) -> Value {
