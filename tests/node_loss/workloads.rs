@@ -1,5 +1,5 @@
 //! The work the lost node runs: a TFJob of one worker and a Framework of one task, each about
-//! 45 s of work, that prefer the node to be stopped (and may go elsewhere once it is gone), and
+//! 25 s of work, that prefer the node to be stopped (and may go elsewhere once it is gone), and
 //! tolerate an unreachable node for 5 s instead of Kubernetes' default 300.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +21,7 @@ const FRAMEWORK: &str = "framed";
 const IMAGE: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION"));
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A pod that prefers `node`, leaves an unreachable node after 5 s, and works 45 s.
+/// A pod that prefers `node`, leaves an unreachable node after 5 s, and works 25 s.
 fn pod_spec(node: &str, restart: &str) -> Value {
     let prefer = json!({"matchExpressions": [
         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
@@ -37,7 +37,7 @@ fn pod_spec(node: &str, restart: &str) -> Value {
         "containers": [{
             "name": "tensorflow",
             "image": IMAGE,
-            "command": ["sh", "-c", "echo started on $NODE; sleep 45; echo done on $NODE"],
+            "command": ["sh", "-c", "echo started on $NODE; sleep 25; echo done on $NODE"],
             "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         }],
     })
