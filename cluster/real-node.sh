@@ -45,7 +45,9 @@
 # leftovers) and failure.sh (a node that fails and comes back).
 
 COREDNS_VERSION=v1.14.7
-COREDNS_BIN=$CACHE_ROOT/coredns-$COREDNS_VERSION/bin/coredns
+# The plugins write_corefile uses, the only ones built in.
+COREDNS_PLUGINS=(bind errors kubernetes cache template)
+COREDNS_BIN=$CACHE_ROOT/coredns-$COREDNS_VERSION-cluster/bin/coredns
 LOCAL_PATH_VERSION=v0.0.30
 LOCAL_PATH_BIN=$CACHE_ROOT/local-path-provisioner-$LOCAL_PATH_VERSION/bin/local-path-provisioner
 LOCAL_PATH_NAMESPACE=local-path-storage
