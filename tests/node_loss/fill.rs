@@ -33,13 +33,22 @@ boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"]).put_object(
 print("uploaded")
 "#;
 
-/// The platform's pods on `stopped` moved to `survivor`: `stopped` cordoned, the store's
-/// StatefulSet scaled to 0 and its claim (bound to its node) deleted, every other pod of the
-/// namespace there deleted for its Deployment to start again, the store scaled back, and
-/// `stopped` uncordoned once all run.
+/// The parts the jobs and the fill need (the operator, the volume controller and the object
+/// store) moved off `stopped`: `stopped` cordoned, the store's StatefulSet scaled to 0 and its
+/// claim (bound to its node) deleted, the controllers' pods there deleted for their Deployments
+/// to start them again, the store scaled back, and `stopped` uncordoned once they run. The
+/// platform's other pods stay where they are (a claim may bind them to `stopped`).
 pub async fn keep_platform_off(client: &Client, stopped: &str) {
     volume_controller();
     object_store();
+    let parts = [STORE, "volume-controller", crate::platform::operator()];
+    let is_part = |pod: &Pod| {
+        let name = pod.name_any();
+        is_platform(pod)
+            && parts
+                .iter()
+                .any(|part| name.starts_with(&format!("{part}-")))
+    };
     cordon(client, stopped, true).await;
     let sets = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE);
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
@@ -56,22 +65,19 @@ pub async fn keep_platform_off(client: &Client, stopped: &str) {
     }
     for pod in pods.list(&ListParams::default()).await.expect("list").items {
         let on = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        if on == Some(stopped) {
+        if on == Some(stopped) && is_part(&pod) {
             let _ = pods.delete(&pod.name_any(), &DeleteParams::default()).await;
         }
     }
-    eventually(
-        "the platform's pods to run off the node",
-        TIMEOUT,
-        || async {
-            let list = pods.list(&ListParams::default()).await.ok()?;
-            let ready = list.items.iter().filter(|p| is_platform(p)).all(|p| {
-                let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-                on != Some(stopped) && is_ready(p)
-            });
-            ready.then_some(())
-        },
-    )
+    let what = format!("the operator, the volume controller and the store to run off {stopped}");
+    eventually(&what, TIMEOUT, || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        let ready = list.items.iter().filter(|p| is_part(p)).all(|p| {
+            let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            on != Some(stopped) && is_ready(p)
+        });
+        ready.then_some(())
+    })
     .await;
     cordon(client, stopped, false).await;
 }
