@@ -24,7 +24,7 @@ build_coredns() {
   (
     cd "$dir/module" &&
       GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags=-s -o "$COREDNS_BIN" .
+      GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false -ldflags=-s -o "$COREDNS_BIN" .
   ) >"$log" 2>&1 || die_with_log "building CoreDNS failed" "$log"
   say "built CoreDNS in $((SECONDS - started))s"
 }
@@ -124,6 +124,9 @@ imageGCLowThresholdPercent: 99
 # 250 GB is 5 GB) would evict pods for what the cluster never wrote.
 evictionHard: {memory.available: 100Mi, nodefs.available: 1Gi, imagefs.available: 1Gi}
 failSwapOn: false
+# The lease is renewed every quarter of its duration: every 5 s, four times within the
+# controller-manager's 20 s grace (cluster/local/control-plane.sh).
+nodeLeaseDurationSeconds: 20
 serializeImagePulls: false
 podLogsDir: $NODE_DIR/pod-logs
 volumePluginDir: $NODE_DIR/volume-plugins

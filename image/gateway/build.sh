@@ -137,7 +137,7 @@ build_traefik() {
     write_dns_providers lego/providers/dns/zz_gen_dns_providers.go
     rm -f lego/providers/dns/dns_providers_test.go
     printf 'replace %s => ./lego\n' "$LEGO_MODULE" >>go.mod
-    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false \
       -ldflags="-s -w -X $TRAEFIK_MODULE/pkg/version.Version=$TRAEFIK_VERSION" \
       -o "$TRAEFIK.partial" "$TRAEFIK_MODULE/cmd/traefik"
     mv "$TRAEFIK.partial" "$TRAEFIK"

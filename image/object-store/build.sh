@@ -57,7 +57,7 @@ build_weed() {
     } >go.mod
     # Its go.sum: the checksums of its dependencies, some of which the checksum database lacks.
     install -m 0644 "$source/go.sum" go.sum
-    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -ldflags="-s -w" -o "$WEED.partial" \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$WEED.partial" \
       "$SEAWEEDFS_MODULE/weed"
     mv "$WEED.partial" "$WEED"
   ) >"$log" 2>&1 || die "building SeaweedFS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
