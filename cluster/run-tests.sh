@@ -75,8 +75,10 @@ wait_for() {
 # and unpacking) beside their Go parts (CoreDNS, local-path-provisioner, the registry, flannel,
 # SeaweedFS and Traefik: 20 to 30 minutes cold on 2 cores, nothing once cached), then the images
 # pushed into the registry's kept storage and pulled into the nodes' kept stores, so that their
-# `up` has little left to do. The cluster's `up` builds, pushes and pulls whatever is missing,
-# so without root (no real node) the control plane builds there.
+# `up` has little left to do: the Debian images while SeaweedFS and Traefik build (pulls are
+# mostly unpacking, which leaves the CPU to the compiler), then the two that need those. The
+# cluster's `up` builds, pushes and pulls whatever is missing, so without root (no real node)
+# the control plane builds there.
 logs=${TMPDIR:-/tmp}/mlkube-test
 if [ "$(id -u)" -eq 0 ]; then
   step "building the control plane and the real node's parts in the background (logs: $logs-*.log)"
@@ -87,9 +89,10 @@ if [ "$(id -u)" -eq 0 ]; then
   in_background "$logs-node.log" 15 "
     { cluster/local-cluster.sh node-tools && image/node-images.sh serving >/dev/null &&
       image/node-images.sh $images >/dev/null; } >'$logs-images.log' 2>&1 &
-    cluster/local-cluster.sh build-node && image/object-store/build.sh --binary &&
-      image/gateway/build.sh --binary && wait \$! &&
-      cluster/local-cluster.sh preload serving $images object-store gateway"
+    cluster/local-cluster.sh build-node && wait \$! &&
+      { cluster/local-cluster.sh preload serving $images & } &&
+      image/object-store/build.sh --binary && image/gateway/build.sh --binary && wait \$! &&
+      cluster/local-cluster.sh preload object-store gateway"
   node=${background[-1]}
 fi
 
