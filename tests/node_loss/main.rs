@@ -145,8 +145,8 @@ async fn a_node_that_fails_mid_job_loses_no_job_and_runs_no_task_twice() {
     timeline.mark("its pods evicted, still Terminating");
     let waiting = fill::await_waiting(&fills).await;
     timeline.mark(&format!("the fill says: {waiting}"));
-    workloads::assert_not_replaced_for(&pods, Duration::from_secs(20)).await;
-    timeline.mark("20 s later: no second pod for either task");
+    workloads::assert_not_replaced_for(&pods, Duration::from_secs(10)).await;
+    timeline.mark("10 s later: no second pod for either task");
 
     out_of_service(&nodes, true).await;
     timeline.mark("out-of-service taint set");
