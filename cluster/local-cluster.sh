@@ -180,7 +180,11 @@ down() {
   say "down"
 }
 
+# The environment of a cluster that is up; of one that is not, an error and nothing to eval.
 env_line() {
+  { [ -f "$KUBECONFIG_FILE" ] && is_running kube-apiserver; } ||
+    die "no local cluster is up in $STATE_DIR (port $API_PORT), so there is no KUBECONFIG to use" \
+      "start it: $0 up" "another cluster's: set MLKUBE_CLUSTER_DIR and MLKUBE_CLUSTER_PORT as for its up"
   echo "export KUBECONFIG=$KUBECONFIG_FILE"
   echo "case \":\$PATH:\" in *\":$STATE_DIR/bin:\"*) ;; *) export PATH=\"$STATE_DIR/bin:\$PATH\" ;; esac"
   # Real nodes' gateway (the gateway component with serviceType NodePort, nodePort 30080), and
