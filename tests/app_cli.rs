@@ -480,6 +480,38 @@ fn values_keep_their_json_types_unless_as_string() {
 }
 
 #[test]
+fn a_list_or_an_object_given_as_plain_or_python_text_is_refused_saying_write_it_as_json() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    ok(&app, &["component", "add", "tf-job", "train"]);
+    let before = snapshot_files(&app);
+    let describe = "hint: `mlkube prototype describe tf-job` lists the params and types\n";
+    assert_eq!(
+        fails(&app, &["param", "set", "train", "env", "FOO=1"]),
+        format!(
+            "mlkube: error: component `train`: param `env` must be an object, got \"FOO=1\"\n\
+             hint: write it as JSON in single quotes for the shell, e.g. '{{\"NAME\": \"value\"}}'\n\
+             {describe}"
+        )
+    );
+    assert_eq!(
+        fails(&app, &["param", "set", "train", "args", "['--epochs=2']"]),
+        format!(
+            "mlkube: error: component `train`: param `args` must be a list of strings, got \
+             \"['--epochs=2']\"\n\
+             hint: write it as JSON, whose strings take double quotes, in single quotes for the \
+             shell, e.g. '[\"--first\", \"--second\"]'\n\
+             {describe}"
+        )
+    );
+    assert_eq!(snapshot_files(&app), before, "nothing written");
+    ok(&app, &["param", "set", "train", "env", r#"{"FOO": "1"}"#]);
+    ok(
+        &app,
+        &["param", "set", "train", "args", r#"["--epochs=2"]"#],
+    );
+}
+
+#[test]
 fn listings_print_json_for_scripts() {
     let (_tmp, app) = new_app(&[]);
     let prototypes: Value =

@@ -402,7 +402,11 @@ pub(crate) fn check_value(
     if let Some(file) = source.file {
         message.push_str(&format!(" (set in {file})"));
     }
-    if let Some(hint) = mismatch.hint {
+    let from_command_line = source.file.is_none() && source.describe.is_some();
+    let json = from_command_line
+        .then(|| json_hint(spec.kind(), value))
+        .flatten();
+    if let Some(hint) = mismatch.hint.or(json) {
         message.push_str(&format!("\nhint: {hint}"));
     }
     if let Some(prototype) = source.describe {
@@ -411,6 +415,25 @@ pub(crate) fn check_value(
         ));
     }
     Err(AppError::Invalid(message))
+}
+
+/// For a list or an object given on the command line as text that is not JSON (`FOO=1`,
+/// Python's `{'FOO': '1'}`): how to write it.
+fn json_hint(kind: prototype::ParamType, value: &Value) -> Option<String> {
+    let text = value.as_str()?;
+    let example = match kind {
+        prototype::ParamType::Object => r#"'{"NAME": "value"}'"#,
+        prototype::ParamType::Array => r#"'["--first", "--second"]'"#,
+        _ => return None,
+    };
+    let quotes = if text.starts_with(['{', '[']) && text.contains('\'') {
+        ", whose strings take double quotes,"
+    } else {
+        ""
+    };
+    Some(format!(
+        "write it as JSON{quotes} in single quotes for the shell, e.g. {example}"
+    ))
 }
 
 pub(crate) fn unknown_param(
