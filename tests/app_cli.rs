@@ -512,6 +512,39 @@ fn a_list_or_an_object_given_as_plain_or_python_text_is_refused_saying_write_it_
 }
 
 #[test]
+fn a_param_set_into_an_app_that_does_not_render_says_so_after_setting_it() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    ok(&app, &["component", "add", "tf-job", "train"]);
+    ok(&app, &["component", "add", "tf-job", "other"]);
+    let file = "components/params.libsonnet";
+    let broken = read(&app, file).replace("other: {", "other: { workerReplicas: 2 + ,");
+    write(&app, file, &broken);
+    let run = mlkube(&app, &["param", "set", "train", "workerReplicas", "3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Set train.workerReplicas = 3 in components/params.libsonnet."
+    );
+    assert_eq!(
+        lines[1],
+        "note: environment `local` still does not render, as before this change: cannot \
+         evaluate components/params.libsonnet"
+    );
+    assert!(
+        lines[2].starts_with("  caused by: components/params.libsonnet:")
+            && lines[2].contains("syntax error"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"  hint: fix that before `mlkube apply local`; `mlkube show local` tells the same")
+    );
+    assert!(read(&app, file).contains("workerReplicas: 3"));
+}
+
+#[test]
 fn listings_print_json_for_scripts() {
     let (_tmp, app) = new_app(&[]);
     let prototypes: Value =

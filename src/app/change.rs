@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::check;
 use super::params::{self, ValueSource, unknown_param};
 use super::prototype::{self, ParamType};
+use super::render::RenderError;
 use super::{
     App, AppError, Environment, PARAMS_FILE, check_name, check_server, component_file, edit,
     env_params_file, template,
@@ -327,11 +328,14 @@ pub struct ParamAssignment {
 }
 
 /// What a `param set` wrote: `key` (or `component.key`) = `literal`, in `file`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct ParamWritten {
     pub file: String,
     pub field: String,
     pub literal: String,
+    /// An environment the param reaches that still does not render, as before the edit (a
+    /// value that breaks one is refused), and why.
+    pub still_broken: Option<(String, RenderError)>,
 }
 
 /// Set a parameter, checked against the prototypes that declare it.
@@ -376,24 +380,26 @@ pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten
     let literal = edit::literal(&value);
     let text = edit_file(&file, &text, &path, Some(&literal))?;
     let edit = format!("`{component}.{key} = {literal}`");
-    param_renders(app, assignment, edit, &file, &text)?;
+    let still_broken = param_renders(app, assignment, edit, &file, &text)?;
     app.write(&file, &text)?;
     Ok(ParamWritten {
         file,
         field: path[1..].join("."),
         literal,
+        still_broken,
     })
 }
 
 /// Refuse a value that would stop a component it reaches rendering, in an environment it
 /// reaches: the component's (every component's, for `global`), in its environment or in all.
+/// Give the first of those environments that did not render before and still does not.
 fn param_renders(
     app: &App,
     assignment: &ParamAssignment,
     edit: String,
     file: &str,
     text: &str,
-) -> Result<(), AppError> {
+) -> Result<Option<(String, RenderError)>, AppError> {
     let after = app.staging([(file.to_owned(), text.to_owned())]);
     let environments = match &assignment.env {
         Some(env) => vec![env.clone()],
@@ -413,7 +419,8 @@ fn param_renders(
         components,
         hint: &hint,
     };
-    check::keeps_rendering(app, &after, &reach)
+    check::keeps_rendering(app, &after, &reach)?;
+    Ok(check::still_broken(&after, &reach))
 }
 
 /// A global value must suit every component whose prototype declares the key.

@@ -75,6 +75,15 @@ pub(crate) fn keeps_rendering(
     })
 }
 
+/// The first environment of `reach` where `after` fails to render a component of `reach`, and
+/// the render's error: after [`keeps_rendering`] passed, a failure the app had before the edit.
+pub(crate) fn still_broken(after: &App, reach: &Reach<'_>) -> Option<(String, RenderError)> {
+    reach.environments.iter().find_map(|env| {
+        let error = after.render(env, &reach.components).err()?;
+        Some((env.clone(), error))
+    })
+}
+
 /// How the edit breaks `env`, if it does: each failing component of `components` is rendered
 /// before the edit too, and a failure it had the same already is passed over.
 fn new_failure(before: &App, after: &App, env: &str, components: &[String]) -> Option<Broken> {

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::exit::Exit;
+use super::exit::{self, Exit};
 use super::{
     ComponentCommand, EnvCommand, InitArgs, ListingFormat, ParamCommand, PrototypeCommand,
 };
@@ -392,6 +392,9 @@ pub fn param(app_flag: Option<&Path>, command: &ParamCommand) -> Result<Exit, Ap
                 "Set {} = {} in {}.",
                 written.field, written.literal, written.file
             );
+            if let Some((env, error)) = &written.still_broken {
+                note_still_broken(env, error);
+            }
             Ok(Exit::Done)
         }
         ParamCommand::List {
@@ -408,6 +411,18 @@ pub fn param(app_flag: Option<&Path>, command: &ParamCommand) -> Result<Exit, Ap
             output,
         } => param_diff(&app, env_a, env_b, *output),
     }
+}
+
+/// After a `param set`: an environment it reaches failed to render before and still does.
+fn note_still_broken(env: &str, error: &(dyn std::error::Error + 'static)) {
+    let mut lines = exit::error_lines(error, false).into_iter();
+    let first = lines.next().unwrap_or_default();
+    let why = first.strip_prefix("mlkube: error: ").unwrap_or(&first);
+    eprintln!("note: environment `{env}` still does not render, as before this change: {why}");
+    for line in lines {
+        eprintln!("{line}");
+    }
+    eprintln!("  hint: fix that before `mlkube apply {env}`; `mlkube show {env}` tells the same");
 }
 
 fn param_list(
