@@ -87,10 +87,17 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
   storeAccess(prototype, params, name)::
     local store = params.objectStore;
     local path = params.modelPath;
+    // An S3 bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens.
+    local bucket = if path == null then '' else std.split(path, '/')[0];
+    local validBucket = std.length(bucket) >= 3 && std.length(bucket) <= 63
+                        && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789.-', c) for c in std.stringChars(bucket)]);
     local validPath = path != null && std.length(std.findSubstr('/', path)) > 0
-                      && std.length(std.split(path, '/')[0]) >= 3 && !std.endsWith(path, '/');
+                      && validBucket && !std.endsWith(path, '/');
     if path != null && store == null then
       u.fail(prototype, 'modelPath', 'needs objectStore, the object-store component to save the model in')
+    else if path != null && std.length(std.findSubstr('://', path)) > 0 then
+      local rest = std.split(path, '://');
+      u.fail(prototype, 'modelPath', '%s is a URL; give bucket/prefix in objectStore without the scheme, e.g. %s' % [std.manifestJson(path), std.manifestJson(rest[std.length(rest) - 1])])
     else if path != null && !validPath then
       u.fail(prototype, 'modelPath', '%s is not bucket/prefix, e.g. models/digits/1' % std.manifestJson(path))
     else if store == null && params.objectStoreCredentials != null then

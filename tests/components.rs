@@ -1290,6 +1290,17 @@ fn bad_values_name_the_component_and_the_param() {
             "component xgboost-job: param modelPath: \"models\" is not bucket/prefix, e.g. models/digits/1",
         ),
         (
+            "tf-job",
+            json!({ "objectStore": "object-store", "modelPath": "s3://models/x/1" }),
+            "component tf-job: param modelPath: \"s3://models/x/1\" is a URL; give bucket/prefix \
+             in objectStore without the scheme, e.g. \"models/x/1\"",
+        ),
+        (
+            "pytorch-job",
+            json!({ "objectStore": "object-store", "modelPath": "My_Models/x" }),
+            "component pytorch-job: param modelPath: \"My_Models/x\" is not bucket/prefix",
+        ),
+        (
             "jax-job",
             json!({ "objectStoreCredentials": "keys" }),
             "component jax-job: param objectStoreCredentials: is set without objectStore",
