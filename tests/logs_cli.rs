@@ -296,3 +296,47 @@ fn outside_an_app_a_name_without_a_kind_says_how_to_name_a_job() {
         "{stderr}"
     );
 }
+
+#[test]
+fn in_an_app_a_name_that_is_no_environment_says_how_to_read_a_component_or_a_job() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = dir.path().join("platform");
+    let mlkube = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(args)
+            .arg("--app")
+            .arg(&app)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("the mlkube binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), stderr)
+    };
+    let init = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["init", "platform", "--empty"])
+        .current_dir(dir.path())
+        .output()
+        .expect("the mlkube binary runs");
+    assert!(init.status.success(), "{init:?}");
+    assert_eq!(mlkube(&["component", "add", "tf-job", "digits"]).0, Some(0));
+    let known = "nor an environment of the app (it has: local, dev, prod)";
+    let (code, stderr) = mlkube(&["logs", "digits"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "mlkube: error: `digits` is not KIND/NAME, {known}\n  hint: `digits` is a component: \
+             read its jobs in an environment, `mlkube logs local -c digits`\n"
+        )
+    );
+    let (code, stderr) = mlkube(&["logs", "mnist2"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "mlkube: error: `mnist2` is not KIND/NAME, {known}\n  hint: for a job, name it as \
+             KIND/NAME, e.g. tfjob/mnist2 (-n NAMESPACE for its namespace)\n"
+        )
+    );
+}

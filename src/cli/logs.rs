@@ -14,7 +14,8 @@ use std::io::Write as _;
 
 use clap::Args;
 
-use crate::app::AppError;
+use crate::app::render::RenderError;
+use crate::app::{App, AppError};
 use crate::deploy::cluster::Target;
 use crate::deploy::cluster::cancel::Cancel;
 use crate::observe::logs::source::KubeSource;
@@ -83,6 +84,15 @@ enum LogsCliError {
          run in an app's directory (or pass --app DIR)"
     )]
     NoApp { target: String },
+    #[error(
+        "`{target}` is not KIND/NAME, nor an environment of the app (it has: {})\n  hint: {hint}",
+        known.join(", ")
+    )]
+    NotAnEnvironment {
+        target: String,
+        known: Vec<String>,
+        hint: String,
+    },
     #[error(
         "-c picks components of an environment, and `{target}` names a job\n  hint: drop -c, \
          or name an environment"
@@ -168,6 +178,29 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
 }
 
 /// Where the target leads: the cluster to connect to, and the jobs (or job) it names.
+/// `name`, neither a job nor one of the environments `known`: a component's name (read it with
+/// -c), or a job's without its kind.
+fn not_an_environment(global: &GlobalArgs, name: String, known: Vec<String>) -> LogsCliError {
+    let is_component = App::discover(global.app.as_deref())
+        .and_then(|app| app.components())
+        .is_ok_and(|components| components.iter().any(|c| c.name == name));
+    let first = known.first().map_or("ENV", String::as_str);
+    let hint = if is_component {
+        format!(
+            "`{name}` is a component: read its jobs in an environment, `mlkube logs {first} -c {name}`"
+        )
+    } else {
+        format!(
+            "for a job, name it as KIND/NAME, e.g. tfjob/{name} (-n NAMESPACE for its namespace)"
+        )
+    };
+    LogsCliError::NotAnEnvironment {
+        target: name,
+        known,
+        hint,
+    }
+}
+
 fn resolve(global: &GlobalArgs, args: &LogsArgs) -> Result<(Target, Named), LogsCliError> {
     if args.target.contains('/') {
         if !args.components.is_empty() {
@@ -194,6 +227,11 @@ fn resolve(global: &GlobalArgs, args: &LogsArgs) -> Result<(Target, Named), Logs
             SettingsError::App(AppError::NotFound { .. }) => LogsCliError::NoApp {
                 target: args.target.clone(),
             },
+            SettingsError::App(AppError::UnknownEnvironment { name, known })
+            | SettingsError::Render(RenderError::App(AppError::UnknownEnvironment {
+                name,
+                known,
+            })) => not_an_environment(global, name, known),
             other => other.into(),
         })?;
     let target = deployment.target;
