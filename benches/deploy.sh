@@ -21,8 +21,8 @@
 # per-object time at the largest size over the one at the smallest.
 #
 # The peers run only when found: kubectl (KUBECTL, default the local cluster's own), kapp (KAPP)
-# and tk (TK), each by default in ~/.cache/mlkube/peers/bin or on PATH; the README's "Deploy
-# speed" says how to build kapp and Tanka there from their Go modules. Tanka drives kubectl: it runs with the server-side apply and diff strategies and finds the
+# and tk (TK), each by default in ~/.cache/mlkube/peers/bin or on PATH; docs/benchmarks.md's
+# "Deploy speed" says how to build kapp and Tanka there from their Go modules. Tanka drives kubectl: it runs with the server-side apply and diff strategies and finds the
 # cluster by the API server's address in KUBECONFIG.
 #
 # Settings (environment): MLKUBE (default: the release build), KUBECTL, KAPP, TK, SIZES, RUNS

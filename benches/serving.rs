@@ -4,7 +4,7 @@
 //! benchmark, not a timed test.
 //!
 //!     MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up && eval "$(cluster/local-cluster.sh env)"
-//!     (a served model: the README's serving section, or cluster/quickstart.sh)
+//!     (a served model: docs/serving.md, or cluster/quickstart.sh)
 //!     cargo bench --bench serving            # as root: it enters the cluster's network namespace
 //!     NAMESPACE=ml SERVING=digits REQUESTS=3000 CONCURRENCY=8 cargo bench --bench serving
 //!

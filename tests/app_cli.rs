@@ -1178,10 +1178,10 @@ fn a_sweep_runs_a_small_grid_locally_and_the_full_one_in_prod() {
     assert_eq!(snapshot_files(&app), before);
 }
 
-/// Issue 36: the README's sweep walkthrough added a sweep without a grid, which broke every
-/// environment that set none of its own (`dev`), and values a prototype refuses only when it
-/// renders (a grid's shape and size against maxJobs, a random range, traffic weights) were
-/// written, to fail later with a library trace. Now each is refused when typed: exit 2, the
+/// Issue 36: the README's sweep walkthrough (now docs/workflow.md's) added a sweep without a grid,
+/// which broke every environment that set none of its own (`dev`), and values a prototype refuses
+/// only when it renders (a grid's shape and size against maxJobs, a random range, traffic weights)
+/// were written, to fail later with a library trace. Now each is refused when typed: exit 2, the
 /// component, the param and what is wrong, no trace, and no file changed.
 #[test]
 fn a_value_the_prototype_would_refuse_at_render_is_refused_when_set() {

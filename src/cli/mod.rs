@@ -673,8 +673,8 @@ pub struct OperatorArgs {
     #[arg(long, value_name = "ADDR", default_value = ":8081")]
     pub health_addr: String,
     /// How many jobs of each framework to reconcile at once. Each creates its pods and services
-    /// together; 16 was the fastest of 4, 16 and 32 in the operator bench (README, "Operator
-    /// scale"): more only queues requests at the API server.
+    /// together; 16 was the fastest of 4, 16 and 32 in the operator bench (docs/benchmarks.md,
+    /// "Operator scale"): more only queues requests at the API server.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub concurrency: u16,
     /// Create a PodGroup per job for this gang scheduler (e.g. volcano, scheduler-plugins).

@@ -1261,7 +1261,7 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ownership: issue 11's reproductions, each refused or shared as the README says
+// ownership: issue 11's reproductions, each refused or shared as docs/workflow.md says
 
 fn storage_class(name: &str) -> Object {
     Object {

@@ -690,7 +690,7 @@ async fn regression_a_misspelt_pod_template_field_is_refused() {
 }
 
 // What a Kubeflow user and training-operator's SDK can still tell apart (issue 35): each
-// difference matched, or kept on purpose and pinned here as the README declares it.
+// difference matched, or kept on purpose and pinned here as docs/training-jobs.md declares it.
 
 /// A job of `kind` with these replica types, each `(type, count, restartPolicy)` in the
 /// framework's container, driven by hand; with `run_policy` when given.
@@ -754,7 +754,7 @@ async fn await_counts<J: TrainingJob>(
     );
 }
 
-/// Declared (README): once a job has finished and its cleanPodPolicy deleted pods, `active`
+/// Declared (docs/training-jobs.md): once a job has finished and its cleanPodPolicy deleted pods, `active`
 /// counts the pods that are left, as a Kubernetes Job's does (upstream keeps the counts it had
 /// when the job failed, pods it deleted included); and a succeeded job counts the replicas
 /// still running as succeeded, MPIJob's Workers too (upstream's MPIJob stops counting its
@@ -820,7 +820,7 @@ async fn regression_replica_counts_after_a_job_ends_count_the_pods_there_are() {
     .await;
 }
 
-/// Declared (README): an elastic PyTorchJob's autoscaler is deleted when the job finishes
+/// Declared (docs/training-jobs.md): an elastic PyTorchJob's autoscaler is deleted when the job finishes
 /// (upstream keeps it until the job is deleted, where it can only fail to read the metrics of
 /// pods that are done, or rewrite the finished job's Worker replicas from pods a failure left
 /// running).
@@ -934,7 +934,7 @@ async fn regression_a_restarting_job_says_so_in_the_words_of_upstreams_controlle
 }
 
 /// Matched: an MPIJob's Launcher has no `replica-index` label, so the SDK's
-/// `get_job_pods(replica_index=0)` finds worker 0 alone, as on upstream. Declared (README):
+/// `get_job_pods(replica_index=0)` finds worker 0 alone, as on upstream. Declared (docs/training-jobs.md):
 /// its `kubectl-delivery` image is mlkube's own by default, not upstream's
 /// `ghcr.io/kubeflow/training-v1/kubectl-delivery:latest`.
 #[tokio::test]
@@ -1071,7 +1071,7 @@ fn sdk_required_spec_fields(kind: &str) -> &'static [&'static str] {
     }
 }
 
-/// Beyond upstream (README): a job written without `runPolicy`, as upstream's own
+/// Beyond upstream (docs/training-jobs.md): a job written without `runPolicy`, as upstream's own
 /// `examples/tensorflow/simple.yaml`, is stored with the CRD's default `runPolicy: {suspend:
 /// false}`, so the SDK's `get_job` and `list_jobs` read it (on upstream both fail, for the
 /// whole namespace and kind). Listed as the SDK lists, every job has what its model requires,

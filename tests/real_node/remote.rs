@@ -1,4 +1,4 @@
-//! The README's way from the local cluster to one of your own, tried against the local cluster
+//! docs/images.md's way from the local cluster to one of your own, tried against the local cluster
 //! as if it were a remote one: an environment added with `--server`, the images pushed with
 //! `mlkube images push` to a registry the cluster pulls from under a path of the test's own,
 //! `imageRegistry` pointing the environment there, then `diff` and `apply`. The object store

@@ -85,7 +85,7 @@ pub struct VolumeConfig {
     /// Labels put on the pods the controller creates.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    /// The source's options (see the module constants and the README).
+    /// The source's options (see the module constants and docs/data.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
 }
