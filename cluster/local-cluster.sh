@@ -178,6 +178,7 @@ down() {
   fi
   rm -rf "$STATE_DIR"
   say "down"
+  [ "$NODE_KIND" != real ] || say_kept_stores
 }
 
 # The environment of a cluster that is up; of one that is not, an error and nothing to eval.

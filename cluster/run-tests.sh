@@ -170,7 +170,12 @@ cargo test --test real_node -- --ignored --nocapture drain
 step "the loss of a node"
 cargo test --test node_loss -- --nocapture
 
-step "the real nodes' down leaves nothing behind"
-cluster/local-cluster.sh down
+step "the real nodes' down leaves nothing behind but the stores it names"
+said=$(cluster/local-cluster.sh down 2>&1) || { echo "$said" >&2; exit 1; }
+echo "$said" >&2
+grep -q "^local-cluster: kept for the next up on port $MLKUBE_CLUSTER_PORT: .*, [0-9.]*[KMGT]; free them with: rm -rf " <<<"$said" || {
+  echo "run-tests: error: down did not say what it keeps for the next up and how to free it" >&2
+  exit 1
+}
 trap - EXIT
 cluster/local-cluster.sh leftovers

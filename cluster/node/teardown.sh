@@ -68,6 +68,18 @@ down_real() {
   remove_fixed_paths
 }
 
+# What `down` keeps on purpose, so that the next `up` of this port pushes and pulls nothing: the
+# registry's storage and the nodes' image stores, their size, and how to free them.
+say_kept_stores() {
+  local kept=() size path
+  for path in "$REGISTRY_ROOT" "$CACHE_ROOT/node/containerd-$API_PORT-"*; do
+    [ -d "$path" ] && kept+=("$path")
+  done
+  [ ${#kept[@]} -gt 0 ] || return 0
+  size=$(du -sch "${kept[@]}" 2>/dev/null | tail -n 1 | cut -f1)
+  say "kept for the next up on port $API_PORT: the registry's storage and the nodes' image stores, $size; free them with: rm -rf ${kept[*]}"
+}
+
 # What `down` leaves behind, if anything (used by `status` and the tests of `down`).
 leftovers_real() {
   local m p netns
