@@ -37,11 +37,23 @@ default_node_kind() {
 MLKUBE_CLUSTER_NODE=${MLKUBE_CLUSTER_NODE:-$(cluster/local-cluster.sh node-kind --running 2>/dev/null || default_node_kind)}
 export MLKUBE_CLUSTER_NODE
 
-say "installing mlkube (cargo install --locked --path .; a release build, some minutes the first time)"
+installed=${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin/mlkube
 # shellcheck source=SCRIPTDIR/../image/progress.sh
 source image/progress.sh # a line a minute while the build runs
-with_progress "cargo install" cargo install --quiet --locked --path . --force
-installed=${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin/mlkube
+# Real nodes run the operator from its image, whose static binary (musl, no C library needed)
+# runs on this machine too: one release build serves both. Simulated nodes need no image.
+install_mlkube() {
+  if [ "$MLKUBE_CLUSTER_NODE" = real ]; then
+    cluster/local-cluster.sh node-tools # the Debian packages, musl-tools among them
+    say "installing mlkube: the operator image's static binary (image/build.sh; a release build, some minutes the first time)"
+    image/build.sh >/dev/null
+    install -D -m 0755 "$CARGO_TARGET_DIR/static/x86_64-unknown-linux-musl/release/mlkube" "$installed"
+  else
+    say "installing mlkube (cargo install --locked --path .; a release build, some minutes the first time)"
+    with_progress "cargo install" cargo install --quiet --locked --path . --force
+  fi
+}
+install_mlkube
 if [ "$(command -v mlkube)" != "$installed" ]; then
   say "warning: $(dirname "$installed") is not first on PATH, so \`mlkube\` is not the one just installed"
   say "  hint: add it to PATH, e.g. in ~/.profile: export PATH=\"$(dirname "$installed"):\$PATH\""
