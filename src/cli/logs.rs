@@ -177,7 +177,6 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
     })
 }
 
-/// Where the target leads: the cluster to connect to, and the jobs (or job) it names.
 /// `name`, neither a job nor one of the environments `known`: a component's name (read it with
 /// -c), or a job's without its kind.
 fn not_an_environment(global: &GlobalArgs, name: String, known: Vec<String>) -> LogsCliError {
@@ -201,6 +200,7 @@ fn not_an_environment(global: &GlobalArgs, name: String, known: Vec<String>) -> 
     }
 }
 
+/// Where the target leads: the cluster to connect to, and the jobs (or job) it names.
 fn resolve(global: &GlobalArgs, args: &LogsArgs) -> Result<(Target, Named), LogsCliError> {
     if args.target.contains('/') {
         if !args.components.is_empty() {
