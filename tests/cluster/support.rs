@@ -193,7 +193,19 @@ pub async fn lock_shared_cluster_objects() -> tokio::sync::MutexGuard<'static, (
 ///
 /// For conditions a watch cannot express directly (several objects, derived state); a single
 /// object's condition is better awaited with `kube::runtime::wait::await_condition`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    within(timeout, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// Poll `check` until it returns `Some`, or `None` after `timeout`: for a caller that says
+/// more than [`eventually`] when the wait is in vain.
+pub async fn within<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -201,10 +213,10 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(value) = check().await {
-            return value;
+            return Some(value);
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -35,6 +35,7 @@ mod remote;
 mod serving;
 mod spread;
 mod storage;
+mod story;
 mod stuck;
 #[path = "../cluster/support.rs"]
 #[allow(dead_code)]
