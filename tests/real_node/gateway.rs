@@ -34,6 +34,8 @@ const BACKENDS: [(&str, u32, &str); 2] = [
     ("weighted-split-b", 20, "backend b"),
 ];
 const REQUESTS: u32 = 400;
+/// Answers in a row from a backend before the count begins (see the test).
+const SETTLED: u32 = 20;
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The gateway component in the platform's app, its `local` environment's Service a NodePort on
@@ -278,19 +280,30 @@ async fn an_httproute_splits_requests_by_weight_through_the_hosts_gateway_port()
         },
     )
     .await;
-    // Traefik takes the route and each backend's endpoints from separate events: wait until
-    // both backends have answered through it before counting.
+    // Traefik takes the route and each backend's endpoints from separate events, and each of
+    // its pods (one per node) on its own: wait until both backends have answered through it,
+    // and the last SETTLED requests in a row were answered by one of them, before counting.
+    // Which pod a request reaches is random, so SETTLED answers in a row all from one pod whose
+    // view is complete while the other's is not has odds of 2^-(SETTLED-1).
     let seen = [Cell::new(false), Cell::new(false)];
+    let in_a_row = Cell::new(0);
     eventually(
-        "both backends to answer through the gateway",
+        "both backends to answer through every gateway pod",
         TIMEOUT,
         || async {
-            if let Some((200, body)) = get(&address).await
-                && let Some(i) = BACKENDS.iter().position(|(_, _, b)| *b == body)
-            {
-                seen[i].set(true);
+            let answer = get(&address).await;
+            let backend = answer.and_then(|(status, body)| {
+                let i = BACKENDS.iter().position(|(_, _, b)| *b == body)?;
+                (status == 200).then_some(i)
+            });
+            match backend {
+                Some(i) => {
+                    seen[i].set(true);
+                    in_a_row.set(in_a_row.get() + 1);
+                }
+                None => in_a_row.set(0),
             }
-            seen.iter().all(Cell::get).then_some(())
+            (seen.iter().all(Cell::get) && in_a_row.get() >= SETTLED).then_some(())
         },
     )
     .await;
