@@ -216,3 +216,33 @@ fn a_failed_apply_prune_or_delete_with_json_output_still_prints_one_document() {
         assert_eq!(document["interrupted"], false, "{verb}");
     }
 }
+
+/// A KUBECONFIG naming a file that is gone (a local cluster's, after its `down`) says so and how
+/// to get one back, whether it comes from the environment or from --kubeconfig.
+#[test]
+fn a_kubeconfig_that_is_gone_says_the_cluster_may_be_down_and_how_to_start_it() {
+    let (tmp, app, _) = setup();
+    let gone = tmp.path().join("mlkube-local-cluster/admin.kubeconfig");
+    let gone_name = gone.to_str().unwrap();
+    let from_env = Command::new(env!("CARGO_BIN_EXE_mlkube"))
+        .args(["diff", "local"])
+        .current_dir(&app)
+        .env("KUBECONFIG", &gone)
+        .env("HOME", tmp.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the mlkube binary runs");
+    let from_flag = mlkube(&app, &["diff", "local", "--kubeconfig", gone_name]);
+    for out in [from_env, from_flag] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("cannot read kubeconfig"), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "hint: {gone_name} does not exist; if it was a local cluster's, that cluster is down: \
+                 `cluster/local-cluster.sh up` starts it again"
+            )),
+            "{stderr}"
+        );
+    }
+}

@@ -57,11 +57,13 @@ pub struct Target {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    #[error("cannot read kubeconfig {source_name}")]
+    #[error("cannot read kubeconfig {source_name}{hint}")]
     ReadKubeconfig {
         source_name: String,
         #[source]
         source: KubeconfigError,
+        /// What to do when a file it names is gone (empty otherwise).
+        hint: String,
     },
     #[error(
         "no kubeconfig: --kubeconfig is not given, $KUBECONFIG is not set and there is no \
@@ -168,20 +170,15 @@ pub fn load_kubeconfig(flag: Option<&Path>) -> Result<(Kubeconfig, String), Clus
         let source_name = path.display().to_string();
         return Kubeconfig::read_from(path)
             .map(|k| (k, source_name.clone()))
-            .map_err(|source| ClusterError::ReadKubeconfig {
-                source_name,
-                source,
-            });
+            .map_err(|source| read_error(source_name, &[path.to_path_buf()], source));
     }
     if let Some(value) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
         let source_name = format!("$KUBECONFIG ({})", value.to_string_lossy());
+        let paths: Vec<PathBuf> = std::env::split_paths(&value).collect();
         return match Kubeconfig::from_env() {
             Ok(Some(k)) => Ok((k, source_name)),
             Ok(None) => Err(ClusterError::NoKubeconfig),
-            Err(source) => Err(ClusterError::ReadKubeconfig {
-                source_name,
-                source,
-            }),
+            Err(source) => Err(read_error(source_name, &paths, source)),
         };
     }
     let home = std::env::var_os("HOME").ok_or(ClusterError::NoKubeconfig)?;
@@ -192,10 +189,33 @@ pub fn load_kubeconfig(flag: Option<&Path>) -> Result<(Kubeconfig, String), Clus
     let source_name = path.display().to_string();
     Kubeconfig::read_from(&path)
         .map(|k| (k, source_name.clone()))
-        .map_err(|source| ClusterError::ReadKubeconfig {
-            source_name,
-            source,
-        })
+        .map_err(|source| read_error(source_name, &[path], source))
+}
+
+/// A kubeconfig that cannot be read; when a file it names is gone, most often a local
+/// cluster's, removed by its `down`, the hint says how to get one back.
+fn read_error(source_name: String, paths: &[PathBuf], source: KubeconfigError) -> ClusterError {
+    let gone: Vec<String> = paths
+        .iter()
+        .filter(|p| !p.as_os_str().is_empty() && !p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    let hint = if gone.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n  hint: {} does not exist; if it was a local cluster's, that cluster is down: \
+             `cluster/local-cluster.sh up` starts it again and `eval \"$(cluster/local-cluster.sh \
+             env)\"` sets KUBECONFIG; else pass --kubeconfig FILE or set KUBECONFIG to your \
+             cluster's",
+            gone.join(", ")
+        )
+    };
+    ClusterError::ReadKubeconfig {
+        source_name,
+        source,
+        hint,
+    }
 }
 
 /// The server URL a context points at, if the context and its cluster exist.
