@@ -56,26 +56,35 @@ pub async fn read(
         });
     }
     skipped.extend(unserved);
-    let lasting = replicas::targets(&picked, found, request)
-        .iter()
-        .any(|(_, c)| c.blocked.as_ref().is_some_and(|b| b.lasting));
     if streams.is_empty() {
         return Err(LogsError::NothingToRead {
             reasons: skipped.join("; "),
-            hint: if lasting {
-                "waiting will not start it: fix what the message names, then apply again"
-            } else if request.previous {
-                "--previous reads the instance of a container before its last restart; without \
-                 it, the current one"
-            } else {
-                "follow them with -f to read them once they start"
-            },
+            hint: nothing_to_read_hint(&picked, found, request),
         });
     }
     for note in &skipped {
         out.note(note);
     }
     merge(streams, request.timestamps, out).await
+}
+
+/// What to do when no container of `picked` has a log to read: a container that waiting will
+/// not start (its image cannot be pulled) needs a change; one the scheduler or the kubelet holds
+/// (no node with room, a missing Secret) starts once what holds it is fixed; else it is starting.
+fn nothing_to_read_hint(picked: &[Replica], found: &[Found], request: &Request) -> &'static str {
+    let targets = replicas::targets(picked, found, request);
+    let blocked = || targets.iter().filter_map(|(_, c)| c.blocked.as_ref());
+    if blocked().any(|b| b.lasting) {
+        "waiting will not start it: fix what the message names, then apply again"
+    } else if request.previous {
+        "--previous reads the instance of a container before its last restart; without it, the \
+         current one"
+    } else if blocked().next().is_some() {
+        "it starts only once what the message names is fixed (a node with room for its requests, \
+         a Secret or ConfigMap it needs); -f then reads it as it starts"
+    } else {
+        "follow them with -f to read them once they start"
+    }
 }
 
 /// The containers that have a log to read (for `--previous`: a previous instance), and why

@@ -851,6 +851,13 @@ async fn a_pod_the_scheduler_cannot_place_says_what_it_lacks_and_a_follow_waits_
         )),
         "{error}"
     );
+    assert!(
+        error.to_string().contains(
+            "hint: it starts only once what the message names is fixed (a node with room for its \
+             requests"
+        ),
+        "not told to just follow a pod that waits on room: {error}"
+    );
     let cancel = Cancel::new();
     let (task, out) = start_following(&fake, request_following("big"), &cancel);
     let note = format!("worker-0: waiting for container tensorflow to start: {why}");
