@@ -115,10 +115,27 @@ fn headline(refused: &[(Key, Refusal)]) -> String {
     }
 }
 
+/// What the server says of a change to a StatefulSet's fields it never updates.
+const STATEFULSET_FIXED: &str = "updates to statefulset spec for fields other than";
+
+const STATEFULSET_HINT: &str = "a StatefulSet keeps its volumeClaimTemplates (a component's \
+     `storage` and `storageClass`) and selector as created: set the params back (`mlkube param \
+     set COMPONENT storage OLD --env ENV`); to grow a volume, grow its claim (`kubectl patch pvc \
+     data-NAME-0 -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"SIZE\"}}}}'`) where its \
+     StorageClass allows expansion";
+
 /// The one hint that fits every refusal.
 fn hint(refused: &[(Key, Refusal)]) -> &'static str {
     let any = |kind| refused.iter().any(|(_, r)| r.kind == kind);
     let conflicts = any(Refused::Conflict);
+    let fixed_fields = refused.iter().any(|(key, r)| {
+        r.kind == Refused::Rejected
+            && key.kind == "StatefulSet"
+            && r.message.contains(STATEFULSET_FIXED)
+    });
+    if fixed_fields && refused.len() == 1 {
+        return STATEFULSET_HINT;
+    }
     match (any(Refused::Invalid), any(Refused::Rejected), conflicts) {
         (false, false, _) => CONFLICT_HINT,
         (false, true, false) => {
@@ -596,6 +613,33 @@ mod tests {
         let set = ApplySet::new("app", "local", "ml");
         crate::deploy::inventory::plan::plan(&Manifest { objects }, &set, &[])
             .expect("a valid plan")
+    }
+
+    #[test]
+    fn a_statefulsets_claim_template_refused_says_to_grow_the_claim_instead() {
+        let key = Key {
+            group: "apps".into(),
+            kind: "StatefulSet".into(),
+            namespace: Some("ml".into()),
+            name: "object-store".into(),
+        };
+        // As the API server words it.
+        let said = "StatefulSet.apps \"object-store\" is invalid: spec: Forbidden: updates to \
+                    statefulset spec for fields other than 'replicas', 'ordinals', 'template', \
+                    'updateStrategy', 'revisionHistoryLimit', \
+                    'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+        let error = PreflightError::Rejected {
+            count: 1,
+            written: Written::default(),
+            details: format!("  {key}: {said}"),
+            refused: vec![(key, Refusal::rejected(said.into()))],
+        };
+        let message = error.to_string();
+        assert!(
+            message.ends_with(&format!("\n  hint: {STATEFULSET_HINT}")),
+            "{message}"
+        );
+        assert!(message.contains("grow its claim (`kubectl patch pvc data-NAME-0"));
     }
 
     #[tokio::test]
