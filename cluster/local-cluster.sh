@@ -116,6 +116,8 @@ else
   COMPONENTS=("${KWOK_COMPONENTS[@]}")
 fi
 
+# shellcheck source=SCRIPTDIR/../image/go.sh
+. "$REPO_DIR/image/go.sh"
 # shellcheck source=SCRIPTDIR/local/build.sh
 . "$REPO_DIR/cluster/local/build.sh"
 # shellcheck source=SCRIPTDIR/local/pki.sh

@@ -27,7 +27,7 @@ go_install_once() {
   log=$(dirname "$(dirname "$bin")")/build.log
   mkdir -p "$(dirname "$bin")"
   say "building $name $version once (about $minutes minutes on 2 cores); log: $log"
-  GOBIN=$(dirname "$bin") CGO_ENABLED=0 nice go install -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" "$module@$version" \
+  GOBIN=$(dirname "$bin") CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go install -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" "$module@$version" \
     >"$log" 2>&1 || die_with_log "building $name failed" "$log"
   say "built $name in $((SECONDS - started))s"
 }
@@ -106,7 +106,7 @@ build() {
     go mod download "k8s.io/kubernetes@$K8S_VERSION"
     write_controlplane_module "$work"
     GOFLAGS=-mod=mod go mod download all
-    GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" go build -trimpath -gcflags=all=-dwarf=false -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
       go.etcd.io/etcd/server/v3 \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -119,7 +119,7 @@ build() {
   ) >>"$log" 2>&1 || die_with_log "building the Kubernetes control plane failed" "$log"
   (
     # kwok is a client of the API server only; it keeps its own dependency set.
-    GOBIN=$BIN_DIR CGO_ENABLED=0 go install -trimpath -gcflags=all=-dwarf=false -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    GOBIN=$BIN_DIR CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" go install -trimpath -gcflags=all=-dwarf=false -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   ) >>"$log" 2>&1 || die_with_log "building kwok failed" "$log"
   have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
   say "built in $((SECONDS - started))s into $BIN_DIR"

@@ -24,7 +24,7 @@ build_coredns() {
   (
     cd "$dir/module" &&
       GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false -ldflags=-s -o "$COREDNS_BIN" .
+      GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -ldflags=-s -o "$COREDNS_BIN" .
   ) >"$log" 2>&1 || die_with_log "building CoreDNS failed" "$log"
   say "built CoreDNS in $((SECONDS - started))s"
 }

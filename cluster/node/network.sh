@@ -37,7 +37,7 @@ MODULE
   (
     cd "$dir/module" &&
       GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=1 nice go build -trimpath -gcflags=all=-dwarf=false -o "$FLANNEL_BIN" \
+      GOFLAGS=-mod=mod CGO_ENABLED=1 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -o "$FLANNEL_BIN" \
         -ldflags="-s -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" github.com/flannel-io/flannel
   ) >"$log" 2>&1 || die_with_log "building flannel failed" "$log"
   say "built flannel in $((SECONDS - started))s"

@@ -33,6 +33,8 @@
 set -euo pipefail
 # shellcheck source=SCRIPTDIR/../oci.sh
 source "$(dirname "$0")/../oci.sh"
+# shellcheck source=SCRIPTDIR/../go.sh
+source "$(dirname "$0")/../go.sh"
 BINARY_ONLY=false
 if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then BINARY_ONLY=true; else oci_arguments "$0 ARCHIVE REF | --binary" "$@"; fi
 
@@ -137,7 +139,7 @@ build_traefik() {
     write_dns_providers lego/providers/dns/zz_gen_dns_providers.go
     rm -f lego/providers/dns/dns_providers_test.go
     printf 'replace %s => ./lego\n' "$LEGO_MODULE" >>go.mod
-    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false \
       -ldflags="-s -w -X $TRAEFIK_MODULE/pkg/version.Version=$TRAEFIK_VERSION" \
       -o "$TRAEFIK.partial" "$TRAEFIK_MODULE/cmd/traefik"
     mv "$TRAEFIK.partial" "$TRAEFIK"

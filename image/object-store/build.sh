@@ -22,6 +22,8 @@ BINARY_ONLY=false
 if [ "${1:-}" = --binary ] && [ $# -eq 1 ]; then BINARY_ONLY=true; else oci_arguments "$0 ARCHIVE REF | --binary" "$@"; fi
 # shellcheck source=SCRIPTDIR/../debian.sh
 source "$(dirname "$0")/../debian.sh"
+# shellcheck source=SCRIPTDIR/../go.sh
+source "$(dirname "$0")/../go.sh"
 cd "$(dirname "$0")/../.."
 
 # SeaweedFS tags no module versions: this is the proxy's pseudo-version of its 4.53 release line.
@@ -57,7 +59,7 @@ build_weed() {
     } >go.mod
     # Its go.sum: the checksums of its dependencies, some of which the checksum database lacks.
     install -m 0644 "$source/go.sum" go.sum
-    GOFLAGS=-mod=mod CGO_ENABLED=0 nice go build -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$WEED.partial" \
+    GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$WEED.partial" \
       "$SEAWEEDFS_MODULE/weed"
     mv "$WEED.partial" "$WEED"
   ) >"$log" 2>&1 || die "building SeaweedFS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
