@@ -159,8 +159,9 @@ MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh up
 # of the registry (MLKUBE_REGISTRY).
 eval "$(MLKUBE_CLUSTER_NODE=real cluster/local-cluster.sh env)"
 
+# Three at a time: two left the CPU half idle, as the tests mostly wait on pods.
 step "tests on the real nodes"
-cargo test --test real_node
+cargo test --test real_node -- --test-threads 3
 
 # Then, alone, what takes a node away from everything else on it: a drain, with requests
 # flowing through the gateway (ignored in the run above for that reason, run here), and the loss
