@@ -38,11 +38,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::deploy::checks::operators;
 use crate::deploy::checks::preflight::{
     Blocker, Preflight, Refusal, Written, apply_failure, conflict_failure,
 };
 use crate::deploy::checks::secret::{is_secret, value_conflicts};
+use crate::deploy::checks::{gateways, node_ports, operators};
 use crate::deploy::cluster::cancel::Cancel;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
@@ -82,6 +82,8 @@ pub async fn apply(
 ) -> Result<ApplyReport, ApplyError> {
     let resolved = resolve_all(cluster, plan)?;
     operators::check(cluster, plan).await?;
+    node_ports::check(cluster, plan).await?;
+    gateways::check(cluster, plan).await?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
     let members = match &inventory {
         Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,

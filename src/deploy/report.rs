@@ -10,8 +10,8 @@
 
 use std::time::Duration;
 
-use crate::deploy::checks::operators;
 use crate::deploy::checks::preflight::{Deferred, PreflightError, Refusal, write_hint};
+use crate::deploy::checks::{gateways, node_ports, operators};
 use crate::deploy::cluster::ClusterError;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::health::wait::{NotReady, WaitError, Watched};
@@ -113,6 +113,10 @@ pub enum ApplyError {
     Inventory(#[from] ApplySetError),
     #[error(transparent)]
     Operators(#[from] operators::CheckError),
+    #[error(transparent)]
+    NodePorts(#[from] node_ports::NodePortError),
+    #[error(transparent)]
+    Gateways(#[from] gateways::GatewayError),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error("cannot create namespace `{namespace}`")]
