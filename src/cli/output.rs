@@ -267,6 +267,7 @@ pub fn report_json(report: &ApplyReport, dry_run: bool, elapsed: Duration) -> se
         "namespace_created": report.namespace_created.as_ref().map(|key| key.name.clone()),
         "objects": objects,
         "adopted": report.adopted.iter().map(|(k, owner)| with(k, "owner", &owner.to_string())).collect::<Vec<_>>(),
+        "finished_jobs": report.finished_jobs.iter().map(|(k, ended)| with(k, "finished", ended)).collect::<Vec<_>>(),
         "removed_fields": report.removed_fields.iter().map(|(k, removed)| {
             let mut object = with(k, "field", &removed.field);
             object["managers"] = serde_json::json!(removed.managers);
@@ -293,6 +294,9 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
     }
     for (key, owner) in &report.adopted {
         eprintln!("mlkube: {}", adopted_line(key, owner));
+    }
+    for (key, ended) in &report.finished_jobs {
+        eprintln!("mlkube: {}", finished_job_line(key, ended));
     }
     for (key, removed) in &report.removed_fields {
         let verb = if printer.dry_run {
@@ -332,6 +336,17 @@ pub fn print_report(verb: &str, report: &ApplyReport, printer: &Printer) {
         );
     }
     eprintln!("{}", summary_line(verb, report, printer.dry_run, elapsed));
+}
+
+/// What an apply says of a training job it adopted or changed after it had finished.
+fn finished_job_line(key: &Key, ended: &str) -> String {
+    let namespace = key.namespace.as_deref().unwrap_or("default");
+    format!(
+        "{key} had already finished ({ended}): its operator does not run a finished job again; \
+         to run it again, delete it (`kubectl delete {} {} -n {namespace}`), then apply",
+        key.kind.to_lowercase(),
+        key.name
+    )
 }
 
 /// What `apply --adopt` says of an object it took over.
@@ -547,6 +562,22 @@ mod tests {
             note.starts_with("interrupted: the objects above were deleted;")
                 && !note.contains("written"),
             "{note}"
+        );
+    }
+
+    #[test]
+    fn a_finished_job_is_told_how_to_run_it_again() {
+        let job = Key {
+            group: "kubeflow.org".into(),
+            kind: "TFJob".into(),
+            namespace: Some("ml".into()),
+            name: "mnist".into(),
+        };
+        assert_eq!(
+            finished_job_line(&job, "Succeeded"),
+            "TFJob.kubeflow.org ml/mnist had already finished (Succeeded): its operator does not \
+             run a finished job again; to run it again, delete it (`kubectl delete tfjob mnist -n \
+             ml`), then apply"
         );
     }
 

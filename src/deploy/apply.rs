@@ -134,7 +134,25 @@ pub async fn apply(
     writing
         .write(resolved, checks, inventory, &doomed, &mut report)
         .await?;
+    report.finished_jobs = finished_jobs(&report.applied, &listed, &adopted);
     Ok(report)
+}
+
+/// The training jobs of `applied` that were adopted or changed after they had finished, and
+/// how they ended, judged from the objects as read before the apply.
+fn finished_jobs(
+    applied: &[(Key, Outcome)],
+    listed: &BTreeMap<&Key, &Member>,
+    adopted: &BTreeMap<Key, Value>,
+) -> Vec<(Key, &'static str)> {
+    applied
+        .iter()
+        .filter(|(_, outcome)| matches!(outcome, Outcome::Adopted | Outcome::Configured))
+        .filter_map(|(key, _)| {
+            let before = adopted.get(key).or(listed.get(key).map(|m| &m.value))?;
+            Some((key.clone(), wait::finished_job(&key.group, before)?))
+        })
+        .collect()
 }
 
 /// With a prune, the members it deletes (see [`decide_prune`]); without one, none, and the

@@ -70,6 +70,9 @@ pub struct ApplyReport {
     pub not_rendered: Vec<Key>,
     /// Objects taken over with `--adopt`, and whose they were.
     pub adopted: Vec<(Key, Verdict)>,
+    /// Training jobs this apply adopted or changed that had already finished, and how
+    /// (`Succeeded`, `Failed`): their operator does not run them again.
+    pub finished_jobs: Vec<(Key, &'static str)>,
     /// The fields of adopted objects that the adopt removes (in a dry run: would remove), and
     /// who wrote them.
     pub removed_fields: Vec<(Key, RemovedField)>,

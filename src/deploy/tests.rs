@@ -745,6 +745,69 @@ async fn an_adopted_object_is_reported_adopted_in_a_dry_run_and_for_real_not_cre
     }
 }
 
+/// The TFJob CRD, enough for the memory cluster to serve the kind.
+fn tfjob_crd() -> Object {
+    Object {
+        component: "operator".into(),
+        value: json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "tfjobs.kubeflow.org"},
+            "spec": {"group": "kubeflow.org", "scope": "Namespaced",
+                "names": {"plural": "tfjobs", "kind": "TFJob"},
+                "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+    }
+}
+
+fn tfjob(name: &str, workers: u32) -> Object {
+    let spec = json!({"tfReplicaSpecs": {"Worker": {"replicas": workers}}});
+    object(
+        "mnist",
+        "kubeflow.org/v1",
+        "TFJob",
+        name,
+        json!({ "spec": spec }),
+    )
+}
+
+#[tokio::test]
+async fn a_finished_job_adopted_or_changed_is_told_that_its_operator_will_not_run_it_again() {
+    let cluster = deployed(vec![tfjob_crd(), tfjob("ours", 1)]).await;
+    let succeeded = json!({"conditions": [
+        {"type": "Created", "status": "True"}, {"type": "Running", "status": "False"},
+        {"type": "Succeeded", "status": "True"}]});
+    cluster.set_status("kubeflow.org/v1", "TFJob", Some(NS), "ours", succeeded);
+    cluster.create_as("kubectl-create", tfjob("theirs", 1).value);
+    let failed = json!({"conditions": [{"type": "Failed", "status": "True"}]});
+    cluster.set_status("kubeflow.org/v1", "TFJob", Some(NS), "theirs", failed);
+
+    let unchanged = plan_of(vec![tfjob_crd(), tfjob("ours", 1)], &[]);
+    let report = apply::apply(&cluster, &unchanged, &options(&Yes))
+        .await
+        .expect("apply, nothing changed");
+    assert_eq!(report.finished_jobs, [], "nothing written, nothing to say");
+
+    let changed = plan_of(vec![tfjob_crd(), tfjob("ours", 2), tfjob("theirs", 2)], &[]);
+    for dry_run in [true, false] {
+        let adopting = ApplyOptions {
+            adopt: true,
+            dry_run,
+            ..options(&Yes)
+        };
+        let report = apply::apply(&cluster, &changed, &adopting)
+            .await
+            .expect("apply --adopt");
+        let told: Vec<(String, &str)> = report
+            .finished_jobs
+            .iter()
+            .map(|(key, ended)| (key.name.clone(), *ended))
+            .collect();
+        let expected = [
+            ("ours".to_string(), "Succeeded"),
+            ("theirs".to_string(), "Failed"),
+        ];
+        assert_eq!(told, expected, "dry run: {dry_run}");
+    }
+}
+
 #[tokio::test]
 async fn environments_share_cluster_scoped_objects_and_the_last_one_out_deletes_them() {
     let cluster = MemoryCluster::new();

@@ -72,6 +72,17 @@ fn condition_true(object: &Value, kind: &str) -> bool {
     condition(object, kind).is_some_and(|c| c["status"] == "True")
 }
 
+/// How a kubeflow.org job that has finished ended, `Succeeded` or `Failed`: its operator does
+/// not run it again, whatever an apply changes in it.
+pub fn finished_job(group: &str, object: &Value) -> Option<&'static str> {
+    if group != "kubeflow.org" {
+        return None;
+    }
+    ["Succeeded", "Failed"]
+        .into_iter()
+        .find(|kind| condition_true(object, kind))
+}
+
 /// The health of a live object of a waited-for kind.
 pub fn health(group: &str, kind: &str, object: &Value) -> Health {
     let status = &object["status"];
