@@ -698,7 +698,8 @@ fn fail<J: TrainingJob>(
     let reason = job.reason("Failed");
     cond::set(&mut plan.status, cond::FAILED, TRUE, &reason, &message, now);
     plan.status.completion_time = Some(now.clone());
-    plan.record(true, reason, message);
+    // A Normal event, as upstream records it (the pods' failures before it are Warnings).
+    plan.record(false, reason, message);
     plan.transitions.push(Transition::Failed);
     plan.create_pods.clear();
     plan.create_services.clear();
@@ -974,6 +975,11 @@ mod tests {
             "TFJob ns/j has failed because 1 Worker replica(s) failed. worker 1: exit code 3 of container tensorflow"
         );
         assert!(plan.events.iter().any(|e| e.reason == "ExitedWithCode"));
+        let failed = plan.events.iter().find(|e| e.reason == "TFJobFailed");
+        assert!(
+            failed.is_some_and(|e| !e.warning),
+            "the job's failure is a Normal event, as upstream's: {failed:?}"
+        );
     }
 
     #[test]
