@@ -161,6 +161,35 @@ def bucket_exists(client, bucket):
             raise
 
 
+def check_model_uri(location):
+    """Fails at once, before any training, when the bucket a model is to be saved in does not
+    exist (a mistyped URI), rather than at the upload after the training. Anything else (a
+    store not up yet, a key that may not look) is left to the upload, whose answers say more."""
+    if location is None:
+        return
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _ = location
+    try:
+        bucket_exists(s3_client(), bucket)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
+            fail(
+                f"cannot save the model to {uri_text(location)}: the bucket {bucket!r} does not"
+                " exist (nothing was trained)",
+                f"check the model's URI (a job's modelPath), or create the bucket {bucket!r}",
+            )
+    except BotoCoreError:
+        pass
+
+
+def parse_checked(parser):
+    """PARSER's arguments, the model's bucket checked before the training starts."""
+    args = parser.parse_args()
+    check_model_uri(args.model_uri)
+    return args
+
+
 def upload(files, location):
     """Puts each (local file, key below the prefix) into the store; returns the bytes sent.
     Any failure ends the process with one line naming its cause and the destination."""

@@ -35,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 from sklearn.model_selection import train_test_split
 
 # The data set and model storage every digits example shares, beside this script.
-from digits_store import add_arguments, export_model, fail, load_digits_xy, positive
+from digits_store import add_arguments, export_model, fail, load_digits_xy, parse_checked, positive
 
 ENV = ("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID")
 
@@ -50,7 +50,7 @@ def parse_args():
     p.add_argument("--batch-size", type=positive(int), default=64, help="global, all processes")
     p.add_argument("--seed", type=int, default=0)
     add_arguments(p)
-    return p.parse_args()
+    return parse_checked(p)
 
 
 def join_cluster():

@@ -26,7 +26,7 @@ from mpi4py import MPI
 from sklearn.model_selection import train_test_split
 
 # The data set and model storage every digits example shares, beside this script.
-from digits_store import add_arguments, export_model, load_digits_xy, positive
+from digits_store import add_arguments, export_model, load_digits_xy, parse_checked, positive
 
 
 def parse_args():
@@ -34,7 +34,7 @@ def parse_args():
     p.add_argument("--steps", type=positive(int), default=300, help="gradient steps")
     p.add_argument("--learning-rate", type=positive(float), default=0.5)
     add_arguments(p)
-    return p.parse_args()
+    return parse_checked(p)
 
 
 def shard(comm, path):

@@ -36,7 +36,14 @@ import tensorflow as tf  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 
 # The data set and model storage every digits example shares, beside this script.
-from digits_store import add_arguments, export_model, fail, load_digits_xy, positive  # noqa: E402
+from digits_store import (  # noqa: E402
+    add_arguments,
+    export_model,
+    fail,
+    load_digits_xy,
+    parse_checked,
+    positive,
+)
 
 
 def parse_args():
@@ -48,7 +55,7 @@ def parse_args():
     p.add_argument("--batch-size", type=positive(int), default=64, help="global, all Workers")
     p.add_argument("--seed", type=int, default=0)
     add_arguments(p)
-    return p.parse_args()
+    return parse_checked(p)
 
 
 def load_data(path=None):

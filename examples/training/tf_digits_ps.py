@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from digits_store import add_arguments, fail, positive  # noqa: E402
+from digits_store import add_arguments, fail, parse_checked, positive  # noqa: E402
 
 # The same split of the digits and the same SavedModel as the Workers' example beside it.
 from tf_digits import export_saved_model, load_data  # noqa: E402
@@ -45,7 +45,7 @@ def parse_args():
     p.add_argument("--batch-size", type=positive(int), default=64, help="per step, on a Worker")
     p.add_argument("--seed", type=int, default=0)
     add_arguments(p)
-    return p.parse_args()
+    return parse_checked(p)
 
 
 def task_of(config):

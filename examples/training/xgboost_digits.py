@@ -37,7 +37,7 @@ from xgboost import collective
 from xgboost.tracker import RabitTracker
 
 # The data set and model storage every digits example shares, beside this script.
-from digits_store import add_arguments, export_model, fail, load_digits_xy, positive
+from digits_store import add_arguments, export_model, fail, load_digits_xy, parse_checked, positive
 
 ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")
 # Seconds to wait for every replica to reach the tracker: pods start at different times.
@@ -55,7 +55,7 @@ def parse_args():
     # against each other and make training many times slower.
     p.add_argument("--threads", type=positive(int), default=1)
     add_arguments(p)
-    return p.parse_args()
+    return parse_checked(p)
 
 
 def cluster():

@@ -136,3 +136,25 @@ async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in
         "the model is in the store at its versioned path:\n{listed}"
     );
 }
+
+/// A model URI whose bucket does not exist (a typo) fails the training script at its start,
+/// before it reads or trains anything, not at the upload after the training.
+#[tokio::test]
+async fn a_models_bucket_that_does_not_exist_fails_the_script_before_it_trains() {
+    object_store();
+    let client = support::client().await;
+    let script = "python3 /opt/mlkube/examples/xgboost_digits.py --model-uri s3://modles/digits/1/; \
+                  echo \"exit $?\"";
+    let mut pod = store_pod("models-typo", &[]);
+    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", script]);
+    let said = run_pod(&client, pod).await;
+    assert!(
+        said.contains(
+            "error: cannot save the model to s3://modles/digits/1/: the bucket 'modles' does not \
+             exist (nothing was trained)\nhint: check the model's URI (a job's modelPath), or \
+             create the bucket 'modles'"
+        ),
+        "{said}"
+    );
+    assert!(said.trim_end().ends_with("exit 2"), "{said}");
+}
