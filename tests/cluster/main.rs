@@ -31,4 +31,5 @@ mod smoke;
 mod status;
 mod support;
 mod sweeps;
+mod volume_bounds;
 mod volumes;

@@ -27,12 +27,21 @@ use crate::support::{TestNamespace, clean_up, eventually, lock_shared_cluster_ob
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ROOT: &str = "/var/lib/mlkube/volumes";
 
-/// Apply the VolumeManager CRD from `crds/` (as the components tests do, with their manager).
-async fn install_crd(ns: &TestNamespace) {
-    let crd: Value = serde_yaml::from_str(include_str!(
+/// The VolumeManager CRD from `crds/`.
+pub(crate) fn crd() -> Value {
+    serde_yaml::from_str(include_str!(
         "../../crds/volumemanagers.kvc.kubeflow.org.yaml"
     ))
-    .expect("the CRD is YAML");
+    .expect("the CRD is YAML")
+}
+
+/// Apply the VolumeManager CRD from `crds/` (as the components tests do, with their manager).
+async fn install_crd(ns: &TestNamespace) {
+    apply_crd(ns, crd()).await;
+}
+
+/// Apply `crd` as the VolumeManager CRD, and wait until it is Established.
+pub(crate) async fn apply_crd(ns: &TestNamespace, crd: Value) {
     let api = Api::<CustomResourceDefinition>::all(ns.client.clone());
     let name = "volumemanagers.kvc.kubeflow.org";
     api.patch(
@@ -52,12 +61,12 @@ async fn install_crd(ns: &TestNamespace) {
 }
 
 /// The volume controller for the test's namespace, as its component's ServiceAccount.
-struct Controller {
-    _process: OperatorProcess,
+pub(crate) struct Controller {
+    pub(crate) process: OperatorProcess,
     _identity: OperatorIdentity,
 }
 
-async fn start(ns: &TestNamespace) -> Controller {
+pub(crate) async fn start(ns: &TestNamespace) -> Controller {
     install_crd(ns).await;
     let identity = OperatorIdentity::new(ns, Access::volume_controller()).await;
     let process = spawn_operator_binary(
@@ -71,13 +80,13 @@ async fn start(ns: &TestNamespace) -> Controller {
         ],
     );
     Controller {
-        _process: process,
+        process,
         _identity: identity,
     }
 }
 
 /// An S3-Dev volume `id` of `replicas` from the bucket `datasets`, with `labels` on its pods.
-fn s3_volume(id: &str, replicas: i64, labels: Value) -> Value {
+pub(crate) fn s3_volume(id: &str, replicas: i64, labels: Value) -> Value {
     json!({
         "id": id, "replicas": replicas, "sourceType": "S3-Dev",
         "endpointURL": "http://object-store:9000", "sourceURL": "s3://datasets/digits",
@@ -86,7 +95,7 @@ fn s3_volume(id: &str, replicas: i64, labels: Value) -> Value {
     })
 }
 
-async fn create(
+pub(crate) async fn create(
     ns: &TestNamespace,
     name: &str,
     configs: Value,
@@ -105,7 +114,7 @@ async fn create(
 }
 
 /// The VolumeManager once its state is `state`.
-async fn reaches(api: &Api<VolumeManager>, name: &str, state: State) -> VolumeManager {
+pub(crate) async fn reaches(api: &Api<VolumeManager>, name: &str, state: State) -> VolumeManager {
     eventually(
         &format!("VolumeManager {name} to be {state:?}"),
         TIMEOUT,
@@ -117,7 +126,7 @@ async fn reaches(api: &Api<VolumeManager>, name: &str, state: State) -> VolumeMa
     .await
 }
 
-async fn pods(ns: &TestNamespace, role: &str) -> Vec<Pod> {
+pub(crate) async fn pods(ns: &TestNamespace, role: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
         .list(&ListParams::default().labels(&format!("kvc.kubeflow.org/role={role}")))
         .await

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{HostPathVolumeSource, NFSVolumeSource, NodeAffinity, Toleration};
 use kube::CustomResource;
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The options key that names the Secret with the S3 access key.
 pub const CREDENTIALS_SECRET: &str = "awsCredentialsSecretName";
@@ -18,6 +19,10 @@ pub const CREDENTIALS_SECRET: &str = "awsCredentialsSecretName";
 pub const DOWNLOAD_TIMEOUT: &str = "timeoutForDataDownload";
 /// The options key of the S3 region (default `us-east-1`).
 pub const REGION: &str = "region";
+/// The longest volume id: a DNS label's length, so that `/data/<id>` is a file name anywhere.
+pub const MAX_ID_LENGTH: usize = 63;
+/// The most replicas a volume may have: the most nodes Kubernetes supports in one cluster.
+pub const MAX_REPLICAS: i64 = 5000;
 
 /// A request for volumes filled from data sources, made available on nodes.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -40,10 +45,11 @@ pub struct VolumeManagerSpec {
     pub state: Option<String>,
 }
 
-/// Whether `id` can name the directory that a job mounts its volume at (`/data/<id>`): ASCII
-/// letters, digits, `-`, `_` and `.`, and neither `.` nor `..`.
+/// Whether `id` can name the directory that a job mounts its volume at (`/data/<id>`): at most
+/// [`MAX_ID_LENGTH`] ASCII letters, digits, `-`, `_` and `.`, and neither `.` nor `..`.
 pub fn is_directory_name(id: &str) -> bool {
     !id.is_empty()
+        && id.len() <= MAX_ID_LENGTH
         && id != "."
         && id != ".."
         && id
@@ -78,10 +84,10 @@ pub struct VolumeConfig {
     pub capacity: Option<serde_json::Value>,
     /// Restricts the nodes that may hold the data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_affinity: Option<NodeAffinity>,
+    pub node_affinity: Option<Checked<NodeAffinity>>,
     /// Tolerations of the pods that place the data.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "Checked::is_empty")]
+    pub tolerations: Checked<Vec<Toleration>>,
     /// Labels put on the pods the controller creates.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -90,20 +96,39 @@ pub struct VolumeConfig {
     pub options: BTreeMap<String, String>,
 }
 
+impl VolumeConfig {
+    /// The node affinity, when it has the API's shape (the plan fails the volume otherwise).
+    pub fn valid_node_affinity(&self) -> Option<&NodeAffinity> {
+        self.node_affinity.as_ref()?.get().ok()
+    }
+}
+
 /// What the controller reports.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeManagerStatus {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient")]
     pub volumes: Vec<VolumeStatus>,
     /// The state of the whole: Failed if a volume failed, else the least advanced volume's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub state: Option<State>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub message: Option<String>,
     /// Every node a fetcher was scheduled to, kept after its pod is gone (a lost node's pod is
     /// removed without the controller): the deletion cleans each one's copy, whole or partial.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lenient"
+    )]
     pub nodes_to_clean: Vec<String>,
 }
 
@@ -111,17 +136,106 @@ pub struct VolumeManagerStatus {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeStatus {
+    #[serde(default)]
     pub id: String,
     /// What a pod mounts to read the data (once Completed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub volume_source: Option<VolumeSource>,
     /// The nodes that hold (or are getting) the data; a pod that reads it copies this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub node_affinity: Option<NodeAffinity>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub state: Option<State>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub message: Option<String>,
+}
+
+/// A field of a core/v1 type that the CRD once kept unchecked (`x-kubernetes-preserve-unknown-fields`),
+/// so an object stored then may hold any shape there. Read as written either way, so that one
+/// such object never fails a list or a watch of all the others: the plan fails it alone, with
+/// [`Checked::get`]'s message. Written back exactly as it was read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Checked<T> {
+    Valid(T),
+    Invalid {
+        value: serde_json::Value,
+        error: String,
+    },
+}
+
+impl<T> Checked<T> {
+    /// The typed value, or what is wrong with the one written.
+    pub fn get(&self) -> Result<&T, &str> {
+        match self {
+            Checked::Valid(value) => Ok(value),
+            Checked::Invalid { error, .. } => Err(error),
+        }
+    }
+}
+
+impl<T> Checked<Vec<T>> {
+    /// The valid entries; none when the list has another shape (the plan has failed it).
+    pub fn entries(&self) -> &[T] {
+        self.get().map_or(&[], Vec::as_slice)
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Checked::Valid(list) if list.is_empty())
+    }
+}
+
+impl<T: Default> Default for Checked<T> {
+    fn default() -> Self {
+        Checked::Valid(T::default())
+    }
+}
+
+impl<T: Serialize> Serialize for Checked<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Checked::Valid(value) => value.serialize(serializer),
+            Checked::Invalid { value, .. } => value.serialize(serializer),
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Checked<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(match T::deserialize(&value) {
+            Ok(typed) => Checked::Valid(typed),
+            Err(e) => Checked::Invalid {
+                value,
+                error: e.to_string(),
+            },
+        })
+    }
+}
+
+/// A status field as written, or its default when the one written has another shape: the status
+/// is the controller's own record, which it writes again, and a hand-written one must not fail
+/// the watch of every VolumeManager.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned + Default>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(T::deserialize(value).unwrap_or_default())
 }
 
 /// A core/v1 VolumeSource, of the kinds this controller reports: a pod copies it into one of

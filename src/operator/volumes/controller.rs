@@ -6,8 +6,8 @@
 //! Once the VolumeManager CRD is served (see `runtime::installed`), a reconcile reads the
 //! VolumeManager's pods and the nodes from the caches, plans, adds the finalizer if the plan
 //! asks, writes the status if it changed, records a `TooFewNodes` warning for each volume that
-//! waits for nodes, then deletes and creates pods, and last removes the finalizer once every
-//! node is clean.
+//! waits for nodes and a `VolumeFailed` warning for each that failed otherwise (saying what to
+//! fix), then deletes and creates pods, and last removes the finalizer once every node is clean.
 //!
 //! # Guarantees
 //! - The status is written before any pod is deleted: the nodes a deleted fetcher ran on are
@@ -282,15 +282,17 @@ async fn carry_out(vm: &VolumeManager, ctx: &Context, plan: Plan) -> Result<(), 
             .await
             .map_err(fail("write the status"))?;
     }
-    for shortage in &plan.too_few_nodes {
-        // A state, not an act: recorded once while it lasts (as the message says it).
+    // States, not acts: each recorded once while it lasts (as its message says it).
+    let warnings = (plan.too_few_nodes.iter().map(|s| ("TooFewNodes", s)))
+        .chain(plan.failed.iter().map(|f| ("VolumeFailed", f)));
+    for (reason, message) in warnings {
         ctx.events.publish_state(
             vm,
             EventType::Warning,
-            "TooFewNodes".to_owned(),
-            shortage.clone(),
+            reason.to_owned(),
+            message.clone(),
             "Place",
-            shortage,
+            message,
         );
     }
     for name in &plan.delete {

@@ -48,11 +48,17 @@ fn why_not(config: &VolumeConfig, node: &Node) -> Option<String> {
         .iter()
         .flatten()
         .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
-        .find(|t| !config.tolerations.iter().any(|tol| tolerates(tol, t)));
+        .find(|t| {
+            !config
+                .tolerations
+                .entries()
+                .iter()
+                .any(|tol| tolerates(tol, t))
+        });
     if let Some(taint) = repelling {
         return Some(format!("taint {} not tolerated", taint_text(taint)));
     }
-    (!selects(config.node_affinity.as_ref(), node))
+    (!selects(config.valid_node_affinity(), node))
         .then(|| "not selected by the volume's nodeAffinity".to_owned())
 }
 

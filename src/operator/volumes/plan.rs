@@ -50,11 +50,10 @@ use kube::ResourceExt;
 
 use super::api::{
     State, VolumeConfig, VolumeManager, VolumeManagerStatus, VolumeSource, VolumeStatus,
-    is_directory_name,
 };
-use super::nodes;
 use super::pods::{self, Placement};
 use super::source::{self, S3Source, Source};
+use super::{checks, nodes};
 
 /// The finalizer that holds a VolumeManager until its data is removed from every node.
 pub const FINALIZER: &str = "kvc.kubeflow.org/data";
@@ -77,6 +76,8 @@ pub struct Plan {
     pub finalizer: Finalizer,
     /// Each volume that waits for nodes: `volume <id>: <what it needs and what there is>`.
     pub too_few_nodes: Vec<String>,
+    /// Each volume failed for another reason: `volume <id>: <why, and what to fix>`.
+    pub failed: Vec<String>,
 }
 
 impl Plan {
@@ -87,6 +88,7 @@ impl Plan {
             delete: Vec::new(),
             finalizer: Finalizer::Keep,
             too_few_nodes: Vec::new(),
+            failed: Vec::new(),
         }
     }
 }
@@ -107,24 +109,16 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, observed: &Observed) -> P
     let mut volumes = Vec::new();
     let mut seen = BTreeSet::new();
     for config in &vm.spec.volume_configs {
-        let volume = if !is_directory_name(&config.id) {
-            failed(
-                config,
-                format!(
-                    "id {:?} cannot name the directory jobs mount the volume at (/data/<id>): use ASCII letters, digits, '-', '_' and '.'",
-                    config.id
-                ),
-            )
-        } else if !seen.insert(config.id.as_str()) {
-            failed(
+        let volume = match checks::entry(config) {
+            Err(message) => failed(config, message),
+            Ok(()) if !seen.insert(config.id.as_str()) => failed(
                 config,
                 format!(
                     "id {:?} names two volumeConfigs; ids must differ",
                     config.id
                 ),
-            )
-        } else {
-            volume(placement, vm, config, observed, &mut plan)
+            ),
+            Ok(()) => volume(placement, vm, config, observed, &mut plan),
         };
         volumes.push(volume);
     }
@@ -132,10 +126,14 @@ pub fn plan(placement: &Placement, vm: &VolumeManager, observed: &Observed) -> P
         .spec
         .volume_configs
         .iter()
-        .any(|c| matches!(source::source(c), Ok(Source::S3(_))));
+        .any(|c| checks::entry(c).is_ok() && matches!(source::source(c), Ok(Source::S3(_))));
     if places_data && !vm.finalizers().iter().any(|f| f == FINALIZER) {
         plan.finalizer = Finalizer::Add;
     }
+    plan.failed = failures(&volumes)
+        .into_iter()
+        .filter(|failure| !plan.too_few_nodes.contains(failure))
+        .collect();
     plan.status = summary(volumes);
     plan.status.nodes_to_clean = nodes_to_clean(vm, observed.pods);
     plan
@@ -175,15 +173,6 @@ fn volume(
     observed: &Observed,
     plan: &mut Plan,
 ) -> VolumeStatus {
-    if config.id.is_empty() {
-        return failed(config, "a volumeConfig has no id".to_owned());
-    }
-    if config.replicas < 1 {
-        return failed(
-            config,
-            format!("replicas must be at least 1, got {}", config.replicas),
-        );
-    }
     match source::source(config) {
         Err(message) => failed(config, message),
         Ok(Source::Nfs { server, path }) => VolumeStatus {
@@ -249,6 +238,7 @@ fn s3_volume(
         .is_none()
         .then(|| too_few_nodes(config, &replicas, &nodes, observed.nodes))
         .flatten();
+    let mut unbuilt = None;
     match &shortage {
         Some(shortage) => plan
             .too_few_nodes
@@ -256,15 +246,21 @@ fn s3_volume(
         None if failure.is_none() => {
             let missing =
                 (0..config.replicas).filter(|r| fetcher_of(observed.pods, &slug, *r).is_none());
-            plan.create
-                .extend(missing.map(|r| pods::fetcher(placement, vm, config, s3, r)));
+            match missing
+                .map(|r| pods::fetcher(placement, vm, config, s3, r))
+                .collect::<Result<Vec<_>, _>>()
+            {
+                Ok(fetchers) => plan.create.extend(fetchers),
+                Err(why) => unbuilt = Some(format!("the entry {why}")),
+            }
         }
         None => {}
     }
-    let (state, message) = match (failure, shortage) {
-        (Some((r, replica)), _) => (State::Failed, failure_message(r, replica)),
-        (None, Some(shortage)) => (State::Failed, shortage),
-        (None, None) => progress(s3, &replicas, &nodes),
+    let (state, message) = match (failure, shortage, unbuilt) {
+        (Some((r, replica)), _, _) => (State::Failed, failure_message(r, replica)),
+        (None, Some(shortage), _) => (State::Failed, shortage),
+        (None, None, Some(why)) => (State::Failed, why),
+        (None, None, None) => progress(s3, &replicas, &nodes),
     };
     VolumeStatus {
         id: config.id.clone(),
@@ -522,9 +518,9 @@ fn nodes_of(affinity: Option<&NodeAffinity>) -> impl Iterator<Item = String> + '
         .flat_map(|f| f.values.iter().flatten().cloned())
 }
 
-/// The whole status from its volumes.
-fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
-    let failed: Vec<String> = volumes
+/// `volume <id>: <message>` for each failed volume.
+fn failures(volumes: &[VolumeStatus]) -> Vec<String> {
+    volumes
         .iter()
         .filter(|v| v.state == Some(State::Failed))
         .map(|v| {
@@ -534,7 +530,12 @@ fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
                 v.message.as_deref().unwrap_or_default()
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The whole status from its volumes.
+fn summary(volumes: Vec<VolumeStatus>) -> VolumeManagerStatus {
+    let failed = failures(&volumes);
     let state = if failed.is_empty() {
         volumes
             .iter()
@@ -653,7 +654,10 @@ fn clean(
     for node in nodes {
         let name = pods::cleaner_name(vm, node);
         match pods.iter().find(|p| p.name_any() == name) {
-            None => plan.create.push(pods::cleaner(placement, vm, node)),
+            None => match pods::cleaner(placement, vm, node) {
+                Ok(cleaner) => plan.create.push(cleaner),
+                Err(why) => plan.failed.push(format!("node {node:?} {why}")),
+            },
             Some(pod) if phase(pod) == Some("Succeeded") => done += 1,
             // Deleted, so that the next reconcile creates it again.
             Some(pod)

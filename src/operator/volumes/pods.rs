@@ -143,14 +143,15 @@ fn security() -> serde_json::Value {
 }
 
 /// The fetcher of replica `replica` of `config`'s volume, from `source`. Replicas of one
-/// volume repel each other, so each lands on another node.
+/// volume repel each other, so each lands on another node. The error says why the entry makes
+/// no valid pod.
 pub fn fetcher(
     placement: &Placement,
     vm: &VolumeManager,
     config: &VolumeConfig,
     source: &S3Source,
     replica: i64,
-) -> Pod {
+) -> Result<Pod, String> {
     let slug = slug(&config.id);
     let mut labels = config.labels.clone();
     labels.insert(ROLE.to_owned(), FETCH.to_owned());
@@ -162,7 +163,7 @@ pub fn fetcher(
     let mut affinity = json!({ "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [
         { "labelSelector": siblings, "topologyKey": "kubernetes.io/hostname" },
     ]}});
-    if let Some(node_affinity) = &config.node_affinity {
+    if let Some(node_affinity) = config.valid_node_affinity() {
         affinity["nodeAffinity"] = json!(node_affinity);
     }
     let env: Vec<_> = CREDENTIAL_KEYS
@@ -185,7 +186,7 @@ pub fn fetcher(
             "automountServiceAccountToken": false,
             "enableServiceLinks": false,
             "affinity": affinity,
-            "tolerations": config.tolerations,
+            "tolerations": config.tolerations.entries(),
             "containers": [{
                 "name": "fetch",
                 "image": placement.image,
@@ -211,12 +212,13 @@ pub fn fetcher(
             }}],
         },
     });
-    serde_json::from_value(pod).expect("the fetcher is a valid Pod")
+    serde_json::from_value(pod).map_err(|e| format!("makes no valid fetcher pod: {e}"))
 }
 
 /// The cleaner that removes `vm`'s directory from `node`. Bound to the node by name, past the
-/// scheduler and any taint, since the data is there whatever the node's state.
-pub fn cleaner(placement: &Placement, vm: &VolumeManager, node: &str) -> Pod {
+/// scheduler and any taint, since the data is there whatever the node's state. The error says
+/// why no valid pod could be made (a node name written into the status by hand).
+pub fn cleaner(placement: &Placement, vm: &VolumeManager, node: &str) -> Result<Pod, String> {
     let labels = BTreeMap::from([(ROLE.to_owned(), CLEAN.to_owned())]);
     let uid = vm.uid().unwrap_or_default();
     let pod = json!({
@@ -245,7 +247,7 @@ pub fn cleaner(placement: &Placement, vm: &VolumeManager, node: &str) -> Pod {
             }}],
         },
     });
-    serde_json::from_value(pod).expect("the cleaner is a valid Pod")
+    serde_json::from_value(pod).map_err(|e| format!("makes no valid cleaner pod: {e}"))
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ use super::api::{CREDENTIALS_SECRET, DOWNLOAD_TIMEOUT, REGION, VolumeConfig};
 /// How long a download may take when `timeoutForDataDownload` is not given.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
+/// The longest download a volume may ask for: a week. Longer is a typo, and would overflow the
+/// fetcher pod's deadline.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The region signed into requests when `options.region` is not given.
 pub const DEFAULT_REGION: &str = "us-east-1";
 
@@ -104,6 +108,12 @@ fn s3(config: &VolumeConfig) -> Result<S3Source, String> {
             )
         })?,
     };
+    if timeout > MAX_TIMEOUT {
+        return Err(format!(
+            "options.{DOWNLOAD_TIMEOUT} {:?} is longer than the most a download may take, 168h (a week)",
+            option(config, DOWNLOAD_TIMEOUT).unwrap_or_default()
+        ));
+    }
     Ok(S3Source {
         endpoint,
         bucket: bucket.to_owned(),
@@ -225,6 +235,25 @@ mod tests {
                     &[(CREDENTIALS_SECRET, "s"), (DOWNLOAD_TIMEOUT, "soon")],
                 ),
                 "is not a duration",
+            ),
+            (
+                config(
+                    "S3",
+                    "s3://b",
+                    &[
+                        (CREDENTIALS_SECRET, "s"),
+                        (DOWNLOAD_TIMEOUT, "18446744073709551615"),
+                    ],
+                ),
+                "is longer than the most a download may take",
+            ),
+            (
+                config(
+                    "S3",
+                    "s3://b",
+                    &[(CREDENTIALS_SECRET, "s"), (DOWNLOAD_TIMEOUT, "169h")],
+                ),
+                "168h (a week)",
             ),
             (config("Pachyderm", "", &[]), "Pachyderm is not supported"),
             (config("FTP", "", &[]), "is not one of"),

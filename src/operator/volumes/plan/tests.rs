@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
 use super::*;
-use crate::operator::volumes::api::CREDENTIALS_SECRET;
+use crate::operator::volumes::api::{CREDENTIALS_SECRET, is_directory_name};
 
 fn placement() -> Placement {
     Placement {
@@ -62,7 +62,7 @@ fn fetcher(vm: &VolumeManager, id: &str, r: i64, phase: &str, node: Option<&str>
     let Ok(Source::S3(source)) = source::source(config) else {
         panic!()
     };
-    let mut pod = pods::fetcher(&placement(), vm, config, &source, r);
+    let mut pod = pods::fetcher(&placement(), vm, config, &source, r).unwrap();
     pod.spec.as_mut().unwrap().node_name = node.map(str::to_owned);
     pod.status = Some(serde_json::from_value(json!({ "phase": phase })).unwrap());
     pod
@@ -183,7 +183,7 @@ fn too_few_eligible_nodes_fail_the_volume_saying_what_it_needs_and_place_nothing
     // A node more, tolerated or added, and every replica is placed.
     let mut vm = vm;
     vm.spec.volume_configs[0].tolerations =
-        vec![serde_json::from_value(json!({ "key": "gpu", "operator": "Exists" })).unwrap()];
+        serde_json::from_value(json!([{ "key": "gpu", "operator": "Exists" }])).unwrap();
     let nodes = [
         nodes[0].clone(),
         nodes[1].clone(),
@@ -542,4 +542,21 @@ fn a_fetcher_lost_with_its_node_is_replaced_only_once_gone_and_its_node_is_still
         .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
         .collect();
     assert_eq!(cleaned, ["node-a", "node-b"]);
+}
+
+#[test]
+fn a_volume_that_cannot_be_placed_is_warned_of_once_beside_the_others() {
+    let mut bad = s3("huge", 1_000_000_000_000);
+    bad["tolerations"] = json!("all");
+    let short = s3("wide", 3);
+    let plan = planned(&manager(json!([s3("digits", 1), bad, short])), &[]);
+    assert_eq!(plan.create.len(), 1, "only digits is placed");
+    assert_eq!(
+        plan.failed,
+        [
+            "volume huge: replicas must be at most 5000 (one copy per node, and a cluster has at most 5000 nodes), got 1000000000000"
+        ]
+    );
+    assert_eq!(plan.too_few_nodes.len(), 1, "wide waits for nodes");
+    assert!(!plan.failed.iter().any(|f| f.starts_with("volume wide")));
 }
