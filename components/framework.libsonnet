@@ -12,7 +12,9 @@ local part = 'framework';
 // `-` into pod names, so neither may hold one.
 local maxName = 63;
 local nameChars = 'abcdefghijklmnopqrstuvwxyz0123456789';
-local maxTaskNumber = 10000;
+// The CRD's bounds on Tasks: its status holds every Task, and must fit in one object.
+local maxTaskNumber = 800;
+local maxTaskRoles = 100;
 local executionTypes = ['Create', 'Start', 'Stop'];
 local retryFields = ['fancyRetryPolicy', 'maxRetryCount'];
 local resourceFields = ['cpuRequest', 'memoryRequest', 'cpuLimit', 'memoryLimit'];
@@ -133,9 +135,16 @@ local taskRoles(prototype, params) =
     fail('must list at least one TaskRole, e.g. [{"name": "worker", "taskNumber": 2}]')
   else if std.length([r for r in roles if !std.isObject(r)]) > 0 then
     fail('each TaskRole must be an object such as {"name": "worker", "taskNumber": 2}, got %s' % std.manifestJsonMinified([r for r in roles if !std.isObject(r)][0]))
+  else if std.length(roles) > maxTaskRoles then
+    fail('lists %d TaskRoles, more than the %d a Framework may have' % [std.length(roles), maxTaskRoles])
   else if std.length(std.set(names)) != std.length(names) then
     fail('two TaskRoles are named %s; a TaskRole name is unique in its Framework' % std.manifestJsonMinified([n for n in names if std.count(names, n) > 1][0]))
-  else [one(i, roles[i]) for i in std.range(0, std.length(roles) - 1)];
+  else
+    local built = [one(i, roles[i]) for i in std.range(0, std.length(roles) - 1)];
+    local total = std.foldl(function(sum, r) sum + r.taskNumber, built, 0);
+    if total > maxTaskNumber then
+      fail('the taskNumbers add up to %d Tasks, more than the %d a Framework may have (its status holds every Task); split the job into Frameworks of at most %d Tasks' % [total, maxTaskNumber, maxTaskNumber])
+    else built;
 
 {
   name: component,

@@ -2842,12 +2842,12 @@ fn framework_bad_values_name_the_component_and_the_param() {
             "param taskRoles: TaskRole worker has no taskNumber",
         ),
         (
-            role(json!({ "taskNumber": 10001 })),
-            "param taskRoles: the taskNumber of TaskRole worker must be a whole number from 0 to 10000, got 10001",
+            role(json!({ "taskNumber": 801 })),
+            "param taskRoles: the taskNumber of TaskRole worker must be a whole number from 0 to 800, got 801",
         ),
         (
             role(json!({ "taskNumber": -1 })),
-            "the taskNumber of TaskRole worker must be a whole number from 0 to 10000, got -1",
+            "the taskNumber of TaskRole worker must be a whole number from 0 to 800, got -1",
         ),
         (
             role(json!({ "replicas": 2 })),
@@ -2856,6 +2856,10 @@ fn framework_bad_values_name_the_component_and_the_param() {
         (
             json!({ "taskRoles": [{ "name": "a", "taskNumber": 1 }, { "name": "a", "taskNumber": 2 }] }),
             "param taskRoles: two TaskRoles are named \"a\"",
+        ),
+        (
+            json!({ "taskRoles": [{ "name": "a", "taskNumber": 500 }, { "name": "b", "taskNumber": 301 }] }),
+            "param taskRoles: the taskNumbers add up to 801 Tasks, more than the 800 a Framework may have",
         ),
         (
             role(json!({ "minFailedTaskCount": -2 })),

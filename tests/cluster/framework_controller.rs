@@ -23,16 +23,27 @@ use mlkube::operator::runtime::manager::Shared;
 use mlkube::operator::runtime::metrics::Metrics;
 use serde_json::{Value, json};
 
+use crate::events::{counts, job_events};
 use crate::operator_identity::{
     Access, OperatorIdentity, OperatorProcess, Scope, spawn_operator_binary,
 };
-use crate::support::{TestNamespace, eventually};
+use crate::support::{TestNamespace, eventually, within};
 
 /// An upper bound only: each pod runs about 5 s; a loaded 2-core machine needs room.
 const TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Held while the Framework CRD is changed, or must not be: a test that loosens it for a
+/// moment, and the test of what it refuses.
+static SCHEMA: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Install the Framework CRD (idempotent) and wait until it is served.
 async fn install_crd(client: &Client) {
+    let _schema = SCHEMA.lock().await;
+    apply_crd(client).await;
+}
+
+/// Install the Framework CRD, with the caller holding [`SCHEMA`].
+async fn apply_crd(client: &Client) {
     let crds = Api::<CustomResourceDefinition>::all(client.clone());
     let crd = crd::definition();
     let name = crd.name_any();
@@ -622,7 +633,8 @@ async fn each_completion_policy_completes_the_attempt_as_its_counts_say() {
 #[tokio::test]
 async fn the_schema_refuses_bad_frameworks_and_nothing_is_created() {
     let ns = TestNamespace::new("fc-refused").await;
-    install_crd(&ns.client).await;
+    let _schema = SCHEMA.lock().await;
+    apply_crd(&ns.client).await;
     let api = Api::<Framework>::namespaced(ns.client.clone(), &ns.name);
     let ok = || {
         framework(
@@ -636,7 +648,17 @@ async fn the_schema_refuses_bad_frameworks_and_nothing_is_created() {
     let mut dashed_role = ok();
     dashed_role.spec.task_roles[0].name = "my-worker".into();
     let mut too_many = ok();
-    too_many.spec.task_roles[0].task_number = 10001;
+    too_many.spec.task_roles[0].task_number = 801;
+    let mut twice = ok();
+    twice.spec.task_roles.push(twice.spec.task_roles[0].clone());
+    let mut too_many_in_all = ok();
+    too_many_in_all.spec.task_roles[0].task_number = 400;
+    too_many_in_all
+        .spec
+        .task_roles
+        .push(too_many_in_all.spec.task_roles[0].clone());
+    too_many_in_all.spec.task_roles[1].name = "ps".into();
+    too_many_in_all.spec.task_roles[1].task_number = 401;
     let mut unknown = serde_json::to_value(ok()).unwrap();
     unknown["spec"]["executionType"] = json!("Run");
     for (what, value, says) in [
@@ -651,9 +673,19 @@ async fn the_schema_refuses_bad_frameworks_and_nothing_is_created() {
             "spec.taskRoles[0].name",
         ),
         (
-            "taskNumber 10001",
+            "taskNumber 801",
             serde_json::to_value(&too_many).unwrap(),
             "spec.taskRoles[0].taskNumber",
+        ),
+        (
+            "two TaskRoles named worker",
+            serde_json::to_value(&twice).unwrap(),
+            "spec.taskRoles: Invalid value: TaskRole names must be unique: pods are named <framework>-<taskrole>-<index>",
+        ),
+        (
+            "401 and 400 Tasks",
+            serde_json::to_value(&too_many_in_all).unwrap(),
+            "the taskNumbers of all TaskRoles add up to more than 800, the most Tasks a Framework may have",
         ),
         ("executionType Run", unknown, "spec.executionType"),
     ] {
@@ -685,6 +717,187 @@ async fn the_schema_refuses_bad_frameworks_and_nothing_is_created() {
             .items
             .is_empty()
     );
+}
+
+/// The Framework CRD as it was before it refused duplicate TaskRole names and too many Tasks
+/// (FrameworkController's own: up to 10000 Tasks a TaskRole, no rule across TaskRoles).
+fn crd_without_the_rules() -> CustomResourceDefinition {
+    let mut crd = serde_json::to_value(crd::definition()).expect("a CRD");
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let roles = &mut spec["properties"]["taskRoles"];
+    let map = roles.as_object_mut().expect("the taskRoles schema");
+    map.remove("x-kubernetes-validations");
+    map.remove("maxItems");
+    roles["items"]["properties"]["taskNumber"]["maximum"] = json!(10000.0);
+    serde_json::from_value(crd).expect("a CRD")
+}
+
+/// Create `frameworks`, which the CRD refuses, through the CRD without its rules, then put the
+/// rules back; what each create answered.
+async fn create_past_the_rules(
+    ns: &TestNamespace,
+    frameworks: &[&Framework],
+) -> Vec<Result<Framework, kube::Error>> {
+    let _schema = SCHEMA.lock().await;
+    let crds = Api::<CustomResourceDefinition>::all(ns.client.clone());
+    let api = Api::<Framework>::namespaced(ns.client.clone(), &ns.name);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let mut loose = crd_without_the_rules();
+    let name = loose.name_any();
+    let mut created = Vec::new();
+    // The API server serves a changed schema a moment after the change: each create waits for
+    // its dry run to pass. Nothing in between panics, so the rules always come back.
+    let mut served = false;
+    for _ in 0..3 {
+        if let Ok(current) = crds.get(&name).await {
+            loose.metadata.resource_version = current.metadata.resource_version;
+            let _ = crds.replace(&name, &PostParams::default(), &loose).await;
+        }
+        served = within(Duration::from_secs(30), || async {
+            let all =
+                futures::future::join_all((frameworks.iter()).map(|f| api.create(&dry_run, f)))
+                    .await;
+            all.iter().all(Result::is_ok).then_some(())
+        })
+        .await
+        .is_some();
+        if served {
+            break;
+        }
+    }
+    if served {
+        for framework in frameworks {
+            created.push(api.create(&PostParams::default(), framework).await);
+        }
+    }
+    apply_crd(&ns.client).await;
+    let refused_again = within(TIMEOUT, || async {
+        api.create(&dry_run, frameworks[0])
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    assert!(refused_again.is_some(), "the CRD's rules are served again");
+    assert!(served, "the CRD without its rules admitted the Frameworks");
+    created
+}
+
+/// Frameworks the controller will not run (admitted before the CRD had its rules, or with a
+/// pod template of the wrong shape, which the CRD keeps as it is) each fail at once with a
+/// completion and one Warning event that say what to fix, create nothing, and stall nothing: a
+/// good Framework beside them completes, and the operator never exits.
+#[tokio::test]
+async fn frameworks_the_controller_will_not_run_fail_alone_with_one_event_each() {
+    let ns = TestNamespace::new("fc-unrunnable").await;
+    install_crd(&ns.client).await;
+    let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace)).await;
+    let server = |name: &str, tasks| role(name, tasks, (1, -1), (false, -2), None);
+    // Services, retried forever by their RetryPolicy: only the refusal ends them.
+    let twice = framework(
+        "twice",
+        (false, -2),
+        vec![server("worker", 1), server("worker", 2)],
+    );
+    let many = framework("many", (false, -2), vec![server("worker", 3000)]);
+    let mut shape = framework("shape", (false, -2), vec![server("worker", 1)]);
+    shape.spec.task_roles[0].task.pod["spec"]["containers"][0]["ports"] = json!("80");
+    let good = framework(
+        "good",
+        (false, 0),
+        vec![role(
+            "worker",
+            2,
+            (1, -1),
+            (false, 0),
+            Some("sleep 5 && exit 0"),
+        )],
+    );
+    let created = create_past_the_rules(&ns, &[&twice, &many]).await;
+    for result in created {
+        result.expect("created through the CRD without its rules");
+    }
+    let api = submit(&ns, &shape).await;
+    submit(&ns, &good).await;
+    let mut operator = operator_binary(&ns, &identity).await;
+
+    for (name, code, reason, says) in [
+        (
+            "twice",
+            -240,
+            "DuplicateTaskRoleName",
+            "spec.taskRoles[0] and spec.taskRoles[1] are both named \"worker\"",
+        ),
+        (
+            "many",
+            -240,
+            "TooManyTasks",
+            "the TaskRoles' taskNumbers add up to 3000 Tasks, more than the 800 a Framework may have",
+        ),
+        (
+            "shape",
+            -200,
+            "InvalidPodTemplate",
+            "spec.taskRoles[0].task.pod.spec.containers[0].ports: invalid type: string \"80\"",
+        ),
+    ] {
+        let s = await_status(&api, name, "fails for its spec", completed).await;
+        let completion = s
+            .attempt_status
+            .completion_status
+            .clone()
+            .expect("a completion");
+        assert_eq!(completion.status.code, code, "{name}: {completion:?}");
+        assert!(
+            completion.status.diagnostics.contains(says)
+                && completion.status.diagnostics.contains("hint: "),
+            "{name}: {}",
+            completion.status.diagnostics
+        );
+        assert!(
+            s.attempt_status.task_role_statuses.is_empty(),
+            "{name}: no Task listed"
+        );
+        assert_eq!(
+            s.attempt_status.config_map_uid, None,
+            "{name}: no ConfigMap"
+        );
+        assert!(pods(&ns, name).await.is_empty(), "{name}: no pod");
+        let events = eventually(
+            &format!("the {reason} event of {name}"),
+            TIMEOUT,
+            || async {
+                let events = job_events(&ns, name, reason).await;
+                (!events.is_empty()).then_some(events)
+            },
+        )
+        .await;
+        assert_eq!(
+            events[0].note.as_deref(),
+            Some(completion.status.diagnostics.as_str()),
+            "{name}"
+        );
+        assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+    }
+    let s = await_status(&api, "good", "succeeds beside them", completed).await;
+    assert_eq!(code(&s), Some(0), "{s:?}");
+    // Nothing is tried again: still one event each, said once.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (name, reason) in [
+        ("twice", "DuplicateTaskRoleName"),
+        ("many", "TooManyTasks"),
+        ("shape", "InvalidPodTemplate"),
+    ] {
+        assert_eq!(counts(&job_events(&ns, name, reason).await), [1], "{name}");
+    }
+    assert!(
+        matches!(operator.0.try_wait(), Ok(None)),
+        "the operator never exited"
+    );
+    operator.kill();
 }
 
 /// Every UID each pod name (and the attempt's ConfigMap) ever had, as a watch sees them.

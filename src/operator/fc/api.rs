@@ -2,8 +2,9 @@
 //! status tree, field for field as FrameworkController writes them, so a Framework written for
 //! it (and a client reading its status) works unchanged.
 //!
-//! The spec is validated by the CRD's schema (names without `-`, counts in range, the
-//! executionType enum); nothing is defaulted, as FrameworkController defaults nothing: a
+//! The spec is validated by the CRD's schema (names without `-`, TaskRole names unique, counts
+//! in range, the executionType enum), and again by the controller (`check`); nothing is
+//! defaulted, as FrameworkController defaults nothing: a
 //! missing number is 0 and a missing flag false. The pod template is kept as JSON, because the
 //! `{{FC_...}}` placeholders are replaced in its text before it is read as a pod.
 
@@ -11,6 +12,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+/// The most Tasks a Framework may have, over all its TaskRoles. The status holds one
+/// TaskStatus per Task, of up to 1,416 bytes of JSON (names as long as the schema allows, every
+/// time, UID and address set, the longest predefined completion with its pod's detail, but no
+/// container's own message; see the tests), and the whole object must fit in etcd's request
+/// limit of 1.5 MiB: 800 of them take 1.13 MB, which leaves 440 kB for the spec (twice, with a
+/// client's last-applied annotation), the metadata and the rest of the status. (With short
+/// names and Tasks still waiting for their pods a Task takes about 560 bytes, which is why
+/// Frameworks of about 2,800 Tasks were the first to fail every status write; on the local
+/// cluster 1,100 of the largest Tasks still fit, 1,200 are refused by etcd.)
+pub const MAX_TASKS: i32 = 800;
+/// The most TaskRoles a Framework may have: the CRD's rule that their names are unique costs
+/// the square of their number, which the API server must be able to bound.
+pub const MAX_TASK_ROLES: usize = 100;
 
 /// A Framework: TaskRoles of indexed Tasks, each Task one pod at a time, with retry and
 /// completion policies.
@@ -34,8 +49,10 @@ pub struct FrameworkSpec {
     /// The Framework's RetryPolicy: whether a completed FrameworkAttempt is retried.
     #[serde(default)]
     pub retry_policy: RetryPolicySpec,
+    /// At most 100 TaskRoles, each named differently, of at most 800 Tasks in all.
     #[serde(default)]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    #[schemars(length(max = MAX_TASK_ROLES))]
     pub task_roles: Vec<TaskRoleSpec>,
 }
 
@@ -68,11 +85,12 @@ pub struct RetryPolicySpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskRoleSpec {
-    /// Joined with `-` into pod names, so letters and digits only.
-    #[schemars(regex(pattern = r"^[a-z0-9]{1,63}$"))]
+    /// Joined with `-` into pod names, so letters and digits only; unique in the Framework.
+    #[schemars(regex(pattern = r"^[a-z0-9]{1,63}$"), length(max = 63))]
     pub name: String,
+    /// At most 800, and at most 800 over all TaskRoles: the status holds every Task.
     #[serde(default)]
-    #[schemars(range(min = 0, max = 10000))]
+    #[schemars(range(min = 0, max = MAX_TASKS))]
     pub task_number: i32,
     #[serde(default)]
     pub framework_attempt_completion_policy: CompletionPolicySpec,

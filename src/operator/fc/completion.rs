@@ -59,15 +59,19 @@ pub const STOP_FRAMEWORK_REQUESTED: Code =
 pub const FRAMEWORK_ATTEMPT_COMPLETION: Code =
     failed(-220, "FrameworkAttemptCompletion", &[Attr::Permanent]);
 pub const DELETE_TASK_REQUESTED: Code = failed(-230, "DeleteTaskRequested", &[Attr::Permanent]);
+/// mlkube's own, in the controller's reserved range: the spec cannot run as it is (TaskRole
+/// names not unique, too many Tasks); see `check`. Never retried.
+pub const FRAMEWORK_SPEC_INVALID: Code = failed(-240, "FrameworkSpecInvalid", &[Attr::Permanent]);
 pub const POD_FAILED_WITHOUT_FAILED_CONTAINER: Code =
     failed(-300, "PodFailedWithoutFailedContainer", &[]);
 pub const POD_CREATION_UNKNOWN_ERROR: Code = failed(-310, "PodCreationUnknownError", &[]);
 
 /// The codes that end an attempt on purpose: never retried.
-pub const NEVER_RETRIED: [i32; 3] = [
+pub const NEVER_RETRIED: [i32; 4] = [
     STOP_FRAMEWORK_REQUESTED.code,
     FRAMEWORK_ATTEMPT_COMPLETION.code,
     DELETE_TASK_REQUESTED.code,
+    FRAMEWORK_SPEC_INVALID.code,
 ];
 
 impl Code {
@@ -305,7 +309,7 @@ fn matches(pattern: &Pattern, pod: &PodCompletionStatus) -> bool {
         Pattern::PodReason(reasons) => reasons.iter().any(|r| r.eq_ignore_ascii_case(reason)),
         Pattern::PodReasonPrefix(prefix) => {
             reason.len() > prefix.len()
-                && reason[..prefix.len()].eq_ignore_ascii_case(prefix)
+                && (reason.get(..prefix.len())).is_some_and(|r| r.eq_ignore_ascii_case(prefix))
                 && !reason.contains(char::is_whitespace)
         }
         Pattern::Container {
@@ -458,5 +462,14 @@ mod tests {
         let oom = classify_failed(&failed_pod(None, &[(137, Some("OOMKilled"))]));
         assert_eq!(oom.status.code, -1200);
         assert!(oom.status.has(Attr::Permanent));
+    }
+
+    #[test]
+    fn a_pod_reason_of_any_text_is_classified_without_panicking() {
+        // "OutOf" is 5 bytes; "Out" followed by a 3-byte character cuts inside it.
+        for reason in ["Out\u{20ac}cpu", "\u{20ac}\u{20ac}", "O"] {
+            let c = classify_failed(&failed_pod(Some(reason), &[]));
+            assert_eq!(c.status.code, -300, "{reason}");
+        }
     }
 }

@@ -14,6 +14,10 @@
 //!   into a conflict and a retry.
 //! - Deletes carry the UID they were decided on as a precondition; a ConfigMap is deleted in
 //!   the foreground, so it outlives its pods.
+//! - No Framework stalls the others: one whose spec cannot run (`check`) fails by its own
+//!   decisions, with one Warning event written after the status that fails it; a status
+//!   write the API server refuses for its size is reported once per version of the Framework
+//!   (`StatusTooLarge`) and tried again every minute, not every 2 s.
 //!
 //! # Caveats
 //! - The CRD is looked up at start (see `runtime::installed`); a CRD deleted while the
@@ -259,10 +263,46 @@ where
     (store, stream)
 }
 
-fn error_policy(_: Arc<Framework>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+fn error_policy(framework: Arc<Framework>, error: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     tracing::warn!(error = %OneLine(error), "reconcile failed");
     ctx.metrics.error("reconcile");
+    if let ReconcileError::WriteStatus { source, .. } = error
+        && too_large(source)
+    {
+        // Nothing but a smaller status helps: said once per version of the Framework, and
+        // tried again slowly.
+        let occurrence = framework.resource_version().unwrap_or_default();
+        ctx.events.publish_state(
+            framework.as_ref(),
+            EventType::Warning,
+            "StatusTooLarge".into(),
+            status_too_large(&framework, source),
+            "Sync",
+            &occurrence,
+        );
+        return Requeue::requeue(Duration::from_secs(60));
+    }
     Requeue::requeue(Duration::from_secs(2))
+}
+
+/// Whether the API server refused a write for its size: its own limit (413) or etcd's.
+fn too_large(error: &kube::Error) -> bool {
+    let kube::Error::Api(status) = error else {
+        return false;
+    };
+    status.code == 413 || status.message.contains("request is too large")
+}
+
+/// The note of a status write refused for its size.
+fn status_too_large(framework: &Framework, error: &kube::Error) -> String {
+    let tasks: usize = (framework.status.iter())
+        .flat_map(|s| &s.attempt_status.task_role_statuses)
+        .map(|r| r.task_statuses.len())
+        .sum();
+    format!(
+        "the status of its {tasks} Tasks is too large to write ({}); hint: the Tasks' completion statuses repeat their containers' termination messages, so keep those short, or split the Framework into smaller ones",
+        OneLine(error)
+    )
 }
 
 /// A random version-4 UUID.
@@ -315,6 +355,17 @@ async fn reconcile(
         );
     }
     let stored = write_status(&ctx, &framework, &plan.status).await?;
+    if let Some(refusal) = &plan.refused {
+        // Once: the decision that acts on a refusal moves the Framework on.
+        tracing::warn!(framework = %format!("{namespace}/{}", framework.name_any()), reason = refusal.reason(), "spec refused");
+        ctx.events.publish(
+            framework.as_ref(),
+            EventType::Warning,
+            refusal.reason().into(),
+            refusal.message(),
+            "Sync",
+        );
+    }
     carry_out_all(&ctx, stored, plan.status, cm.as_deref(), plan.actions).await?;
     ctx.metrics.reconciled(started.elapsed());
     Ok(match plan.wake_after {
@@ -546,13 +597,23 @@ async fn create_pod(
     let Some(cm) = cm.filter(|cm| cm.uid() == status.attempt_status.config_map_uid) else {
         return Ok(None);
     };
-    let pod = objects::pod(framework, status, cm, &role, index).map_err(|source| {
-        ReconcileError::Build {
-            role: role.clone(),
-            index,
-            source,
+    let pod = match objects::pod(framework, status, cm, &role, index) {
+        Ok(pod) => pod,
+        // Checked before the attempt started; a template that still cannot be read is the
+        // Task's, for good.
+        Err(error @ objects::BuildError::Template { .. }) => {
+            let message = OneLine(&error).to_string();
+            let code = cc::POD_CREATION_PERMANENT_ERROR;
+            return Ok(Some(refused(ctx, framework, role, index, code, &message)));
         }
-    })?;
+        Err(source) => {
+            return Err(ReconcileError::Build {
+                role,
+                index,
+                source,
+            });
+        }
+    };
     let namespace = framework.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let source = match create_once(&api, &pod).await {
@@ -612,6 +673,18 @@ mod tests {
     use crate::operator::fc::api::FrameworkSpec;
     use crate::operator::fc::completion as cc;
     use crate::operator::fc::sync::new_status;
+
+    #[test]
+    fn a_write_refused_for_its_size_is_told_from_the_rest() {
+        let refused = |code: u16, message: &str| {
+            let status = kube::core::Status::failure(message, "").with_code(code);
+            too_large(&kube::Error::Api(Box::new(status)))
+        };
+        assert!(refused(413, "Request entity too large: limit is 3145728"));
+        assert!(refused(500, "etcdserver: request is too large"));
+        assert!(!refused(500, "etcdserver: request timed out"));
+        assert!(!refused(409, "the object has been modified"));
+    }
 
     #[test]
     fn job_metrics_count_creation_restarts_and_the_end() {

@@ -4,14 +4,16 @@
 //! it with `MLKUBE_UPDATE_CRDS=1 cargo test --lib operator::fc::crd`.
 //!
 //! Beside FrameworkController's schema it has a status subresource (the operator writes only
-//! the status, never a user's spec) and printer columns.
+//! the status, never a user's spec), printer columns, and the rules FrameworkController lacks:
+//! TaskRole names unique, at most [`api::MAX_TASK_ROLES`] TaskRoles and [`api::MAX_TASKS`]
+//! Tasks in all (the controller checks them again, for a Framework admitted without them).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
 };
 use kube::CustomResourceExt;
 
-use super::api::Framework;
+use super::api::{self, Framework};
 
 /// Where the generated CRD lives in the repository.
 pub const CRD_PATH: &str = "crds/frameworks.frameworkcontroller.microsoft.com.yaml";
@@ -33,16 +35,53 @@ pub fn definition() -> CustomResourceDefinition {
             continue;
         };
         *schema = without_defaults(schema);
-        let rule = serde_json::json!({
-            "rule": "self.metadata.name.matches('^[a-z0-9]{1,63}$')",
-            "message": "the name joins pod names with '-' (<framework>-<taskrole>-<index>), so it is lower-case letters and digits only, at most 63",
-        });
-        schema
-            .x_kubernetes_validations
-            .get_or_insert_with(Vec::new)
-            .push(serde_json::from_value(rule).expect("a well-formed validation rule"));
+        validate(
+            schema,
+            "self.metadata.name.matches('^[a-z0-9]{1,63}$')",
+            "the name joins pod names with '-' (<framework>-<taskrole>-<index>), so it is lower-case letters and digits only, at most 63",
+        );
+        let roles = (schema.properties.as_mut())
+            .and_then(|p| p.get_mut("spec")?.properties.as_mut()?.get_mut("taskRoles"));
+        if let Some(roles) = roles {
+            task_role_rules(roles);
+        }
     }
     crd
+}
+
+/// What the controller checks again (`check`), said at admission: TaskRole names unique (their
+/// pods' names would clash) and the Tasks in all within the bound (the status holds them all).
+fn task_role_rules(roles: &mut JSONSchemaProps) {
+    // Static messages: a messageExpression naming the duplicate or the sum is estimated far
+    // over the API server's cost budget.
+    validate(
+        roles,
+        "self.all(r, self.exists_one(s, s.name == r.name))",
+        "TaskRole names must be unique: pods are named <framework>-<taskrole>-<index>, so two TaskRoles of one name would share pods; give every TaskRole a name of its own",
+    );
+    let max = api::MAX_TASKS;
+    validate(
+        roles,
+        &format!("self.map(r, has(r.taskNumber) ? r.taskNumber : 0).sum() <= {max}"),
+        &format!(
+            "the taskNumbers of all TaskRoles add up to more than {max}, the most Tasks a Framework may have (its status holds every Task and must fit in one object); split the job into Frameworks of at most {max} Tasks"
+        ),
+    );
+}
+
+/// Add the CEL rule `rule` to `schema`, refused with `message`.
+fn validate(schema: &mut JSONSchemaProps, rule: &str, message: &str) {
+    add_rule(
+        schema,
+        serde_json::json!({ "rule": rule, "message": message }),
+    );
+}
+
+fn add_rule(schema: &mut JSONSchemaProps, rule: serde_json::Value) {
+    schema
+        .x_kubernetes_validations
+        .get_or_insert_with(Vec::new)
+        .push(serde_json::from_value(rule).expect("a well-formed validation rule"));
 }
 
 /// The schema without the defaults serde's `default` put there: FrameworkController defaults
@@ -115,7 +154,20 @@ mod tests {
         let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
         let role = &spec["properties"]["taskRoles"]["items"]["properties"];
         assert_eq!(role["name"]["pattern"], "^[a-z0-9]{1,63}$");
-        assert_eq!(role["taskNumber"]["maximum"], 10000.0);
+        assert_eq!(role["taskNumber"]["maximum"], f64::from(api::MAX_TASKS));
+        assert_eq!(role["name"]["maxLength"], 63);
+        let roles = &spec["properties"]["taskRoles"];
+        assert_eq!(roles["maxItems"], api::MAX_TASK_ROLES);
+        let rules: Vec<&str> = (roles["x-kubernetes-validations"].as_array().unwrap().iter())
+            .map(|r| r["rule"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                "self.all(r, self.exists_one(s, s.name == r.name))",
+                "self.map(r, has(r.taskNumber) ? r.taskNumber : 0).sum() <= 800"
+            ]
+        );
         assert!(
             !crd.to_string().contains("\"default\""),
             "nothing is defaulted"

@@ -146,6 +146,14 @@ impl Scenario {
         self
     }
 
+    /// Every TaskRole's pod template.
+    pub fn pod_template(mut self, pod: serde_json::Value) -> Self {
+        for role in &mut self.spec.task_roles {
+            role.task.pod = pod.clone();
+        }
+        self
+    }
+
     /// The workers' `taskNumber` changed to `tasks` after the status was written.
     pub fn rescaled(mut self, tasks: i32) -> Self {
         self.rescaled.push((WORKER.into(), tasks));
@@ -519,6 +527,8 @@ pub struct Outcome {
     pub actions: Vec<Action>,
     pub wake_after: Option<Duration>,
     pub blocked: bool,
+    /// The reason of the refusal the decision reports.
+    pub refused: Option<&'static str>,
 }
 
 /// What a decision comes to for one Task.
@@ -559,6 +569,7 @@ impl Outcome {
             actions: Vec::new(),
             wake_after: None,
             blocked: false,
+            refused: None,
         }
     }
 
@@ -567,6 +578,7 @@ impl Outcome {
             actions: plan.actions.clone(),
             wake_after: plan.wake_after,
             blocked: plan.blocked.is_some(),
+            refused: plan.refused.as_ref().map(|r| r.reason()),
             ..Outcome::of(&plan.status)
         }
     }
@@ -676,6 +688,11 @@ impl Next {
     pub fn blocked(self) -> Self {
         self.then(|o| o.blocked = true)
     }
+
+    /// The decision reports the spec refused, for `reason`.
+    pub fn refused(self, reason: &'static str) -> Self {
+        self.then(move |o| o.refused = Some(reason))
+    }
 }
 
 /// The Tasks.
@@ -736,6 +753,11 @@ impl Next {
     /// Worker `index` is added to the status, a new instance waiting for its pod.
     pub fn added(self, index: i32) -> Self {
         self.then(move |o| o.tasks.push(new_task(WORKER, index)))
+    }
+
+    /// The status lists no Task.
+    pub fn no_tasks(self) -> Self {
+        self.then(|o| o.tasks.clear())
     }
 
     /// Every Task is a new instance of a new attempt, waiting for its pod.

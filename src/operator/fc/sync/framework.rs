@@ -69,9 +69,10 @@ fn complete_attempt(
 }
 
 /// AttemptCreationPending: create the ConfigMap, unless asked not to start (Create), to stop
-/// (Stop), or the Framework is being deleted.
+/// (Stop, or a spec refused, even if Create), or the Framework is being deleted.
 fn create_attempt(step: &mut Step, status: &mut FrameworkStatus) {
-    if step.observed.framework_deleting || step.spec.execution_type == ExecutionType::Create {
+    let create = step.spec.execution_type == ExecutionType::Create;
+    if step.observed.framework_deleting || (create && step.refusal.is_none()) {
         return;
     }
     // A ConfigMap of ours whose UID was never recorded (a create whose answer was lost) is
@@ -92,11 +93,7 @@ fn create_attempt(step: &mut Step, status: &mut FrameworkStatus) {
         }
         return;
     }
-    if step.spec.execution_type == ExecutionType::Stop {
-        let completion = framework_completion(
-            cc::STOP_FRAMEWORK_REQUESTED,
-            "User has requested to stop the Framework",
-        );
+    if let Some(completion) = stop_completion(step) {
         complete_attempt(step, status, true, Some(completion));
         return;
     }
@@ -175,14 +172,27 @@ fn follow_config_map(step: &mut Step, status: &mut FrameworkStatus, cm: &ConfigM
     }
 }
 
-/// Complete the attempt when Stop asks for it or its completion policy calls for it; true
-/// when it did, and the Tasks wait for the next call.
-fn complete_when_asked(step: &Step, status: &mut FrameworkStatus) -> bool {
-    if !status.completing() && step.spec.execution_type == ExecutionType::Stop {
-        let completion = framework_completion(
+/// The completion of an attempt stopped because Stop asks for it or the spec is refused (the
+/// refusal first, and then reported); `None` to go on.
+fn stop_completion(step: &mut Step) -> Option<FrameworkAttemptCompletionStatus> {
+    if let Some(refusal) = step.refusal {
+        step.refused = true;
+        return Some(framework_completion(refusal.code(), &refusal.message()));
+    }
+    (step.spec.execution_type == ExecutionType::Stop).then(|| {
+        framework_completion(
             cc::STOP_FRAMEWORK_REQUESTED,
             "User has requested to stop the Framework",
-        );
+        )
+    })
+}
+
+/// Complete the attempt when Stop asks for it, the spec is refused, or its completion policy
+/// calls for it; true when it did, and the Tasks wait for the next call.
+fn complete_when_asked(step: &mut Step, status: &mut FrameworkStatus) -> bool {
+    if !status.completing()
+        && let Some(completion) = stop_completion(step)
+    {
         complete_attempt(step, status, false, Some(completion));
         return true;
     }
@@ -222,6 +232,16 @@ fn retry_framework(step: &mut Step, status: &mut FrameworkStatus) {
         &completion.status,
         Some(step.observed.conflict_delay_sec),
     );
+    if decision.retry
+        && let Some(refusal) = step.refusal
+    {
+        // The spec cannot run: the Framework ends here, with the last attempt's completion,
+        // reported unless that is the refusal's own.
+        step.refused = completion.status.diagnostics != refusal.message();
+        status.retry_policy_status.retry_delay_sec = None;
+        transition(status, FS::Completed, &step.now);
+        return;
+    }
     if status.retry_policy_status.retry_delay_sec.is_none() {
         if !decision.retry {
             transition(status, FS::Completed, &step.now);
@@ -240,9 +260,9 @@ fn retry_framework(step: &mut Step, status: &mut FrameworkStatus) {
         return;
     }
     let retried = &mut status.retry_policy_status;
-    retried.total_retried_count += 1;
+    retried.total_retried_count = retried.total_retried_count.saturating_add(1);
     if decision.accountable {
-        retried.accountable_retried_count += 1;
+        retried.accountable_retried_count = retried.accountable_retried_count.saturating_add(1);
     }
     retried.retry_delay_sec = None;
     let id = retried.total_retried_count;

@@ -18,6 +18,10 @@
 //! - A Task's pod is created only when no pod of its name is cached; one owned by the current
 //!   ConfigMap but not recorded (a create whose answer was lost) is deleted, never adopted.
 //! - A completion status, once set on an attempt, is never replaced.
+//! - A spec the controller cannot run ([`check::refusal`]: TaskRole names not unique, too
+//!   many Tasks, a pod template of the wrong shape) fails the Framework as Stop would, with the
+//!   refusal's completion and no retry, and the plan says so once ([`Plan::refused`]); nothing
+//!   is created for it, and its status lists no Task it has not listed already.
 //!
 //! Here: what the caches show, the plan and its record, the new statuses and the transitions
 //! with the times they stamp. `framework` moves the Framework's state machine (one attempt,
@@ -43,6 +47,7 @@ use super::api::{
     FrameworkState as FS, FrameworkStatus, RetryPolicyStatus, TaskAttemptStatus, TaskRoleSpec,
     TaskRoleStatus, TaskState as TS, TaskStatus,
 };
+use super::check::{self, Refusal};
 use super::completion::{self as cc};
 use super::objects::{config_map_name, pod_name};
 use framework::sync_framework;
@@ -97,6 +102,9 @@ pub struct Plan {
     pub wake_after: Option<Duration>,
     /// Why the Framework cannot go on (an object of its name that it does not own).
     pub blocked: Option<String>,
+    /// Why the spec cannot run, on the decision that fails the Framework for it (or ends it
+    /// instead of a retry): to be reported once.
+    pub refused: Option<Refusal>,
 }
 
 /// The result of a carried-out action, for [`record`].
@@ -135,6 +143,10 @@ struct Step<'a, 'o> {
     actions: Vec<Action>,
     wake_after: Option<Duration>,
     blocked: Option<String>,
+    /// Why the spec cannot run, if it cannot.
+    refusal: Option<&'a Refusal>,
+    /// This decision acted on `refusal`.
+    refused: bool,
 }
 
 impl Step<'_, '_> {
@@ -158,12 +170,22 @@ impl Step<'_, '_> {
 pub fn decide(framework: &Framework, observed: &Observed) -> Plan {
     let now = Time(observed.now);
     let name = framework.name_any();
+    let completed = (framework.status.as_ref()).is_some_and(|s| s.state == FS::Completed);
+    let refusal = (!completed)
+        .then(|| check::refusal(&framework.spec))
+        .flatten();
     let Some(status) = framework.status.clone() else {
+        // A refused spec's Tasks never run, and may be too many to write, or to hold.
+        let spec = match refusal {
+            Some(_) => &FrameworkSpec::default(),
+            None => &framework.spec,
+        };
         return Plan {
-            status: new_status(&framework.spec, &name, now, observed.new_uid),
+            status: new_status(spec, &name, now, observed.new_uid),
             actions: Vec::new(),
             wake_after: None,
             blocked: None,
+            refused: None,
         };
     };
     let mut status = status;
@@ -176,16 +198,20 @@ pub fn decide(framework: &Framework, observed: &Observed) -> Plan {
         actions: Vec::new(),
         wake_after: None,
         blocked: None,
+        refusal: refusal.as_ref(),
+        refused: false,
     };
-    // A rescale is written before it acts.
-    if !scale(&mut step, &mut status) {
+    // A rescale is written before it acts; a spec refused is not scaled to.
+    if refusal.is_some() || !scale(&mut step, &mut status) {
         sync_framework(&mut step, &mut status);
     }
+    let refused = step.refused.then(|| refusal.clone()).flatten();
     Plan {
         status,
         actions: step.actions,
         wake_after: step.wake_after,
         blocked: step.blocked,
+        refused,
     }
 }
 

@@ -220,7 +220,10 @@ fn force_delete_after_timeout(
         return;
     };
     let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
-    let started = deletion.0 - k8s_openapi::jiff::SignedDuration::from_secs(grace);
+    // A grace period past jiff's range (the pod's to choose) started at its earliest.
+    let started = (deletion.0)
+        .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(grace))
+        .unwrap_or(k8s_openapi::jiff::Timestamp::MIN);
     let timeout = Duration::from_secs(u64::try_from(timeout).unwrap_or(0));
     if step.timed_out(&Time(started), timeout) {
         step.actions.push(Action::DeletePod {
@@ -254,9 +257,9 @@ fn retry_task(step: &mut Step, spec: Option<&TaskRoleSpec>, task: &mut TaskStatu
         return;
     }
     let retried = &mut task.retry_policy_status;
-    retried.total_retried_count += 1;
+    retried.total_retried_count = retried.total_retried_count.saturating_add(1);
     if decision.accountable {
-        retried.accountable_retried_count += 1;
+        retried.accountable_retried_count = retried.accountable_retried_count.saturating_add(1);
     }
     retried.retry_delay_sec = None;
     let role = spec.map(|s| s.name.as_str()).unwrap_or_default();

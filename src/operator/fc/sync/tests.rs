@@ -3,6 +3,7 @@
 
 mod framework;
 mod policies;
+mod refused;
 mod task;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -232,4 +233,39 @@ fn a_retry_starts_a_new_attempt_with_new_tasks() {
         (task.instance_uid.as_str(), task.attempt_status.id),
         ("new", 0)
     );
+}
+
+#[test]
+fn a_refused_framework_ends_in_three_writes_without_an_object_and_says_so_once() {
+    let mut f = framework(1, "Start");
+    let second = f.spec.task_roles[0].clone();
+    f.spec.task_roles.push(second);
+    // Too many to list, or to hold in memory: never built.
+    f.spec.task_roles[0].task_number = i32::MAX;
+    f.spec.retry_policy.max_retry_count = -2;
+    f.status = None;
+    let mut states = Vec::new();
+    let mut refused = Vec::new();
+    for _ in 0..4 {
+        let plan = decide_with(&f, None, &[]);
+        assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+        refused.extend(plan.refused.clone());
+        states.push(plan.status.state);
+        f.status = Some(plan.status);
+    }
+    assert_eq!(
+        states,
+        [
+            FS::AttemptCreationPending,
+            FS::AttemptCompleted,
+            FS::Completed,
+            FS::Completed
+        ]
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    let status = f.status.unwrap();
+    assert!(status.attempt_status.task_role_statuses.is_empty());
+    let completion = status.attempt_status.completion_status.unwrap().status;
+    assert_eq!(completion.code, cc::FRAMEWORK_SPEC_INVALID.code);
+    assert_eq!(completion.diagnostics, refused[0].message());
 }

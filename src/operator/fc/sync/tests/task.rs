@@ -313,6 +313,20 @@ fn a_pod_deleting_past_its_graceful_deletion_timeout_is_forced() {
             deleting().at(60),
             (next().task(0, TS::AttemptCompleted)).act(force_delete_pod(0)),
         ),
+        row(
+            "AttemptDeleting -> AttemptCompleted: a grace period past any date never panics; forced",
+            {
+                let mut endless = pod(0).running().deleting();
+                endless.pod.metadata.deletion_grace_period_seconds = Some(i64::MAX);
+                (framework(1).graceful_deletion_timeout(60))
+                    .state(FS::AttemptRunning)
+                    .config_map()
+                    .task(0, TS::AttemptDeleting)
+                    .task_completion(0, cc::POD_EXTERNAL_DELETED)
+                    .pod(endless)
+            },
+            (next().task(0, TS::AttemptCompleted)).act(force_delete_pod(0)),
+        ),
         recorded(
             "AttemptCompleted: the forced delete answered changes nothing",
             deleting().task(0, TS::AttemptCompleted),
