@@ -61,7 +61,7 @@ local keepAliveSeconds = 2;
     replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods, spread over the nodes (two or more keep the routes served through a node drain).' },
     maxUnavailable: { type: 'integer', minimum: 1, default: 1, description: "PodDisruptionBudget: at most this many Traefik pods evicted at once (kubectl drain waits for the replacements to be Ready)." },
     logLevel: { type: 'string', enum: ['DEBUG', 'INFO', 'WARN', 'ERROR'], default: 'INFO', description: "Traefik's log level: DEBUG, INFO, WARN or ERROR." },
-  } + u.resourceParams('50m', '64Mi'),
+  } + u.resourceParams('50m', '64Mi', '256Mi'),
 
   render(params, env):: (
     local name = params.name;

@@ -51,7 +51,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     pytorchInitImage: { type: 'image', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
     mpiKubectlDeliveryImage: { type: 'image', default: operatorKubectlDeliveryImage, description: "Image of the kubectl-delivery init container that puts kubectl into MPIJob launchers (--mpi-kubectl-delivery-image); a mirror's where the nodes cannot pull the default." },
     minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
-  } + u.resourceParams('100m', '128Mi'),
+  } + u.resourceParams('100m', '128Mi', '512Mi'),
 
   render(params, env):: (
     local scope = u.oneOf(component, params, 'deploymentScope', ['cluster', 'namespace']);

@@ -110,10 +110,10 @@
   paramsLine(params):: 'Params: ' + std.join(', ', std.objectFields(params)) + '.',
 
   // The params every component shares for the main container's resources.
-  resourceParams(cpu, memory):: {
+  resourceParams(cpu, memory, memoryLimit=null):: {
     cpuRequest: { type: 'quantity', default: cpu, description: 'CPU request of the main container.' },
     memoryRequest: { type: 'quantity', default: memory, description: 'Memory request of the main container.' },
     cpuLimit: { type: 'quantity', default: null, description: 'CPU limit of every container; null sets none.' },
-    memoryLimit: { type: 'quantity', default: null, description: 'Memory limit of every container; null sets none.' },
+    memoryLimit: { type: 'quantity', default: memoryLimit, description: 'Memory limit of every container; null sets none.' },
   },
 }

@@ -42,7 +42,7 @@ local healthPort = 8081;
     installCrd: { type: 'boolean', default: true, description: 'Render the volumemanagers.kvc.kubeflow.org CRD.' },
     installStorageClass: { type: 'boolean', default: true, description: 'Render the no-provisioner StorageClass.' },
     storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' as KVC's chart named it)." },
-  } + u.resourceParams('50m', '64Mi'),
+  } + u.resourceParams('50m', '64Mi', '256Mi'),
 
   render(params, env):: (
     local name = params.name;
