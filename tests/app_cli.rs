@@ -571,6 +571,7 @@ fn listings_print_json_for_scripts() {
             "object-store",
             "paddle-job",
             "paddle-job-sweep",
+            "profile",
             "pytorch-job",
             "pytorch-job-sweep",
             "serving",
@@ -676,7 +677,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         fails(&app, &["component", "add", "servin", "resnet"]),
         "mlkube: error: unknown prototype `servin`; the library has: framework, framework-sweep, \
          gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
-         pytorch-job, \
+         profile, pytorch-job, \
          pytorch-job-sweep, serving, tf-job, tf-job-sweep, training-operator, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
     );
@@ -1528,7 +1529,7 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
                     `servin`, which the library does not have; it has: framework, \
                     framework-sweep, gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
-                    paddle-job-sweep, pytorch-job, pytorch-job-sweep, serving, tf-job, tf-job-sweep, \
+                    paddle-job-sweep, profile, pytorch-job, pytorch-job-sweep, serving, tf-job, tf-job-sweep, \
                     training-operator, volume-controller, xgboost-job, \
                     xgboost-job-sweep\nhint: fix \
                     `prototype:` of `mnist` in app.yaml, or remove its entry to render \

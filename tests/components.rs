@@ -11,8 +11,9 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 22] = [
+const PROTOTYPES: [&str; 23] = [
     "training-operator",
+    "profile",
     "notebook-hub",
     "object-store",
     "serving",
@@ -379,6 +380,53 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
 fn volume_controller_with_default_params() {
     let objects = render("volume-controller", "volume-controller", &json!({})).unwrap();
     insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn profile_with_default_params() {
+    let objects = render("profile", "alice", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
+}
+
+#[test]
+fn a_profile_says_which_param_is_wrong() {
+    for (overrides, says) in [
+        (
+            json!({ "owner": "" }),
+            "param owner: must name who the profile is for",
+        ),
+        (
+            json!({ "ownerKind": "ServiceAccount", "owner": "alice" }),
+            "param owner: a ServiceAccount owner is namespace:name",
+        ),
+        (
+            json!({ "allowedServiceAccounts": ["default"] }),
+            "param allowedServiceAccounts: must hold serviceAccount \"default-editor\"",
+        ),
+        (
+            json!({ "allowedServiceAccounts": ["a,b", "default-editor"] }),
+            "names must be non-empty and without commas",
+        ),
+    ] {
+        let error = render("profile", "alice", &overrides).unwrap_err();
+        assert!(error.contains(says), "{overrides}: {error}");
+    }
+    let quota = render(
+        "profile",
+        "alice",
+        &json!({ "cpuQuota": "4", "podQuota": 20 }),
+    )
+    .unwrap();
+    let quota = quota
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "ResourceQuota")
+        .expect("a ResourceQuota");
+    assert_eq!(
+        quota["spec"]["hard"],
+        json!({ "requests.cpu": "4", "pods": 20 })
+    );
 }
 
 #[test]

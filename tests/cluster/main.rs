@@ -31,5 +31,6 @@ mod smoke;
 mod status;
 mod support;
 mod sweeps;
+mod tenancy;
 mod volume_bounds;
 mod volumes;

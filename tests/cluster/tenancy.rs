@@ -1,0 +1,260 @@
+//! Tenancy (issue 46): the `profile` component gives a user a namespace of their own, and its
+//! admission rule (a ValidatingAdmissionPolicy, checked by the API server itself) lets
+//! workloads there run only as the ServiceAccounts the profile allows. Tried as an attacker
+//! would: the profile's own token (from the TokenRequest API, as its notebooks hold it) asks
+//! for a job, a Framework and a workload that run as a more powerful ServiceAccount of the
+//! namespace, and is refused with a message naming the account and the allowed ones; even
+//! cluster-admin cannot start a pod as one. What the profile's token may do is a table here.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use kube::{Api, Client};
+use mlkube::operator::fc::api::Framework;
+use mlkube::operator::training::frameworks::tensorflow::TFJob;
+use serde_json::{Value, json};
+
+use crate::operator::install_crd;
+use crate::operator_identity::{Permission, permissions, token_kubeconfig};
+use crate::support::{
+    TestNamespace, clean_up, client_from, empty_app, eventually, lock_shared_cluster_objects,
+    mlkube, mlkube_ok,
+};
+
+/// A ServiceAccount of the profile's namespace that the profile does not allow (one an
+/// administrator made for something else, with more rights).
+const INTRUDER: &str = "intruder";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Create `object` as `client` in `namespace`; the API server's refusal, if it refused.
+async fn refusal(client: &Client, namespace: &str, object: Value) -> Option<kube::core::Status> {
+    refused(client, namespace, object, &PostParams::default()).await
+}
+
+/// [`refusal`], with `params`.
+async fn refused(
+    client: &Client,
+    namespace: &str,
+    object: Value,
+    params: &PostParams,
+) -> Option<kube::core::Status> {
+    let object: DynamicObject = serde_json::from_value(object).expect("a valid object");
+    let types = object.types.clone().expect("apiVersion and kind");
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &types.api_version));
+    let resource = ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: types.api_version.clone(),
+        kind: types.kind.clone(),
+        plural: format!("{}s", types.kind.to_lowercase()),
+    };
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    match api.create(params, &object).await {
+        Ok(_) => None,
+        Err(kube::Error::Api(status)) => Some(*status),
+        Err(e) => panic!("creating a {}: {e}", types.kind),
+    }
+}
+
+fn tfjob(name: &str, account: &str) -> Value {
+    json!({ "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
+        "spec": { "tfReplicaSpecs": { "Worker": { "replicas": 1, "template": { "spec": {
+            "serviceAccountName": account,
+            "containers": [{ "name": "tensorflow", "image": "mlkube/mlkube:test" }] } } } } } })
+}
+
+fn framework(account: &str) -> Value {
+    json!({ "apiVersion": "frameworkcontroller.microsoft.com/v1", "kind": "Framework",
+        "metadata": { "name": "fc" },
+        "spec": { "executionType": "Start", "taskRoles": [{ "name": "worker", "taskNumber": 1,
+            "task": { "pod": { "spec": { "serviceAccountName": account, "restartPolicy": "Never",
+                "containers": [{ "name": "w", "image": "mlkube/mlkube:test" }] } } } }] } })
+}
+
+/// A Deployment and a Pod that name the account with the older `serviceAccount` field.
+fn workloads(account: &str) -> [Value; 2] {
+    let spec = json!({ "serviceAccount": account,
+        "containers": [{ "name": "c", "image": "mlkube/mlkube:test" }] });
+    [
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "d" },
+            "spec": { "selector": { "matchLabels": { "app": "d" } },
+                "template": { "metadata": { "labels": { "app": "d" } }, "spec": spec } } }),
+        json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p" }, "spec": spec }),
+    ]
+}
+
+#[tokio::test]
+async fn a_profiles_workloads_run_only_as_the_service_accounts_it_allows() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("tenancy").await;
+    install_crd(&ns.client).await;
+    let profile = format!("{}-alice", ns.name);
+    let (_dir, app) = empty_app(&ns);
+    let namespace_param = format!("namespace={profile}");
+    mlkube_ok(
+        &app,
+        &[
+            "component",
+            "add",
+            "profile",
+            "alice",
+            "--param",
+            "owner=alice",
+            "--param",
+            &namespace_param,
+        ],
+    );
+    mlkube_ok(&app, &["apply", "local"]);
+    let _gone = Deleted {
+        app: app.clone(),
+        namespace: profile.clone(),
+    };
+
+    let account: ServiceAccount =
+        serde_json::from_value(json!({ "metadata": { "name": INTRUDER } }))
+            .expect("a valid ServiceAccount");
+    Api::<ServiceAccount>::namespaced(ns.client.clone(), &profile)
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("creating the other ServiceAccount");
+    let editor = client_from(&token_kubeconfig(&ns.client, &profile, "default-editor").await).await;
+
+    // A policy just created is enforced a moment later, once the API server has compiled it.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    eventually("the admission policy to be enforced", TIMEOUT, || async {
+        refused(&editor, &profile, tfjob("t", INTRUDER), &dry_run).await
+    })
+    .await;
+    let says = format!(
+        "serviceAccountName {INTRUDER} is not one that workloads in namespace {profile} may run as; use one of default, default-editor, *-launcher"
+    );
+    let [deployment, pod] = workloads(INTRUDER);
+    for (what, client, object) in [
+        ("a TFJob", &editor, tfjob("t", INTRUDER)),
+        ("a Framework", &editor, framework(INTRUDER)),
+        ("a Deployment, as cluster-admin", &ns.client, deployment),
+        ("a Pod, as cluster-admin", &ns.client, pod),
+    ] {
+        let status = refusal(client, &profile, object)
+            .await
+            .unwrap_or_else(|| panic!("{what} running as {INTRUDER} was admitted"));
+        assert_eq!(status.code, 403, "{what}: {status:?}");
+        assert!(status.message.contains(&says), "{what}: {}", status.message);
+    }
+    assert_eq!(
+        refusal(&editor, &profile, tfjob("mine", "default-editor")).await,
+        None,
+        "a TFJob as the profile's own ServiceAccount is admitted"
+    );
+    let tfjobs = Api::<TFJob>::namespaced(editor.clone(), &profile);
+    assert!(tfjobs.get("mine").await.is_ok());
+    assert!(
+        Api::<Framework>::namespaced(editor.clone(), &profile)
+            .get("fc")
+            .await
+            .is_err()
+    );
+    // Refused by RBAC before admission: the profile's token reads no Secret, starts no pod.
+    let secrets = Api::<Secret>::namespaced(editor.clone(), &profile);
+    assert!(
+        matches!(secrets.list(&Default::default()).await, Err(kube::Error::Api(s)) if s.code == 403)
+    );
+    let pod = serde_json::from_value::<Pod>(workloads("default-editor")[1].clone()).unwrap();
+    let pods = Api::<Pod>::namespaced(editor.clone(), &profile);
+    assert!(
+        matches!(pods.create(&PostParams::default(), &pod).await, Err(kube::Error::Api(s)) if s.code == 403)
+    );
+
+    assert_may_do_exactly(&editor, &ns.client, &profile).await;
+}
+
+/// The profile's token may do exactly the table's calls in its namespace (beyond what every
+/// authenticated identity may), and nothing in the app's own namespace.
+async fn assert_may_do_exactly(editor: &Client, admin: &Client, profile: &str) {
+    let nobody = client_from(&token_kubeconfig(admin, profile, "default").await).await;
+    let everyone = permissions(&nobody, profile).await;
+    let granted: BTreeSet<Permission> = permissions(editor, profile)
+        .await
+        .difference(&everyone)
+        .cloned()
+        .collect();
+    let edit = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let read = ["get", "list", "watch"];
+    let jobs = [
+        "tfjobs",
+        "pytorchjobs",
+        "mxjobs",
+        "xgboostjobs",
+        "mpijobs",
+        "paddlejobs",
+        "jaxjobs",
+    ];
+    let mut table: Vec<(&str, &str, &[&str])> = jobs
+        .iter()
+        .map(|j| ("kubeflow.org", *j, &edit[..]))
+        .collect();
+    table.extend([
+        ("frameworkcontroller.microsoft.com", "frameworks", &edit[..]),
+        ("kvc.kubeflow.org", "volumemanagers", &edit[..]),
+        ("", "pods", &["get", "list", "watch", "delete"][..]),
+        ("", "pods/log", &read[..]),
+        ("", "services", &read[..]),
+        ("", "events", &read[..]),
+        ("", "persistentvolumeclaims", &edit[..]),
+    ]);
+    let expected: BTreeSet<Permission> = table
+        .into_iter()
+        .flat_map(|(group, resource, verbs)| {
+            verbs.iter().map(move |verb| Permission {
+                group: group.to_owned(),
+                resource: resource.to_owned(),
+                verb: (*verb).to_owned(),
+                name: None,
+            })
+        })
+        .collect();
+    let list = |set: Vec<&Permission>| set.iter().map(|p| format!("\n  {p}")).collect::<String>();
+    assert!(
+        granted == expected,
+        "the profile's token may do more:{}\nor less:{}",
+        list(granted.difference(&expected).collect()),
+        list(expected.difference(&granted).collect())
+    );
+}
+
+/// Deletes the app's `local` environment when dropped, then the profile's namespace, which
+/// `delete` keeps (namespaces are never an environment's members: they hold the user's data).
+struct Deleted {
+    app: std::path::PathBuf,
+    namespace: String,
+}
+
+impl Drop for Deleted {
+    fn drop(&mut self) {
+        let output = mlkube(&self.app, &["delete", "local", "--yes"]);
+        if !output.status.success() {
+            eprintln!(
+                "warning: could not delete the profile: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let name = self.namespace.clone();
+        clean_up(&format!("namespace {name}"), |client| async move {
+            Api::<Namespace>::all(client)
+                .delete(&name, &DeleteParams::background())
+                .await
+                .map(|_| ())
+        });
+    }
+}
