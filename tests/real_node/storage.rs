@@ -79,7 +79,7 @@ fn shell_pod(name: &str, image: &str, claim: &str, script: &str) -> Value {
             "containers": [{
                 "name": "sh",
                 "image": image,
-                "imagePullPolicy": "Never",
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-ec", script],
                 "volumeMounts": [{ "name": "data", "mountPath": "/data" }],
             }],
@@ -242,7 +242,7 @@ fn s3_client_pod_with(name: &str, script: &str, secret: &str) -> Value {
             "containers": [{
                 "name": "client",
                 "image": STORE_IMAGE,
-                "imagePullPolicy": "Never",
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["python3", "-c", script],
                 "envFrom": [
                     { "configMapRef": { "name": format!("{STORE}-endpoint") } },

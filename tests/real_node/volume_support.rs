@@ -270,7 +270,7 @@ pub async fn with_store(client: &Client, name: &str, prefix: &str, script: &str)
             "restartPolicy": "Never",
             "automountServiceAccountToken": false,
             "containers": [{
-                "name": "upload", "image": STORE_IMAGE, "imagePullPolicy": "Never",
+                "name": "upload", "image": STORE_IMAGE, "imagePullPolicy": "IfNotPresent",
                 "command": ["python3", "-c", script],
                 "env": [{ "name": "PREFIX", "value": prefix }],
                 "envFrom": [
