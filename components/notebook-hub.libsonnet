@@ -20,7 +20,12 @@ local uid = 1000;
     through the hub's REST API) and settings.json from the params, a per-user
     PersistentVolumeClaim at notebookPvcMount (created by KubeSpawner), RBAC for the hub (pods,
     claims, events in its namespace) and a ServiceAccount and Role for notebooks (TFJobs and a
-    read-only view of pods, logs, services and events). Hub state sits in an emptyDir (the hub
+    read-only view of pods, logs, services and events). With userNamespaces, each user's
+    notebook runs in their profile's namespace instead (see the profile component), as its
+    ServiceAccount, apart from the platform's: the hub gets a ClusterRole
+    `<namespace>-<name>-spawner` with the same rules, which each profile binds in its own
+    namespace, and no notebook ServiceAccount or Role is rendered; a user without a profile
+    cannot start a notebook. Hub state sits in an emptyDir (the hub
     stops users' servers as it shuts down), or in a volume of hubDbStorage (servers outlive it).
     Containers run as uid 1000 with read-only root filesystems.
     Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
@@ -50,6 +55,9 @@ local uid = 1000;
     disks: { type: 'array', items: { type: 'string' }, default: [], description: 'Existing PersistentVolumeClaims mounted into every notebook at /mnt/<claim>.' },
     notebookUid: { type: 'integer', minimum: 0, default: 1000, description: 'User id notebooks run as.' },
     notebookGid: { type: 'integer', minimum: 0, default: 100, description: 'Group id owning notebook volumes (fsGroup).' },
+    userNamespaces: { type: 'boolean', default: false, description: "Spawn each user's notebook in their profile's namespace (userNamespaceTemplate), as profileServiceAccount, instead of in the hub's; each profile lets the hub in with its notebookHub param." },
+    userNamespaceTemplate: { type: 'string', default: '{username}', description: "With userNamespaces, the namespace of a user's notebook, KubeSpawner's template ({username} is the user's escaped name): the profile component of that name makes it." },
+    profileServiceAccount: { type: 'string', default: 'default-editor', description: "With userNamespaces, the ServiceAccount notebooks run as: the profile's, which its admission rule allows." },
     hubDbStorage: { type: 'quantity', default: null, description: "Size of a volume for the hub's database, whose users' servers then outlive a hub restart; null keeps it in an emptyDir, and the hub stops every server as it shuts down." },
   } + u.resourceParams('200m', '512Mi'),
 
@@ -75,7 +83,8 @@ local uid = 1000;
       authenticator: authenticator,
       authHeader: params.authHeader,
       defaultUrl: params.defaultUrl,
-      notebookServiceAccount: notebookAccount,
+      notebookServiceAccount: if params.userNamespaces then params.profileServiceAccount else notebookAccount,
+      userNamespaceTemplate: if params.userNamespaces then params.userNamespaceTemplate else null,
       notebookLabels: {
         'app.kubernetes.io/name': 'notebook',
         'app.kubernetes.io/instance': name,
@@ -101,6 +110,11 @@ local uid = 1000;
     };
     local sidecarResources = u.resources(params { cpuRequest: '50m', memoryRequest: '64Mi' });
     local stateVolume = { name: 'state', emptyDir: {} };
+    // What KubeSpawner does where it spawns: its pods and claims, and the events it reports.
+    local spawnerRules = [
+      { apiGroups: [''], resources: ['pods', 'persistentvolumeclaims'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+      { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch'] },
+    ];
 
     [
       {
@@ -108,43 +122,53 @@ local uid = 1000;
         kind: 'ServiceAccount',
         metadata: meta(name),
       },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'Role',
-        metadata: meta(name),
-        rules: [
-          { apiGroups: [''], resources: ['pods', 'persistentvolumeclaims'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
-          { apiGroups: [''], resources: ['events'], verbs: ['get', 'list', 'watch'] },
-        ],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: meta(name),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: name },
-        subjects: [{ kind: 'ServiceAccount', name: name, namespace: env.namespace }],
-      },
-      {
-        apiVersion: 'v1',
-        kind: 'ServiceAccount',
-        metadata: meta(notebookAccount),
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'Role',
-        metadata: meta(notebookAccount),
-        rules: [
-          { apiGroups: ['kubeflow.org'], resources: ['tfjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
-          { apiGroups: [''], resources: ['pods', 'pods/log', 'services', 'events'], verbs: ['get', 'list', 'watch'] },
-        ],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'RoleBinding',
-        metadata: meta(notebookAccount),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: notebookAccount },
-        subjects: [{ kind: 'ServiceAccount', name: notebookAccount, namespace: env.namespace }],
-      },
+    ]
+    + (if params.userNamespaces then [
+         {
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'ClusterRole',
+           metadata: meta(u.clusterName(env, name + '-spawner')),
+           // Bound by each profile in its own namespace (its notebookHub param), never
+           // cluster-wide: the hub spawns only where a profile let it in.
+           rules: spawnerRules,
+         },
+       ] else [
+         {
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'Role',
+           metadata: meta(name),
+           rules: spawnerRules,
+         },
+         {
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'RoleBinding',
+           metadata: meta(name),
+           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: name },
+           subjects: [{ kind: 'ServiceAccount', name: name, namespace: env.namespace }],
+         },
+         {
+           apiVersion: 'v1',
+           kind: 'ServiceAccount',
+           metadata: meta(notebookAccount),
+         },
+         {
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'Role',
+           metadata: meta(notebookAccount),
+           rules: [
+             { apiGroups: ['kubeflow.org'], resources: ['tfjobs'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+             { apiGroups: [''], resources: ['pods', 'pods/log', 'services', 'events'], verbs: ['get', 'list', 'watch'] },
+           ],
+         },
+         {
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'RoleBinding',
+           metadata: meta(notebookAccount),
+           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: notebookAccount },
+           subjects: [{ kind: 'ServiceAccount', name: notebookAccount, namespace: env.namespace }],
+         },
+       ])
+    + [
       {
         apiVersion: 'v1',
         kind: 'ConfigMap',

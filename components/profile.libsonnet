@@ -104,7 +104,8 @@ local binding = {
     (ownerKind User, Group or ServiceAccount) and that ServiceAccount: the training jobs of
     every framework, Frameworks, VolumeManagers, pods (read and delete, their logs), services,
     events and persistentvolumeclaims, never Secrets, Roles or ServiceAccounts; a ResourceQuota
-    when a quota param is set; and the cluster's ValidatingAdmissionPolicy and its binding
+    when a quota param is set; with notebookHub, a RoleBinding that lets that notebook hub
+    (userNamespaces) spawn the owner's notebooks here; and the cluster's ValidatingAdmissionPolicy and its binding
     (installPolicy) that refuse, in every profile's namespace, a pod, workload, Kubeflow job or
     Framework whose pods would run as a ServiceAccount not in allowedServiceAccounts (written as
     the namespace annotation mlkube.io/workload-service-accounts; `*-launcher` allows the
@@ -127,6 +128,7 @@ local binding = {
     memoryQuota: { type: 'quantity', default: null, description: 'Total memory requests of the namespace; null: no limit.' },
     gpuQuota: { type: 'integer', minimum: 0, default: null, description: 'Total nvidia.com/gpu requests of the namespace; null: no limit.' },
     podQuota: { type: 'integer', minimum: 0, default: null, description: 'Most pods in the namespace; null: no limit.' },
+    notebookHub: { type: 'string', default: null, description: 'namespace/name of a notebook hub (with userNamespaces) that spawns the profile owner\'s notebooks here; null: none.' },
     installPolicy: { type: 'boolean', default: true, description: 'Render the ValidatingAdmissionPolicy and its binding (shared by every profile).' },
   },
 
@@ -195,6 +197,18 @@ local binding = {
         subjects: [owner, { kind: 'ServiceAccount', name: params.serviceAccount, namespace: namespace }],
       },
     ]
+    + (if params.notebookHub == null then [] else
+         local hub = std.split(params.notebookHub, '/');
+         if std.length(hub) != 2 || hub[0] == '' || hub[1] == '' then
+           u.fail(component, 'notebookHub', 'is namespace/name of the notebook hub, got %s' % std.manifestJson(params.notebookHub))
+         else [{
+           apiVersion: 'rbac.authorization.k8s.io/v1',
+           kind: 'RoleBinding',
+           metadata: meta(hub[1] + '-spawner'),
+           // The hub component's ClusterRole, named as its clusterName makes it.
+           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: '%s-%s-spawner' % hub },
+           subjects: [{ kind: 'ServiceAccount', name: hub[1], namespace: hub[0] }],
+         }])
     + (if quota == {} then [] else [{
          apiVersion: 'v1',
          kind: 'ResourceQuota',

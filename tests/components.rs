@@ -411,6 +411,11 @@ fn a_profile_says_which_param_is_wrong() {
         let error = render("profile", "alice", &overrides).unwrap_err();
         assert!(error.contains(says), "{overrides}: {error}");
     }
+    let error = render("profile", "alice", &json!({ "notebookHub": "hub" })).unwrap_err();
+    assert!(
+        error.contains("param notebookHub: is namespace/name"),
+        "{error}"
+    );
     let quota = render(
         "profile",
         "alice",
@@ -427,6 +432,54 @@ fn a_profile_says_which_param_is_wrong() {
         quota["spec"]["hard"],
         json!({ "requests.cpu": "4", "pods": 20 })
     );
+}
+
+/// With userNamespaces the hub spawns only where a profile binds its ClusterRole, and no
+/// notebook identity is made in the platform's namespace.
+#[test]
+fn a_hub_with_user_namespaces_is_let_in_by_each_profile() {
+    let hub = render(
+        "notebook-hub",
+        "notebook-hub",
+        &json!({ "userNamespaces": true }),
+    )
+    .unwrap();
+    let kinds: Vec<String> = hub
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&"ClusterRole/kubeflow-notebook-hub-spawner".to_owned()),
+        "{kinds:?}"
+    );
+    assert!(
+        !kinds
+            .iter()
+            .any(|k| k.starts_with("Role/") || k.contains("notebook-hub-notebook")),
+        "{kinds:?}"
+    );
+    let profile = render(
+        "profile",
+        "ada",
+        &json!({ "notebookHub": "kubeflow/notebook-hub" }),
+    )
+    .unwrap();
+    let binding = profile
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "notebook-hub-spawner")
+        .expect("the hub's RoleBinding");
+    assert_eq!(binding["roleRef"]["name"], "kubeflow-notebook-hub-spawner");
+    assert_eq!(binding["metadata"]["namespace"], "ada");
 }
 
 #[test]

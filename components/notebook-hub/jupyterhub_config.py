@@ -154,6 +154,9 @@ def apply_user_options(spawner, user_options):
     spawner.mem_guarantee = f"{memory}G"
     gpus = _number(user_options, "gpus", 0, settings["notebookMaxGpus"], whole=True)
     spawner.extra_resource_limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
+    if settings["userNamespaceTemplate"]:
+        # The user's profile; KubeSpawner watches it once the namespace is set (before start).
+        spawner.namespace = spawner._expand_user_properties(settings["userNamespaceTemplate"])
 
 
 c.KubeSpawner.options_form = options_form

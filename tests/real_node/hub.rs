@@ -43,6 +43,12 @@ impl HubApp {
     /// `mlkube init`, the hub's params for the node's image, and `mlkube apply`, which waits
     /// until the hub is Ready.
     async fn deploy() -> Self {
+        Self::deploy_with(&[], None).await
+    }
+
+    /// [`HubApp::deploy`], with more params of the hub and, with `profile`, a profile of that
+    /// name (its namespace too) that lets the hub in.
+    async fn deploy_with(params: &[(&str, &str)], profile: Option<&str>) -> Self {
         let namespace = TestNamespace::new("hub").await;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let app: PathBuf = dir.path().join("hub-app");
@@ -56,11 +62,34 @@ impl HubApp {
             ("tag", TAG),
             ("proxyImage", &image),
             ("notebookImages", &notebook_images),
-        ] {
+        ]
+        .into_iter()
+        .chain(params.iter().copied())
+        {
             let set = mlkube(&app, &["param", "set", HUB, param, value, "--env", "local"]);
             assert_success(&format!("mlkube param set {HUB} {param}"), &set);
         }
-        let apply = mlkube(&app, &["apply", "local", "-c", HUB, "--timeout", "3m"]);
+        let mut components = vec!["-c", HUB];
+        let hub = format!("notebookHub={}/{HUB}", namespace.name);
+        let owner = format!("owner={}", profile.unwrap_or_default());
+        if let Some(profile) = profile {
+            let add = [
+                "component",
+                "add",
+                "profile",
+                profile,
+                "--param",
+                &owner,
+                "--param",
+                &hub,
+            ];
+            assert_success("mlkube component add profile", &mlkube(&app, &add));
+            components.extend(["-c", profile]);
+        }
+        let apply = mlkube(
+            &app,
+            &[&["apply", "local", "--timeout", "3m"], &components[..]].concat(),
+        );
         assert_success("mlkube apply local -c notebook-hub", &apply);
         HubApp {
             namespace,
@@ -512,6 +541,53 @@ async fn assert_user_volume_bound(client: &Client, namespace: &str) {
         .expect("KubeSpawner made the user's claim");
     let phase = claim.status.and_then(|s| s.phase);
     assert_eq!(phase.as_deref(), Some("Bound"), "the user's volume binds");
+}
+
+/// With `userNamespaces`, a user's notebook runs in their profile's namespace as the profile's
+/// ServiceAccount, never beside the platform's identities; the hub may spawn there only because
+/// the profile binds the hub's ClusterRole in it.
+#[tokio::test]
+async fn a_users_notebook_runs_in_their_profile_as_its_service_account() {
+    // KubeSpawner keeps a name of lower-case letters and digits as it is: the profile's name.
+    let user = format!("ada{}", std::process::id());
+    let app = HubApp::deploy_with(&[("userNamespaces", "true")], Some(&user)).await;
+    let _profile = ProfileNamespace(user.clone());
+    let namespace = app.namespace.name.as_str();
+    let client = support::client().await;
+    let image = format!("{IMAGE}:{TAG}");
+    let mut browser = Browser::new(client.clone(), namespace);
+    log_in(&mut browser, &user).await;
+    spawn_from_form(&mut browser, &user, &image).await;
+    assert!(pods(&client, namespace, NOTEBOOK_LABEL).await.is_empty());
+    let notebooks = pods(&client, &user, NOTEBOOK_LABEL).await;
+    assert_eq!(
+        notebooks.len(),
+        1,
+        "one notebook pod in the profile: {notebooks:?}"
+    );
+    let spec = notebooks[0].spec.as_ref().expect("a pod has a spec");
+    assert_eq!(spec.service_account_name.as_deref(), Some("default-editor"));
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &user);
+    assert!(
+        claims.get(&format!("claim-{user}")).await.is_ok(),
+        "the user's volume is there too"
+    );
+    stop_the_notebook(&mut browser, &client, &user, &user).await;
+}
+
+/// Deletes the profile's namespace, which `delete` keeps, when the test ends.
+struct ProfileNamespace(String);
+
+impl Drop for ProfileNamespace {
+    fn drop(&mut self) {
+        let name = self.0.clone();
+        support::clean_up(&format!("namespace {name}"), |client| async move {
+            Api::<k8s_openapi::api::core::v1::Namespace>::all(client)
+                .delete(&name, &Default::default())
+                .await
+                .map(|_| ())
+        });
+    }
 }
 
 #[tokio::test]
