@@ -109,6 +109,9 @@ pub async fn apply(
         report.unchecked = checks.unchecked();
     }
 
+    if !options.wait {
+        refuse_unwaited_routes(plan, &listed, &checks.accepted)?;
+    }
     let doomed = members_to_prune(plan, &members, options, &mut report)?;
 
     // A dry run reports the server's answers to the checks instead of asking again.
@@ -541,6 +544,38 @@ async fn first_checks<'p>(
     let hooks = (sending.cancel, sending.dry_run);
     let checks = Preflight::first(cluster, plan, &sent, known, forced, hooks).await?;
     Ok(checks)
+}
+
+/// With `--no-wait`, refuse an apply that would change a route the environment has: its new
+/// weights would go out without waiting until the versions it sends to are ready, and a prune
+/// would retire the old versions at once, so traffic would go to versions that cannot answer.
+/// A new route moves no traffic that flows; a member is changed unless it is unchanged since
+/// the last apply, or its check's answer equals it as it is.
+fn refuse_unwaited_routes(
+    plan: &Plan,
+    listed: &BTreeMap<&Key, &Member>,
+    answers: &BTreeMap<Key, Value>,
+) -> Result<(), ApplyError> {
+    let changed = |d: &&Desired| match (listed.get(&d.key), answers.get(&d.key)) {
+        _ if unchanged_member(d, listed) => false,
+        (Some(member), Some(answer)) => diff::normalize(&member.value) != diff::normalize(answer),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let routes: Vec<String> = plan
+        .objects
+        .iter()
+        .filter(|d| d.tier == Tier::Routes)
+        .filter(changed)
+        .map(|d| format!("  {}", d.key))
+        .collect();
+    if routes.is_empty() {
+        return Ok(());
+    }
+    Err(ApplyError::UnwaitedRoutes {
+        count: routes.len(),
+        details: routes.join("\n"),
+    })
 }
 
 /// What the apply has written so far: the namespace it created, and every object it applied

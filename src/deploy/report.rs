@@ -120,6 +120,10 @@ pub enum ApplyError {
     NodePorts(#[from] node_ports::NodePortError),
     #[error(transparent)]
     Gateways(#[from] gateways::GatewayError),
+    #[error(
+        "apply --no-wait would change {count} route(s) without waiting until the versions they send traffic to are ready, and prune the versions they leave at once; nothing was written:\n{details}\n  hint: drop --no-wait: apply then moves traffic only once the new versions are ready, and prunes after"
+    )]
+    UnwaitedRoutes { count: usize, details: String },
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     #[error("cannot create namespace `{namespace}`")]

@@ -1369,22 +1369,59 @@ fn route(weights: &[(&str, u32)]) -> Object {
     )
 }
 
+/// The route's CRD, the route with `weights`, and a Deployment `serving-<v>` of each version.
+fn serving(weights: &[(&str, u32)], versions: &[&str]) -> Vec<Object> {
+    let mut objects = vec![route_crd(), route(weights)];
+    objects.extend(
+        versions
+            .iter()
+            .map(|v| deployment("serving", &format!("serving-{v}"))),
+    );
+    objects
+}
+
 fn ready(cluster: &MemoryCluster, name: &str) {
     let status = json!({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 1});
     cluster.set_status("apps/v1", "Deployment", Some(NS), name, status);
 }
 
 #[tokio::test]
-async fn a_route_keeps_its_weights_and_nothing_is_pruned_while_a_new_version_is_not_ready() {
-    let serving = |weights: &[(&str, u32)], versions: &[&str]| {
-        let mut objects = vec![route_crd(), route(weights)];
-        objects.extend(
-            versions
-                .iter()
-                .map(|v| deployment("serving", &format!("serving-{v}"))),
-        );
-        objects
+async fn no_wait_is_refused_for_a_change_of_route_and_writes_nothing() {
+    let cluster = deployed(serving(&[("v1", 100)], &["v1"])).await;
+    let no_wait = ApplyOptions {
+        wait: false,
+        ..pruning(&Yes)
     };
+    // Unchanged routes: --no-wait is fine.
+    cluster.clear_writes();
+    let same = plan_of(serving(&[("v1", 100)], &["v1"]), &[]);
+    apply::apply(&cluster, &same, &no_wait)
+        .await
+        .expect("an apply that moves no traffic");
+    let canary = plan_of(serving(&[("v1", 90), ("v2", 10)], &["v1", "v2"]), &[]);
+    for dry_run in [true, false] {
+        cluster.clear_writes();
+        let options = ApplyOptions { dry_run, ..no_wait };
+        let error = apply::apply(&cluster, &canary, &options)
+            .await
+            .expect_err("moving traffic without waiting");
+        let text = error.to_string();
+        assert!(
+            text.starts_with("apply --no-wait would change 1 route(s)")
+                && text.contains("HTTPRoute.gateway.networking.k8s.io ml/serving")
+                && text.contains("hint: drop --no-wait"),
+            "{text}"
+        );
+        assert_eq!(
+            cluster.writes(),
+            [],
+            "nothing is written (dry run {dry_run})"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_route_keeps_its_weights_and_nothing_is_pruned_while_a_new_version_is_not_ready() {
     let cluster = deployed(serving(&[("v1", 100)], &["v1"])).await;
     ready(&cluster, "serving-v1");
     let accepted = json!({"parents": [{"parentRef": {"name": "gateway"}, "conditions": [
