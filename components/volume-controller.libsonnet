@@ -23,8 +23,11 @@ local healthPort = 8081;
     Renders the VolumeManager CRD (kvc.kubeflow.org/v1, typed schema, no status subresource),
     a ServiceAccount, a Role/RoleBinding with exactly the verbs the controller uses (it never
     reads Secrets: fetchers take the access key from the Secret themselves), a
-    ClusterRole/ClusterRoleBinding `<namespace>-<name>` to list and watch nodes (read only), the Deployment
-    (non-root, read-only root filesystem, /healthz and /readyz probes), and the
+    ClusterRole/ClusterRoleBinding `<namespace>-<name>` to list and watch nodes (read only), the
+    Deployment (non-root, read-only root filesystem, /healthz and /readyz probes; its fetchers
+    are given only the Secrets of credentialSecrets, the object store's by default: a
+    VolumeManager naming another fails, so it cannot hand any Secret of the namespace to an
+    endpoint of its choosing), and the
     `kubernetes.io/no-provisioner` StorageClass KVC's chart shipped (for hand-written local
     volumes; the controller itself makes no claims).
     Kubeflow shipped KVC as a Helm chart (image volumecontroller/kube-volume-controller:v0.1.0,
@@ -39,6 +42,7 @@ local healthPort = 8081;
     imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
     logLevel: { type: 'integer', minimum: 0, default: null, description: 'Log verbosity as KVC counted it (--v=N): 0 warn, 1 to 3 info, 4 and up debug; null keeps info.' },
     volumeRoot: { type: 'string', default: '/var/lib/mlkube/volumes', description: 'The directory on each node under which placed data lives (--volume-root).' },
+    credentialSecrets: { type: 'array', items: { type: 'string' }, default: ['object-store-credentials'], description: "The only Secrets a VolumeManager may name for its access key (options.awsCredentialsSecretName): the store credentials granted to the namespace; null allows any (--volume-secrets)." },
     installCrd: { type: 'boolean', default: true, description: 'Render the volumemanagers.kvc.kubeflow.org CRD.' },
     installStorageClass: { type: 'boolean', default: true, description: 'Render the no-provisioner StorageClass.' },
     storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' as KVC's chart named it)." },
@@ -64,6 +68,12 @@ local healthPort = 8081;
         u.fail(component, 'volumeRoot', 'must be an absolute directory other than /, got %s' % std.manifestJson(root))
       else root;
     local image = '%s:%s' % [params.image, params.tag];
+    local secrets = params.credentialSecrets;
+    local secretsFlag =
+      if secrets == null then []
+      else if !std.isArray(secrets) || secrets == [] || std.length([x for x in secrets if !std.isString(x) || x == '' || std.member(x, ',')]) > 0 then
+        u.fail(component, 'credentialSecrets', 'must list Secret names (at least one, no commas), or be null to allow any; got %s' % std.manifestJson(secrets))
+      else ['--volume-secrets', std.join(',', secrets)];
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },
       periodSeconds: period,
@@ -160,7 +170,7 @@ local healthPort = 8081;
                   image,
                   '--volume-root',
                   validRoot,
-                ],
+                ] + secretsFlag,
                 env: [{ name: 'RUST_LOG', value: logLevel }],
                 ports: [
                   { name: 'metrics', containerPort: metricsPort, protocol: 'TCP' },

@@ -737,6 +737,11 @@ pub struct OperatorArgs {
     /// binary, as the nodes pull it (the operator's own image).
     #[arg(long, value_name = "IMAGE", default_value = crate::operator::volumes::pods::DEFAULT_IMAGE)]
     pub volume_image: String,
+    /// The only Secrets a VolumeManager may name in options.awsCredentialsSecretName (the store
+    /// credentials its namespace was granted); a VolumeManager naming another fails [default:
+    /// any Secret of the namespace]
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub volume_secrets: Option<Vec<String>>,
 }
 
 /// A controller of `mlkube operator`, for `--controllers`.
@@ -806,6 +811,7 @@ impl OperatorArgs {
             placement: crate::operator::volumes::pods::Placement {
                 root: self.volume_root,
                 image: self.volume_image,
+                secrets: self.volume_secrets,
             },
             frameworks: if self.frameworks.is_empty() {
                 crate::operator::training::registry::ALL.iter().collect()

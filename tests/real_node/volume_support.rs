@@ -24,6 +24,26 @@ pub const TIMEOUT: Duration = Duration::from_secs(120);
 pub fn volume_controller() {
     static APPLIED: OnceLock<()> = OnceLock::new();
     APPLIED.get_or_init(|| {
+        // The store's Secret, and those the tests of bad credentials make.
+        let granted = json!([
+            STORE_SECRET,
+            "volumes-bad-creds",
+            "no-such-secret",
+            "volumes-wrong-creds"
+        ]);
+        let set = mlkube(
+            app(),
+            &[
+                "param",
+                "set",
+                COMPONENT,
+                "credentialSecrets",
+                &granted.to_string(),
+                "--env",
+                "local",
+            ],
+        );
+        assert_success("mlkube param set volume-controller credentialSecrets", &set);
         let apply = mlkube(
             app(),
             &["apply", "local", "-c", COMPONENT, "--timeout", "5m"],

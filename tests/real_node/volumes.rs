@@ -43,11 +43,15 @@ async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
           "sourceURL": "s3://datasets/digits",
           "options": { "awsCredentialsSecretName": "no-such-secret" } },
         { "id": "pach", "replicas": 1, "sourceType": "Pachyderm", "options": { "repo": "images" } },
+        { "id": "ungranted", "replicas": 1, "sourceType": "S3-Dev", "endpointURL": endpoint,
+          "sourceURL": "s3://datasets/digits",
+          "options": { "awsCredentialsSecretName": "notebook-hub-token" } },
     ]);
     let (api, vm) = create(&client, "bad-sources", configs).await;
-    let volumes = finished(&api, "bad-sources", &["refused", "nosecret", "pach"]).await;
+    let ids = ["refused", "nosecret", "pach", "ungranted"];
+    let volumes = finished(&api, "bad-sources", &ids).await;
     let message = |id: &str| volume(&volumes, id).message.clone().unwrap_or_default();
-    for id in ["refused", "nosecret", "pach"] {
+    for id in ids {
         assert_eq!(
             volume(&volumes, id).state,
             Some(State::Failed),
@@ -70,6 +74,13 @@ async fn bad_sources_fail_with_their_cause_and_leave_nothing_on_the_node() {
         message("nosecret")
     );
     assert!(message("pach").contains("Pachyderm is not supported"));
+    assert!(
+        message("ungranted").contains(
+            "options.awsCredentialsSecretName \"notebook-hub-token\" is not one of the Secrets this volume controller may give fetchers"
+        ),
+        "{}",
+        message("ungranted")
+    );
 
     // Nothing half-placed: the fetchers' node holds no copy, partial or whole.
     let nodes = fetcher_nodes(&client, &vm).await;

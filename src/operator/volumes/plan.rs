@@ -189,8 +189,25 @@ fn volume(
             message: Some(format!("NFS {server}:{path}, mounted where it is")),
             ..VolumeStatus::default()
         },
-        Ok(Source::S3(s3)) => s3_volume(placement, vm, config, &s3, observed, plan),
+        Ok(Source::S3(s3)) => match not_granted(placement, &s3) {
+            Some(message) => failed(config, message),
+            None => s3_volume(placement, vm, config, &s3, observed, plan),
+        },
     }
+}
+
+/// Why `s3`'s Secret may not be given to fetchers, if the controller was granted only some
+/// (`--volume-secrets`): a VolumeManager could otherwise hand any Secret of its namespace to a
+/// fetcher that signs requests with it to an endpoint of the author's choosing.
+fn not_granted(placement: &Placement, s3: &S3Source) -> Option<String> {
+    let granted = placement.secrets.as_ref()?;
+    (!granted.contains(&s3.secret)).then(|| {
+        format!(
+            "options.awsCredentialsSecretName {:?} is not one of the Secrets this volume controller may give fetchers ({}); hint: name one of them, or have the volume-controller component's credentialSecrets grant it",
+            s3.secret,
+            granted.join(", ")
+        )
+    })
 }
 
 /// How one replica's fetcher stands.

@@ -41,13 +41,17 @@ pub const CREDENTIAL_KEYS: [(&str, &str); 4] = [
     ("AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
 ];
 
-/// Where the data goes and which image places it, from the operator's flags.
+/// Where the data goes, which image places it, and which Secrets fetchers may be given, from
+/// the operator's flags.
 #[derive(Clone, Debug)]
 pub struct Placement {
     /// The directory on each node under which VolumeManagers' data lives.
     pub root: String,
     /// The image with the mlkube binary, for fetchers and cleaners.
     pub image: String,
+    /// The Secrets a VolumeManager may name for its access key (`--volume-secrets`): the store
+    /// credentials the namespace was granted. `None`: any Secret of the namespace.
+    pub secrets: Option<Vec<String>>,
 }
 
 /// A volume id as it may appear in names and labels: itself when it already is a DNS label of

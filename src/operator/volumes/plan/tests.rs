@@ -11,6 +11,7 @@ fn placement() -> Placement {
     Placement {
         root: "/var/lib/mlkube/volumes".into(),
         image: "mlkube/mlkube:0.1.0".into(),
+        secrets: None,
     }
 }
 
@@ -559,4 +560,33 @@ fn a_volume_that_cannot_be_placed_is_warned_of_once_beside_the_others() {
     );
     assert_eq!(plan.too_few_nodes.len(), 1, "wide waits for nodes");
     assert!(!plan.failed.iter().any(|f| f.starts_with("volume wide")));
+}
+
+#[test]
+fn a_secret_the_controller_was_not_granted_fails_its_volume_and_places_nothing() {
+    let granted = Placement {
+        secrets: Some(vec!["object-store-credentials".into()]),
+        ..placement()
+    };
+    let vm = manager(json!([s3("digits", 1)]));
+    let pods: Vec<&Pod> = Vec::new();
+    let nodes = [node("node-a")];
+    let nodes: Vec<&Node> = nodes.iter().collect();
+    let observed = Observed {
+        pods: &pods,
+        nodes: &nodes,
+    };
+    let plan = super::plan(&granted, &vm, &observed);
+    assert!(plan.create.is_empty(), "nothing is placed");
+    assert_eq!(
+        plan.failed,
+        [
+            "volume digits: options.awsCredentialsSecretName \"store\" is not one of the Secrets this volume controller may give fetchers (object-store-credentials); hint: name one of them, or have the volume-controller component's credentialSecrets grant it"
+        ]
+    );
+    let allowed = Placement {
+        secrets: Some(vec!["store".into()]),
+        ..placement()
+    };
+    assert_eq!(super::plan(&allowed, &vm, &observed).create.len(), 1);
 }
