@@ -23,14 +23,18 @@ use crate::support::{TestNamespace, client_from};
 
 /// Rules of the expected tables: a resource, the verbs the operator uses on it, and the one
 /// object name they are limited to, if any.
-struct Uses {
+pub(crate) struct Uses {
+    pub(crate) group: &'static str,
+    pub(crate) resource: &'static str,
+    pub(crate) verbs: &'static [&'static str],
+    pub(crate) name: Option<&'static str>,
+}
+
+pub(crate) const fn uses(
     group: &'static str,
     resource: &'static str,
     verbs: &'static [&'static str],
-    name: Option<&'static str>,
-}
-
-const fn uses(group: &'static str, resource: &'static str, verbs: &'static [&'static str]) -> Uses {
+) -> Uses {
     Uses {
         group,
         resource,
@@ -56,7 +60,7 @@ fn resources(resource: &str) -> Vec<String> {
 
 /// What the operator does in a namespace whose jobs it runs; each verb is a call in
 /// `src/operator/`.
-const RUNS_JOBS: &[Uses] = &[
+pub(crate) const RUNS_JOBS: &[Uses] = &[
     // The job cache (list, watch), the re-read before adopting orphans (get), TTL (delete).
     uses("kubeflow.org", JOBS, &["delete", "get", "list", "watch"]),
     // The status is written whole, with a replace.
@@ -136,7 +140,7 @@ const RUNS_JOBS: &[Uses] = &[
 
 /// What the volume controller does in its namespace; each verb is a call in
 /// `src/operator/volumes/controller.rs`.
-const PLACES_VOLUMES: &[Uses] = &[
+pub(crate) const PLACES_VOLUMES: &[Uses] = &[
     // The VolumeManager cache (list, watch); its status and finalizer by merge patch.
     uses(
         "kvc.kubeflow.org",
@@ -153,7 +157,7 @@ const PLACES_VOLUMES: &[Uses] = &[
 
 /// The volume controller's node cache (list, watch), which counts the nodes that may hold a
 /// volume: cluster-scoped, so granted by a ClusterRole and seen from every namespace.
-const SEES_NODES: &[Uses] = &[uses("", "nodes", &["list", "watch"])];
+pub(crate) const SEES_NODES: &[Uses] = &[uses("", "nodes", &["list", "watch"])];
 
 /// With `leaderElect`, in the operator's own namespace: its one Lease.
 const ELECTS_A_LEADER: &[Uses] = &[
@@ -179,7 +183,7 @@ const GANG_SCHEDULES: &[Uses] = &[
     ),
 ];
 
-fn expected(tables: &[&[Uses]]) -> BTreeSet<Permission> {
+pub(crate) fn expected(tables: &[&[Uses]]) -> BTreeSet<Permission> {
     let mut permissions = BTreeSet::new();
     for uses in tables.iter().flat_map(|table| table.iter()) {
         for resource in resources(uses.resource) {
@@ -198,7 +202,7 @@ fn expected(tables: &[&[Uses]]) -> BTreeSet<Permission> {
 
 /// A client for a ServiceAccount without any binding of its own: what it may do, every
 /// authenticated user may (create access reviews, ...), and is not the component's doing.
-async fn nobody(ns: &TestNamespace) -> Client {
+pub(crate) async fn nobody(ns: &TestNamespace) -> Client {
     const NOBODY: &str = "nobody";
     let account: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": NOBODY } }))
         .expect("a valid ServiceAccount");
@@ -210,7 +214,11 @@ async fn nobody(ns: &TestNamespace) -> Client {
 }
 
 /// Fail naming what is granted but not used, and what is used but not granted.
-fn assert_exactly(granted: &BTreeSet<Permission>, used: &BTreeSet<Permission>, context: &str) {
+pub(crate) fn assert_exactly(
+    granted: &BTreeSet<Permission>,
+    used: &BTreeSet<Permission>,
+    context: &str,
+) {
     let list = |set: Vec<&Permission>| set.iter().map(|p| format!("\n  {p}")).collect::<String>();
     let unused: Vec<&Permission> = granted.difference(used).collect();
     let missing: Vec<&Permission> = used.difference(granted).collect();

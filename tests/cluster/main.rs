@@ -23,6 +23,7 @@ mod operator;
 mod operator_faults;
 mod operator_identity;
 mod parity;
+mod permissions;
 mod preflight;
 mod pytorch;
 mod shared_objects;

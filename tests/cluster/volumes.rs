@@ -40,12 +40,16 @@ async fn install_crd(ns: &TestNamespace) {
     apply_crd(ns, crd()).await;
 }
 
-/// Apply `crd` as the VolumeManager CRD, and wait until it is Established.
+/// Apply `crd` (with mlkube's field manager, so `mlkube apply` may share it), and wait until
+/// it is Established.
 pub(crate) async fn apply_crd(ns: &TestNamespace, crd: Value) {
     let api = Api::<CustomResourceDefinition>::all(ns.client.clone());
-    let name = "volumemanagers.kvc.kubeflow.org";
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .expect("a CRD has a name")
+        .to_owned();
     api.patch(
-        name,
+        &name,
         &PatchParams::apply("mlkube").force(),
         &Patch::Apply(crd),
     )
@@ -53,7 +57,7 @@ pub(crate) async fn apply_crd(ns: &TestNamespace, crd: Value) {
     .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
     tokio::time::timeout(
         TIMEOUT,
-        await_condition(api, name, conditions::is_crd_established()),
+        await_condition(api, &name, conditions::is_crd_established()),
     )
     .await
     .expect("the CRD is Established in time")

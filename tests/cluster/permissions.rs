@@ -1,0 +1,220 @@
+//! The permissions matrix (issue 46): every ServiceAccount the default app creates may do
+//! exactly what its table here says, in the app's namespace and in another one, as a
+//! `SelfSubjectRulesReview` reports it for a token from the TokenRequest API, beyond what every
+//! authenticated identity may. A Role widened in a component fails this test, and so does one
+//! narrowed below what its controller calls. The controllers' tables are `identity.rs`'s; the
+//! profile's ServiceAccount is `tenancy.rs`'s.
+
+use std::collections::BTreeSet;
+
+use crate::identity::{
+    PLACES_VOLUMES, RUNS_JOBS, SEES_NODES, Uses, assert_exactly, expected, nobody, uses,
+};
+use crate::operator::install_crd;
+use crate::operator_identity::{Permission, permissions, token_kubeconfig};
+use crate::support::{TestNamespace, client_from, lock_shared_cluster_objects, mlkube, mlkube_ok};
+use crate::volumes::apply_crd;
+
+/// The Gateway API CRDs the gateway's Role names, from `crds/`.
+const GATEWAY_CRDS: [&str; 7] = [
+    include_str!("../../crds/gatewayclasses.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/gateways.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/httproutes.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/grpcroutes.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/tlsroutes.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/referencegrants.gateway.networking.k8s.io.yaml"),
+    include_str!("../../crds/backendtlspolicies.gateway.networking.k8s.io.yaml"),
+];
+
+const READ: &[&str] = &["get", "list", "watch"];
+const WATCH: &[&str] = &["list", "watch"];
+const SPAWN: &[&str] = &["create", "delete", "get", "list", "watch"];
+
+/// The hub's KubeSpawner: its users' pods and claims, and the events it reports.
+const SPAWNS_NOTEBOOKS: &[Uses] = &[
+    uses("", "pods", SPAWN),
+    uses("", "persistentvolumeclaims", SPAWN),
+    uses("", "events", READ),
+];
+
+/// A notebook of the hub's own namespace: TFJobs, and a view of what they run.
+const RUNS_A_NOTEBOOK: &[Uses] = &[
+    uses(
+        "kubeflow.org",
+        "tfjobs",
+        &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
+    ),
+    uses("", "pods", READ),
+    uses("", "pods/log", READ),
+    uses("", "services", READ),
+    uses("", "events", READ),
+];
+
+/// Traefik's Gateway API provider in its namespace: its caches and the statuses it writes.
+const ROUTES_TRAFFIC: &[Uses] = &[
+    uses("", "services", WATCH),
+    // Traefik's provider caches Secrets for TLS listeners, and cannot be told not to.
+    uses("", "secrets", WATCH),
+    uses("", "configmaps", WATCH),
+    uses("discovery.k8s.io", "endpointslices", WATCH),
+    uses("gateway.networking.k8s.io", "gateways", WATCH),
+    uses("gateway.networking.k8s.io", "httproutes", WATCH),
+    uses("gateway.networking.k8s.io", "grpcroutes", WATCH),
+    uses("gateway.networking.k8s.io", "tlsroutes", WATCH),
+    uses("gateway.networking.k8s.io", "referencegrants", WATCH),
+    uses("gateway.networking.k8s.io", "backendtlspolicies", WATCH),
+    uses("gateway.networking.k8s.io", "gateways/status", &["update"]),
+    uses(
+        "gateway.networking.k8s.io",
+        "httproutes/status",
+        &["update"],
+    ),
+    uses(
+        "gateway.networking.k8s.io",
+        "grpcroutes/status",
+        &["update"],
+    ),
+    uses("gateway.networking.k8s.io", "tlsroutes/status", &["update"]),
+    uses(
+        "gateway.networking.k8s.io",
+        "backendtlspolicies/status",
+        &["update"],
+    ),
+];
+
+/// Traefik cluster-wide: namespaces for allowedRoutes' selectors, GatewayClasses to find its own
+/// (whose status alone it writes: see [`gateway_class_status`]).
+const SEES_GATEWAY_CLASSES: &[Uses] = &[
+    uses("", "namespaces", WATCH),
+    uses("gateway.networking.k8s.io", "gatewayclasses", WATCH),
+];
+
+/// The object store's init container: its own Secret read, made once (`create` cannot be
+/// limited to a name), and its StatefulSet read.
+const KEEPS_ITS_KEYS: &[Uses] = &[
+    Uses {
+        name: Some("object-store-credentials"),
+        ..uses("", "secrets", &["get"])
+    },
+    uses("", "secrets", &["create"]),
+    Uses {
+        name: Some("object-store"),
+        ..uses("apps", "statefulsets", &["get"])
+    },
+];
+
+/// A ServiceAccount, what it may do in the app's namespace and elsewhere, and the permissions
+/// on objects named after the namespace it holds in both.
+type Row<'a> = (
+    &'a str,
+    &'a [&'a [Uses]],
+    &'a [&'a [Uses]],
+    &'a BTreeSet<Permission>,
+);
+
+/// The update of the gateway's own GatewayClass's status, named after the namespace.
+fn gateway_class_status(namespace: &str) -> Permission {
+    Permission {
+        group: "gateway.networking.k8s.io".into(),
+        resource: "gatewayclasses/status".into(),
+        verb: "update".into(),
+        name: Some(format!("{namespace}-gateway")),
+    }
+}
+
+#[tokio::test]
+async fn every_service_account_of_the_default_app_may_do_exactly_its_table() {
+    let _shared = lock_shared_cluster_objects().await;
+    let ns = TestNamespace::new("permissions").await;
+    // The CRDs the components need, installed the way the operator's tests install them; the
+    // app renders none, so that it shares no cluster-scoped object but its own RBAC. The
+    // Gateway API's are applied as mlkube would (they are shared with the gateway's tests).
+    install_crd(&ns.client).await;
+    for crd in GATEWAY_CRDS {
+        apply_crd(&ns, serde_yaml::from_str(crd).expect("a CRD is YAML")).await;
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = dir.path().join("app");
+    let path = app.to_str().expect("a UTF-8 path");
+    mlkube_ok(dir.path(), &["init", path, "--namespace", &ns.name]);
+    // No node port either: another test's gateway may hold the local environment's.
+    for (component, param, value) in [
+        ("gateway", "nodePort", "null"),
+        ("gateway", "crds", "false"),
+        ("training-operator", "installCrd", "false"),
+        ("volume-controller", "installCrd", "false"),
+        ("volume-controller", "installStorageClass", "false"),
+    ] {
+        let set = ["param", "set", component, param, value, "--env", "local"];
+        mlkube_ok(&app, &set);
+    }
+    mlkube_ok(&app, &["apply", "local", "--no-wait"]);
+    let _deleted = Deleted(app.clone());
+
+    let own = ns.name.as_str();
+    let class = BTreeSet::from([gateway_class_status(own)]);
+    let tables: [Row; 6] = [
+        (
+            "training-operator",
+            &[RUNS_JOBS],
+            &[RUNS_JOBS],
+            &BTreeSet::new(),
+        ),
+        (
+            "volume-controller",
+            &[PLACES_VOLUMES, SEES_NODES],
+            &[SEES_NODES],
+            &BTreeSet::new(),
+        ),
+        (
+            "gateway",
+            &[ROUTES_TRAFFIC, SEES_GATEWAY_CLASSES],
+            &[SEES_GATEWAY_CLASSES],
+            &class,
+        ),
+        ("notebook-hub", &[SPAWNS_NOTEBOOKS], &[], &BTreeSet::new()),
+        (
+            "notebook-hub-notebook",
+            &[RUNS_A_NOTEBOOK],
+            &[],
+            &BTreeSet::new(),
+        ),
+        ("object-store", &[KEEPS_ITS_KEYS], &[], &BTreeSet::new()),
+    ];
+    let nobody = nobody(&ns).await;
+    for (account, in_own, elsewhere, named) in tables {
+        let client = client_from(&token_kubeconfig(&ns.client, own, account).await).await;
+        for (namespace, table) in [(own, in_own), ("default", elsewhere)] {
+            let everyone = permissions(&nobody, namespace).await;
+            let granted: BTreeSet<Permission> = permissions(&client, namespace)
+                .await
+                .difference(&everyone)
+                .cloned()
+                .collect();
+            let mut wanted = expected(table);
+            wanted.extend(named.iter().cloned());
+            assert_exactly(
+                &granted,
+                &wanted,
+                &format!("{account}, in namespace {namespace}"),
+            );
+        }
+    }
+}
+
+/// Deletes the app's `local` environment when dropped: its ClusterRoles and bindings go too.
+struct Deleted(std::path::PathBuf);
+
+impl Drop for Deleted {
+    fn drop(&mut self) {
+        let output = mlkube(&self.0, &["delete", "local", "--yes"]);
+        if !output.status.success() {
+            eprintln!(
+                "warning: could not delete the app: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}
