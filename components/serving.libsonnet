@@ -96,8 +96,9 @@ local parentRef(gateway) =
     A version's model path is its entry in versionModelBasePaths, else modelBasePath with
     `{version}` replaced by the version's name (s3://models/digits/{version}/). Renders a
     Service over every version; with gateway set, a Service per version (<name>-<version>) and a
-    Gateway API HTTPRoute on that Gateway sending /v2/models/<model> (/v1/models/<model> for
-    TensorFlow Serving) to the versions by their weights: `apply` brings every version's
+    Gateway API HTTPRoute on that Gateway sending /v2/models/<model> (/v1/models/<model> and
+    its own :predict, :classify and :regress URLs for TensorFlow Serving) to the versions by
+    their weights: `apply` brings every version's
     Deployment to ready before it writes the route, so weight only moves to versions that
     answer, and a retiring pod serves for a few seconds after it is told to stop. With istio on,
     a networking.istio.io/v1 VirtualService splits by the same weights (plus one on istioGateway
@@ -218,6 +219,7 @@ local parentRef(gateway) =
       securityContext: u.containerSecurity(1000),
       volumeMounts: [{ name: 'models', mountPath: modelsDir }, { name: 'tmp', mountPath: '/tmp' }],
     };
+    local modelReady = { httpGet: { path: '/v2/models/%s/ready' % model, port: 'http' } };
     local mlserverContainer(version) = {
       name: 'model-server',
       image: params.mlserverImage,
@@ -230,8 +232,12 @@ local parentRef(gateway) =
         { name: 'http', containerPort: v2RestPort, protocol: 'TCP' },
         { name: 'grpc', containerPort: v2GrpcPort, protocol: 'TCP' },
       ],
-      livenessProbe: { httpGet: { path: '/v2/health/live', port: 'http' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
-      readinessProbe: { httpGet: { path: '/v2/models/%s/ready' % model, port: 'http' }, periodSeconds: 2 },
+      // Alive only while the model is loaded: one unloaded (MLServer's repository API) is
+      // loaded again by a restart, not left out of service for good. The startup probe gives
+      // the first load readyTimeout seconds.
+      startupProbe: modelReady { periodSeconds: 2, failureThreshold: std.max(1, std.floor(params.readyTimeout / 2)) },
+      livenessProbe: modelReady { periodSeconds: 10, failureThreshold: 3 },
+      readinessProbe: modelReady { periodSeconds: 2 },
     };
 
     local deployment(version) = {
@@ -295,6 +301,14 @@ local parentRef(gateway) =
       service(name + '-' + v, versionLabels(v), { version: v }) + { spec+: { type: 'ClusterIP' } }
       for v in versions
     ];
+    // A prefix matches whole path segments, so TF Serving's own `/v1/models/<model>:predict`
+    // (and :classify, :regress) need exact matches; a version's or label's, below the prefix,
+    // do not.
+    local prefix = (if mlserver then '/v2/models/' else '/v1/models/') + model;
+    local routeMatches = [{ path: { type: 'PathPrefix', value: prefix } }] + (
+      if mlserver then []
+      else [{ path: { type: 'Exact', value: prefix + ':' + verb } } for verb in ['predict', 'classify', 'regress']]
+    );
     local httpRoute = if route == null then [] else [{
       apiVersion: 'gateway.networking.k8s.io/v1',
       kind: 'HTTPRoute',
@@ -302,7 +316,7 @@ local parentRef(gateway) =
       spec: {
         parentRefs: [route],
         rules: [{
-          matches: [{ path: { type: 'PathPrefix', value: (if mlserver then '/v2/models/' else '/v1/models/') + model } }],
+          matches: routeMatches,
           backendRefs: [{ name: name + '-' + t.version, port: restTarget, weight: t.weight } for t in traffic],
         }],
       },

@@ -80,7 +80,7 @@ pub fn gateway_url() -> String {
     })
 }
 
-fn http_route_api(client: &Client) -> Api<DynamicObject> {
+pub fn http_route_api(client: &Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute");
     Api::namespaced_with(client.clone(), NAMESPACE, &ApiResource::from_gvk(&gvk))
 }
@@ -159,7 +159,7 @@ impl Drop for Backends {
     }
 }
 
-fn delete_if_present<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+pub fn delete_if_present<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match result {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
@@ -171,8 +171,13 @@ fn delete_if_present<T>(result: Result<T, kube::Error>) -> Result<(), kube::Erro
 /// or None when the connection fails. The body is read to its Content-Length, not to the
 /// connection's end, which the host's forwarder (socat) delays by half a second.
 async fn get(address: &str) -> Option<(u16, String)> {
+    get_path(address, "/").await
+}
+
+/// [`get`] of `path`.
+pub async fn get_path(address: &str, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(address).await.ok()?;
-    let request = format!("GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = Vec::new();
     let mut chunk = [0u8; 4096];

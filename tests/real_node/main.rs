@@ -33,6 +33,7 @@ mod pytorch;
 mod registry;
 mod remote;
 mod serving;
+mod serving_paths;
 mod spread;
 mod storage;
 mod story;

@@ -17,8 +17,9 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::{Api, Client};
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::{Value, json};
@@ -427,5 +428,71 @@ async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
         &served,
         &job_accuracy("tfjob/tf-serve"),
         "the TensorFlow model",
+    );
+    a_model_unloaded_through_the_repository_api_is_loaded_again(&client).await;
+}
+
+/// Anyone who reaches the server may unload its model through MLServer's repository API; the
+/// model's readiness is the container's liveness, so the kubelet restarts it and it loads the
+/// model again instead of answering 400 for good.
+async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Client) {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let selector = ListParams::default().labels("app.kubernetes.io/instance=tf-digits");
+    let restarts = |pod: &Pod| -> i32 {
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone());
+        statuses
+            .into_iter()
+            .flatten()
+            .map(|c| c.restart_count)
+            .sum()
+    };
+    let before: i32 = pods
+        .list(&selector)
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(restarts)
+        .sum();
+    let script = "import urllib.request; urllib.request.urlopen(urllib.request.Request(\
+        'http://tf-digits:8080/v2/repository/models/tf-digits/unload', method='POST')); \
+        print('unloaded')";
+    let pod = json!({
+        "metadata": { "name": "unload-tf" },
+        "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
+            "containers": [{ "name": "unload", "image": TRAINING_IMAGE,
+                "command": ["python3", "-c", script] }] },
+    });
+    assert!(run_pod(client, pod).await.contains("unloaded"));
+    support::eventually(
+        "the unloaded model's server to be restarted and ready again",
+        Duration::from_secs(120),
+        || async {
+            let listed = pods.list(&selector).await.ok()?.items;
+            let ready = listed.iter().all(|p| {
+                let conditions = p.status.as_ref().and_then(|s| s.conditions.clone());
+                conditions
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            (ready && listed.iter().map(restarts).sum::<i32>() > before).then_some(())
+        },
+    )
+    .await;
+    let served = served_accuracy(
+        "predict-tf-again",
+        "http://tf-digits:8080",
+        "tf-digits",
+        "16",
+    )
+    .await;
+    assert_close(
+        &served,
+        &job_accuracy("tfjob/tf-serve"),
+        "the model loaded again",
     );
 }
