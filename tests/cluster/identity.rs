@@ -45,7 +45,7 @@ pub(crate) const fn uses(
 
 /// In a table, every framework's job resource (`tfjobs`, `pytorchjobs`, ...), with the same
 /// subresource suffix; the component runs all frameworks by default.
-const JOBS: &str = "<jobs>";
+pub(crate) const JOBS: &str = "<jobs>";
 
 /// The resources a table's entry stands for.
 fn resources(resource: &str) -> Vec<String> {

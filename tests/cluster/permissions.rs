@@ -12,7 +12,9 @@ use crate::identity::{
 };
 use crate::operator::install_crd;
 use crate::operator_identity::{Permission, permissions, token_kubeconfig};
-use crate::support::{TestNamespace, client_from, lock_shared_cluster_objects, mlkube, mlkube_ok};
+use crate::support::{
+    AppsCleanup, TestNamespace, client_from, lock_shared_cluster_objects, mlkube_ok,
+};
 use crate::volumes::apply_crd;
 
 /// The Gateway API CRDs the gateway's Role names, from `crds/`.
@@ -151,7 +153,7 @@ async fn every_service_account_of_the_default_app_may_do_exactly_its_table() {
         mlkube_ok(&app, &set);
     }
     mlkube_ok(&app, &["apply", "local", "--no-wait"]);
-    let _deleted = Deleted(app.clone());
+    let _deleted = AppsCleanup(vec![app.clone()]);
 
     let own = ns.name.as_str();
     let class = BTreeSet::from([gateway_class_status(own)]);
@@ -199,21 +201,6 @@ async fn every_service_account_of_the_default_app_may_do_exactly_its_table() {
                 &granted,
                 &wanted,
                 &format!("{account}, in namespace {namespace}"),
-            );
-        }
-    }
-}
-
-/// Deletes the app's `local` environment when dropped: its ClusterRoles and bindings go too.
-struct Deleted(std::path::PathBuf);
-
-impl Drop for Deleted {
-    fn drop(&mut self) {
-        let output = mlkube(&self.0, &["delete", "local", "--yes"]);
-        if !output.status.success() {
-            eprintln!(
-                "warning: could not delete the app: {}",
-                String::from_utf8_lossy(&output.stderr)
             );
         }
     }

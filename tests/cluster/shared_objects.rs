@@ -13,7 +13,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use serde_json::Value;
 
-use crate::support::{self, CrdCleanup, TestNamespace, lock_shared_cluster_objects, mlkube};
+use crate::support::{
+    self, AppsCleanup, CrdCleanup, TestNamespace, lock_shared_cluster_objects, mlkube,
+};
 
 /// A component that renders one CRD of its own group, with an annotation from a param, so an
 /// environment can change a field of it.
@@ -324,19 +326,6 @@ async fn two_apps_whose_volume_controllers_have_other_names_share_its_crd_and_st
 
 /// Deletes the apps' `local` environments when dropped: their cluster-scoped objects outlive
 /// the test namespaces otherwise.
-struct AppsCleanup(Vec<PathBuf>);
-
-impl Drop for AppsCleanup {
-    fn drop(&mut self) {
-        for app in &self.0 {
-            let output = mlkube(app, &["delete", "local", "--yes"]);
-            if !output.status.success() {
-                eprintln!("warning: {}", stderr(&output));
-            }
-        }
-    }
-}
-
 #[tokio::test]
 async fn an_app_without_an_id_is_refused_the_inventory_of_another_app_of_its_name() {
     let test = TestNamespace::new("shared-no-id").await;

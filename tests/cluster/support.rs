@@ -144,16 +144,42 @@ impl TestNamespace {
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        clean_up(
-            &format!("test namespace {}", self.name),
-            |client| async move {
-                Api::<Namespace>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                    .map(|_| ())
-            },
-        );
+        delete_namespace(&format!("test namespace {}", self.name), &self.name);
+    }
+}
+
+/// Delete the namespace `name` from a `Drop` (see [`clean_up`]).
+fn delete_namespace(what: &str, name: &str) {
+    let name = name.to_owned();
+    clean_up(what, |client| async move {
+        Api::<Namespace>::all(client)
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map(|_| ())
+    });
+}
+
+/// Deletes, when dropped, a namespace the test did not make itself (a profile's, which
+/// `mlkube delete` keeps).
+pub struct NamespaceCleanup(pub String);
+
+impl Drop for NamespaceCleanup {
+    fn drop(&mut self) {
+        delete_namespace(&format!("namespace {}", self.0), &self.0);
+    }
+}
+
+/// Deletes each app's `local` environment when dropped, also when the test fails.
+pub struct AppsCleanup(pub Vec<PathBuf>);
+
+impl Drop for AppsCleanup {
+    fn drop(&mut self) {
+        for app in &self.0 {
+            let output = mlkube(app, &["delete", "local", "--yes"]);
+            if !output.status.success() {
+                eprintln!("warning: {}", String::from_utf8_lossy(&output.stderr));
+            }
+        }
     }
 }
 

@@ -9,19 +9,20 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, ServiceAccount};
-use kube::api::{DeleteParams, DynamicObject, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Secret, ServiceAccount};
+use kube::api::{DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use kube::{Api, Client};
 use mlkube::operator::fc::api::Framework;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use serde_json::{Value, json};
 
+use crate::identity::{JOBS, Uses, assert_exactly, expected, uses};
 use crate::operator::install_crd;
 use crate::operator_identity::{Permission, permissions, token_kubeconfig};
 use crate::support::{
-    TestNamespace, clean_up, client_from, empty_app, eventually, lock_shared_cluster_objects,
-    mlkube, mlkube_ok,
+    AppsCleanup, NamespaceCleanup, TestNamespace, client_from, empty_app, eventually,
+    lock_shared_cluster_objects, mlkube_ok,
 };
 
 /// A ServiceAccount of the profile's namespace that the profile does not allow (one an
@@ -111,10 +112,11 @@ async fn a_profiles_workloads_run_only_as_the_service_accounts_it_allows() {
         ],
     );
     mlkube_ok(&app, &["apply", "local"]);
-    let _gone = Deleted {
-        app: app.clone(),
-        namespace: profile.clone(),
-    };
+    // Dropped in order: the app's environment, then the profile's namespace, which it keeps.
+    let _gone = (
+        AppsCleanup(vec![app.clone()]),
+        NamespaceCleanup(profile.clone()),
+    );
 
     let account: ServiceAccount =
         serde_json::from_value(json!({ "metadata": { "name": INTRUDER } }))
@@ -177,8 +179,26 @@ async fn a_profiles_workloads_run_only_as_the_service_accounts_it_allows() {
     assert_may_do_exactly(&editor, &ns.client, &profile).await;
 }
 
-/// The profile's token may do exactly the table's calls in its namespace (beyond what every
-/// authenticated identity may), and nothing in the app's own namespace.
+/// What the profile's owner and its ServiceAccount may do in its namespace: the jobs of every
+/// framework, Frameworks, VolumeManagers and claims; pods read and deleted; never Secrets, pod
+/// creation or exec, ServiceAccounts or RBAC.
+const EDITS_IN_A_PROFILE: &[Uses] = &[
+    uses("kubeflow.org", JOBS, EDIT),
+    uses("frameworkcontroller.microsoft.com", "frameworks", EDIT),
+    uses("kvc.kubeflow.org", "volumemanagers", EDIT),
+    uses("", "pods", &["delete", "get", "list", "watch"]),
+    uses("", "pods/log", READ),
+    uses("", "services", READ),
+    uses("", "events", READ),
+    uses("", "persistentvolumeclaims", EDIT),
+];
+const EDIT: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// The profile's token may do exactly [`EDITS_IN_A_PROFILE`] in its namespace, beyond what
+/// every authenticated identity may.
 async fn assert_may_do_exactly(editor: &Client, admin: &Client, profile: &str) {
     let nobody = client_from(&token_kubeconfig(admin, profile, "default").await).await;
     let everyone = permissions(&nobody, profile).await;
@@ -187,74 +207,6 @@ async fn assert_may_do_exactly(editor: &Client, admin: &Client, profile: &str) {
         .difference(&everyone)
         .cloned()
         .collect();
-    let edit = [
-        "get", "list", "watch", "create", "update", "patch", "delete",
-    ];
-    let read = ["get", "list", "watch"];
-    let jobs = [
-        "tfjobs",
-        "pytorchjobs",
-        "mxjobs",
-        "xgboostjobs",
-        "mpijobs",
-        "paddlejobs",
-        "jaxjobs",
-    ];
-    let mut table: Vec<(&str, &str, &[&str])> = jobs
-        .iter()
-        .map(|j| ("kubeflow.org", *j, &edit[..]))
-        .collect();
-    table.extend([
-        ("frameworkcontroller.microsoft.com", "frameworks", &edit[..]),
-        ("kvc.kubeflow.org", "volumemanagers", &edit[..]),
-        ("", "pods", &["get", "list", "watch", "delete"][..]),
-        ("", "pods/log", &read[..]),
-        ("", "services", &read[..]),
-        ("", "events", &read[..]),
-        ("", "persistentvolumeclaims", &edit[..]),
-    ]);
-    let expected: BTreeSet<Permission> = table
-        .into_iter()
-        .flat_map(|(group, resource, verbs)| {
-            verbs.iter().map(move |verb| Permission {
-                group: group.to_owned(),
-                resource: resource.to_owned(),
-                verb: (*verb).to_owned(),
-                name: None,
-            })
-        })
-        .collect();
-    let list = |set: Vec<&Permission>| set.iter().map(|p| format!("\n  {p}")).collect::<String>();
-    assert!(
-        granted == expected,
-        "the profile's token may do more:{}\nor less:{}",
-        list(granted.difference(&expected).collect()),
-        list(expected.difference(&granted).collect())
-    );
-}
-
-/// Deletes the app's `local` environment when dropped, then the profile's namespace, which
-/// `delete` keeps (namespaces are never an environment's members: they hold the user's data).
-struct Deleted {
-    app: std::path::PathBuf,
-    namespace: String,
-}
-
-impl Drop for Deleted {
-    fn drop(&mut self) {
-        let output = mlkube(&self.app, &["delete", "local", "--yes"]);
-        if !output.status.success() {
-            eprintln!(
-                "warning: could not delete the profile: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let name = self.namespace.clone();
-        clean_up(&format!("namespace {name}"), |client| async move {
-            Api::<Namespace>::all(client)
-                .delete(&name, &DeleteParams::background())
-                .await
-                .map(|_| ())
-        });
-    }
+    let context = format!("the profile's token, in namespace {profile}");
+    assert_exactly(&granted, &expected(&[EDITS_IN_A_PROFILE]), &context);
 }

@@ -551,7 +551,7 @@ async fn a_users_notebook_runs_in_their_profile_as_its_service_account() {
     // KubeSpawner keeps a name of lower-case letters and digits as it is: the profile's name.
     let user = format!("ada{}", std::process::id());
     let app = HubApp::deploy_with(&[("userNamespaces", "true")], Some(&user)).await;
-    let _profile = ProfileNamespace(user.clone());
+    let _profile = support::NamespaceCleanup(user.clone());
     let namespace = app.namespace.name.as_str();
     let client = support::client().await;
     let image = format!("{IMAGE}:{TAG}");
@@ -573,21 +573,6 @@ async fn a_users_notebook_runs_in_their_profile_as_its_service_account() {
         "the user's volume is there too"
     );
     stop_the_notebook(&mut browser, &client, &user, &user).await;
-}
-
-/// Deletes the profile's namespace, which `delete` keeps, when the test ends.
-struct ProfileNamespace(String);
-
-impl Drop for ProfileNamespace {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        support::clean_up(&format!("namespace {name}"), |client| async move {
-            Api::<k8s_openapi::api::core::v1::Namespace>::all(client)
-                .delete(&name, &Default::default())
-                .await
-                .map(|_| ())
-        });
-    }
 }
 
 #[tokio::test]
