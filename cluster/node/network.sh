@@ -11,57 +11,65 @@
 FLANNEL_VERSION=v0.28.4
 FLANNEL_BIN=$CACHE_ROOT/flannel-$FLANNEL_VERSION/bin/flanneld
 
-# flannel's main package links every backend; the Tencent VPC one needs a Tencent SDK
-# (tencentcloud/common v1.3.79) the module proxy no longer serves, so a module of our own
-# requires flannel and a served version of that SDK, and builds flannel's main package from it.
-# The UDP backend is C (cgo).
-build_flannel() {
-  [ -x "$FLANNEL_BIN" ] && return 0
+# build_main NAME BIN PACKAGE CGO LDFLAGS MINUTES REQUIRE...: the main PACKAGE built once as
+# BIN from a module of our own that requires each REQUIRE ("module version"), so that a
+# dependency the upstream module pins but the proxy no longer serves can be replaced by a
+# served version. CGO is 0 or 1.
+build_main() {
+  local name=$1 bin=$2 package=$3 cgo=$4 ldflags=$5 minutes=$6 dir log started=$SECONDS
+  shift 6
+  [ -x "$bin" ] && return 0
   require_go
-  local dir log started=$SECONDS
-  dir=$(dirname "$(dirname "$FLANNEL_BIN")")
+  dir=$(dirname "$(dirname "$bin")")
   log=$dir/build.log
-  mkdir -p "$dir/module" "$(dirname "$FLANNEL_BIN")"
-  cat >"$dir/module/go.mod" <<MODULE
-module mlkube.local/flannel
-
-go 1.25.0
-
-require (
-	github.com/flannel-io/flannel $FLANNEL_VERSION
-	github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.211
-)
-MODULE
-  printf '%s\n' '//go:build tools' '' 'package tools' '' 'import _ "github.com/flannel-io/flannel"' >"$dir/module/tools.go"
-  say "building flannel $FLANNEL_VERSION once (about 2 minutes on 2 cores); log: $log"
+  mkdir -p "$dir/module" "$(dirname "$bin")"
+  { printf 'module mlkube.local/%s\n\ngo 1.25.0\n\nrequire (\n' "$name"; printf '\t%s\n' "$@"; echo ')'; } >"$dir/module/go.mod"
+  printf '%s\n' '//go:build tools' '' 'package tools' '' "import _ \"$package\"" >"$dir/module/tools.go"
+  say "building $name once (about $minutes on 2 cores); log: $log"
   (
     cd "$dir/module" &&
       GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=1 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -o "$FLANNEL_BIN" \
-        -ldflags="-s -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" github.com/flannel-io/flannel
-  ) >"$log" 2>&1 || die_with_log "building flannel failed" "$log"
-  say "built flannel in $((SECONDS - started))s"
+      GOFLAGS=-mod=mod CGO_ENABLED=$cgo env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false \
+        -o "$bin" -ldflags="$ldflags" "$package"
+  ) >"$log" 2>&1 || die_with_log "building $name failed" "$log"
+  say "built $name in $((SECONDS - started))s"
 }
 
-# flannel's identity (mlkube:flannel, its certificate from generate_cluster_node_pki) may do what
-# upstream's ClusterRole lets it: read every Node (the Node authorizer lets a node read only its
-# own), annotate them and set their NetworkUnavailable condition.
-allow_flannel() {
-  kubectl_local apply -f - >"$STATE_DIR/flannel-rbac.log" 2>&1 <<RBAC || die "creating flannel's ClusterRole failed; see $STATE_DIR/flannel-rbac.log"
+# flannel's main package links every backend; the Tencent VPC one needs a Tencent SDK
+# (tencentcloud/common v1.3.79) the module proxy no longer serves, so our module requires a
+# served version of it. The UDP backend is C (cgo).
+build_flannel() {
+  build_main flannel "$FLANNEL_BIN" github.com/flannel-io/flannel 1 \
+    "-s -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" "2 minutes" \
+    "github.com/flannel-io/flannel $FLANNEL_VERSION" \
+    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.211"
+}
+
+# A ClusterRole mlkube:NAME with RULES (YAML list items) bound to the user mlkube:NAME, the
+# identity of one of the nodes' agents (its certificate from generate_cluster_node_pki).
+allow_agent() {
+  local name=$1 rules=$2
+  kubectl_local apply -f - >"$STATE_DIR/$name-rbac.log" 2>&1 <<RBAC || die "creating $name's ClusterRole failed; see $STATE_DIR/$name-rbac.log"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
-metadata: {name: "mlkube:flannel"}
+metadata: {name: "mlkube:$name"}
 rules:
-- {apiGroups: [""], resources: [nodes], verbs: [get, list, watch, patch]}
-- {apiGroups: [""], resources: [nodes/status], verbs: [patch]}
+$rules
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
-metadata: {name: "mlkube:flannel"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "mlkube:flannel"}
+metadata: {name: "mlkube:$name"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "mlkube:$name"}
 subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "mlkube:flannel"}
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "mlkube:$name"}
 RBAC
+}
+
+# flannel may do what upstream's ClusterRole lets it: read every Node (the Node authorizer lets
+# a node read only its own), annotate them and set their NetworkUnavailable condition.
+allow_flannel() {
+  allow_agent flannel '- {apiGroups: [""], resources: [nodes], verbs: [get, list, watch, patch]}
+- {apiGroups: [""], resources: [nodes/status], verbs: [patch]}'
 }
 
 # flanneld on the node use_node chose: its Node's lease, on the node's link.
