@@ -79,7 +79,7 @@ GATEWAY_PORT=$(cat "$STATE_DIR/gateway-port" 2>/dev/null || echo "${MLKUBE_GATEW
 GATEWAY_NODE_PORT=30080
 # The node's tools, and the images' (image/node-images.sh): command or path, then its package.
 REAL_TOOLS=(nsenter:util-linux ip:iproute2 socat:socat containerd:containerd runc:runc
-  ctr:containerd iptables:iptables conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins
+  ctr:containerd iptables:iptables ipset:ipset conntrack:conntrack /usr/lib/cni/bridge:containernetworking-plugins
   skopeo:skopeo mmdebstrap:mmdebstrap zstd:zstd musl-gcc:musl-tools npm:npm)
 
 # The node the functions of cluster/node/ act on: use_node K (1 to REAL_NODES) sets its name,
@@ -106,12 +106,14 @@ check_node_count() {
   esac
 }
 
-# What only real nodes run, built once: CoreDNS, local-path-provisioner, the registry, flannel.
+# What only real nodes run, built once: CoreDNS, local-path-provisioner, the registry, flannel,
+# kube-router.
 build_node() {
   build_coredns
   build_local_path_provisioner
   build_registry
   build_flannel
+  build_kube_router
 }
 
 # The node indexes, 1 to REAL_NODES.
@@ -123,7 +125,7 @@ real_components() {
   local k
   echo forwarder gateway-forwarder registry-forwarder etcd kube-apiserver kube-controller-manager kube-scheduler \
     registry coredns local-path-provisioner
-  for k in $(node_indexes); do echo "containerd-$k kubelet-$k kube-proxy-$k flannel-$k"; done
+  for k in $(node_indexes); do echo "containerd-$k kubelet-$k kube-proxy-$k flannel-$k kube-router-$k"; done
 }
 
 # shellcheck source=SCRIPTDIR/node/host.sh
@@ -138,6 +140,8 @@ real_components() {
 . "$REPO_DIR/cluster/node/containerd.sh"
 # shellcheck source=SCRIPTDIR/node/network.sh
 . "$REPO_DIR/cluster/node/network.sh"
+# shellcheck source=SCRIPTDIR/node/policies.sh
+. "$REPO_DIR/cluster/node/policies.sh"
 # shellcheck source=SCRIPTDIR/node/kubelet.sh
 . "$REPO_DIR/cluster/node/kubelet.sh"
 # shellcheck source=SCRIPTDIR/node/storage.sh

@@ -20,7 +20,8 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     (metadata and blobs) lives on a PersistentVolumeClaim of `storage` (storageClass, or the
     cluster default), so a restart of the pod keeps every object; `weed mini` runs master,
     volume server and filer on the pod's loopback only, and `weed s3` serves the S3 API on
-    port 8333, the one port a NetworkPolicy admits, behind the Service <name>. The buckets of
+    port 8333, behind the Service <name>; a NetworkPolicy admits that port only from pods of
+    this namespace and of grantedNamespaces. The buckets of
     `buckets` are created at start. Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in
     the Secret credentialsSecret (yours, created beforehand), or, when null, in <name>-credentials,
     generated with random values by the pod's init container and owned by the StatefulSet: never
@@ -41,6 +42,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
     credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
     endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
+    grantedNamespaces: { type: 'array', items: { type: 'string' }, default: [], description: "Namespaces besides this one whose pods may reach the store (its NetworkPolicy); they still need the keys." },
     region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },
   } + u.resourceParams('100m', '256Mi'),
 
@@ -140,7 +142,13 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
         spec: {
           podSelector: { matchLabels: u.selector(name, part) },
           policyTypes: ['Ingress'],
-          ingress: [{ ports: [{ protocol: 'TCP', port: s3Port }] }],
+          ingress: [{
+            from: [
+              { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } }
+              for ns in std.set([env.namespace] + u.namespaceNames(component, 'grantedNamespaces', params.grantedNamespaces))
+            ],
+            ports: [{ protocol: 'TCP', port: s3Port }],
+          }],
         },
       },
       $.statefulSet(params, buckets, secretName, generated, std.md5(std.manifestJson(scripts))),

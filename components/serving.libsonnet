@@ -128,6 +128,7 @@ local parentRef(gateway) =
     trafficRule: { type: 'string', default: 'v1:100', description: 'Versions and their traffic weights in percent, e.g. v1:90,v2:10.' },
     versionModelBasePaths: { type: 'object', default: {}, description: 'Per-version model base paths overriding modelBasePath, e.g. {v2: "gs://bucket/mnist-v2"}.' },
     gateway: { type: 'string', default: null, description: 'Gateway API Gateway (<name> in this namespace, or <namespace>/<name>) whose HTTPRoute splits traffic by trafficRule; null renders no route.' },
+    directClients: { type: 'array', items: { type: 'string' }, default: null, description: "Namespaces whose pods may call the model servers directly (the Services); null is none with gateway set (only the gateway's pods reach them) and this namespace without." },
     objectStore: { type: 'string', default: null, description: "Object-store component holding s3:// model paths (its <name>-endpoint ConfigMap and keys reach MLServer's init container); null for none." },
     objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is <objectStore>-credentials." },
     readyTimeout: { type: 'integer', minimum: 10, default: 300, description: "Seconds a version's rollout may make no progress before its Deployment fails (progressDeadlineSeconds), so apply stops waiting and names it." },
@@ -376,5 +377,37 @@ local parentRef(gateway) =
     + std.flattenArrays([pdb(v) for v in versions])
     + httpRoute
     + istioObjects
+    + (if params.istio then [] else [$.networkPolicy(params, env, route, if mlserver then [v2RestPort, v2GrpcPort] else [grpcPort, restPort])])
+  ),
+
+  // Who reaches the model servers: the gateway's pods (Traefik, from the gateway component
+  // named by the route) and the pods of directClients, on the servers' own ports; the kubelet's
+  // probes come from the node, which the policy does not restrict. So MLServer's repository API
+  // (load, unload), which the route never sends, is out of every other pod's reach. With Istio
+  // the mesh decides, and no policy is rendered.
+  networkPolicy(params, env, route, ports):: (
+    local clients =
+      if params.directClients != null then u.namespaceNames(component, 'directClients', params.directClients)
+      else if route == null then [env.namespace]
+      else [];
+    local namespace(ns) = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } };
+    local gatewayPods = if route == null then [] else [
+      namespace(std.get(route, 'namespace', env.namespace)) + {
+        podSelector: { matchLabels: u.selector(route.name, 'gateway') },
+      },
+    ];
+    {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: u.metadata(params.name, part),
+      spec: {
+        podSelector: { matchLabels: u.selector(params.name, part) },
+        policyTypes: ['Ingress'],
+        ingress: [{
+          from: gatewayPods + [namespace(ns) for ns in clients],
+          ports: [{ protocol: 'TCP', port: p } for p in std.set(ports)],
+        }],
+      },
+    }
   ),
 }

@@ -49,6 +49,18 @@
   // still wrong (an unknown enum value, a malformed traffic rule).
   fail(component, param, message):: error 'component %s: param %s: %s' % [component, param, message],
 
+  // `names` of param, each a namespace's name (an RFC 1123 label), or an error naming it.
+  namespaceNames(component, param, names)::
+    local label(n) = std.isString(n) && std.length(n) >= 1 && std.length(n) <= 63
+                     && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789-', c) for c in std.stringChars(n)])
+                     && n[0] != '-' && n[std.length(n) - 1] != '-';
+    if !std.isArray(names) then $.fail(component, param, 'must be a list of namespaces, got %s' % std.manifestJson(names))
+    else [
+      if label(n) then n
+      else $.fail(component, param, '%s is not a namespace name (1-63 lower-case letters, digits and hyphens)' % std.manifestJson(n))
+      for n in names
+    ],
+
   oneOf(component, params, param, allowed)::
     if std.member(allowed, params[param]) then params[param]
     else $.fail(component, param, '%s is not one of %s' % [

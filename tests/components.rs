@@ -616,9 +616,23 @@ fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_t
             "PodDisruptionBudget digits-v1",
             "PodDisruptionBudget digits-v2",
             "HTTPRoute digits",
+            "NetworkPolicy digits",
         ]
     );
     let items = objects.as_array().unwrap();
+    // Only the gateway's pods reach the servers, on MLServer's ports: nothing else reaches the
+    // repository API.
+    assert_eq!(
+        items[8]["spec"]["ingress"],
+        json!([{
+            "from": [{
+                "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": "kubeflow" } },
+                "podSelector": { "matchLabels": { "app.kubernetes.io/instance": "gateway",
+                                                  "app.kubernetes.io/name": "gateway" } },
+            }],
+            "ports": [{ "port": 8080, "protocol": "TCP" }, { "port": 8081, "protocol": "TCP" }],
+        }])
+    );
     let route = &items[7]["spec"];
     assert_eq!(route["parentRefs"], json!([{ "name": "gateway" }]));
     let rule = &route["rules"][0];
@@ -679,7 +693,7 @@ fn tensorflow_serving_behind_a_gateway_routes_its_rest_api() {
         &json!({ "gateway": "infra/gateway", "enablePrometheus": false }),
     )
     .unwrap();
-    let route = objects.as_array().unwrap().last().unwrap();
+    let route = object_of(&objects, "HTTPRoute");
     assert_eq!(route["kind"], "HTTPRoute");
     assert_eq!(
         route["spec"]["parentRefs"],

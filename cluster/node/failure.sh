@@ -42,7 +42,8 @@ wait_gone() {
 }
 
 # Node K back, as a machine that rebooted: a fresh mount namespace (what its kubelet mounted is
-# gone, its disk is not), containerd, then the kubelet, kube-proxy and flannel.
+# gone, its disk is not), containerd, then the kubelet, kube-proxy and flannel, and once it is
+# Ready, kube-router's policy controller.
 start_node() {
   local k=$1
   [ "$NODE_KIND" = real ] || die "only real nodes can be started; this cluster's are kwok's"
@@ -52,6 +53,7 @@ start_node() {
   start_containerd
   start_node_agents
   wait_until "the node $NODE_NAME to be Ready" 120 "kubelet-$k" node_ready
+  start_kube_router
   say "started $NODE_NAME"
 }
 

@@ -48,10 +48,14 @@ generate_cluster_node_pki() {
       "extendedKeyUsage=clientAuth"
     sign_certificate kube-proxy "/CN=system:kube-proxy" "extendedKeyUsage=clientAuth"
     sign_certificate flannel "/CN=mlkube:flannel" "extendedKeyUsage=clientAuth"
+    sign_certificate kube-router "/CN=mlkube:kube-router" "extendedKeyUsage=clientAuth"
   ) >>"$STATE_DIR/pki.log" 2>&1 || die "generating the nodes' certificates failed; see $STATE_DIR/pki.log"
   write_kubeconfig "$STATE_DIR/flannel.kubeconfig" flannel "" \
     "    client-certificate-data: $(base64 -w0 "$STATE_DIR/pki/flannel.crt")
     client-key-data: $(base64 -w0 "$STATE_DIR/pki/flannel.key")" "$NODE_IP"
+  write_kubeconfig "$STATE_DIR/kube-router.kubeconfig" kube-router "" \
+    "    client-certificate-data: $(base64 -w0 "$STATE_DIR/pki/kube-router.crt")
+    client-key-data: $(base64 -w0 "$STATE_DIR/pki/kube-router.key")" "$NODE_IP"
 }
 
 # The node's identity (system:node:<name>, for its kubelet), its kubelet's serving
@@ -184,7 +188,7 @@ node_ready() {
 dns_ready() { [ -n "$(ss -N "$NETNS" -lunH "sport = :53" 2>/dev/null)" ]; }
 
 # The node use_node chose: its containerd, then (images pulled) its kubelet, kube-proxy and
-# flannel.
+# flannel; once its Node is registered, kube-router's policy controller.
 start_containerd() {
   mkdir -p "$NODE_DIR/kubelet" "$NODE_DIR/pod-logs" "$NODE_DIR/volume-plugins"
   write_containerd_config
@@ -223,6 +227,7 @@ start_nodes() {
   done
   pull_on_every_node
   allow_flannel
+  allow_kube_router
   for k in $(node_indexes); do
     use_node "$k"
     start_node_agents
@@ -233,6 +238,7 @@ start_nodes() {
     use_node "$k"
     wait_for_pod_network
     wait_until "the node $NODE_NAME to be Ready" 120 "kubelet-$k" node_ready
+    start_kube_router
   done
   wait_until "CoreDNS on $NODE_IP:53" 30 coredns dns_ready
   use_node 1

@@ -57,7 +57,7 @@ down_real() {
   stop_operator
   # First what would recreate pods, then the nodes, then the rest of the control plane.
   stop_components kube-controller-manager kube-scheduler local-path-provisioner
-  for k in $(node_indexes); do agents+=("kubelet-$k" "kube-proxy-$k" "flannel-$k"); done
+  for k in $(node_indexes); do agents+=("kubelet-$k" "kube-proxy-$k" "flannel-$k" "kube-router-$k"); done
   stop_components "${agents[@]}" coredns
   stop_containerds
   stop_components kube-apiserver etcd registry forwarder gateway-forwarder registry-forwarder

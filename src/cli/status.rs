@@ -149,7 +149,22 @@ fn served_versions(versions: &[ServedVersion]) -> String {
         })
         .collect();
     let header = ["SERVING", "VERSION", "READY", "WEIGHT", "MODEL PATH"].map(String::from);
-    super::output::table(&header, &rows)
+    let mut out = super::output::table(&header, &rows);
+    for v in versions
+        .iter()
+        .filter(|v| v.weight.unwrap_or(0) > 0 && v.ready == 0)
+    {
+        let _ = writeln!(
+            out,
+            "warning: {} {} gets {}% of the traffic with no ready replica: those requests fail \
+             until it is ready again or the route moves off it (`mlkube param set {} trafficRule ...` and apply)",
+            v.component.as_deref().unwrap_or("-"),
+            v.version,
+            v.weight.unwrap_or(0),
+            v.component.as_deref().unwrap_or("<component>"),
+        );
+    }
+    out
 }
 
 fn last_apply_line(status: &Status) -> String {
@@ -209,6 +224,35 @@ mod tests {
             serving: Vec::new(),
             summary,
         }
+    }
+
+    fn version(version: &str, ready: i64, weight: Option<u32>) -> ServedVersion {
+        ServedVersion {
+            component: Some("digits".into()),
+            namespace: Some("ml".into()),
+            deployment: format!("digits-{version}"),
+            version: version.into(),
+            ready,
+            replicas: 1,
+            weight,
+            model_path: format!("s3://models/digits/{version}/"),
+        }
+    }
+
+    #[test]
+    fn a_routed_version_without_a_ready_replica_is_called_out() {
+        let text = served_versions(&[
+            version("v1", 1, Some(90)),
+            version("v2", 0, Some(10)),
+            version("v3", 0, None),
+        ]);
+        let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
+        assert_eq!(warnings.len(), 1, "{text}");
+        assert!(
+            warnings[0]
+                .starts_with("warning: digits v2 gets 10% of the traffic with no ready replica"),
+            "{text}"
+        );
     }
 
     #[test]

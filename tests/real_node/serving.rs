@@ -277,7 +277,8 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 
     serve("v1:100");
     assert_success("apply v1", &apply(SERVING, &["--prune", "--yes"]));
-    let served = served_accuracy("predict-v1", "http://digits-v1:8080", SERVING, "1").await;
+    // Through the gateway's Service: the policy admits nothing else to the servers.
+    let served = served_accuracy("predict-v1", "http://gateway:8000", SERVING, "1").await;
     assert_close(&served, &job_accuracy("xgboostjob/xgb-v1"), "v1");
 
     let http: Http = HttpClient::builder(TokioExecutor::new()).build_http();
@@ -296,7 +297,47 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
     let (seen, failed) = looping.await.expect("the request loop");
     assert_none_failed("rollout", &seen, &failed);
 
+    only_the_gateway_reaches_the_servers().await;
     a_version_without_a_model_never_gets_traffic(&http).await;
+}
+
+/// The serving component's NetworkPolicy, enforced by the nodes' policy controller: a pod that
+/// is not the gateway's cannot open a connection to a model server, so MLServer's repository API
+/// (unload) is out of its reach, and the gateway routes no repository path; the same pod's
+/// request through the gateway is served.
+async fn only_the_gateway_reaches_the_servers() {
+    let script = format!(
+        r#"
+import socket, urllib.error, urllib.request
+def post(url):
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5).status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError as e:
+        return "unreachable"
+print("direct", post("http://{SERVING}-v2:8080/v2/repository/models/{SERVING}/unload"))
+print("gateway-repository", post("http://gateway:8000/v2/repository/models/{SERVING}/unload"))
+print("gateway-ready", urllib.request.urlopen("http://gateway:8000/v2/models/{SERVING}/ready", timeout=10).status)
+"#
+    );
+    let pod = json!({
+        "metadata": { "name": "unload-from-a-pod" },
+        "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
+            "containers": [{ "name": "unload", "image": TRAINING_IMAGE,
+                "command": ["python3", "-c", script] }] },
+    });
+    let printed = run_pod(&support::client().await, pod).await;
+    for line in [
+        "direct unreachable",
+        "gateway-repository 404",
+        "gateway-ready 200",
+    ] {
+        assert!(
+            printed.contains(line),
+            "expected {line:?}, the pod printed:\n{printed}"
+        );
+    }
 }
 
 /// 2,000 requests to `model` at 90/10: v2's share within 10% ± 2.5%.
@@ -432,9 +473,10 @@ async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
     a_model_unloaded_through_the_repository_api_is_loaded_again(&client).await;
 }
 
-/// Anyone who reaches the server may unload its model through MLServer's repository API; the
-/// model's readiness is the container's liveness, so the kubelet restarts it and it loads the
-/// model again instead of answering 400 for good.
+/// A pod the policy admits (this model has no gateway, so pods of its namespace call it
+/// directly) may unload its model through MLServer's repository API; the model's readiness is
+/// the container's liveness, so the kubelet restarts it and it loads the model again instead of
+/// answering 400 for good.
 async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Client) {
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     let selector = ListParams::default().labels("app.kubernetes.io/instance=tf-digits");

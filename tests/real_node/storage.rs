@@ -317,6 +317,55 @@ async fn the_object_store_keeps_every_object_across_a_restart_of_its_pod() {
     assert_store_healthy(&store);
 }
 
+/// A pod that tries `tries` times, a second apart, to open a connection to the store's S3 port,
+/// and prints `reached` or `unreachable`: the policy controller admits a new pod's address a
+/// moment after the pod starts.
+fn reach_pod(name: &str, store_namespace: &str, tries: u32) -> Value {
+    let script = format!(
+        "import socket, time\nfor attempt in range({tries}):\n    try:\n        socket.create_connection(('{STORE}.{store_namespace}.svc', 8333), timeout=3).close()\n        print('reached')\n        break\n    except OSError as e:\n        error = e\n        time.sleep(1)\nelse:\n    print('unreachable', error)\n"
+    );
+    json!({
+        "metadata": { "name": name },
+        "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
+            "containers": [{ "name": "reach", "image": STORE_IMAGE, "command": ["python3", "-c", script] }] },
+    })
+}
+
+/// The store's NetworkPolicy, enforced by the nodes' policy controller: pods of another
+/// namespace cannot open a connection to it until `grantedNamespaces` names that namespace,
+/// while pods of the store's own namespace always can.
+#[tokio::test]
+async fn the_store_admits_its_own_namespace_and_the_granted_ones_only() {
+    let store = StoreApp::deploy().await;
+    let user = TestNamespace::new("store-user").await;
+    let own = Api::<Pod>::namespaced(store.namespace.client.clone(), store.ns());
+    let other = Api::<Pod>::namespaced(user.client.clone(), &user.name);
+    let reached = |logs: String| logs.lines().any(|l| l == "reached");
+
+    assert!(reached(
+        run_to_completion(&own, reach_pod("own", store.ns(), 30)).await
+    ));
+    let refused = run_to_completion(&other, reach_pod("before-grant", store.ns(), 3)).await;
+    assert!(
+        refused.starts_with("unreachable"),
+        "an ungranted namespace: {refused}"
+    );
+
+    let granted = format!("[\"{}\"]", user.name);
+    let set = mlkube(
+        &store.app,
+        &["param", "set", STORE, "grantedNamespaces", &granted],
+    );
+    assert_success("mlkube param set object-store grantedNamespaces", &set);
+    let apply = mlkube(
+        &store.app,
+        &["apply", "local", "-c", STORE, "--timeout", "5m"],
+    );
+    assert_success("mlkube apply local -c object-store", &apply);
+    let after = run_to_completion(&other, reach_pod("after-grant", store.ns(), 30)).await;
+    assert!(reached(after.clone()), "a granted namespace: {after}");
+}
+
 /// The states `mlkube status local -o json` reports for the store's objects, by kind.
 fn store_states(store: &StoreApp) -> BTreeMap<String, String> {
     let status = mlkube(&store.app, &["status", "local", "-o", "json"]);
