@@ -8,6 +8,10 @@ local s3Port = 8333;
 // The loopback ports of the servers behind the S3 gateway: never reachable from outside the pod.
 local filerPort = 8888;
 local innerS3Port = 8334;
+// The S3 server's identities besides the administrator's (its environment): the read-only
+// keys', written by the init container into a volume of the pod alone.
+local identitiesDir = '/identities';
+local identitiesFile = identitiesDir + '/s3.json';
 local uid = 1000;
 local gid = 100;
 local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
@@ -25,7 +29,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     `buckets` are created at start. Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in
     the Secret credentialsSecret (yours, created beforehand), or, when null, in <name>-credentials,
     generated with random values by the pod's init container and owned by the StatefulSet: never
-    rendered, so `show` and `diff` never print them. A pod reaches the store by reference:
+    rendered, so `show` and `diff` never print them. Those keys read and write every bucket (for
+    jobs that save models, and uploads); <name>-read-credentials, always generated the same way,
+    may only read and list (for fetchers and model servers). A pod reaches the store by reference:
     `envFrom` the ConfigMap <name>-endpoint (AWS_ENDPOINT_URL, S3_ENDPOINT, AWS_REGION,
     S3_BUCKETS, S3_CREDENTIALS_SECRET) and the credentials Secret. The pod is Ready, and
     `status` healthy, only while a signed ListBuckets answers and every bucket is there. With
@@ -85,6 +91,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
   ]) && !std.member('.-', b[0]) && !std.member('.-', b[std.length(b) - 1]),
 
   // The ServiceAccount and Role of the init container that makes or reads the credentials.
+  // The read-only keys the store always generates: for fetchers and model servers.
+  readSecretName(name):: name + '-read-credentials',
+
   access(params, env, secretName, generated):: (
     local name = params.name;
     local meta(objectName) = u.metadata(objectName, part, {}, name);
@@ -95,12 +104,11 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
         kind: 'Role',
         metadata: meta(name),
         rules: [
-          { apiGroups: [''], resources: ['secrets'], resourceNames: [secretName], verbs: ['get'] },
-        ] + (if generated then [
-               // `create` cannot be limited to a name; the script creates only secretName.
-               { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-               { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [name], verbs: ['get'] },
-             ] else []),
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [secretName, $.readSecretName(name)], verbs: ['get'] },
+          // `create` cannot be limited to a name; the script creates only those two.
+          { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+          { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [name], verbs: ['get'] },
+        ],
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -186,14 +194,19 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
             securityContext: u.podSecurity(uid, gid),
             initContainers: [container('credentials') {
               command: ['python3', '/scripts/credentials.py'],
-              env: [{ name: 'SECRET_NAME', value: secretName }] + (
-                if generated then [
-                  { name: 'OWNER_STATEFULSET', value: name },
-                  { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
-                ] else []
-              ),
+              env: [
+                { name: 'SECRET_NAME', value: secretName },
+                { name: 'GENERATE', value: std.toString(generated) },
+                { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
+                { name: 'OWNER_STATEFULSET', value: name },
+                { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
+                { name: 'CONFIG_FILE', value: identitiesFile },
+              ],
               resources: u.resources(params { cpuRequest: '10m', memoryRequest: '32Mi' }),
-              volumeMounts: [{ name: 'scripts', mountPath: '/scripts', readOnly: true }],
+              volumeMounts: [
+                { name: 'scripts', mountPath: '/scripts', readOnly: true },
+                { name: 'identities', mountPath: identitiesDir },
+              ],
             }],
             containers: [
               container('store') {
@@ -209,7 +222,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
               container('s3') {
                 command: [
                   'weed', 's3', '-filer=127.0.0.1:%d' % filerPort, '-ip.bind=0.0.0.0',
-                  '-port=%d' % s3Port, '-port.iceberg=0', '-port.lance=0',
+                  '-port=%d' % s3Port, '-port.iceberg=0', '-port.lance=0', '-config=' + identitiesFile,
                 ],
                 env: credentials + [
                   { name: 'S3_ENDPOINT', value: 'http://127.0.0.1:%d' % s3Port },
@@ -220,12 +233,16 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 readinessProbe: { exec: { command: ['python3', '/scripts/s3_ready.py'] }, periodSeconds: 10, timeoutSeconds: 10, failureThreshold: 2 },
                 livenessProbe: { tcpSocket: { port: 's3' }, initialDelaySeconds: 30, periodSeconds: 20, failureThreshold: 6 },
                 resources: u.resources(params { cpuRequest: '50m', memoryRequest: '128Mi' }),
-                volumeMounts: mounts + [{ name: 'scripts', mountPath: '/scripts', readOnly: true }],
+                volumeMounts: mounts + [
+                  { name: 'scripts', mountPath: '/scripts', readOnly: true },
+                  { name: 'identities', mountPath: identitiesDir, readOnly: true },
+                ],
               },
             ],
             volumes: [
               { name: 'scripts', configMap: { name: name + '-scripts' } },
               { name: 'tmp', emptyDir: {} },
+              { name: 'identities', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
             ],
           },
         },

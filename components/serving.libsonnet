@@ -130,7 +130,7 @@ local parentRef(gateway) =
     gateway: { type: 'string', default: null, description: 'Gateway API Gateway (<name> in this namespace, or <namespace>/<name>) whose HTTPRoute splits traffic by trafficRule; null renders no route.' },
     directClients: { type: 'array', items: { type: 'string' }, default: null, description: "Namespaces whose pods may call the model servers directly (the Services); null is none with gateway set (only the gateway's pods reach them) and this namespace without." },
     objectStore: { type: 'string', default: null, description: "Object-store component holding s3:// model paths (its <name>-endpoint ConfigMap and keys reach MLServer's init container); null for none." },
-    objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is <objectStore>-credentials." },
+    objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is <objectStore>-read-credentials, the store's read-only keys." },
     readyTimeout: { type: 'integer', minimum: 10, default: 300, description: "Seconds a version's rollout may make no progress before its Deployment fails (progressDeadlineSeconds), so apply stops waiting and names it." },
     istio: { type: 'boolean', default: false, description: 'Inject the Istio sidecar and render the VirtualService and DestinationRule.' },
     istioGateway: { type: 'string', default: null, description: 'Istio Gateway (<namespace>/<name>) exposing /tfserving/models/<model>; null is mesh-only.' },
@@ -207,7 +207,7 @@ local parentRef(gateway) =
       if params.objectStore == null then []
       else [
         { configMapRef: { name: params.objectStore + '-endpoint' } },
-        { secretRef: { name: if params.objectStoreCredentials == null then params.objectStore + '-credentials' else params.objectStoreCredentials } },
+        { secretRef: { name: if params.objectStoreCredentials == null then params.objectStore + '-read-credentials' else params.objectStoreCredentials } },
       ];
     local fetched(version) = std.startsWith(basePath(version), 's3://');
     local modelDir(version) = if fetched(version) then modelsDir + '/' + model else basePath(version);

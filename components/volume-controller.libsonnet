@@ -42,7 +42,7 @@ local healthPort = 8081;
     imagePullPolicy: { type: 'string', enum: ['Always', 'IfNotPresent', 'Never'], default: 'IfNotPresent', description: 'Image pull policy: Always, IfNotPresent or Never.' },
     logLevel: { type: 'integer', minimum: 0, default: null, description: 'Log verbosity as KVC counted it (--v=N): 0 warn, 1 to 3 info, 4 and up debug; null keeps info.' },
     volumeRoot: { type: 'string', default: '/var/lib/mlkube/volumes', description: 'The directory on each node under which placed data lives (--volume-root).' },
-    credentialSecrets: { type: 'array', items: { type: 'string' }, default: ['object-store-credentials'], description: "The only Secrets a VolumeManager may name for its access key (options.awsCredentialsSecretName): the store credentials granted to the namespace; null allows any (--volume-secrets)." },
+    credentialSecrets: { type: 'array', items: { type: 'string' }, default: ['object-store-read-credentials'], description: "The only Secrets a VolumeManager may name for its access key (options.awsCredentialsSecretName): the store credentials granted to the namespace (the store's read-only keys by default: fetchers only read); null allows any (--volume-secrets)." },
     installCrd: { type: 'boolean', default: true, description: 'Render the volumemanagers.kvc.kubeflow.org CRD.' },
     installStorageClass: { type: 'boolean', default: true, description: 'Render the no-provisioner StorageClass.' },
     storageClassName: { type: 'string', default: 'kvc', description: "Name of that StorageClass ('kvc' as KVC's chart named it)." },

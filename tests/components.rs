@@ -370,9 +370,14 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
         .iter()
         .find(|o| o["kind"] == "Role")
         .unwrap();
+    // Your keys are only read; the read-only ones the store makes beside them.
     assert_eq!(
         role["rules"],
-        json!([{ "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys"], "verbs": ["get"] }])
+        json!([
+            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials"], "verbs": ["get"] },
+            { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
+            { "apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["store"], "verbs": ["get"] },
+        ])
     );
 }
 
@@ -660,9 +665,10 @@ fn mlserver_canary_through_a_gateway_api_route_serves_each_versions_model_from_t
         fetch["envFrom"][0]["configMapRef"]["name"],
         "object-store-endpoint"
     );
+    // The store's read-only keys: a server never writes to the store.
     assert_eq!(
         fetch["envFrom"][1]["secretRef"]["name"],
-        "object-store-credentials"
+        "object-store-read-credentials"
     );
     let server = &pod["containers"][0];
     let command = server["command"].as_array().unwrap();

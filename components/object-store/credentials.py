@@ -1,14 +1,18 @@
 """The object store's credentials, before its servers start (an init container).
 
-Makes sure the Secret named by SECRET_NAME holds AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
-With OWNER_STATEFULSET set (the component generates its credentials), a missing Secret is
-created with random values, owned by that StatefulSet so that it goes when the store goes; a
-Secret another pod created first is read instead. Without it (the Secret is the user's), a
-missing Secret or key is an error that says how to make it. The values are never printed.
+Makes sure the Secret named by SECRET_NAME (the administrator's keys: every bucket, read and
+write) and the one named by READ_SECRET_NAME (read and list only: for fetchers and model
+servers) hold AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. A missing Secret that the store
+generates (the read one always; the administrator's with GENERATE set) is created with random
+values, owned by the StatefulSet OWNER_STATEFULSET so that it goes when the store goes; a Secret
+another pod created first is read instead. A missing Secret of the user's is an error that says
+how to make it. Then CONFIG_FILE gets the S3 server's identities: the read-only one (the
+administrator's comes from the server's environment). The values are never printed.
 
 Talks to the API server with the pod's ServiceAccount token, standard library only.
 """
 
+import base64
 import json
 import os
 import secrets
@@ -75,16 +79,13 @@ def create(namespace, name, owner, labels):
     return status, created
 
 
-def main():
-    with open(f"{ACCOUNT}/namespace") as file:
-        namespace = file.read().strip()
-    name = os.environ["SECRET_NAME"]
-    owner = os.environ.get("OWNER_STATEFULSET", "")
+def ensure(namespace, name, generate):
+    """The Secret `name` with both keys, created first when `generate`; exits saying what is wrong."""
     status, secret = api("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
     made = False
-    if status == 404 and owner:
+    if status == 404 and generate:
         labels = json.loads(os.environ.get("SECRET_LABELS", "{}"))
-        status, secret = create(namespace, name, owner, labels)
+        status, secret = create(namespace, name, os.environ["OWNER_STATEFULSET"], labels)
         made = status in (200, 201)
     if status == 404:
         sys.exit(
@@ -94,11 +95,32 @@ def main():
         )
     if status not in (200, 201):
         sys.exit(f"error: reading the Secret {namespace}/{name}: HTTP {status}: {secret.get('message', '')}")
-    missing = [key for key in KEYS if not (secret.get("data") or {}).get(key)]
+    values = {key: base64.b64decode(value).decode() for key, value in (secret.get("data") or {}).items()}
+    missing = [key for key in KEYS if not values.get(key)]
     if missing:
         sys.exit(f"error: the Secret {namespace}/{name} has no {' and no '.join(missing)}\n"
                  "hint: the object store reads its credentials from those two keys")
     print(f"credentials: {'made' if made else 'found'} in Secret {namespace}/{name}")
+    return values
+
+
+def write_identities(path, reader):
+    """The S3 server's configuration: one identity that may read and list every bucket."""
+    identities = {"identities": [{
+        "name": "reader",
+        "credentials": [{"accessKey": reader["AWS_ACCESS_KEY_ID"], "secretKey": reader["AWS_SECRET_ACCESS_KEY"]}],
+        "actions": ["Read", "List"],
+    }]}
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        json.dump(identities, file)
+
+
+def main():
+    with open(f"{ACCOUNT}/namespace") as file:
+        namespace = file.read().strip()
+    ensure(namespace, os.environ["SECRET_NAME"], os.environ.get("GENERATE") == "true")
+    reader = ensure(namespace, os.environ["READ_SECRET_NAME"], True)
+    write_identities(os.environ["CONFIG_FILE"], reader)
 
 
 if __name__ == "__main__":

@@ -93,11 +93,15 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
     uses("gateway.networking.k8s.io", "gatewayclasses", WATCH),
 ];
 
-/// The object store's init container: its own Secret read, made once (`create` cannot be
-/// limited to a name), and its StatefulSet read.
+/// The object store's init container: its two Secrets read (the administrator's keys and the
+/// read-only ones), made once (`create` cannot be limited to a name), and its StatefulSet read.
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
+        ..uses("", "secrets", &["get"])
+    },
+    Uses {
+        name: Some("object-store-read-credentials"),
         ..uses("", "secrets", &["get"])
     },
     uses("", "secrets", &["create"]),

@@ -12,7 +12,7 @@ use crate::jobs::finished;
 use crate::platform::{NAMESPACE, app, assert_success, mlkube};
 use crate::support;
 use crate::volume_support::{
-    STORE_SECRET, create, object_store, run_pod, s3_volume, volume, volume_controller,
+    READ_SECRET, STORE_SECRET, create, object_store, run_pod, s3_volume, volume, volume_controller,
 };
 
 const COMPONENT: &str = "xgb-store";
@@ -101,7 +101,7 @@ async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in
     let (managers, _) = create(
         &client,
         VOLUME_MANAGER,
-        json!([s3_volume("digits", DATA, STORE_SECRET)]),
+        json!([s3_volume("digits", DATA, READ_SECRET)]),
     )
     .await;
     let started = std::time::Instant::now();

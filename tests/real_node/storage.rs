@@ -225,6 +225,21 @@ for bucket in os.environ["S3_BUCKETS"].split(","):
             print(f"{bucket}/{item['Key']} {hashlib.sha256(body).hexdigest()}")
 "#;
 
+/// After DOWNLOAD, an upload and a delete, each printed `allowed` or `refused <code>`: the
+/// read-only keys must be refused both.
+const TRY_WRITES: &str = r#"
+import botocore
+for action, call in [
+    ("upload", lambda: s3.put_object(Bucket="models", Key="set/overwritten", Body=b"x")),
+    ("delete", lambda: s3.delete_object(Bucket="data", Key="set/1-1.bin")),
+]:
+    try:
+        call()
+        print(action, "allowed")
+    except botocore.exceptions.ClientError as error:
+        print(action, "refused", error.response["Error"]["Code"])
+"#;
+
 /// A pod that runs `script` with python3 and boto3, reaching the store by reference: the
 /// endpoint from the component's ConfigMap, the credentials from its Secret.
 fn s3_client_pod(name: &str, script: &str) -> Value {
@@ -314,6 +329,17 @@ async fn the_object_store_keeps_every_object_across_a_restart_of_its_pod() {
         written,
         "every object, byte for byte, after the restart"
     );
+    // The read-only keys read every object, and may neither write nor delete one.
+    let reader = s3_client_pod_with(
+        "read-only",
+        &format!("{DOWNLOAD}{TRY_WRITES}"),
+        &format!("{STORE}-read-credentials"),
+    );
+    let read = run_to_completion(&pods, reader).await;
+    assert_eq!(checksums(&read), written, "what the read-only keys read");
+    for refused in ["upload refused AccessDenied", "delete refused AccessDenied"] {
+        assert!(read.contains(refused), "expected {refused:?}:\n{read}");
+    }
     assert_store_healthy(&store);
 }
 
@@ -489,15 +515,25 @@ async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
         (owners[0].kind.as_str(), owners[0].name.as_str()),
         ("StatefulSet", STORE)
     );
-    let data = secret.data.expect("the Secret has data");
-    let values: Vec<String> = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
-        .iter()
-        .map(|key| {
-            let bytes = &data.get(*key).unwrap_or_else(|| panic!("no {key}")).0;
-            String::from_utf8(bytes.clone()).expect("UTF-8")
-        })
-        .collect();
+    let read = secrets
+        .get(&format!("{STORE}-read-credentials"))
+        .await
+        .expect("the store made its read-only Secret");
+    let key_values = |secret: &Secret| -> Vec<String> {
+        let data = secret.data.clone().expect("the Secret has data");
+        ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
+            .iter()
+            .map(|key| {
+                let bytes = &data.get(*key).unwrap_or_else(|| panic!("no {key}")).0;
+                String::from_utf8(bytes.clone()).expect("UTF-8")
+            })
+            .collect()
+    };
+    let mut values = key_values(&secret);
+    let read_values = key_values(&read);
     assert!(values[1].len() >= 32, "a long random secret key");
+    assert_ne!(values, read_values, "two pairs of keys");
+    values.extend(read_values);
     for args in [
         &["show", "local", "-c", STORE][..],
         &["diff", "local", "-c", STORE],

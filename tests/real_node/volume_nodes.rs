@@ -13,7 +13,7 @@ use crate::jobs::finished;
 use crate::platform::NAMESPACE;
 use crate::support::{self, eventually};
 use crate::volume_support::{
-    STORE_SECRET, create, fetcher_nodes, gone, object_store, placed_on, s3_volume, upload, volume,
+    READ_SECRET, create, fetcher_nodes, gone, object_store, placed_on, s3_volume, upload, volume,
     volume_controller,
 };
 
@@ -47,7 +47,7 @@ fn selected(volume: &VolumeStatus) -> Vec<String> {
 
 /// A volume `id` of the uploaded digits with `replicas`, kept to the real nodes.
 fn digits(id: &str, replicas: i64) -> serde_json::Value {
-    let mut config = s3_volume(id, "s3://data/kvc-test/digits", STORE_SECRET);
+    let mut config = s3_volume(id, "s3://data/kvc-test/digits", READ_SECRET);
     config["replicas"] = json!(replicas);
     config["nodeAffinity"] = json!({ "requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{ "matchExpressions": [

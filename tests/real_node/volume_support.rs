@@ -24,9 +24,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(120);
 pub fn volume_controller() {
     static APPLIED: OnceLock<()> = OnceLock::new();
     APPLIED.get_or_init(|| {
-        // The store's Secret, and those the tests of bad credentials make.
+        // The store's read-only Secret, and those the tests of bad credentials make.
         let granted = json!([
-            STORE_SECRET,
+            READ_SECRET,
             "volumes-bad-creds",
             "no-such-secret",
             "volumes-wrong-creds"
@@ -229,7 +229,10 @@ pub async fn placed_on(client: &Client, node: &str, vm: &VolumeManager, pod: &st
 
 const STORE: &str = "object-store";
 const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
+/// The store's administrator keys: uploads write with them.
 pub const STORE_SECRET: &str = "object-store-credentials";
+/// The store's read-only keys: what the volume controller grants VolumeManagers.
+pub const READ_SECRET: &str = "object-store-read-credentials";
 pub const PREFIX: &str = "kvc-test/digits";
 
 /// The store's S3 endpoint, as its `<name>-endpoint` ConfigMap gives it to pods.

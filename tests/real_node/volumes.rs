@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::support;
 use crate::volume_support::{
-    PREFIX, STORE_SECRET, TRAINING_IMAGE, create, credentials, fetcher_nodes, finished, gone,
+    PREFIX, READ_SECRET, TRAINING_IMAGE, create, credentials, fetcher_nodes, finished, gone,
     object_store, placed_on, run_pod, s3_volume, sums, upload, volume, volume_controller,
 };
 
@@ -112,7 +112,7 @@ async fn a_volume_manager_fills_a_nodes_volume_from_the_store_that_a_pod_reads_b
     let (api, vm) = create(
         &client,
         "digits",
-        json!([s3_volume("digits", &url, STORE_SECRET)]),
+        json!([s3_volume("digits", &url, READ_SECRET)]),
     )
     .await;
     let volumes = finished(&api, "digits", &["digits"]).await;
@@ -172,8 +172,8 @@ async fn wrong_credentials_a_missing_bucket_and_a_missing_key_fail_with_their_ca
     .await;
     let configs = json!([
         s3_volume("wrong", "s3://data/kvc-test", "volumes-wrong-creds"),
-        s3_volume("nobucket", "s3://no-such-bucket/x", STORE_SECRET),
-        s3_volume("nokey", "s3://data/no/such/prefix", STORE_SECRET),
+        s3_volume("nobucket", "s3://no-such-bucket/x", READ_SECRET),
+        s3_volume("nokey", "s3://data/no/such/prefix", READ_SECRET),
     ]);
     let (api, vm) = create(&client, "bad-store", configs).await;
     let volumes = finished(&api, "bad-store", &["wrong", "nobucket", "nokey"]).await;
