@@ -28,8 +28,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     this namespace and of grantedNamespaces. The buckets of
     `buckets` are created at start. Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in
     the Secret credentialsSecret (yours, created beforehand), or, when null, in <name>-credentials,
-    generated with random values by the pod's init container and owned by the StatefulSet: never
-    rendered, so `show` and `diff` never print them. Those keys read and write every bucket (for
+    generated with random values by the pod's init container, and kept, like the data volume,
+    when the component is deleted (added again, the store serves the same data with the same
+    keys): never rendered, so `show` and `diff` never print them. Those keys read and write every bucket (for
     jobs that save models, and uploads); <name>-read-credentials, always generated the same way,
     may only read and list (for fetchers and model servers). A pod reaches the store by reference:
     `envFrom` the ConfigMap <name>-endpoint (AWS_ENDPOINT_URL, S3_ENDPOINT, AWS_REGION,
@@ -107,7 +108,6 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           { apiGroups: [''], resources: ['secrets'], resourceNames: [secretName, $.readSecretName(name)], verbs: ['get'] },
           // `create` cannot be limited to a name; the script creates only those two.
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-          { apiGroups: ['apps'], resources: ['statefulsets'], resourceNames: [name], verbs: ['get'] },
         ],
       },
       {
@@ -198,7 +198,6 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 { name: 'SECRET_NAME', value: secretName },
                 { name: 'GENERATE', value: std.toString(generated) },
                 { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
-                { name: 'OWNER_STATEFULSET', value: name },
                 { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
                 { name: 'CONFIG_FILE', value: identitiesFile },
               ],

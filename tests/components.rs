@@ -376,7 +376,6 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
         json!([
             { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials"], "verbs": ["get"] },
             { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
-            { "apiGroups": ["apps"], "resources": ["statefulsets"], "resourceNames": ["store"], "verbs": ["get"] },
         ])
     );
 }

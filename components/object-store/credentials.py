@@ -4,7 +4,8 @@ Makes sure the Secret named by SECRET_NAME (the administrator's keys: every buck
 write) and the one named by READ_SECRET_NAME (read and list only: for fetchers and model
 servers) hold AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. A missing Secret that the store
 generates (the read one always; the administrator's with GENERATE set) is created with random
-values, owned by the StatefulSet OWNER_STATEFULSET so that it goes when the store goes; a Secret
+values and owned by nothing: like the data volume, it outlives the store, so a store deleted and
+added again serves the same data with the same keys (deleting both starts afresh); a Secret
 another pod created first is read instead. A missing Secret of the user's is an error that says
 how to make it. Then CONFIG_FILE gets the S3 server's identities: the read-only one (the
 administrator's comes from the server's environment). The values are never printed.
@@ -48,25 +49,13 @@ def api(method, path, body=None):
             return error.code, {"message": text.decode(errors="replace")}
 
 
-def create(namespace, name, owner, labels):
-    """Creates the Secret with new random values, owned by the StatefulSet `owner`."""
-    status, statefulset = api("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{owner}")
-    if status != 200:
-        return status, statefulset
+def create(namespace, name, labels):
+    """Creates the Secret with new random values."""
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {
-            "name": name,
-            "labels": labels,
-            "ownerReferences": [{
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "name": owner,
-                "uid": statefulset["metadata"]["uid"],
-            }],
-        },
+        "metadata": {"name": name, "labels": labels},
         "stringData": {
             "AWS_ACCESS_KEY_ID": "mlkube" + secrets.token_hex(10),
             "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
@@ -85,7 +74,7 @@ def ensure(namespace, name, generate):
     made = False
     if status == 404 and generate:
         labels = json.loads(os.environ.get("SECRET_LABELS", "{}"))
-        status, secret = create(namespace, name, os.environ["OWNER_STATEFULSET"], labels)
+        status, secret = create(namespace, name, labels)
         made = status in (200, 201)
     if status == 404:
         sys.exit(

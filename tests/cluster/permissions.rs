@@ -94,7 +94,7 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
 ];
 
 /// The object store's init container: its two Secrets read (the administrator's keys and the
-/// read-only ones), made once (`create` cannot be limited to a name), and its StatefulSet read.
+/// read-only ones), made once (`create` cannot be limited to a name).
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
@@ -105,10 +105,6 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
         ..uses("", "secrets", &["get"])
     },
     uses("", "secrets", &["create"]),
-    Uses {
-        name: Some("object-store"),
-        ..uses("apps", "statefulsets", &["get"])
-    },
 ];
 
 /// A ServiceAccount, what it may do in the app's namespace and elsewhere, and the permissions

@@ -509,12 +509,8 @@ async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
         .get(&format!("{STORE}-credentials"))
         .await
         .expect("the store made its credentials Secret");
-    let owners = secret.metadata.owner_references.clone().unwrap_or_default();
-    assert_eq!(owners.len(), 1, "{owners:?}");
-    assert_eq!(
-        (owners[0].kind.as_str(), owners[0].name.as_str()),
-        ("StatefulSet", STORE)
-    );
+    // Owned by nothing: the keys outlive the store, as its data volume does.
+    assert_eq!(secret.metadata.owner_references, None);
     let read = secrets
         .get(&format!("{STORE}-read-credentials"))
         .await
@@ -561,4 +557,17 @@ async fn the_object_stores_credentials_are_generated_once_and_never_printed() {
         .await
         .expect("the Secret");
     assert_eq!(again.metadata.uid, secret.metadata.uid);
+    // Deleted and added again, the store keeps both pairs of keys: nobody's copy goes stale.
+    let delete = mlkube(&store.app, &["delete", "local", "-c", STORE, "--yes"]);
+    assert_success("mlkube delete local -c object-store", &delete);
+    let apply = mlkube(
+        &store.app,
+        &["apply", "local", "-c", STORE, "--timeout", "5m"],
+    );
+    assert_success("an apply after the delete", &apply);
+    for kept in [&secret, &read] {
+        let name = kept.metadata.name.clone().expect("a name");
+        let now = secrets.get(&name).await.expect("the Secret");
+        assert_eq!(now.metadata.uid, kept.metadata.uid, "{name} kept");
+    }
 }
