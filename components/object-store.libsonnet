@@ -25,14 +25,16 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     cluster default), so a restart of the pod keeps every object; `weed mini` runs master,
     volume server and filer on the pod's loopback only, and `weed s3` serves the S3 API on
     port 8333, behind the Service <name>; a NetworkPolicy admits that port only from pods of
-    this namespace and of grantedNamespaces. The buckets of
-    `buckets` are created at start. Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in
-    the Secret credentialsSecret (yours, created beforehand), or, when null, in <name>-credentials,
-    generated with random values by the pod's init container, and kept, like the data volume,
-    when the component is deleted (added again, the store serves the same data with the same
-    keys): never rendered, so `show` and `diff` never print them. Those keys read and write every bucket (for
-    jobs that save models, and uploads); <name>-read-credentials, always generated the same way,
-    may only read and list (for fetchers and model servers). A pod reaches the store by reference:
+    this namespace and of grantedNamespaces. The buckets of `buckets` are created at start.
+    Credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the Secret credentialsSecret
+    (yours, created beforehand), or, when null, in <name>-credentials, generated with random
+    values by the pod's init container and kept, like the data volume, when the component is
+    deleted (added again, the store serves the same data with the same keys); never rendered, so
+    `show` and `diff` never print them. Those keys read and write every bucket (for uploads, and
+    jobs that save models); <name>-read-credentials, always generated the same way, may only
+    read and list (for fetchers and model servers); each of `writers` gets
+    <name>-writer-<writer>, keys that write, read and list only below its prefixes (for one
+    job's model versions). A pod reaches the store by reference:
     `envFrom` the ConfigMap <name>-endpoint (AWS_ENDPOINT_URL, S3_ENDPOINT, AWS_REGION,
     S3_BUCKETS, S3_CREDENTIALS_SECRET) and the credentials Secret. The pod is Ready, and
     `status` healthy, only while a signed ListBuckets answers and every bucket is there. With
@@ -49,6 +51,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
     credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
     endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
+    writers: { type: 'object', default: {}, description: 'Keys that write only below their prefixes, e.g. {"digits-v1": ["models/digits/v1"]}: each gets the Secret <name>-writer-<writer> (it may also read and list there), for a job that saves its model (objectStoreCredentials).' },
     grantedNamespaces: { type: 'array', items: { type: 'string' }, default: [], description: "Namespaces besides this one whose pods may reach the store (its NetworkPolicy); they still need the keys." },
     region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },
   } + u.resourceParams('100m', '256Mi'),
@@ -91,9 +94,33 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     for c in std.stringChars(b)
   ]) && !std.member('.-', b[0]) && !std.member('.-', b[std.length(b) - 1]),
 
-  // The ServiceAccount and Role of the init container that makes or reads the credentials.
   // The read-only keys the store always generates: for fetchers and model servers.
   readSecretName(name):: name + '-read-credentials',
+
+  // params.writers checked: the Secret of each writer's keys to the prefixes ("bucket/prefix",
+  // the bucket one of the store's) below which they may write.
+  writerSecrets(params):: (
+    local bad(message) = u.fail(component, 'writers', message + '; expected {"<writer>": ["<bucket>/<prefix>", ...]}, e.g. {"digits-v1": ["models/digits/v1"]}');
+    local writerName(w) = std.length(w) >= 1 && std.length(w) <= 40 && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789-', c) for c in std.stringChars(w)])
+                          && w[0] != '-' && w[std.length(w) - 1] != '-';
+    local prefix(w, p) =
+      local parts = if std.isString(p) then std.split(std.rstripChars(p, '/'), '/') else [];
+      if std.length(parts) < 2 || std.member(parts, '') || std.member(parts, '..') || std.member(parts, '.') then
+        bad('prefix %s of %s is not <bucket>/<prefix>' % [std.manifestJson(p), w])
+      else if !std.member(params.buckets, parts[0]) then
+        bad('prefix %s of %s is in no bucket of the store (%s)' % [std.manifestJson(p), w, std.join(', ', params.buckets)])
+      else std.join('/', parts);
+    if !std.isObject(params.writers) then bad('must be an object, got %s' % std.manifestJson(params.writers))
+    else {
+      [params.name + '-writer-' + w]:
+        if !writerName(w) then bad('writer %s is not a name (1-40 lower-case letters, digits and hyphens)' % std.manifestJson(w))
+        else if !std.isArray(params.writers[w]) || params.writers[w] == [] then bad('writer %s needs a list of prefixes' % w)
+        else [prefix(w, p) for p in params.writers[w]]
+      for w in std.objectFields(params.writers)
+    }
+  ),
+
+  // The ServiceAccount and Role of the init container that makes or reads the credentials.
 
   access(params, env, secretName, generated):: (
     local name = params.name;
@@ -105,8 +132,13 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
         kind: 'Role',
         metadata: meta(name),
         rules: [
-          { apiGroups: [''], resources: ['secrets'], resourceNames: [secretName, $.readSecretName(name)], verbs: ['get'] },
-          // `create` cannot be limited to a name; the script creates only those two.
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: [secretName, $.readSecretName(name)] + std.objectFields($.writerSecrets(params)),
+            verbs: ['get'],
+          },
+          // `create` cannot be limited to a name; the script creates only those.
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
         ],
       },
@@ -199,6 +231,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 { name: 'GENERATE', value: std.toString(generated) },
                 { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
                 { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
+                { name: 'WRITERS', value: std.manifestJsonMinified($.writerSecrets(params)) },
                 { name: 'CONFIG_FILE', value: identitiesFile },
               ],
               resources: u.resources(params { cpuRequest: '10m', memoryRequest: '32Mi' }),

@@ -348,6 +348,48 @@ fn object_store_renders_no_credentials_and_reads_them_by_reference() {
 /// With an external endpoint nothing is deployed: the connection details point there, with
 /// the user's Secret, and the user's Secret is only read, never created.
 #[test]
+fn object_store_writers_get_keys_of_their_own_for_their_prefixes_only() {
+    let objects = render(
+        "object-store",
+        "store",
+        &json!({ "writers": { "digits-v1": ["models/digits/v1/"], "uploads": ["data/digits", "data/other"] } }),
+    )
+    .unwrap();
+    let role = object_of(&objects, "Role");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!([
+            "store-credentials",
+            "store-read-credentials",
+            "store-writer-digits-v1",
+            "store-writer-uploads"
+        ])
+    );
+    let init = &object_of(&objects, "StatefulSet")["spec"]["template"]["spec"]["initContainers"][0];
+    let writers = init["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "WRITERS")
+        .unwrap();
+    let writers: Value = serde_json::from_str(writers["value"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        writers,
+        json!({ "store-writer-digits-v1": ["models/digits/v1"], "store-writer-uploads": ["data/digits", "data/other"] })
+    );
+    let error = render(
+        "object-store",
+        "store",
+        &json!({ "writers": { "digits-v1": ["datasets/digits"] } }),
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("param writers: prefix \"datasets/digits\" of digits-v1 is in no bucket of the store (data, models)"),
+        "{error}"
+    );
+}
+
+#[test]
 fn object_store_with_an_external_endpoint_deploys_nothing() {
     let objects = render(
         "object-store",

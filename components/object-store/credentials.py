@@ -7,8 +7,10 @@ generates (the read one always; the administrator's with GENERATE set) is create
 values and owned by nothing: like the data volume, it outlives the store, so a store deleted and
 added again serves the same data with the same keys (deleting both starts afresh); a Secret
 another pod created first is read instead. A missing Secret of the user's is an error that says
-how to make it. Then CONFIG_FILE gets the S3 server's identities: the read-only one (the
-administrator's comes from the server's environment). The values are never printed.
+how to make it. So are the Secrets of WRITERS (JSON: Secret name -> "bucket/prefix" list), whose
+keys may write, read and list only below those prefixes. Then CONFIG_FILE gets the S3 server's
+identities: the read-only one and the writers' (the administrator's comes from the server's
+environment). The values are never printed.
 
 Talks to the API server with the pod's ServiceAccount token, standard library only.
 """
@@ -93,13 +95,24 @@ def ensure(namespace, name, generate):
     return values
 
 
-def write_identities(path, reader):
-    """The S3 server's configuration: one identity that may read and list every bucket."""
-    identities = {"identities": [{
-        "name": "reader",
-        "credentials": [{"accessKey": reader["AWS_ACCESS_KEY_ID"], "secretKey": reader["AWS_SECRET_ACCESS_KEY"]}],
-        "actions": ["Read", "List"],
-    }]}
+def identity(name, keys, actions):
+    """One identity of SeaweedFS's S3 configuration."""
+    credential = {"accessKey": keys["AWS_ACCESS_KEY_ID"], "secretKey": keys["AWS_SECRET_ACCESS_KEY"]}
+    return {"name": name, "credentials": [credential], "actions": actions}
+
+
+def prefix_actions(prefixes):
+    """Write, read and list below each "bucket/prefix" (SeaweedFS matches `Action:bucket/key`
+    against the pattern; listing is granted per bucket)."""
+    actions = []
+    for prefix in prefixes:
+        actions += [f"Write:{prefix}/*", f"Read:{prefix}/*", f"List:{prefix.split('/')[0]}"]
+    return sorted(set(actions))
+
+
+def write_identities(path, identities):
+    """The S3 server's configuration file, readable by the server alone."""
+    identities = {"identities": identities}
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
         json.dump(identities, file)
 
@@ -109,7 +122,11 @@ def main():
         namespace = file.read().strip()
     ensure(namespace, os.environ["SECRET_NAME"], os.environ.get("GENERATE") == "true")
     reader = ensure(namespace, os.environ["READ_SECRET_NAME"], True)
-    write_identities(os.environ["CONFIG_FILE"], reader)
+    identities = [identity("reader", reader, ["Read", "List"])]
+    for secret, prefixes in json.loads(os.environ.get("WRITERS") or "{}").items():
+        keys = ensure(namespace, secret, True)
+        identities.append(identity(secret, keys, prefix_actions(prefixes)))
+    write_identities(os.environ["CONFIG_FILE"], identities)
 
 
 if __name__ == "__main__":

@@ -392,6 +392,56 @@ async fn the_store_admits_its_own_namespace_and_the_granted_ones_only() {
     assert!(reached(after.clone()), "a granted namespace: {after}");
 }
 
+/// Puts one object at each `bucket/key` of argv and prints `<bucket/key> allowed` or `<bucket/key>
+/// refused <code>`, then reads the first back.
+const PUT_EACH: &str = r#"
+import os, sys, boto3, botocore
+s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
+for target in sys.argv[1:]:
+    bucket, key = target.split("/", 1)
+    try:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"model")
+        print(target, "allowed")
+    except botocore.exceptions.ClientError as error:
+        print(target, "refused", error.response["Error"]["Code"])
+bucket, key = sys.argv[1].split("/", 1)
+print("read back", s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+"#;
+
+/// A writer's keys (the `writers` param) write below its prefix and nowhere else.
+#[tokio::test]
+async fn a_writers_keys_write_below_its_prefix_and_nowhere_else() {
+    let store = StoreApp::init().await;
+    let writers = r#"{"digits-v1": ["models/digits/v1"]}"#;
+    let set = mlkube(&store.app, &["param", "set", STORE, "writers", writers]);
+    assert_success("mlkube param set object-store writers", &set);
+    let apply = mlkube(
+        &store.app,
+        &["apply", "local", "-c", STORE, "--timeout", "5m"],
+    );
+    assert_success("mlkube apply local -c object-store", &apply);
+    let pods = Api::<Pod>::namespaced(store.namespace.client.clone(), store.ns());
+    let mut pod = s3_client_pod_with("writer", PUT_EACH, &format!("{STORE}-writer-digits-v1"));
+    let targets = [
+        "models/digits/v1/model.json",
+        "models/digits/v2/model.json",
+        "data/digits.csv",
+    ];
+    pod["spec"]["containers"][0]["command"]
+        .as_array_mut()
+        .expect("a command")
+        .extend(targets.iter().map(|t| json!(t)));
+    let printed = run_to_completion(&pods, pod).await;
+    for line in [
+        "models/digits/v1/model.json allowed",
+        "models/digits/v2/model.json refused AccessDenied",
+        "data/digits.csv refused AccessDenied",
+        "read back model",
+    ] {
+        assert!(printed.contains(line), "expected {line:?}:\n{printed}");
+    }
+}
+
 /// The states `mlkube status local -o json` reports for the store's objects, by kind.
 fn store_states(store: &StoreApp) -> BTreeMap<String, String> {
     let status = mlkube(&store.app, &["status", "local", "-o", "json"]);
