@@ -3,6 +3,7 @@
 //! rules of FrameworkController's default configuration, then the failing container's exit).
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use serde::Serialize;
 
 use super::api::{
     CompletionStatus, CompletionType, CompletionTypeAttribute as Attr, CompletionTypeName,
@@ -303,30 +304,73 @@ pub fn pod_completion(pod: &Pod) -> PodCompletionStatus {
     }
 }
 
-fn matches(pattern: &Pattern, pod: &PodCompletionStatus) -> bool {
+/// What a matched pattern saw of the pod, as FrameworkController's diagnostics show it: only the
+/// fields the pattern looked at (the pod's reason and message; a container's name, reason when
+/// the pattern names one, message and exit code), empty ones left out.
+#[derive(Serialize)]
+struct MatchedPod<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    containers: Vec<MatchedContainer<'a>>,
+}
+
+#[derive(Serialize)]
+struct MatchedContainer<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    code: i32,
+}
+
+/// What `pattern` matched of `pod`, or `None`.
+fn matched<'a>(pattern: &Pattern, pod: &'a PodCompletionStatus) -> Option<MatchedPod<'a>> {
     let reason = pod.reason.as_deref().unwrap_or_default();
+    let by_reason = || MatchedPod {
+        reason: pod.reason.as_deref(),
+        message: pod.message.as_deref(),
+        containers: Vec::new(),
+    };
     match pattern {
-        Pattern::PodReason(reasons) => reasons.iter().any(|r| r.eq_ignore_ascii_case(reason)),
-        Pattern::PodReasonPrefix(prefix) => {
-            reason.len() > prefix.len()
-                && (reason.get(..prefix.len())).is_some_and(|r| r.eq_ignore_ascii_case(prefix))
-                && !reason.contains(char::is_whitespace)
-        }
+        Pattern::PodReason(reasons) => reasons
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(reason))
+            .then(by_reason),
+        Pattern::PodReasonPrefix(prefix) => (reason.len() > prefix.len()
+            && (reason.get(..prefix.len())).is_some_and(|r| r.eq_ignore_ascii_case(prefix))
+            && !reason.contains(char::is_whitespace))
+        .then(by_reason),
         Pattern::Container {
             reason,
             min,
             max,
             message_has,
-        } => pod.containers.iter().any(|c| {
-            let message = c.message.as_deref().unwrap_or_default().to_lowercase();
-            (min..=max).contains(&&c.code)
-                && reason.is_none_or(|r| {
-                    c.reason
-                        .as_deref()
-                        .is_some_and(|cr| cr.eq_ignore_ascii_case(r))
-                })
-                && (message_has.is_empty() || message_has.iter().any(|w| message.contains(w)))
-        }),
+        } => {
+            let container = pod.containers.iter().find(|c| {
+                let message = c.message.as_deref().unwrap_or_default().to_lowercase();
+                (min..=max).contains(&&c.code)
+                    && reason.is_none_or(|r| {
+                        c.reason
+                            .as_deref()
+                            .is_some_and(|cr| cr.eq_ignore_ascii_case(r))
+                    })
+                    && (message_has.is_empty() || message_has.iter().any(|w| message.contains(w)))
+            })?;
+            Some(MatchedPod {
+                reason: None,
+                message: None,
+                containers: vec![MatchedContainer {
+                    name: &container.name,
+                    reason: reason.and(container.reason.as_deref()),
+                    message: container.message.as_deref(),
+                    code: container.code,
+                }],
+            })
+        }
     }
 }
 
@@ -334,8 +378,12 @@ fn matches(pattern: &Pattern, pod: &PodCompletionStatus) -> bool {
 pub fn classify_failed(pod: &Pod) -> TaskAttemptCompletionStatus {
     let detail = pod_completion(pod);
     let json = serde_json::to_string(&detail).unwrap_or_default();
-    let status = if let Some((code, _)) = RULES.iter().find(|(_, p)| matches(p, &detail)) {
-        code.status(format!("Pod failed: PodPattern matched: {json}"))
+    let first_match = RULES
+        .iter()
+        .find_map(|(code, p)| Some((code, matched(p, &detail)?)));
+    let status = if let Some((code, seen)) = first_match {
+        let seen = serde_json::to_string(&seen).unwrap_or_default();
+        code.status(format!("Pod failed: PodPattern matched: {seen}"))
     } else {
         let diagnostics = format!("Pod failed: PodPattern unmatched: {json}");
         // The last container to finish with a failure speaks for the pod.
@@ -410,6 +458,38 @@ mod tests {
                     .starts_with("Pod failed: PodPattern matched: ")
             );
         }
+    }
+
+    #[test]
+    fn a_matched_pattern_shows_only_what_it_looked_at_as_frameworkcontroller_does() {
+        let diagnostics = |pod: Pod| classify_failed(&pod).status.diagnostics;
+        let prefix = "Pod failed: PodPattern matched: ";
+        for (pod, seen) in [
+            (
+                failed_pod(None, &[(0, None), (210, Some("Error"))]),
+                r#"{"containers":[{"name":"c1","code":210}]}"#,
+            ),
+            (
+                failed_pod(None, &[(137, Some("Error"))]),
+                r#"{"containers":[{"name":"c0","code":137}]}"#,
+            ),
+            (
+                failed_pod(None, &[(137, Some("OOMKilled"))]),
+                r#"{"containers":[{"name":"c0","reason":"OOMKilled","code":137}]}"#,
+            ),
+            (
+                failed_pod(Some("Evicted"), &[(137, Some("Error"))]),
+                r#"{"reason":"Evicted"}"#,
+            ),
+        ] {
+            assert_eq!(diagnostics(pod), format!("{prefix}{seen}"));
+        }
+        let mut evicted = failed_pod(Some("Evicted"), &[]);
+        evicted.status.as_mut().unwrap().message = Some("The node was low on memory.".into());
+        assert_eq!(
+            diagnostics(evicted),
+            format!(r#"{prefix}{{"reason":"Evicted","message":"The node was low on memory."}}"#)
+        );
     }
 
     #[test]
