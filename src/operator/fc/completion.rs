@@ -344,22 +344,11 @@ fn matched<'a>(pattern: &Pattern, pod: &'a PodCompletionStatus) -> Option<Matche
             && (reason.get(..prefix.len())).is_some_and(|r| r.eq_ignore_ascii_case(prefix))
             && !reason.contains(char::is_whitespace))
         .then(by_reason),
-        Pattern::Container {
-            reason,
-            min,
-            max,
-            message_has,
-        } => {
-            let container = pod.containers.iter().find(|c| {
-                let message = c.message.as_deref().unwrap_or_default().to_lowercase();
-                (min..=max).contains(&&c.code)
-                    && reason.is_none_or(|r| {
-                        c.reason
-                            .as_deref()
-                            .is_some_and(|cr| cr.eq_ignore_ascii_case(r))
-                    })
-                    && (message_has.is_empty() || message_has.iter().any(|w| message.contains(w)))
-            })?;
+        Pattern::Container { reason, .. } => {
+            let container = pod
+                .containers
+                .iter()
+                .find(|c| container_matches(pattern, c))?;
             Some(MatchedPod {
                 reason: None,
                 message: None,
@@ -372,6 +361,27 @@ fn matched<'a>(pattern: &Pattern, pod: &'a PodCompletionStatus) -> Option<Matche
             })
         }
     }
+}
+
+/// Whether the terminated container `c` matches the container pattern `pattern`.
+fn container_matches(pattern: &Pattern, c: &ContainerCompletionStatus) -> bool {
+    let Pattern::Container {
+        reason,
+        min,
+        max,
+        message_has,
+    } = pattern
+    else {
+        return false;
+    };
+    let message = c.message.as_deref().unwrap_or_default().to_lowercase();
+    (min..=max).contains(&&c.code)
+        && reason.is_none_or(|r| {
+            c.reason
+                .as_deref()
+                .is_some_and(|cr| cr.eq_ignore_ascii_case(r))
+        })
+        && (message_has.is_empty() || message_has.iter().any(|w| message.contains(w)))
 }
 
 /// The completion of a pod in phase Failed.
