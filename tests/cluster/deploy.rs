@@ -1213,12 +1213,13 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     assert!(clean.stdout.is_empty());
     assert!(
-        stderr.contains("0 to create, 0 to update, 0 to prune, 14 unchanged"),
+        // mnist's 5 objects (its NetworkPolicy among them) and the hub's 10.
+        stderr.contains("0 to create, 0 to update, 0 to prune, 15 unchanged"),
         "{stderr}"
     );
     let json = run(with(&["diff", "local", "-o", "json"]));
     let data: Value = serde_json::from_slice(&json.stdout).expect("diff -o json prints JSON");
-    assert_eq!(data["summary"]["unchanged"], 14);
+    assert_eq!(data["summary"]["unchanged"], 15);
 
     // Deleting needs a terminal to ask on, or --yes.
     let refused = run(vec![
