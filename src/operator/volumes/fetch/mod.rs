@@ -14,6 +14,9 @@
 //!   `no such key`, `source unreachable`, `timeout`, then the details.
 //! - A key is never written outside `<dest>`: keys with `..`, empty or absolute segments are
 //!   refused.
+//! - A connection that fails is tried again, for up to [`CONNECT_PATIENCE`], before the source is
+//!   called unreachable: a NetworkPolicy controller admits a new pod's address a moment after
+//!   the pod starts, and a store may be restarting.
 
 mod s3;
 pub mod sigv4;
@@ -27,6 +30,9 @@ use http_body_util::BodyExt;
 use super::pods::CREDENTIAL_KEYS;
 use s3::{CallError, S3};
 use sigv4::Credentials;
+
+/// How long the first request may keep failing to connect before the source is unreachable.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Where the kubelet reads a container's termination message from.
 const TERMINATION_LOG: &str = "/dev/termination-log";
@@ -188,8 +194,7 @@ async fn fetch(args: &FetchArgs, partial: &Path) -> Result<String, FetchError> {
     let credentials = credentials(args)?;
     let client =
         S3::new(&args.endpoint, &args.region, credentials).map_err(|e| classify(args, e))?;
-    let objects = client
-        .list(&args.bucket, &args.prefix)
+    let objects = list_patiently(&client, args)
         .await
         .map_err(|e| classify(args, e))?;
     let chosen: Vec<(PathBuf, s3::Object)> = objects
@@ -227,6 +232,22 @@ async fn fetch(args: &FetchArgs, partial: &Path) -> Result<String, FetchError> {
         url(args),
         started.elapsed().as_secs_f64()
     ))
+}
+
+/// The listing, its connection tried again with a growing pause (up to 4 s) while it fails, for
+/// up to [`CONNECT_PATIENCE`]; any answer of the store is final.
+async fn list_patiently(client: &S3, args: &FetchArgs) -> Result<Vec<s3::Object>, CallError> {
+    let deadline = Instant::now() + CONNECT_PATIENCE;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match client.list(&args.bucket, &args.prefix).await {
+            Err(CallError::Connect(_)) if Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(4));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// A key's path below the prefix: the keys `prefix/...`, or the one object named `prefix`
