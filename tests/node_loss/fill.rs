@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::platform::NAMESPACE;
 use crate::support::eventually;
 use crate::volume_support::{
-    STORE_SECRET, create, gone, object_store, placed_on, s3_volume, volume_controller, with_store,
+    READ_SECRET, create, gone, object_store, placed_on, s3_volume, volume_controller, with_store,
 };
 
 const NAME: &str = "node-loss-fill";
@@ -143,7 +143,7 @@ pub async fn start(client: &Client, node: &str) -> (Api<VolumeManager>, VolumeMa
     let uploaded = with_store(client, "node-loss-upload", PREFIX, UPLOAD).await;
     assert_eq!(uploaded.trim(), "uploaded");
     slow_link(true);
-    let mut config = s3_volume(ID, &format!("s3://data/{PREFIX}"), STORE_SECRET);
+    let mut config = s3_volume(ID, &format!("s3://data/{PREFIX}"), READ_SECRET);
     config["nodeAffinity"] = json!({"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [
             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}}]});
