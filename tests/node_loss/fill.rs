@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use mlkube::operator::volumes::api::{State, VolumeManager, VolumeStatus};
 use serde_json::json;
@@ -169,16 +169,18 @@ async fn await_volume(
     .await
 }
 
-/// The fill's fetcher running on `node`, its copy not done.
+/// The fill's fetcher running on `node` and downloading (its log says so: it has listed the
+/// store and made its partial copy), its copy not done.
 pub async fn await_running_on(client: &Client, node: &str) {
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     let fetcher = format!("{NAME}-{ID}-0");
-    let what = format!("the fill's fetcher to run on {node}");
+    let what = format!("the fill's fetcher to download on {node}");
     eventually(&what, TIMEOUT, || async {
         let pod = pods.get_opt(&fetcher).await.ok()??;
         let on = pod.spec.as_ref()?.node_name.as_deref() == Some(node);
         let running = pod.status?.phase.as_deref() == Some("Running");
-        (on && running).then_some(())
+        let log = pods.logs(&fetcher, &LogParams::default()).await.ok()?;
+        (on && running && log.contains("downloading")).then_some(())
     })
     .await;
 }

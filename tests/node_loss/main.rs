@@ -129,7 +129,7 @@ async fn a_node_that_fails_mid_job_loses_no_job_and_runs_no_task_twice() {
 
     workloads::await_running_on(&pods, STOPPED).await;
     fill::await_running_on(&client, STOPPED).await;
-    timeline.mark("both tasks and the fill run on the node");
+    timeline.mark("both tasks run on the node, the fill downloads there");
     let filling = fill::state(&fills).await;
     local_cluster(&["stop-node", "2"]);
     timeline.mark("node stopped");

@@ -214,6 +214,13 @@ async fn fetch(args: &FetchArgs, partial: &Path) -> Result<String, FetchError> {
         detail: e.to_string(),
     };
     std::fs::create_dir(partial).map_err(|e| write_error(partial, e))?;
+    let total: u64 = chosen.iter().map(|(_, o)| o.size).sum();
+    println!(
+        "downloading {} objects ({total} bytes) from {} into {}",
+        chosen.len(),
+        url(args),
+        partial.display()
+    );
     let mut bytes = 0;
     for (relative, object) in &chosen {
         let Some(relative) = safe(relative) else {
