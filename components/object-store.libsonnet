@@ -184,7 +184,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           policyTypes: ['Ingress'],
           ingress: [{
             from: [
-              { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } }
+              u.namespacePeer(ns)
               for ns in std.set([env.namespace] + u.namespaceNames(component, 'grantedNamespaces', params.grantedNamespaces))
             ],
             ports: [{ protocol: 'TCP', port: s3Port }],

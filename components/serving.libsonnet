@@ -390,9 +390,8 @@ local parentRef(gateway) =
       if params.directClients != null then u.namespaceNames(component, 'directClients', params.directClients)
       else if route == null then [env.namespace]
       else [];
-    local namespace(ns) = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } };
     local gatewayPods = if route == null then [] else [
-      namespace(std.get(route, 'namespace', env.namespace)) + {
+      u.namespacePeer(std.get(route, 'namespace', env.namespace)) + {
         podSelector: { matchLabels: u.selector(route.name, 'gateway') },
       },
     ];
@@ -404,7 +403,7 @@ local parentRef(gateway) =
         podSelector: { matchLabels: u.selector(params.name, part) },
         policyTypes: ['Ingress'],
         ingress: [{
-          from: gatewayPods + [namespace(ns) for ns in clients],
+          from: gatewayPods + [u.namespacePeer(ns) for ns in clients],
           ports: [{ protocol: 'TCP', port: p } for p in std.set(ports)],
         }],
       },

@@ -61,6 +61,10 @@
       for n in names
     ],
 
+  // A NetworkPolicy peer: the pods of the namespace named `ns`, by the label the API server
+  // sets on every namespace.
+  namespacePeer(ns):: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } },
+
   oneOf(component, params, param, allowed)::
     if std.member(allowed, params[param]) then params[param]
     else $.fail(component, param, '%s is not one of %s' % [
