@@ -35,6 +35,7 @@ use crate::deploy::inventory::applyset::{self, ApplySet, ApplySetError, Member};
 use crate::deploy::inventory::last_apply::LastApply;
 use crate::deploy::inventory::ownership;
 use crate::deploy::inventory::plan::{CONFIG_HASH_ANNOTATION, Desired, Plan};
+use crate::observe::events;
 use crate::observe::serving::{self, ServedVersion};
 
 /// The kinds of kubeflow.org/v1 training jobs, whose health is their last condition.
@@ -205,6 +206,7 @@ pub async fn status(cluster: &impl Cluster, plan: &Plan) -> Result<Status, Statu
 
     let mut statuses = members_status(plan, &members, &changes, &held);
     explain_blocked(cluster, &mut statuses, &members).await;
+    explain_silent_jobs(cluster, &mut statuses, &members).await;
     Ok(Status {
         app: set.app.clone(),
         env: set.env.clone(),
@@ -332,6 +334,38 @@ async fn explain_blocked(
         });
         if blocked.lasting {
             status.state = State::Failed;
+        }
+    }
+}
+
+/// For each training job with no condition yet and no pod that says why, the last event on
+/// it instead of the guess that the operator is not running: a job waiting for its data has
+/// the operator's `WaitingForData` event and no condition. Best effort, as events are.
+async fn explain_silent_jobs(
+    cluster: &impl Cluster,
+    statuses: &mut [MemberStatus],
+    members: &[Member],
+) {
+    let live: BTreeMap<&Key, &Value> = members.iter().map(|m| (&m.key, &m.value)).collect();
+    let silent: Vec<(usize, &Value)> = statuses
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| is_training_job(&s.key.group, &s.key.kind))
+        .filter(|(_, s)| s.condition.is_none() && s.reason.as_deref() == Some(NO_CONDITION))
+        .filter_map(|(i, s)| Some((i, *live.get(&s.key)?)))
+        .collect();
+    let namespaces: BTreeSet<&str> = silent
+        .iter()
+        .filter_map(|(_, job)| job["metadata"]["namespace"].as_str())
+        .collect();
+    let mut newest = BTreeMap::new();
+    for namespace in namespaces {
+        newest.extend(events::newest_by_uid(cluster, namespace).await);
+    }
+    for (i, job) in silent {
+        let uid = job["metadata"]["uid"].as_str().unwrap_or_default();
+        if let Some(event) = newest.get(uid) {
+            statuses[i].reason = Some(format!("no condition yet; the last event on it: {event}"));
         }
     }
 }
@@ -543,9 +577,12 @@ pub fn training_job_health(job: &Value) -> Health {
         Some((kind, _)) if kind == "Succeeded" => Health::Ready,
         Some((kind, message)) if kind == "Failed" => Health::Failed(message),
         Some((_, message)) => Health::Progressing(message),
-        None => Health::Progressing("no condition yet: is the operator running?".into()),
+        None => Health::Progressing(NO_CONDITION.into()),
     }
 }
+
+/// Why a training job without a condition is progressing, unless an event says more.
+const NO_CONDITION: &str = "no condition yet: is the operator running?";
 
 /// The type and message (or reason) of the last condition whose status is true.
 fn last_condition(job: &Value) -> Option<(String, String)> {

@@ -22,7 +22,10 @@ use serde_json::{Value, json};
 use crate::events::job_events;
 use crate::operator::{await_running, driven_by_hand, start_operator};
 use crate::operator_identity::{Access, OperatorIdentity, OperatorProcess, spawn_operator_binary};
-use crate::support::{TestNamespace, clean_up, eventually, lock_shared_cluster_objects, submit};
+use crate::support::{
+    TestNamespace, clean_up, empty_app, eventually, lock_shared_cluster_objects, mlkube, mlkube_ok,
+    submit,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const ROOT: &str = "/var/lib/mlkube/volumes";
@@ -487,6 +490,36 @@ async fn a_failed_fetcher_fails_its_volume_and_is_not_replaced() {
         fetchers.len(),
         1,
         "the failed fetcher is kept as the record, not replaced"
+    );
+}
+
+/// `mlkube status` of an app whose job names a VolumeManager that does not exist says what the
+/// operator's WaitingForData event says (the job has no condition while it waits), not that the
+/// operator may not be running.
+#[tokio::test]
+async fn status_of_a_job_waiting_for_its_data_says_what_it_waits_for() {
+    let ns = TestNamespace::new("volumes-status").await;
+    install_crd(&ns).await;
+    let _operator = start_operator(&ns).await;
+    let (_tmp, app) = empty_app(&ns);
+    let params = ["image=example.invalid/train:1", "dataVolumeManager=nosuch"];
+    let mut add = vec!["component", "add", "tf-job", "train"];
+    add.extend(params.iter().flat_map(|p| ["--param", p]));
+    mlkube_ok(&app, &add);
+    mlkube_ok(&app, &["apply", "local", "--no-wait"]);
+    let reason = eventually("status to tell the job's last event", TIMEOUT, || async {
+        let output = mlkube(&app, &["status", "local", "-o", "json"]);
+        let report: Value = serde_json::from_slice(&output.stdout).ok()?;
+        let members = report["members"].as_array()?;
+        let job = members.iter().find(|m| m["kind"] == "TFJob")?;
+        let reason = job["reason"].as_str()?;
+        reason.contains("WaitingForData").then(|| reason.to_owned())
+    })
+    .await;
+    assert!(
+        reason.starts_with("no condition yet; the last event on it: WaitingForData (from ")
+            && reason.contains("VolumeManager nosuch, which does not exist; create it"),
+        "{reason}"
     );
 }
 
