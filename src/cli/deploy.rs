@@ -14,7 +14,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::app::App;
-use crate::app::{params, prototype};
+use crate::app::prototype;
 use crate::deploy::apply::{self, ApplyOptions};
 use crate::deploy::checks::preflight::{
     self, Blocker, Checked, Deferred, PreflightError, Refusal, Refused, Rejection, Validation,
@@ -435,7 +435,7 @@ fn name_params(deployment: &Deployment, rejected: &mut [Rejection]) {
     if rejected.is_empty() {
         return;
     }
-    let Some(hint) = param_hinter(deployment) else {
+    let Some(hint) = param_source::param_hinter(deployment) else {
         return;
     };
     for rejection in rejected {
@@ -456,7 +456,7 @@ fn name_params_of_refused(deployment: &Deployment, plan: &Plan, error: ApplyErro
     else {
         return error;
     };
-    if let Some(hint) = param_hinter(deployment) {
+    if let Some(hint) = param_source::param_hinter(deployment) {
         for (key, refusal) in &mut refused {
             let component = plan.objects.iter().find(|d| d.key == *key);
             if let Some(hint) = component.and_then(|d| hint(&d.component, &refusal.message)) {
@@ -469,21 +469,6 @@ fn name_params_of_refused(deployment: &Deployment, plan: &Plan, error: ApplyErro
         written,
         details: preflight::details(&refused),
         refused,
-    })
-}
-
-/// The hint naming a param for a component's rejection message, from the environment's
-/// resolved params; `None` for `--manifest` or an app that cannot be read again.
-fn param_hinter(deployment: &Deployment) -> Option<impl Fn(&str, &str) -> Option<String>> {
-    let app = App::load(deployment.dir.as_deref()?).ok()?;
-    let env = app.environment(&deployment.target.env).ok()?.name.clone();
-    let evaluator = Evaluator::new(app.root());
-    let resolved = params::resolve(&app, &evaluator, app.environment(&env).ok()).ok()?;
-    Some(move |component: &str, message: &str| {
-        resolved
-            .iter()
-            .find(|p| p.component.name == component)
-            .and_then(|p| param_source::param_hint(message, p, &env))
     })
 }
 

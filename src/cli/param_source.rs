@@ -3,7 +3,11 @@
 
 use serde_json::Value;
 
-use crate::app::params::ComponentParams;
+use crate::app::App;
+use crate::app::params::{self, ComponentParams};
+use crate::render::jsonnet::Evaluator;
+
+use super::settings::Deployment;
 
 /// A `hint:` line for each param of the component whose value in `env` is exactly a value the
 /// server's `message` calls invalid; `None` when no param has one of them.
@@ -22,6 +26,21 @@ pub fn param_hint(message: &str, params: &ComponentParams, env: &str) -> Option<
         })
         .collect();
     (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The hint naming a param for a component's rejection message, from the environment's
+/// resolved params; `None` for `--manifest` or an app that cannot be read again.
+pub fn param_hinter(deployment: &Deployment) -> Option<impl Fn(&str, &str) -> Option<String>> {
+    let app = App::load(deployment.dir.as_deref()?).ok()?;
+    let env = app.environment(&deployment.target.env).ok()?.name.clone();
+    let evaluator = Evaluator::new(app.root());
+    let resolved = params::resolve(&app, &evaluator, app.environment(&env).ok()).ok()?;
+    Some(move |component: &str, message: &str| {
+        resolved
+            .iter()
+            .find(|p| p.component.name == component)
+            .and_then(|p| param_hint(message, p, &env))
+    })
 }
 
 /// A value as the server quotes it: a string in double quotes, anything else bare.
