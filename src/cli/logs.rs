@@ -22,7 +22,8 @@ use crate::observe::logs::source::KubeSource;
 use crate::observe::logs::{self, Containers, JobRef, LogsError, Outcome, Output, Request, jobs};
 
 use super::exit::{Exit, report};
-use super::settings::{self, Selection, SettingsError};
+use super::param_source;
+use super::settings::{self, Deployment, Selection, SettingsError};
 use super::{ClusterArgs, GlobalArgs, RequestArgs};
 
 #[derive(Debug, Args)]
@@ -114,6 +115,8 @@ enum LogsCliError {
     },
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
+    #[error("{error}\n  {hint}")]
+    Hinted { error: LogsError, hint: String },
 }
 
 /// `mlkube logs`.
@@ -124,11 +127,16 @@ pub fn logs(global: &GlobalArgs, args: &LogsArgs) -> Exit {
     }
 }
 
-/// What the target names: a job, not yet in a namespace, or the jobs an environment renders.
+/// What the target names: a job, not yet in a namespace, or the jobs an environment renders
+/// with the hints that name the params of their components an error's message points at.
 enum Named {
     Job(JobRef),
-    Rendered(Vec<JobRef>),
+    Rendered(Vec<JobRef>, ParamHints),
 }
+
+/// The `hint:` lines naming the param of a component an error's message points at (a
+/// ConfigMap not found that a param is named after), if any.
+type ParamHints = Box<dyn Fn(&str) -> Option<String>>;
 
 fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
     let (target, named) = resolve(global, args)?;
@@ -138,12 +146,12 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
         .map_err(LogsCliError::Runtime)?;
     runtime.block_on(async {
         let source = KubeSource::connect(&target, args.request.request_timeout).await?;
-        let jobs = match named {
-            Named::Job(job) => vec![JobRef {
-                namespace: args.namespace.clone().unwrap_or(source.namespace.clone()),
-                ..job
-            }],
-            Named::Rendered(jobs) => jobs,
+        let (jobs, hints) = match named {
+            Named::Job(job) => {
+                let namespace = args.namespace.clone().unwrap_or(source.namespace.clone());
+                (vec![JobRef { namespace, ..job }], None)
+            }
+            Named::Rendered(jobs, hints) => (jobs, Some(hints)),
         };
         let request = Request {
             env: (!args.target.contains('/')).then(|| args.target.clone()),
@@ -164,7 +172,9 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
         cancel_on_ctrl_c(&cancel);
         let mut out = Terminal;
         let outcome = tokio::select! {
-            result = logs::logs(&source, &request, &mut out, &cancel) => result?,
+            result = logs::logs(&source, &request, &mut out, &cancel) => {
+                result.map_err(|error| with_param_hint(error, hints.as_ref()))?
+            }
             () = cancel.cancelled() => Outcome::default(),
         };
         Ok(if cancel.is_cancelled() {
@@ -175,6 +185,14 @@ fn run(global: &GlobalArgs, args: &LogsArgs) -> Result<Exit, LogsCliError> {
             Exit::Done
         })
     })
+}
+
+/// The error, with the hint naming a param its message points at when there is one.
+fn with_param_hint(error: LogsError, hints: Option<&ParamHints>) -> LogsCliError {
+    match hints.and_then(|hints| hints(&error.to_string())) {
+        Some(hint) => LogsCliError::Hinted { error, hint },
+        None => LogsCliError::Logs(error),
+    }
 }
 
 /// `name`, neither a job nor one of the environments `known`: a component's name (read it with
@@ -234,6 +252,7 @@ fn resolve(global: &GlobalArgs, args: &LogsArgs) -> Result<(Target, Named), Logs
             })) => not_an_environment(global, name, known),
             other => other.into(),
         })?;
+    let hints = job_param_hints(&deployment);
     let target = deployment.target;
     if args.namespace.is_some() {
         return Err(LogsCliError::NamespaceOfEnv {
@@ -258,7 +277,22 @@ fn resolve(global: &GlobalArgs, args: &LogsArgs) -> Result<(Target, Named), Logs
             kinds: jobs::kinds(),
         });
     }
-    Ok((target, Named::Rendered(found)))
+    Ok((target, Named::Rendered(found, hints)))
+}
+
+/// The param hints of the components that render the deployment's training jobs.
+fn job_param_hints(deployment: &Deployment) -> ParamHints {
+    let components: Vec<String> = deployment
+        .manifest
+        .objects
+        .iter()
+        .filter(|o| jobs::rendered(&o.value, &deployment.target.namespace).is_some())
+        .map(|o| o.component.clone())
+        .collect();
+    let Some(hinter) = param_source::param_hinter(deployment) else {
+        return Box::new(|_| None);
+    };
+    Box::new(move |message| components.iter().find_map(|c| hinter(c, message)))
 }
 
 /// Ctrl-C stops the reading; a second one ends the process at once.

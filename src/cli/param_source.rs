@@ -10,27 +10,88 @@ use crate::render::jsonnet::Evaluator;
 use super::settings::Deployment;
 
 /// A `hint:` line for each param of the component whose value in `env` is exactly a value the
-/// server's `message` calls invalid; `None` when no param has one of them.
+/// server's `message` calls invalid, or names a ConfigMap or Secret the message says is not
+/// found (the name itself or its first part: `objectStore` names `<store>-endpoint`); `None`
+/// when no param has one of them.
 pub fn param_hint(message: &str, params: &ComponentParams, env: &str) -> Option<String> {
     let rejected = invalid_values(message);
+    let missing = missing_names(message);
     let component = &params.component.name;
+    let set = |name: &str| format!("`mlkube param set {component} {name} <value> --env {env}`");
     let lines: Vec<String> = params
         .values
         .iter()
-        .filter(|(_, param)| rejected.iter().any(|value| value.is(&param.value)))
-        .map(|(name, _)| {
-            format!(
-                "hint: the value comes from param `{name}` of component `{component}` \
-                 (environment `{env}`): `mlkube param set {component} {name} <value> --env {env}`"
-            )
+        .filter_map(|(name, param)| {
+            if rejected.iter().any(|value| value.is(&param.value)) {
+                return Some(format!(
+                    "hint: the value comes from param `{name}` of component `{component}` \
+                     (environment `{env}`): {}",
+                    set(name)
+                ));
+            }
+            let (kind, missing) = missing
+                .iter()
+                .find(|(_, m)| names(&param.value, m) && closest(params, m) == Some(name))?;
+            Some(format!(
+                "hint: the {kind} `{missing}` is named after param `{name}` of component \
+                 `{component}` (environment `{env}`), which may name what is not there: {}",
+                set(name)
+            ))
         })
         .collect();
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
+/// Whether a param's value names `missing`: it is the name, or the name's first part before a
+/// `-`. Of several params that do, [`closest`] picks one.
+fn names(value: &Value, missing: &str) -> bool {
+    let Some(value) = value.as_str().filter(|v| !v.is_empty()) else {
+        return false;
+    };
+    missing == value
+        || missing
+            .strip_prefix(value)
+            .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// The param whose value names `missing` most closely (the longest value that names it).
+fn closest<'p>(params: &'p ComponentParams, missing: &str) -> Option<&'p String> {
+    params
+        .values
+        .iter()
+        .filter(|(_, p)| names(&p.value, missing))
+        .max_by_key(|(_, p)| p.value.as_str().map_or(0, str::len))
+        .map(|(name, _)| name)
+}
+
+/// The ConfigMaps and Secrets a kubelet's or API server's `message` says are not found
+/// (`configmap "x" not found`, `secrets "y" not found`), as (kind, name).
+fn missing_names(message: &str) -> Vec<(&'static str, &str)> {
+    const KINDS: [(&str, &str); 4] = [
+        ("configmap \"", "ConfigMap"),
+        ("configmaps \"", "ConfigMap"),
+        ("secret \"", "Secret"),
+        ("secrets \"", "Secret"),
+    ];
+    KINDS
+        .iter()
+        .flat_map(|(mark, kind)| {
+            message.match_indices(mark).filter_map(move |(at, _)| {
+                let rest = &message[at + mark.len()..];
+                let end = rest.find('"')?;
+                rest[end..]
+                    .starts_with("\" not found")
+                    .then(|| (*kind, &rest[..end]))
+            })
+        })
+        .collect()
+}
+
 /// The hint naming a param for a component's rejection message, from the environment's
 /// resolved params; `None` for `--manifest` or an app that cannot be read again.
-pub fn param_hinter(deployment: &Deployment) -> Option<impl Fn(&str, &str) -> Option<String>> {
+pub fn param_hinter(
+    deployment: &Deployment,
+) -> Option<impl Fn(&str, &str) -> Option<String> + use<>> {
     let app = App::load(deployment.dir.as_deref()?).ok()?;
     let env = app.environment(&deployment.target.env).ok()?.name.clone();
     let evaluator = Evaluator::new(app.root());
@@ -113,6 +174,35 @@ mod tests {
             "hint: the value comes from param `{param}` of component `mnist` (environment \
              `prod`): `mlkube param set mnist {param} <value> --env prod`"
         )
+    }
+
+    #[test]
+    fn a_config_map_or_secret_not_found_names_the_param_it_is_named_after() {
+        let params = mnist(&[
+            ("objectStore", json!("object-stor")),
+            ("objectStoreCredentials", json!("keys")),
+            ("image", json!("object")),
+        ]);
+        let message = "pod mnist-worker-0: container tensorflow: CreateContainerConfigError: \
+                       configmap \"object-stor-endpoint\" not found";
+        assert_eq!(
+            param_hint(message, &params, "prod").as_deref(),
+            Some(
+                "hint: the ConfigMap `object-stor-endpoint` is named after param `objectStore` of \
+                 component `mnist` (environment `prod`), which may name what is not there: \
+                 `mlkube param set mnist objectStore <value> --env prod`"
+            )
+        );
+        let message = "CreateContainerConfigError: secret \"keys\" not found";
+        let hint = param_hint(message, &params, "prod").unwrap_or_default();
+        assert!(
+            hint.starts_with(
+                "hint: the Secret `keys` is named after param `objectStoreCredentials`"
+            ),
+            "{hint}"
+        );
+        let found = "configmap \"object-stor-endpoint\" is being deleted";
+        assert_eq!(param_hint(found, &params, "prod"), None);
     }
 
     #[test]

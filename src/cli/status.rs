@@ -1,6 +1,7 @@
 //! `mlkube status <env>` as the command line runs it: resolve the settings (the environment
 //! rendered, its cluster) as the other cluster verbs do, read its status from the cluster, print
-//! it as a table or JSON, and choose the exit code. With `-c COMPONENT`, the training jobs of
+//! it as a table or JSON (with a hint for a member whose reason points at a param: a ConfigMap
+//! not found that a param is named after), and choose the exit code. With `-c COMPONENT`, the training jobs of
 //! that component instead, ranked by their metrics ([`super::sweep`]).
 //!
 //! Exit codes: 0 every member healthy and none drifted; 1 all healthy but some drifted (as
@@ -15,10 +16,11 @@ use std::io::Write as _;
 
 use crate::deploy::cluster::KubeCluster;
 use crate::observe::serving::ServedVersion;
-use crate::observe::status::{self, Drift, State, Status, StatusError};
+use crate::observe::status::{self, Drift, MemberStatus, State, Status, StatusError};
 
 use super::deploy::{self, DeployError};
 use super::exit::Exit;
+use super::param_source;
 use super::settings::{self, Deployment, Selection};
 use super::{GlobalArgs, ListFormat, StatusArgs};
 
@@ -56,13 +58,50 @@ pub fn status_deployment(deployment: &Deployment, args: &StatusArgs) -> Result<E
             }
             Err(error) => return Err(error.into()),
         };
+        let hints = param_hints(deployment, &status);
         let mut stdout = std::io::stdout().lock();
         let _ = match args.output {
-            ListFormat::Json => writeln!(stdout, "{:#}", serde_json::json!(status)),
-            ListFormat::Text => write!(stdout, "{}", render_text(&status, &cluster.context)),
+            ListFormat::Json => writeln!(stdout, "{:#}", with_hints(&status, &hints)),
+            ListFormat::Text => write!(
+                stdout,
+                "{}{}",
+                render_text(&status, &cluster.context),
+                render_hints(&status, &hints)
+            ),
         };
         Ok(exit(&status))
     })
+}
+
+/// For each member, in order, the params its reason points at (a ConfigMap not found that a
+/// param is named after), as `hint:` lines; `None` where there are none.
+fn param_hints(deployment: &Deployment, status: &Status) -> Vec<Option<String>> {
+    let hinter = param_source::param_hinter(deployment);
+    let hint = |m: &MemberStatus| hinter.as_ref()?(m.component.as_deref()?, m.reason.as_deref()?);
+    status.members.iter().map(hint).collect()
+}
+
+/// The status as JSON, each member with hints carrying them as `hint`.
+fn with_hints(status: &Status, hints: &[Option<String>]) -> serde_json::Value {
+    let mut json = serde_json::json!(status);
+    let members = json["members"].as_array_mut().into_iter().flatten();
+    for (member, hint) in members.zip(hints) {
+        if let Some(hint) = hint {
+            member["hint"] = serde_json::json!(hint);
+        }
+    }
+    json
+}
+
+/// Below the table: each member with hints, and its hints indented under it.
+fn render_hints(status: &Status, hints: &[Option<String>]) -> String {
+    let mut out = String::new();
+    for (member, hint) in status.members.iter().zip(hints) {
+        if let Some(hint) = hint {
+            let _ = writeln!(out, "{}\n  {}", member.key, hint.replace('\n', "\n  "));
+        }
+    }
+    out
 }
 
 /// The exit code of a status: unhealthy before drifted, as the more urgent.

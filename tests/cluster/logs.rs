@@ -391,3 +391,60 @@ async fn a_kwok_node_without_a_kubelet_is_named_by_logs_and_by_a_sweeps_status_n
         "{report:#}"
     );
 }
+
+/// `mlkube status` and `mlkube logs` of a job whose pod waits for a ConfigMap that is not there,
+/// named after the component's `objectStore` param (a typo of the store's name), name that param
+/// and the `param set` line that changes it (status in its text and its JSON).
+#[tokio::test]
+async fn status_and_logs_name_the_param_a_missing_config_map_is_named_after() {
+    let ns = TestNamespace::new("status-hint").await;
+    install_crd(&ns.client).await;
+    let (_tmp, app) = app_with_a_tf_job(&ns);
+    mlkube_ok(
+        &app,
+        &["param", "set", "train", "objectStore", "object-stor"],
+    );
+    mlkube_ok(&app, &["apply", "local", "--no-wait"]);
+    // The pod as a kubelet leaves it when the ConfigMap of the container's envFrom is missing.
+    create_pod_on_kwok(&ns, "train").await;
+    let message = "configmap \"object-stor-endpoint\" not found";
+    let status = json!({"status": {"containerStatuses": [{
+        "name": "tensorflow", "image": "example.invalid/train:1", "imageID": "", "ready": false,
+        "restartCount": 0,
+        "state": {"waiting": {"reason": "CreateContainerConfigError", "message": message}}}]}});
+    Api::<Pod>::namespaced(ns.client.clone(), &ns.name)
+        .patch_status(
+            "train-worker-0",
+            &PatchParams::default(),
+            &Patch::Merge(status),
+        )
+        .await
+        .expect("the pod's status is patched");
+
+    let hint = "hint: the ConfigMap `object-stor-endpoint` is named after param `objectStore` of \
+                component `train` (environment `local`), which may name what is not there: \
+                `mlkube param set train objectStore <value> --env local`";
+    let output = mlkube(&app, &["status", "local"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains(&format!("TFJob.kubeflow.org {}/train\n  {hint}", ns.name)),
+        "{stdout}"
+    );
+    let output = mlkube(&app, &["status", "local", "-o", "json"]);
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let job = &report["members"][0];
+    assert!(
+        job["reason"].as_str().unwrap_or_default().contains(message),
+        "{report:#}"
+    );
+    assert_eq!(job["hint"], hint, "{report:#}");
+    let output = mlkube(&app, &["logs", "local"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("there are no logs to read yet: ")
+            && stderr.contains(&format!("\n  {hint}")),
+        "{stderr}"
+    );
+}
