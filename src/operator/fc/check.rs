@@ -215,6 +215,7 @@ mod tests {
 
     use super::*;
     use crate::operator::fc::api::TaskRoleSpec;
+    use crate::operator::fc::config::BUILTIN;
 
     fn role(name: &str, tasks: i32, pod: serde_json::Value) -> TaskRoleSpec {
         let mut role = TaskRoleSpec {
@@ -424,7 +425,7 @@ mod tests {
             }] }
         }))
         .unwrap();
-        attempt.completion_status = Some(cc::classify_failed(&pod));
+        attempt.completion_status = Some(cc::classify_failed(&pod, &BUILTIN.pod_failure));
         task
     }
 

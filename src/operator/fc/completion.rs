@@ -1,14 +1,14 @@
 //! Completion codes: FrameworkController's predefined ones, and how a failed pod is turned into
-//! one (its pod failure classification: the container contract 200/201/210 first, then the
-//! rules of FrameworkController's default configuration, then the failing container's exit).
+//! one (its pod failure classification, [`pod_failure`]: the container contract 200/201/210
+//! first, then the configuration's `podFailureSpec`, then the failing container's exit).
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use serde::Serialize;
 
 use super::api::{
     CompletionStatus, CompletionType, CompletionTypeAttribute as Attr, CompletionTypeName,
     ContainerCompletionStatus, PodCompletionStatus, TaskAttemptCompletionStatus,
 };
+use super::pod_failure::{self, CodeInfo};
 
 /// A predefined completion code: its number, phrase and type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,155 +115,6 @@ pub fn classify_pod_creation_error(status: u16, message: &str) -> Option<Code> {
     })
 }
 
-/// What a pod rule looks at.
-enum Pattern {
-    /// The pod's status reason, compared without case.
-    PodReason(&'static [&'static str]),
-    /// Its reason starts with this (compared without case).
-    PodReasonPrefix(&'static str),
-    /// A terminated container with this reason (any if `None`), an exit code in
-    /// `min..=max`, and, if given, one of these words in its message.
-    Container {
-        reason: Option<&'static str>,
-        min: i32,
-        max: i32,
-        message_has: &'static [&'static str],
-    },
-}
-
-const fn exit(min: i32, max: i32) -> Pattern {
-    Pattern::Container {
-        reason: None,
-        min,
-        max,
-        message_has: &[],
-    }
-}
-
-const fn cannot_run(code: i32, message_has: &'static [&'static str]) -> Pattern {
-    Pattern::Container {
-        reason: Some("ContainerCannotRun"),
-        min: code,
-        max: code,
-        message_has,
-    }
-}
-
-/// The classification, first match wins: the container contract, then FrameworkController's
-/// default `podFailureSpec`.
-const RULES: &[(Code, Pattern)] = &[
-    (CONTAINER_TRANSIENT_FAILED, exit(200, 200)),
-    (CONTAINER_TRANSIENT_CONFLICT_FAILED, exit(201, 201)),
-    (CONTAINER_PERMANENT_FAILED, exit(210, 210)),
-    (
-        failed(-1000, "PodEvicted", &[Attr::Transient]),
-        Pattern::PodReason(&["Evicted"]),
-    ),
-    (
-        failed(-1001, "PodNodeLost", &[Attr::Transient]),
-        Pattern::PodReason(&["NodeLost"]),
-    ),
-    (
-        failed(
-            -1002,
-            "PodScheduledToInsufficientResourceNode",
-            &[Attr::Transient],
-        ),
-        Pattern::PodReasonPrefix("OutOf"),
-    ),
-    (
-        failed(-1003, "PodPreemptedForCriticalPod", &[Attr::Transient]),
-        Pattern::PodReason(&["Preempting"]),
-    ),
-    (
-        failed(-1004, "PodDeadlineExceeded", &[Attr::Permanent]),
-        Pattern::PodReason(&["DeadlineExceeded"]),
-    ),
-    (
-        failed(-1005, "PodNodeAdmissionForbidden", &[Attr::Permanent]),
-        Pattern::PodReason(&["Forbidden"]),
-    ),
-    (
-        failed(-1006, "PodNodeAdmissionUnexpectedError", &[Attr::Transient]),
-        Pattern::PodReason(&[
-            "UnexpectedAdmissionError",
-            "UnknownReason",
-            "InvalidNodeInfo",
-            "UnexpectedPredicateFailureType",
-        ]),
-    ),
-    (
-        failed(-1200, "ContainerDockerOOMKilled", &[Attr::Permanent]),
-        Pattern::Container {
-            reason: Some("OOMKilled"),
-            min: 1,
-            max: i32::MAX,
-            message_has: &[],
-        },
-    ),
-    (
-        failed(-1201, "ContainerDockerCreationError", &[]),
-        cannot_run(125, &[]),
-    ),
-    (
-        failed(
-            -1202,
-            "ContainerDockerStartCmdPermissionDenied",
-            &[Attr::Permanent],
-        ),
-        cannot_run(126, &[]),
-    ),
-    (
-        failed(-1203, "ContainerDockerStartCmdNotFound", &[Attr::Permanent]),
-        cannot_run(127, &[]),
-    ),
-    (
-        failed(-1203, "ContainerDockerStartCmdNotFound", &[Attr::Permanent]),
-        cannot_run(128, &["not found", "cannot find", "no such"]),
-    ),
-    (
-        failed(-1204, "ContainerDockerStartUnknownError", &[]),
-        cannot_run(128, &[]),
-    ),
-    (
-        failed(130, "ContainerSigIntReceived", &[Attr::Transient]),
-        exit(130, 130),
-    ),
-    (
-        failed(131, "ContainerSigQuitReceived", &[Attr::Transient]),
-        exit(131, 131),
-    ),
-    (
-        failed(132, "ContainerSigIllReceived", &[Attr::Permanent]),
-        exit(132, 132),
-    ),
-    (failed(134, "ContainerSigAbrtReceived", &[]), exit(134, 134)),
-    (
-        failed(135, "ContainerSigBusReceived", &[Attr::Permanent]),
-        exit(135, 135),
-    ),
-    (
-        failed(136, "ContainerSigFpeReceived", &[Attr::Permanent]),
-        exit(136, 136),
-    ),
-    (
-        failed(137, "ContainerSigKillReceived", &[Attr::Transient]),
-        exit(137, 137),
-    ),
-    (
-        failed(139, "ContainerSigSegvReceived", &[Attr::Permanent]),
-        exit(139, 139),
-    ),
-    (
-        failed(141, "ContainerSigPipeReceived", &[Attr::Permanent]),
-        exit(141, 141),
-    ),
-    (
-        failed(143, "ContainerSigTermReceived", &[Attr::Transient]),
-        exit(143, 143),
-    ),
-];
-
 /// The containers of `pod` that terminated, init containers first.
 fn terminated(pod: &Pod) -> Vec<ContainerCompletionStatus> {
     let Some(status) = pod.status.as_ref() else {
@@ -304,94 +155,12 @@ pub fn pod_completion(pod: &Pod) -> PodCompletionStatus {
     }
 }
 
-/// What a matched pattern saw of the pod, as FrameworkController's diagnostics show it: only the
-/// fields the pattern looked at (the pod's reason and message; a container's name, reason when
-/// the pattern names one, message and exit code), empty ones left out.
-#[derive(Serialize)]
-struct MatchedPod<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    containers: Vec<MatchedContainer<'a>>,
-}
-
-#[derive(Serialize)]
-struct MatchedContainer<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-    code: i32,
-}
-
-/// What `pattern` matched of `pod`, or `None`.
-fn matched<'a>(pattern: &Pattern, pod: &'a PodCompletionStatus) -> Option<MatchedPod<'a>> {
-    let reason = pod.reason.as_deref().unwrap_or_default();
-    let by_reason = || MatchedPod {
-        reason: pod.reason.as_deref(),
-        message: pod.message.as_deref(),
-        containers: Vec::new(),
-    };
-    match pattern {
-        Pattern::PodReason(reasons) => reasons
-            .iter()
-            .any(|r| r.eq_ignore_ascii_case(reason))
-            .then(by_reason),
-        Pattern::PodReasonPrefix(prefix) => (reason.len() > prefix.len()
-            && (reason.get(..prefix.len())).is_some_and(|r| r.eq_ignore_ascii_case(prefix))
-            && !reason.contains(char::is_whitespace))
-        .then(by_reason),
-        Pattern::Container { reason, .. } => {
-            let container = pod
-                .containers
-                .iter()
-                .find(|c| container_matches(pattern, c))?;
-            Some(MatchedPod {
-                reason: None,
-                message: None,
-                containers: vec![MatchedContainer {
-                    name: &container.name,
-                    reason: reason.and(container.reason.as_deref()),
-                    message: container.message.as_deref(),
-                    code: container.code,
-                }],
-            })
-        }
-    }
-}
-
-/// Whether the terminated container `c` matches the container pattern `pattern`.
-fn container_matches(pattern: &Pattern, c: &ContainerCompletionStatus) -> bool {
-    let Pattern::Container {
-        reason,
-        min,
-        max,
-        message_has,
-    } = pattern
-    else {
-        return false;
-    };
-    let message = c.message.as_deref().unwrap_or_default().to_lowercase();
-    (min..=max).contains(&&c.code)
-        && reason.is_none_or(|r| {
-            c.reason
-                .as_deref()
-                .is_some_and(|cr| cr.eq_ignore_ascii_case(r))
-        })
-        && (message_has.is_empty() || message_has.iter().any(|w| message.contains(w)))
-}
-
-/// The completion of a pod in phase Failed.
-pub fn classify_failed(pod: &Pod) -> TaskAttemptCompletionStatus {
+/// The completion of a pod in phase Failed, classified by `spec` (the configuration's
+/// `podFailureSpec`, after the container contract).
+pub fn classify_failed(pod: &Pod, spec: &[CodeInfo]) -> TaskAttemptCompletionStatus {
     let detail = pod_completion(pod);
     let json = serde_json::to_string(&detail).unwrap_or_default();
-    let first_match = RULES
-        .iter()
-        .find_map(|(code, p)| Some((code, matched(p, &detail)?)));
-    let status = if let Some((code, seen)) = first_match {
+    let status = if let Some((code, seen)) = pod_failure::first_match(spec, pod) {
         let seen = serde_json::to_string(&seen).unwrap_or_default();
         code.status(format!("Pod failed: PodPattern matched: {seen}"))
     } else {
@@ -431,6 +200,11 @@ pub fn succeeded(pod: &Pod) -> TaskAttemptCompletionStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::fc::config::BUILTIN;
+
+    fn spec() -> &'static [CodeInfo] {
+        &BUILTIN.pod_failure
+    }
     use serde_json::json;
 
     fn failed_pod(reason: Option<&str>, exits: &[(i32, Option<&str>)]) -> Pod {
@@ -459,7 +233,7 @@ mod tests {
             (137, 137, vec![Attr::Transient]),
             (139, 139, vec![Attr::Permanent]),
         ] {
-            let c = classify_failed(&failed_pod(None, &[(exit, Some("Error"))]));
+            let c = classify_failed(&failed_pod(None, &[(exit, Some("Error"))]), spec());
             assert_eq!(c.status.code, code, "{exit}");
             assert_eq!(c.status.type_.attributes, attributes, "{exit}");
             assert!(
@@ -472,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_matched_pattern_shows_only_what_it_looked_at_as_frameworkcontroller_does() {
-        let diagnostics = |pod: Pod| classify_failed(&pod).status.diagnostics;
+        let diagnostics = |pod: Pod| classify_failed(&pod, spec()).status.diagnostics;
         let prefix = "Pod failed: PodPattern matched: ";
         for (pod, seen) in [
             (
@@ -504,13 +278,13 @@ mod tests {
 
     #[test]
     fn an_unknown_exit_is_the_last_failed_containers_code_without_attributes() {
-        let c = classify_failed(&failed_pod(None, &[(3, None), (1, Some("Error"))]));
+        let c = classify_failed(&failed_pod(None, &[(3, None), (1, Some("Error"))]), spec());
         assert_eq!(
             (c.status.code, c.status.phrase.as_str()),
             (1, "ContainerUnrecognizedFailed")
         );
         assert!(c.status.type_.attributes.is_empty());
-        let c = classify_failed(&failed_pod(None, &[(0, None)]));
+        let c = classify_failed(&failed_pod(None, &[(0, None)]), spec());
         assert_eq!(c.status.code, -300);
     }
 
@@ -538,18 +312,18 @@ mod tests {
     #[test]
     fn pod_reasons_and_oom_follow_the_default_configuration() {
         assert_eq!(
-            classify_failed(&failed_pod(Some("Evicted"), &[]))
+            classify_failed(&failed_pod(Some("Evicted"), &[]), spec())
                 .status
                 .code,
             -1000
         );
         assert_eq!(
-            classify_failed(&failed_pod(Some("OutOfcpu"), &[]))
+            classify_failed(&failed_pod(Some("OutOfcpu"), &[]), spec())
                 .status
                 .code,
             -1002
         );
-        let oom = classify_failed(&failed_pod(None, &[(137, Some("OOMKilled"))]));
+        let oom = classify_failed(&failed_pod(None, &[(137, Some("OOMKilled"))]), spec());
         assert_eq!(oom.status.code, -1200);
         assert!(oom.status.has(Attr::Permanent));
     }
@@ -558,7 +332,7 @@ mod tests {
     fn a_pod_reason_of_any_text_is_classified_without_panicking() {
         // "OutOf" is 5 bytes; "Out" followed by a 3-byte character cuts inside it.
         for reason in ["Out\u{20ac}cpu", "\u{20ac}\u{20ac}", "O"] {
-            let c = classify_failed(&failed_pod(Some(reason), &[]));
+            let c = classify_failed(&failed_pod(Some(reason), &[]), spec());
             assert_eq!(c.status.code, -300, "{reason}");
         }
     }

@@ -27,6 +27,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::config::BUILTIN;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -401,6 +403,7 @@ fn decide(
         pod: &pod,
         conflict_delay_sec: conflict_delay(),
         new_uid: &new_uid,
+        config: &BUILTIN,
     };
     sync::decide(framework, &observed)
 }

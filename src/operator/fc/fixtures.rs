@@ -18,6 +18,7 @@ use super::api::{
     TaskState as TS, TaskStatus,
 };
 use super::completion::Code;
+use super::config::BUILTIN;
 use super::objects::{config_map_name, pod_name};
 use super::sync::{self, Action, Done, Observed, Plan};
 
@@ -382,6 +383,7 @@ impl Scenario {
             pod: &pod,
             conflict_delay_sec: CONFLICT_DELAY_SEC,
             new_uid: &new_uid,
+            config: &BUILTIN,
         };
         sync::decide(&self.build(), &observed)
     }

@@ -49,6 +49,7 @@ use super::api::{
 };
 use super::check::{self, Refusal};
 use super::completion::{self as cc};
+use super::config::FcConfig;
 use super::objects::{config_map_name, pod_name};
 use framework::sync_framework;
 use scale::scale;
@@ -72,6 +73,8 @@ pub struct Observed<'a> {
     pub conflict_delay_sec: i64,
     /// A fresh random UUID for each new TaskRole and Task instance.
     pub new_uid: &'a dyn Fn() -> String,
+    /// FrameworkController's configuration: how failed pods are classified.
+    pub config: &'a FcConfig,
 }
 
 /// One creation or deletion, carried out after the status is written.

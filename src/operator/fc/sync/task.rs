@@ -16,6 +16,7 @@ use crate::operator::fc::api::{
     TaskAttemptCompletionStatus, TaskRoleSpec, TaskState as TS, TaskStatus,
 };
 use crate::operator::fc::completion as cc;
+use crate::operator::fc::pod_failure::CodeInfo;
 use crate::operator::fc::retry;
 
 /// Complete a Task's attempt with `completion` (unless it has one): with `force` its pod is
@@ -128,7 +129,7 @@ fn follow_pod(step: &mut Step, deletion_timeout: Option<i64>, task: &mut TaskSta
         TS::AttemptDeletionRequested => return,
         _ => {}
     }
-    follow_phase(task, pod, &now);
+    follow_phase(task, pod, &now, &step.observed.config.pod_failure);
     if matches!(task.state, TS::AttemptPreparing | TS::AttemptRunning) && task.deletion_pending {
         complete_task(
             task,
@@ -182,7 +183,7 @@ fn pod_deleting(step: &mut Step, deletion_timeout: Option<i64>, pod: &Pod, task:
 
 /// A live pod's phase moves its Task: Pending → Preparing, Running → Running, Succeeded or
 /// Failed → the attempt completes, and the pod is deleted next.
-fn follow_phase(task: &mut TaskStatus, pod: &Pod, now: &Time) {
+fn follow_phase(task: &mut TaskStatus, pod: &Pod, now: &Time, spec: &[CodeInfo]) {
     let status = pod.status.as_ref();
     let attempt = &mut task.attempt_status;
     attempt.pod_node_name = Some(
@@ -197,7 +198,7 @@ fn follow_phase(task: &mut TaskStatus, pod: &Pod, now: &Time) {
         "Pending" => transition_task(task, TS::AttemptPreparing, now),
         "Running" => transition_task(task, TS::AttemptRunning, now),
         "Succeeded" => complete_task(task, false, Some(cc::succeeded(pod)), now),
-        "Failed" => complete_task(task, false, Some(cc::classify_failed(pod)), now),
+        "Failed" => complete_task(task, false, Some(cc::classify_failed(pod, spec)), now),
         // Unknown: wait until the pod is deleted or its phase changes.
         _ => {
             if task.state == TS::AttemptCreationRequested {

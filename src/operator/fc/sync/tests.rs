@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::json;
 
 use super::*;
+use crate::operator::fc::config::BUILTIN;
 
 fn framework(tasks: i32, execution: &str) -> Framework {
     let mut f: Framework = serde_json::from_value(json!({
@@ -65,6 +66,7 @@ fn decide_with(f: &Framework, cm: Option<&ConfigMap>, pods: &[Pod]) -> Plan {
         pod: &pod,
         conflict_delay_sec: 60,
         new_uid: &|| "new".into(),
+        config: &BUILTIN,
     };
     decide(f, &observed)
 }
