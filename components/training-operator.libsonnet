@@ -51,6 +51,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     pytorchInitImage: { type: 'image', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
     mpiKubectlDeliveryImage: { type: 'image', default: operatorKubectlDeliveryImage, description: "Image of the kubectl-delivery init container that puts kubectl into MPIJob launchers (--mpi-kubectl-delivery-image); a mirror's where the nodes cannot pull the default." },
     minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
+    frameworkControllerConfig: { type: 'string', default: null, description: "FrameworkController's configuration file (frameworkcontroller.yaml: its podFailureSpec, retry delays, cache timeout, workerNumber) as text, e.g. \"$(cat frameworkcontroller.yaml)\": a ConfigMap <name>-fc-config mounted for --fc-config; null: FrameworkController's defaults." },
   } + u.resourceParams('100m', '128Mi', '512Mi'),
 
   render(params, env):: (
@@ -195,6 +196,16 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       },
     ] else [];
 
+    // FrameworkController's configuration file, mounted from a ConfigMap; the operator reads it
+    // once at start, so the pod template carries its hash and a change rolls the operator.
+    local fcConfig =
+      if params.frameworkControllerConfig == null then null
+      else if !std.isString(params.frameworkControllerConfig) then
+        u.fail(component, 'frameworkControllerConfig', "must be the file's text (a string)")
+      else if !runsFrameworkController then
+        u.fail(component, 'frameworkControllerConfig', 'configures the Framework controller, which frameworks leaves out; add frameworkcontroller to frameworks, or drop the file')
+      else params.frameworkControllerConfig;
+    local fcConfigDir = '/etc/mlkube/frameworkcontroller';
     local args = [
       'operator',
       '--metrics-addr',
@@ -215,7 +226,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     // Always named when it runs MPIJobs, its default too: the manifest names every platform
     // image the operator uses, so an environment's imageRegistry reaches this one as well.
     + (if !runsMpi then []
-       else ['--mpi-kubectl-delivery-image', validKubectlDeliveryImage]);
+       else ['--mpi-kubectl-delivery-image', validKubectlDeliveryImage])
+    + (if fcConfig == null then [] else ['--fc-config', fcConfigDir + '/frameworkcontroller.yaml']);
 
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },
@@ -245,6 +257,12 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       },
     ]
     + leaderElection
+    + (if fcConfig == null then [] else [{
+         apiVersion: 'v1',
+         kind: 'ConfigMap',
+         metadata: meta(name + '-fc-config'),
+         data: { 'frameworkcontroller.yaml': fcConfig },
+       }])
     + [
       {
         apiVersion: 'v1',
@@ -271,7 +289,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
           replicas: replicas,
           selector: { matchLabels: u.selector(name, part) },
           template: {
-            metadata: { labels: u.selector(name, part) },
+            metadata: { labels: u.selector(name, part) }
+                      + (if fcConfig == null then {} else { annotations: { 'mlkube.io/fc-config-md5': std.md5(fcConfig) } }),
             spec: {
               serviceAccountName: name,
               securityContext: u.podSecurity(65532),
@@ -291,8 +310,12 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
                 readinessProbe: probe('/readyz', 10, 3),
                 resources: u.resources(params),
                 securityContext: u.containerSecurity(65532),
-              }],
-            },
+              } + (if fcConfig == null then {} else {
+                     volumeMounts: [{ name: 'fc-config', mountPath: fcConfigDir, readOnly: true }],
+                   })],
+            } + (if fcConfig == null then {} else {
+                   volumes: [{ name: 'fc-config', configMap: { name: name + '-fc-config' } }],
+                 }),
           },
         },
       },

@@ -910,6 +910,77 @@ fn operator_args_and_pod_group_rules(params: &Value) -> Result<(Value, Vec<Value
     Ok((args, pod_group_rules))
 }
 
+/// FrameworkController's configuration file given as the param's text: a ConfigMap the
+/// operator reads back as it was written (`FcConfig::parse` takes it), mounted where
+/// `--fc-config` points, its hash on the pod template so that a change rolls the operator; and
+/// refused when the operator runs no Frameworks.
+#[test]
+fn training_operator_passes_frameworkcontrollers_configuration_file() {
+    let file = "podFailureSpec:\n- code: 300\n  phrase: DataMissing\n  podPatterns:\n  - \
+                containers: [{codeRange: {min: 3, max: 3}}]\nworkerNumber: 8\n";
+    let objects = render(
+        "training-operator",
+        "op",
+        &json!({ "frameworkControllerConfig": file }),
+    )
+    .unwrap();
+    let config_map = objects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("a ConfigMap");
+    assert_eq!(config_map["metadata"]["name"], "op-fc-config");
+    let text = config_map["data"]["frameworkcontroller.yaml"]
+        .as_str()
+        .unwrap();
+    let parsed =
+        mlkube::operator::fc::config::FcConfig::parse(text).expect("the operator reads it");
+    assert_eq!(
+        (parsed.workers, parsed.pod_failure.last().map(|c| c.code)),
+        (Some(8), Some(300))
+    );
+    let deployment = (objects.as_array().unwrap().iter())
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap();
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let at = args
+        .iter()
+        .position(|a| *a == "--fc-config")
+        .expect("--fc-config");
+    let mount = &container["volumeMounts"][0];
+    assert_eq!(
+        args[at + 1],
+        format!(
+            "{}/frameworkcontroller.yaml",
+            mount["mountPath"].as_str().unwrap()
+        )
+    );
+    assert_eq!(pod["spec"]["volumes"][0]["name"], mount["name"]);
+    assert_eq!(
+        pod["spec"]["volumes"][0]["configMap"]["name"],
+        "op-fc-config"
+    );
+    assert!(pod["metadata"]["annotations"]["mlkube.io/fc-config-md5"].is_string());
+    let error = render(
+        "training-operator",
+        "op",
+        &json!({ "frameworkControllerConfig": file, "frameworks": ["tensorflow"] }),
+    )
+    .unwrap_err();
+    assert!(
+        error.contains("param frameworkControllerConfig: configures the Framework controller, which frameworks leaves out"),
+        "{error}"
+    );
+}
+
 #[test]
 fn training_operator_gang_scheduler_is_passed_and_granted_its_pod_groups() {
     let (args, rules) = operator_args_and_pod_group_rules(&json!({})).unwrap();

@@ -56,6 +56,28 @@ fn an_unknown_framework_is_rejected_naming_the_frameworks() {
 }
 
 #[test]
+fn a_frameworkcontroller_configuration_it_would_refuse_stops_the_operator_naming_the_field() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("frameworkcontroller.yaml");
+    let bad = "podFailureSpec:\n- code: 205\n  podPatterns: [{reasonRegex: x}]\n";
+    std::fs::write(&file, bad).expect("write the file");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, stderr) = operator(&["--fc-config", path]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot use FrameworkController's configuration {path}: podFailureSpec[0]: code \
+             205 is reserved"
+        )) && stderr.contains("hint: correct the field it names"),
+        "{stderr}"
+    );
+    let missing = dir.path().join("absent.yaml");
+    let (code, stderr) = operator(&["--fc-config", missing.to_str().expect("UTF-8")]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("absent.yaml: No such file"), "{stderr}");
+}
+
+#[test]
 fn no_usable_kubeconfig_says_how_to_give_one() {
     let (code, stderr) = operator(&FREE_PORTS);
     assert_eq!(code, 2, "{stderr}");

@@ -742,6 +742,11 @@ pub struct OperatorArgs {
     /// any Secret of the namespace]
     #[arg(long, value_name = "NAMES", value_delimiter = ',')]
     pub volume_secrets: Option<Vec<String>>,
+    /// FrameworkController's configuration file (its podFailureSpec, retry delays, cache
+    /// timeout, workerNumber) [default: ./frameworkcontroller.yaml if there is one, else
+    /// FrameworkController's defaults]
+    #[arg(long, value_name = "FILE")]
+    pub fc_config: Option<PathBuf>,
 }
 
 /// A controller of `mlkube operator`, for `--controllers`.
@@ -808,6 +813,7 @@ impl OperatorArgs {
                 .then_some(DEPRECATED_FRAMEWORKCONTROLLER)
                 .into_iter()
                 .collect(),
+            fc_config: self.fc_config,
             placement: crate::operator::volumes::pods::Placement {
                 root: self.volume_root,
                 image: self.volume_image,

@@ -69,6 +69,9 @@ pub struct Settings {
     pub placement: volumes::pods::Placement,
     /// What the flags spelt the old way, said as warnings once logging starts.
     pub deprecated: Vec<&'static str>,
+    /// FrameworkController's configuration file (`--fc-config`); `None`:
+    /// ./frameworkcontroller.yaml if there is one, else FrameworkController's defaults.
+    pub fc_config: Option<PathBuf>,
 }
 
 /// Which of the operator's controllers run (`--controllers`).
@@ -131,6 +134,12 @@ pub enum OperatorError {
         "--volume-root {root:?} is not an absolute directory other than /\nhint: e.g. /var/lib/mlkube/volumes"
     )]
     VolumeRoot { root: String },
+    #[error(
+        "cannot use FrameworkController's configuration {path}: {detail}\nhint: correct the \
+         field it names (FrameworkController's own file works as it is), or give no file for \
+         FrameworkController's defaults"
+    )]
+    FcConfig { path: String, detail: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -262,6 +271,23 @@ pub async fn client(
     Client::try_from(config).map_err(|source| OperatorError::Client { source })
 }
 
+/// FrameworkController's configuration: the file `path` names, else ./frameworkcontroller.yaml
+/// in the working directory as FrameworkController reads it, else its defaults.
+fn fc_config(path: Option<&Path>) -> Result<fc::config::FcConfig, OperatorError> {
+    let local = Path::new(fc::config::FILE_NAME);
+    let Some(path) = path.or(local.is_file().then_some(local)) else {
+        return Ok(fc::config::BUILTIN.clone());
+    };
+    let refused = |detail: String| OperatorError::FcConfig {
+        path: path.display().to_string(),
+        detail,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| refused(e.to_string()))?;
+    let config = fc::config::FcConfig::parse(&text).map_err(|e| refused(e.to_string()))?;
+    tracing::info!(path = %path.display(), "FrameworkController's configuration read");
+    Ok(config)
+}
+
 /// Whether `image` can name an image: not empty, and no spaces or control characters (the API
 /// server refuses them around it, and the kubelet inside, but only once a pod is created).
 fn is_image(image: &str) -> bool {
@@ -289,6 +315,7 @@ fn lease_namespace(settings: &Settings) -> String {
 pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     // Bad flags are reported before anything touches the network.
     check_flags(&settings)?;
+    let fc_config = Arc::new(fc_config(settings.fc_config.as_deref())?);
     let shutdown = shutdown::Shutdown::on_signals(settings.shutdown_timeout)
         .map_err(|source| OperatorError::Signals { source })?;
     let client = client(settings.kubeconfig.as_deref(), settings.context.as_deref()).await?;
@@ -296,7 +323,7 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
     let health = Arc::new(http::Health::default());
     serve_http(&settings, &metrics, &health).await?;
 
-    let controllers = running(&settings, controller_settings(&settings));
+    let controllers = running(&settings, controller_settings(&settings), fc_config);
     tracing::info!(
         namespace = settings.namespace.as_deref().unwrap_or("(all)"),
         concurrency = settings.concurrency,
@@ -320,7 +347,11 @@ pub async fn serve(settings: Settings) -> Result<(), OperatorError> {
 
 /// The controllers `--controllers` enables, each added with its settings: the training jobs of
 /// `--frameworks`, FrameworkController's Framework, the volume controller.
-fn running(settings: &Settings, training: controller::Settings) -> Manager {
+fn running(
+    settings: &Settings,
+    training: controller::Settings,
+    fc_config: Arc<fc::config::FcConfig>,
+) -> Manager {
     let mut manager = Manager::default();
     let enabled = settings.controllers;
     if enabled.training && !settings.frameworks.is_empty() {
@@ -332,6 +363,7 @@ fn running(settings: &Settings, training: controller::Settings) -> Manager {
         let fc = fc::controller::Settings {
             namespace: settings.namespace.clone(),
             concurrency: settings.concurrency,
+            config: fc_config,
         };
         manager.add("fc", |shared| fc::controller::run(shared, fc).boxed());
     }

@@ -17,6 +17,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use mlkube::operator::fc::api::{Framework, FrameworkState, FrameworkStatus, TaskState};
+use mlkube::operator::fc::config::BUILTIN;
 use mlkube::operator::fc::{controller, crd};
 use mlkube::operator::runtime::http::Health;
 use mlkube::operator::runtime::manager::Shared;
@@ -82,6 +83,7 @@ async fn start_operator(ns: &TestNamespace) -> Operator {
     let settings = controller::Settings {
         namespace: Some(ns.name.clone()),
         concurrency: 4,
+        config: Arc::new(BUILTIN.clone()),
     };
     let shared = Shared::new(
         "fc",
@@ -574,6 +576,65 @@ async fn retries_count_to_max_retry_count_and_a_permanent_failure_is_never_retri
     assert_eq!(
         (code(&s), s.retry_policy_status.total_retried_count),
         (Some(210), 0)
+    );
+}
+
+/// FrameworkController's own configuration file, given with `--fc-config`: a code of its
+/// podFailureSpec for exit code 3, Permanent, in place of the defaults.
+const FC_CONFIG: &str = "\
+podFailureSpec:
+- code: 300
+  phrase: DataMissing
+  type: {attributes: [Permanent]}
+  podPatterns:
+  - containers: [{nameRegex: '(?ms).*', codeRange: {min: 3, max: 3}}]
+frameworkMinRetryDelaySecForTransientConflictFailed: 1
+frameworkMaxRetryDelaySecForTransientConflictFailed: 2
+";
+
+/// The operator binary reads FrameworkController's configuration file: a Task whose container
+/// exits 3 completes with the file's code and phrase, its diagnostics showing what the pattern
+/// matched, and is never retried (Permanent, fancyRetryPolicy), where by the defaults it would
+/// be ContainerUnrecognizedFailed and retried.
+#[tokio::test]
+async fn the_configuration_files_pod_failure_spec_classifies_a_failed_pod() {
+    let ns = TestNamespace::new("fc-config").await;
+    let identity = OperatorIdentity::new(&ns, Access::scoped(Scope::Namespace)).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("frameworkcontroller.yaml");
+    std::fs::write(&file, FC_CONFIG).expect("write the configuration");
+    let path = file.to_str().expect("a UTF-8 path");
+    install_crd(&ns.client).await;
+    let _operator = spawn_operator_binary(
+        &ns.name,
+        &identity,
+        &["--controllers", "fc", "--fc-config", path],
+    );
+    let missing = framework(
+        "missing",
+        (true, 3),
+        vec![role("worker", 1, (1, -1), (true, 3), Some("exit 3"))],
+    );
+    let api = submit(&ns, &missing).await;
+    let s = await_status(&api, "missing", "fails at once", completed).await;
+    let task = &s.attempt_status.task_role_statuses[0].task_statuses[0];
+    let completion = task
+        .attempt_status
+        .completion_status
+        .as_ref()
+        .expect("a completion");
+    assert_eq!(
+        (completion.status.code, completion.status.phrase.as_str()),
+        (300, "DataMissing")
+    );
+    assert_eq!(
+        completion.status.diagnostics,
+        r#"Pod failed: PodPattern matched: {"containers":[{"name":"main","code":3}]}"#
+    );
+    assert_eq!(task.retry_policy_status.total_retried_count, 0);
+    assert_eq!(
+        (code(&s), s.retry_policy_status.total_retried_count),
+        (Some(300), 0)
     );
 }
 

@@ -27,6 +27,9 @@ use serde::Deserialize;
 use super::api::CompletionTypeAttribute;
 use super::pod_failure::{CodeInfo, ContainerPattern, PodPattern, Range, Texts};
 
+/// The file FrameworkController reads from its working directory.
+pub const FILE_NAME: &str = "frameworkcontroller.yaml";
+
 /// The configuration when no file is given.
 pub const DEFAULT: &str = include_str!("frameworkcontroller.yaml");
 

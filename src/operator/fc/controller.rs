@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::config::BUILTIN;
+use super::config::FcConfig;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -65,8 +65,11 @@ const CONTROLLER_NAME: &str = "frameworkcontroller";
 pub struct Settings {
     /// Watch only this namespace; `None`: all.
     pub namespace: Option<String>,
-    /// How many Frameworks are reconciled at once.
+    /// How many Frameworks are reconciled at once (the configuration's `workerNumber`, when it
+    /// has one, instead).
     pub concurrency: u16,
+    /// FrameworkController's configuration.
+    pub config: Arc<FcConfig>,
 }
 
 /// Why a reconcile failed; it is retried.
@@ -104,6 +107,7 @@ struct Context {
     /// Per Framework, the resourceVersions its status writes replaced that the cache may still
     /// show.
     replaced: Mutex<HashMap<(String, String), HashSet<String>>>,
+    config: Arc<FcConfig>,
 }
 
 impl Context {
@@ -162,7 +166,8 @@ pub async fn run(shared: Shared, settings: Settings) {
     let (config_maps, cm_changes) = watch_children::<ConfigMap>(&client, &settings);
     let (pods, pod_changes) = watch_children::<Pod>(&client, &settings);
     let frameworks: Api<Framework> = watched(&client, settings.namespace.as_deref());
-    let context = new_context(&client, config_maps.clone(), pods.clone(), metrics);
+    let caches = (config_maps.clone(), pods.clone());
+    let context = new_context(&client, caches, metrics, settings.config.clone());
     let children = futures::stream::select(cm_changes, pod_changes);
     let ready = ready_once_synced(config_maps, pods, ready);
     let for_gone = context.clone();
@@ -171,7 +176,13 @@ pub async fn run(shared: Shared, settings: Settings) {
     let controller = controller
         .with_config(
             ControllerConfig::default()
-                .concurrency(settings.concurrency.max(1))
+                .concurrency(
+                    settings
+                        .config
+                        .workers
+                        .unwrap_or(settings.concurrency)
+                        .max(1),
+                )
                 .debounce(Duration::from_millis(100)),
         )
         .reconcile_on(children)
@@ -205,9 +216,9 @@ fn served() -> installed::Served {
 /// metrics.
 fn new_context(
     client: &Client,
-    config_maps: Store<ConfigMap>,
-    pods: Store<Pod>,
+    (config_maps, pods): (Store<ConfigMap>, Store<Pod>),
     metrics: Arc<Metrics>,
+    config: Arc<FcConfig>,
 ) -> Arc<Context> {
     Arc::new(Context {
         client: client.clone(),
@@ -221,6 +232,7 @@ fn new_context(
         ),
         metrics,
         replaced: Mutex::new(HashMap::new()),
+        config,
     })
 }
 
@@ -323,11 +335,10 @@ fn new_uid() -> String {
     )
 }
 
-/// A delay in FrameworkController's range for a transient conflict.
-fn conflict_delay() -> i64 {
+/// A delay for a transient conflict, drawn in the configuration's range.
+fn conflict_delay((min, max): (i64, i64)) -> i64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&crate::random::bytes()[..8]);
-    let (min, max) = super::retry::CONFLICT_DELAY_SEC;
     let span = u64::try_from(max - min + 1).unwrap_or(1);
     min + i64::try_from(u64::from_le_bytes(bytes) % span).unwrap_or(0)
 }
@@ -346,7 +357,7 @@ async fn reconcile(
         .config_maps
         .get(&ObjectRef::new(&config_map_name(&framework.name_any())).within(&namespace));
     let pods = cached_pods(&ctx, &framework, &namespace);
-    let plan = decide(&framework, cm.as_deref(), &pods);
+    let plan = decide(&framework, cm.as_deref(), &pods, &ctx.config);
     if let Some(blocked) = &plan.blocked {
         ctx.events.publish(
             framework.as_ref(),
@@ -394,6 +405,7 @@ fn decide(
     framework: &Framework,
     cm: Option<&ConfigMap>,
     pods: &HashMap<String, Arc<Pod>>,
+    config: &FcConfig,
 ) -> sync::Plan {
     let pod = |name: &str| pods.get(name).map(AsRef::as_ref);
     let observed = Observed {
@@ -401,9 +413,9 @@ fn decide(
         framework_deleting: framework.metadata.deletion_timestamp.is_some(),
         config_map: cm,
         pod: &pod,
-        conflict_delay_sec: conflict_delay(),
+        conflict_delay_sec: conflict_delay(config.conflict_delay_sec),
         new_uid: &new_uid,
-        config: &BUILTIN,
+        config,
     };
     sync::decide(framework, &observed)
 }

@@ -9,10 +9,6 @@ pub const ALWAYS: i32 = -2;
 /// `maxRetryCount`: retry every failed attempt.
 pub const ON_EVERY_FAILURE: i32 = -1;
 
-/// The range of the Framework's delay before it retries a transient conflict, in seconds
-/// (FrameworkController's defaults); Tasks retry at once.
-pub const CONFLICT_DELAY_SEC: (i64, i64) = (60, 900);
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub retry: bool,

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use super::policy::completion_policy;
 use super::task::sync_task;
 use super::{
-    Action, CACHE_CREATION_TIMEOUT, Step, controller_uid, framework_completion, new_attempt,
-    tasks_mut, transition, transition_task,
+    Action, Step, controller_uid, framework_completion, new_attempt, tasks_mut, transition,
+    transition_task,
 };
 use crate::operator::fc::api::{
     ExecutionType, FrameworkAttemptCompletionStatus, FrameworkState as FS, FrameworkStatus,
@@ -108,7 +108,7 @@ fn await_config_map(step: &mut Step, status: &mut FrameworkStatus) {
         transition(status, FS::AttemptPreparing, &step.now);
         return;
     }
-    if !step.timed_out(&status.transition_time.clone(), CACHE_CREATION_TIMEOUT) {
+    if !step.cache_timed_out(&status.transition_time.clone()) {
         return;
     }
     if let Some(uid) = recorded {
@@ -116,7 +116,7 @@ fn await_config_map(step: &mut Step, status: &mut FrameworkStatus) {
     }
     let completion = framework_completion(
         cc::CONFIG_MAP_LOCAL_CACHE_CREATION_TIMEOUT,
-        "ConfigMap does not appear in the local cache within timeout 5m0s, so consider it was deleted and explicitly delete it",
+        &step.not_cached("ConfigMap"),
     );
     complete_attempt(step, status, true, Some(completion));
 }

@@ -55,10 +55,6 @@ use framework::sync_framework;
 use scale::scale;
 use task::complete_task;
 
-/// How long a created ConfigMap or pod may take to appear in the cache before it is
-/// considered lost (FrameworkController's `objectLocalCacheCreationTimeoutSec`).
-pub const CACHE_CREATION_TIMEOUT: Duration = Duration::from_secs(300);
-
 /// What the caches show of one Framework's objects.
 pub struct Observed<'a> {
     pub now: Timestamp,
@@ -68,8 +64,8 @@ pub struct Observed<'a> {
     pub config_map: Option<&'a ConfigMap>,
     /// The cached pod of this name, whoever owns it.
     pub pod: &'a dyn Fn(&str) -> Option<&'a Pod>,
-    /// The delay before retrying a transient conflict, drawn by the caller in
-    /// [`retry::CONFLICT_DELAY_SEC`].
+    /// The delay before retrying a transient conflict, drawn by the caller in the
+    /// configuration's range (`conflict_delay_sec`).
     pub conflict_delay_sec: i64,
     /// A fresh random UUID for each new TaskRole and Task instance.
     pub new_uid: &'a dyn Fn() -> String,
@@ -158,6 +154,21 @@ impl Step<'_, '_> {
     }
 
     /// Wake when `since + timeout` has come; true once it has.
+    /// Whether a created ConfigMap or pod not cached since `since` is lost, by the
+    /// configuration's `objectLocalCacheCreationTimeoutSec`; if not yet, wake when it would be.
+    fn cache_timed_out(&mut self, since: &Time) -> bool {
+        self.timed_out(since, self.observed.config.cache_creation_timeout)
+    }
+
+    /// The diagnostics of an object of `kind` not cached in time.
+    fn not_cached(&self, kind: &str) -> String {
+        let timeout = go_duration(self.observed.config.cache_creation_timeout);
+        format!(
+            "{kind} does not appear in the local cache within timeout {timeout}, so consider it \
+             was deleted and explicitly delete it"
+        )
+    }
+
     fn timed_out(&mut self, since: &Time, timeout: Duration) -> bool {
         let elapsed = self.observed.now.duration_since(since.0);
         let elapsed = Duration::try_from(elapsed).unwrap_or_default();
@@ -426,4 +437,16 @@ fn task_mut<'a>(
         .task_statuses
         .iter_mut()
         .find(|t| t.index == index)
+}
+
+/// A whole number of seconds as Go prints a duration: `45s`, `5m0s`, `1h0m0s`, the words of
+/// FrameworkController's diagnostics.
+fn go_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
 }

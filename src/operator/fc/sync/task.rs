@@ -8,10 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use super::{
-    Action, CACHE_CREATION_TIMEOUT, SCALED_DOWN, Step, controller_uid, new_task_attempt,
-    transition_task,
-};
+use super::{Action, SCALED_DOWN, Step, controller_uid, new_task_attempt, transition_task};
 use crate::operator::fc::api::{
     TaskAttemptCompletionStatus, TaskRoleSpec, TaskState as TS, TaskStatus,
 };
@@ -148,10 +145,8 @@ fn no_pod(step: &mut Step, task: &mut TaskStatus, recorded: Option<String>, name
     if task.state == TS::AttemptCreationRequested {
         let code = if task.deletion_pending {
             cc::DELETE_TASK_REQUESTED.task(SCALED_DOWN)
-        } else if step.timed_out(&task.transition_time.clone(), CACHE_CREATION_TIMEOUT) {
-            cc::POD_LOCAL_CACHE_CREATION_TIMEOUT.task(
-                "Pod does not appear in the local cache within timeout 5m0s, so consider it was deleted and explicitly delete it",
-            )
+        } else if step.cache_timed_out(&task.transition_time.clone()) {
+            cc::POD_LOCAL_CACHE_CREATION_TIMEOUT.task(step.not_cached("Pod"))
         } else {
             return;
         };

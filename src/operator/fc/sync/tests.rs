@@ -271,3 +271,10 @@ fn a_refused_framework_ends_in_three_writes_without_an_object_and_says_so_once()
     assert_eq!(completion.code, cc::FRAMEWORK_SPEC_INVALID.code);
     assert_eq!(completion.diagnostics, refused[0].message());
 }
+
+#[test]
+fn a_timeout_is_written_as_go_writes_a_duration() {
+    for (secs, text) in [(45, "45s"), (300, "5m0s"), (90, "1m30s"), (3600, "1h0m0s")] {
+        assert_eq!(go_duration(std::time::Duration::from_secs(secs)), text);
+    }
+}
