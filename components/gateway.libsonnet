@@ -14,6 +14,8 @@ local group = 'gateway.networking.k8s.io';
 // sync if one is missing or forbidden; and those whose status it writes.
 local namespacedRoutes = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'referencegrants', 'backendtlspolicies'];
 local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'backendtlspolicies'];
+// The fallback's port: `mlkube gateway-fallback`, the answer for paths no other route takes.
+local fallbackPort = 8080;
 // Seconds a Traefik pod told to stop (a drain's eviction, a rollout) goes on serving: its
 // endpoint turns not ready at once, but kube-proxy stops sending it new connections only once
 // it has seen that, a second or so later. Then SIGTERM, and Traefik finishes the requests in
@@ -42,7 +44,11 @@ local keepAliveSeconds = 2;
     `replicas` pods spread over the nodes, each serving for a few seconds after it is told to
     stop, and a PodDisruptionBudget, maxUnavailable, so a drain takes one at a time)
     and the Service <name> (ClusterIP, or NodePort on `nodePort`; the local environment's real
-    node forwards 127.0.0.1:<API port + 1> to node port 30080). With routeNamespaces `Same`,
+    node forwards 127.0.0.1:<API port + 1> to node port 30080). A request no route takes (a
+    mistyped model, KServe's V1 path to MLServer) gets a 404 whose JSON says what to ask
+    instead, not Traefik's bare `404 page not found`: an HTTPRoute <name>-fallback for `/` (the
+    shortest prefix, so every other route wins) to `mlkube gateway-fallback` (fallbackImage, a
+    Deployment and Service <name>-fallback; `fallbackImage: null` renders none). With routeNamespaces `Same`,
     Traefik watches only this namespace and its rules are a Role here (plus the cluster-scoped
     GatewayClasses and Namespaces); with `All` routes of every namespace may attach and the
     rules are cluster-wide, Secrets included.
@@ -61,6 +67,7 @@ local keepAliveSeconds = 2;
     replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods, spread over the nodes (two or more keep the routes served through a node drain).' },
     maxUnavailable: { type: 'integer', minimum: 1, default: 1, description: "PodDisruptionBudget: at most this many Traefik pods evicted at once (kubectl drain waits for the replacements to be Ready)." },
     logLevel: { type: 'string', enum: ['DEBUG', 'INFO', 'WARN', 'ERROR'], default: 'INFO', description: "Traefik's log level: DEBUG, INFO, WARN or ERROR." },
+    fallbackImage: { type: 'image', default: 'mlkube/mlkube:0.1.0', description: 'Image with the mlkube binary (the operator\'s) that answers the paths no route takes with a 404 saying what to ask instead; null: Traefik\'s bare 404.' },
   } + u.resourceParams('50m', '64Mi', '256Mi'),
 
   render(params, env):: (
@@ -243,5 +250,63 @@ local keepAliveSeconds = 2;
       },
     ]
     + u.pdb(component, params, part, params.replicas)
+    + (if params.fallbackImage == null then [] else $.fallback(params, pullPolicy))
+  ),
+
+  // The Deployment, Service and HTTPRoute of `mlkube gateway-fallback`: one small pod, which
+  // reads nothing from the cluster (no ServiceAccount token).
+  fallback(params, pullPolicy):: (
+    local name = params.name + '-fallback';
+    local selector = u.selector(name, part);
+    local meta = u.metadata(name, part, {}, params.name);
+    [
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: meta,
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: selector },
+          template: {
+            metadata: { labels: selector },
+            spec: {
+              automountServiceAccountToken: false,
+              securityContext: u.podSecurity(uid),
+              containers: [{
+                name: 'fallback',
+                image: params.fallbackImage,
+                imagePullPolicy: pullPolicy,
+                command: ['mlkube', 'gateway-fallback', '--listen', ':%d' % fallbackPort],
+                ports: [{ name: 'http', containerPort: fallbackPort, protocol: 'TCP' }],
+                readinessProbe: { tcpSocket: { port: 'http' }, periodSeconds: 5 },
+                resources: u.resources(params),
+                securityContext: u.containerSecurity(uid),
+              }],
+            },
+          },
+        },
+      },
+      {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: meta,
+        spec: {
+          selector: selector,
+          ports: [{ name: 'http', port: fallbackPort, targetPort: 'http', protocol: 'TCP' }],
+        },
+      },
+      {
+        apiVersion: 'gateway.networking.k8s.io/v1',
+        kind: 'HTTPRoute',
+        metadata: meta,
+        spec: {
+          parentRefs: [{ name: params.name }],
+          rules: [{
+            matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+            backendRefs: [{ name: name, port: fallbackPort }],
+          }],
+        },
+      },
+    ]
   ),
 }

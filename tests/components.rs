@@ -3244,6 +3244,58 @@ fn traefik_args(objects: &Value) -> Vec<String> {
     .unwrap()
 }
 
+/// The paths no other route takes go to `mlkube gateway-fallback`: a route for `/` on the
+/// component's Gateway to the fallback's Service, whose pods (and only they) run it, without a
+/// ServiceAccount token; `fallbackImage: null` leaves Traefik's own 404.
+#[test]
+fn gateway_routes_what_no_other_route_takes_to_the_fallback() {
+    let objects = render("gateway", "gw", &json!({})).unwrap();
+    let named = |kind: &str| {
+        (objects.as_array().unwrap().iter())
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == "gw-fallback")
+            .unwrap_or_else(|| panic!("{kind} gw-fallback"))
+            .clone()
+    };
+    let route = named("HTTPRoute");
+    assert_eq!(route["spec"]["parentRefs"], json!([{ "name": "gw" }]));
+    assert_eq!(
+        route["spec"]["rules"],
+        json!([{ "matches": [{ "path": { "type": "PathPrefix", "value": "/" } }],
+                 "backendRefs": [{ "name": "gw-fallback", "port": 8080 }] }])
+    );
+    let service = named("Service");
+    let pod = named("Deployment")["spec"]["template"].clone();
+    assert_eq!(service["spec"]["selector"], pod["metadata"]["labels"]);
+    assert_ne!(
+        pod["metadata"]["labels"],
+        named_traefik_pod_labels(&objects),
+        "the gateway's Service must not select the fallback"
+    );
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], "mlkube/mlkube:0.1.0");
+    assert_eq!(
+        container["command"],
+        json!(["mlkube", "gateway-fallback", "--listen", ":8080"])
+    );
+    let without = render("gateway", "gw", &json!({ "fallbackImage": null })).unwrap();
+    assert!(
+        !kinds_and_names(&without)
+            .iter()
+            .any(|k| k.ends_with("gw-fallback")),
+        "{:?}",
+        kinds_and_names(&without)
+    );
+}
+
+/// The labels of the Traefik pods of a rendered gateway.
+fn named_traefik_pod_labels(objects: &Value) -> Value {
+    (objects.as_array().unwrap().iter())
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "gw")
+        .expect("Traefik's Deployment")["spec"]["template"]["metadata"]["labels"]
+        .clone()
+}
+
 #[test]
 fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() {
     let objects = render("gateway", "gateway", &json!({})).unwrap();
@@ -3267,6 +3319,9 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
             "Deployment gateway",
             "Service gateway",
             "PodDisruptionBudget gateway",
+            "Deployment gateway-fallback",
+            "Service gateway-fallback",
+            "HTTPRoute gateway-fallback",
         ]
     );
     // Each CRD is its file in crds/, as the Gateway API ships it.

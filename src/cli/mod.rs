@@ -231,10 +231,26 @@ pub enum Command {
   mlkube framework-barrier     in an init container whose workingDir is /mnt/frameworkbarrier"
     )]
     FrameworkBarrier,
+    /// Answer every request with a 404 that says what the client should ask instead: the
+    /// gateway component's route for the paths no other route takes.
+    #[command(
+        name = "gateway-fallback",
+        hide = true,
+        after_help = "Examples:
+  mlkube gateway-fallback --listen :8080"
+    )]
+    GatewayFallback(GatewayFallbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayFallbackArgs {
+    /// Where to listen, e.g. :8080 or 127.0.0.1:8080.
+    #[arg(long, value_name = "ADDR", default_value = ":8080")]
+    pub listen: String,
 }
 
 /// The verbs that read no app.
-const WITHOUT_APP: [&str; 9] = [
+const WITHOUT_APP: [&str; 10] = [
     "init",
     "prototype",
     "images",
@@ -244,6 +260,7 @@ const WITHOUT_APP: [&str; 9] = [
     "volume-fetch",
     "volume-clean",
     "framework-barrier",
+    "gateway-fallback",
 ];
 
 /// A verb that reads no app takes no `--app`: it is neither listed nor accepted there (a
@@ -966,6 +983,7 @@ fn run(global: &GlobalArgs, command: Command) -> Exit {
         }
         // Its codes are not the verbs' Exit: it ends the process with its own.
         Command::FrameworkBarrier => std::process::exit(framework_barrier()),
+        Command::GatewayFallback(args) => outcome(crate::gateway::run(&args.listen)),
     }
 }
 

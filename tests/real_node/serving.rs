@@ -304,7 +304,8 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 /// The serving component's NetworkPolicy, enforced by the nodes' policy controller: a pod that
 /// is not the gateway's cannot open a connection to a model server, so MLServer's repository API
 /// (unload) is out of its reach, and the gateway routes no repository path; the same pod's
-/// request through the gateway is served.
+/// request through the gateway is served, and one for a mistyped model gets the gateway
+/// fallback's 404 that says so.
 async fn only_the_gateway_reaches_the_servers() {
     let script = format!(
         r#"
@@ -316,9 +317,15 @@ def post(url):
         return e.code
     except OSError as e:
         return "unreachable"
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        return f"{{e.code}} {{e.read().decode()}}"
 print("direct", post("http://{SERVING}-v2:8080/v2/repository/models/{SERVING}/unload"))
 print("gateway-repository", post("http://gateway:8000/v2/repository/models/{SERVING}/unload"))
 print("gateway-ready", urllib.request.urlopen("http://gateway:8000/v2/models/{SERVING}/ready", timeout=10).status)
+print("gateway-typo", get("http://gateway:8000/v2/models/digts/ready"))
 "#
     );
     let pod = json!({
@@ -332,6 +339,8 @@ print("gateway-ready", urllib.request.urlopen("http://gateway:8000/v2/models/{SE
         "direct unreachable",
         "gateway-repository 404",
         "gateway-ready 200",
+        // A mistyped model: the gateway's fallback says so, where Traefik said a bare 404.
+        r#"gateway-typo 404 {"error":"no route of this gateway takes GET /v2/models/digts/ready","hint":"no model named \"digts\" is routed here"#,
     ] {
         assert!(
             printed.contains(line),
