@@ -1332,14 +1332,9 @@ fn shipped_environments_render_every_component() {
         let source =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let params = evaluate(&source).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        // A global reaches every component whose prototype has the param: only local's small
-        // CPU request, for the jobs added later, on purpose.
-        let global = match env {
-            "local" => json!({ "cpuRequest": "100m" }),
-            _ => json!({}),
-        };
         assert_eq!(
-            params["global"], global,
+            params["global"],
+            json!({}),
             "{env}: globals would reach every component"
         );
         let components = params["components"].as_object().unwrap();

@@ -3,12 +3,7 @@
 // is the gateway, on 30080: on the local cluster's real node, the host reaches it at
 // $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
 {
-  // Every component whose prototype has a CPU request and is not set below (the training jobs
-  // and sweeps added later, each of their replicas) asks for 100m: on a 2-core node their
-  // default, 500m, let three replicas fill it. Requests only: they still use what is idle.
-  global: {
-    cpuRequest: '100m',
-  },
+  global: {},
   components: {
     gateway: {
       serviceType: 'NodePort',
