@@ -137,7 +137,10 @@ def s3_client():
         config=Config(
             s3={"addressing_style": "path"},
             connect_timeout=10,
-            retries={"max_attempts": 3, "mode": "standard"},
+            # Six tries, the pauses growing to 16 s (about 15 s in all, 31 s at most): where
+            # NetworkPolicies are enforced, a new pod is admitted a moment after it starts, and
+            # its first connections are refused until then.
+            retries={"max_attempts": 6, "mode": "standard"},
         ),
     )
 
