@@ -17,17 +17,15 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 
+use crate::operator::runtime::http::{HttpError, bind};
+
 /// Why the server stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum FallbackError {
     #[error("cannot start the async runtime")]
     Runtime(#[source] std::io::Error),
-    #[error("cannot listen on {addr}")]
-    Listen {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] HttpError),
 }
 
 /// Serve the fallback on `addr` (`:8080` or `host:port`) until the process ends.
@@ -41,17 +39,8 @@ pub fn run(addr: &str) -> Result<(), FallbackError> {
 }
 
 async fn serve(addr: &str) -> Result<(), FallbackError> {
-    let full = if addr.starts_with(':') {
-        format!("0.0.0.0{addr}")
-    } else {
-        addr.to_owned()
-    };
-    let listen = |source| FallbackError::Listen {
-        addr: addr.to_owned(),
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(&full).await.map_err(listen)?;
-    eprintln!("mlkube gateway-fallback: listening on {full}");
+    let listener = bind(addr).await?;
+    eprintln!("mlkube gateway-fallback: listening on {addr}");
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;

@@ -76,6 +76,10 @@ pub fn status_deployment(deployment: &Deployment, args: &StatusArgs) -> Result<E
 /// For each member, in order, the params its reason points at (a ConfigMap not found that a
 /// param is named after), as `hint:` lines; `None` where there are none.
 fn param_hints(deployment: &Deployment, status: &Status) -> Vec<Option<String>> {
+    // The app's params are read again only when some member says why it is not well.
+    if status.members.iter().all(|m| m.reason.is_none()) {
+        return vec![None; status.members.len()];
+    }
     let hinter = param_source::param_hinter(deployment);
     let hint = |m: &MemberStatus| hinter.as_ref()?(m.component.as_deref()?, m.reason.as_deref()?);
     status.members.iter().map(hint).collect()

@@ -67,8 +67,11 @@ pub enum ConfigError {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Raw {
-    kube_api_server_address: Option<String>,
-    kube_config_file_path: Option<String>,
+    // Read so that a file with them is taken (and their types checked); not acted on.
+    #[serde(rename = "kubeApiServerAddress")]
+    _kube_api_server_address: Option<String>,
+    #[serde(rename = "kubeConfigFilePath")]
+    _kube_config_file_path: Option<String>,
     kube_client_qps: Option<f64>,
     kube_client_burst: Option<i64>,
     worker_number: Option<i64>,
@@ -83,7 +86,8 @@ struct Raw {
     min_conflict_delay_sec: Option<i64>,
     #[serde(rename = "frameworkMaxRetryDelaySecForTransientConflictFailed")]
     max_conflict_delay_sec: Option<i64>,
-    log_object_snapshot: Option<serde_yaml::Value>,
+    #[serde(rename = "logObjectSnapshot")]
+    _log_object_snapshot: Option<serde_yaml::Value>,
     pod_failure_spec: Option<Vec<RawCodeInfo>>,
 }
 
@@ -217,11 +221,6 @@ fn check_unapplied(raw: &Raw) -> Result<(), ConfigError> {
              admission a Framework too large to store (more than 800 Tasks); set it to false",
         ));
     }
-    let _ = (
-        &raw.kube_api_server_address,
-        &raw.kube_config_file_path,
-        &raw.log_object_snapshot,
-    );
     Ok(())
 }
 
