@@ -451,8 +451,8 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
     );
 
     let (xgboost_port, mut xgboost) = serve(&image, "digits", "1", "xgboost", "/tmp/fetched/1");
-    let (tensorflow_port, mut tensorflow) =
-        serve(&image, "digits", "2", "tensorflow", "/tmp/fetched/2");
+    // The format the directory's files say, as the kserve-mlserver runtime serves it.
+    let (tensorflow_port, mut tensorflow) = serve(&image, "digits", "2", "auto", "/tmp/fetched/2");
     wait_ready(xgboost_port, "digits", &mut xgboost);
     // MLServer's XGBoost runtime answers `predict`: for a booster saved by xgboost.train, the
     // probabilities.
@@ -532,6 +532,21 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
         wrong_format,
         "/tmp/fetched/1 holds no tensorflow model: the tensorflow format needs saved_model.pb \
          at its top, and it holds model.json; check the version's format and model path",
+    );
+    let no_model = image
+        .command(
+            &[],
+            &["python3", "-m", "mlkube_serving.serve", "--name", "digits"],
+        )
+        .args(["--format", "auto", "--model-dir", "/tmp/fetched"])
+        .output()
+        .expect("chroot runs the server");
+    assert_fails(
+        &image,
+        no_model,
+        "/tmp/fetched holds no model: it holds 1/, 2/, and each format needs its files at the top \
+         (tensorflow: saved_model.pb; xgboost: model.json or model.ubj or model.bst); check the \
+         model's storage URI, or name the format",
     );
     let unreachable = fetch(
         &image,

@@ -3,7 +3,8 @@ r"""Serves one version of a model over the V2 (Open Inference) protocol with MLS
     python3 -m mlkube_serving.serve --name digits --version 2 --format xgboost --model-dir /models
 
 checks that the directory holds a model of that format (xgboost: model.json, model.ubj or
-model.bst; tensorflow: a SavedModel's saved_model.pb), writes MLServer's settings.json and
+model.bst; tensorflow: a SavedModel's saved_model.pb; `--format auto` takes the one format whose
+files it holds, as a KServe runtime serving several formats needs), writes MLServer's settings.json and
 model-settings.json into a fresh directory below $TMPDIR (or /tmp: a pod's root file system is
 read-only), and runs MLServer on them in this process: REST on --http-port (8080), gRPC on
 --grpc-port (8081), Prometheus metrics on --metrics-port (8082; 0 turns them off), every
@@ -13,7 +14,7 @@ address of the pod unless --host says otherwise. One process, no inference worke
 XGBoost models are served by MLServer's XGBoost runtime, TensorFlow SavedModels by ours
 (`mlkube_serving.tensorflow`). GET /v2/models/NAME/ready answers 200 once the model has loaded;
 POST /v2/models/NAME/infer and /v2/models/NAME/versions/VERSION/infer both reach it, and every
-response names the version that answered (model_version).
+response names the version that answered (model_version); without --version, only the first.
 
 A directory without the format's files, or a model that fails to load, ends the process with
 exit status 1 and one line saying what to fix (`failure`). SIGTERM stops the servers, exit 0.
@@ -67,6 +68,26 @@ def check_model_dir(model_format, directory):
         )
 
 
+def detect_format(directory):
+    """The one format whose files DIRECTORY holds at its top (`--format auto`, as KServe's
+    runtimes serve several formats from one container); fails naming what it holds otherwise."""
+    if not os.path.isdir(directory):
+        fail(f"the model directory {directory} does not exist: fetch the model into it first")
+    found = [
+        name
+        for name, (needed, _) in sorted(FORMATS.items())
+        if any(os.path.isfile(os.path.join(directory, f)) for f in needed)
+    ]
+    if len(found) != 1:
+        expected = "; ".join(f"{n}: {' or '.join(needed)}" for n, (needed, _) in sorted(FORMATS.items()))
+        what = "no model" if not found else f"models of several formats ({', '.join(found)})"
+        fail(
+            f"{directory} holds {what}: it holds {listing(directory)}, and each format needs its"
+            f" files at the top ({expected}); check the model's storage URI, or name the format"
+        )
+    return found[0]
+
+
 def settings(args, directory):
     """MLServer's server settings: its scratch directories in DIRECTORY, not the working one."""
     return {
@@ -88,7 +109,8 @@ def model_settings(args):
     return {
         "name": args.name,
         "implementation": implementation,
-        "parameters": {"uri": os.path.abspath(args.model_dir), "version": args.version},
+        "parameters": {"uri": os.path.abspath(args.model_dir)}
+        | ({"version": args.version} if args.version else {}),
     }
 
 
@@ -138,18 +160,26 @@ def main(argv=None):
         prog="python3 -m mlkube_serving.serve", description=__doc__.split("\n")[0]
     )
     p.add_argument("--name", type=name_or_version("model"), required=True, help="the model's name in the V2 paths")
-    p.add_argument("--version", type=name_or_version("version"), required=True, help="the version this server serves")
-    p.add_argument("--format", choices=sorted(FORMATS), required=True)
+    p.add_argument("--version", type=name_or_version("version"), help="the version this server serves (default: none)")
+    p.add_argument(
+        "--format",
+        choices=sorted(FORMATS) + ["auto"],
+        required=True,
+        help="the model's format; auto: the one whose files the model directory holds",
+    )
     p.add_argument("--model-dir", required=True, metavar="DIR", help="the model's files")
     p.add_argument("--host", default="0.0.0.0", help="the address to listen on (default: every one)")
     p.add_argument("--http-port", type=port, default=8080)
     p.add_argument("--grpc-port", type=port, default=8081)
     p.add_argument("--metrics-port", type=port, default=8082, help="0: no metrics")
     args = p.parse_args(argv)
+    if args.format == "auto":
+        args.format = detect_format(args.model_dir)
     check_model_dir(args.format, args.model_dir)
     directory = write_settings(args)
+    version = f" version {args.version}" if args.version else ""
     print(
-        f"serving {args.format} model {args.name} version {args.version} from {args.model_dir}"
+        f"serving {args.format} model {args.name}{version} from {args.model_dir}"
         f" (settings in {directory})",
         flush=True,
     )
