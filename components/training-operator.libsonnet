@@ -51,6 +51,9 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     pytorchInitImage: { type: 'image', default: operatorPytorchInitImage, description: "Image of the init-pytorch container in which PyTorch workers wait for the Master (--pytorch-init-container-image); a mirror's where the nodes cannot pull alpine:3.10." },
     mpiKubectlDeliveryImage: { type: 'image', default: operatorKubectlDeliveryImage, description: "Image of the kubectl-delivery init container that puts kubectl into MPIJob launchers (--mpi-kubectl-delivery-image); a mirror's where the nodes cannot pull the default." },
     minAvailable: { type: 'integer', minimum: 0, default: null, description: 'PodDisruptionBudget minAvailable; null renders no budget.' },
+    servingGateway: { type: 'string', default: null, description: "The Gateway API Gateway (<namespace>/<name>, or <name> in this environment's namespace) that InferenceServices' HTTPRoutes hang on: runs the InferenceService controller (--controllers serving), and renders KServe's CRDs (installCrd), the ClusterServingRuntime kserve-mlserver and their RBAC; null runs none." },
+    servingDomain: { type: 'string', default: 'example.com', description: "KServe's ingress domain: an InferenceService answers at http://<name>-<namespace>.<servingDomain> through the Gateway." },
+    servingImage: { type: 'image', default: 'mlkube/serving:0.1.0', description: 'The serving image (image/serving/build.sh): the kserve-mlserver runtime and the storage initializer that fetches s3:// models.' },
     frameworkControllerConfig: { type: 'string', default: null, description: "FrameworkController's configuration file (frameworkcontroller.yaml: its podFailureSpec, retry delays, cache timeout, workerNumber) as text, e.g. \"$(cat frameworkcontroller.yaml)\": a ConfigMap <name>-fc-config mounted for --fc-config; null: FrameworkController's defaults." },
   } + u.resourceParams('100m', '128Mi', '512Mi'),
 
@@ -84,6 +87,13 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         for f in std.set(params.frameworks)
       ];
     local jobs = [f.resource for f in frameworks if f.resource != null];
+    local servingGateway =
+      if params.servingGateway == null then null
+      else if !std.isString(params.servingGateway) || params.servingGateway == '' || std.length(std.split(params.servingGateway, '/')) > 2 then
+        u.fail(component, 'servingGateway', 'must be <namespace>/<name> or <name> of a Gateway, got %s' % std.manifestJson(params.servingGateway))
+      else if std.length(std.split(params.servingGateway, '/')) == 1 then env.namespace + '/' + params.servingGateway
+      else params.servingGateway;
+    local serving = import 'mlkube/training-operator/serving.libsonnet';
     local runsFrameworkController = std.member(params.frameworks, 'frameworkcontroller');
     local trainingKinds = [f for f in std.set(params.frameworks) if f != 'frameworkcontroller'];
     local gangScheduler = params.gangScheduler;
@@ -145,6 +155,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         { apiGroups: [''], resources: ['configmaps/finalizers'], verbs: ['update'] },
         { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch', 'create', 'delete'] },
       ] else []
+    ) + (
+      if servingGateway == null then [] else serving.rules(clusterWide)
     ) + (
       // Read, server-side applied (which creates it the first time), deleted when the job ends;
       // never watched.
@@ -215,7 +227,8 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       // The rooms of the operator it runs: the training jobs, FrameworkController's Framework.
       '--controllers',
       std.join(',', (if std.length(trainingKinds) > 0 then ['training'] else [])
-                    + (if runsFrameworkController then ['fc'] else [])),
+                    + (if runsFrameworkController then ['fc'] else [])
+                    + (if servingGateway == null then [] else ['serving'])),
     ] + (if std.length(trainingKinds) > 0 then ['--frameworks', std.join(',', trainingKinds)] else [])
     + (if clusterWide then [] else ['--namespace', env.namespace])
     + (if params.leaderElect then ['--leader-elect'] else [])
@@ -227,7 +240,12 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     // image the operator uses, so an environment's imageRegistry reaches this one as well.
     + (if !runsMpi then []
        else ['--mpi-kubectl-delivery-image', validKubectlDeliveryImage])
-    + (if fcConfig == null then [] else ['--fc-config', fcConfigDir + '/frameworkcontroller.yaml']);
+    + (if fcConfig == null then [] else ['--fc-config', fcConfigDir + '/frameworkcontroller.yaml'])
+    + (if servingGateway == null then [] else [
+         '--serving-gateway', servingGateway,
+         '--serving-domain', params.servingDomain,
+         '--storage-initializer-image', params.servingImage,
+       ]);
 
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },
@@ -236,6 +254,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     };
 
     (if params.installCrd then [f.crd for f in frameworks] else [])
+    + (if servingGateway == null then [] else serving.objects(params, env, meta, subject, clusterWide, params.installCrd))
     + [
       {
         apiVersion: 'v1',

@@ -3470,3 +3470,78 @@ fn gateway_bad_values_name_the_param() {
         assert!(error.contains(expected), "{params}: {error}");
     }
 }
+
+/// servingGateway runs the InferenceService controller: the operator's flags name the Gateway
+/// (this namespace's, when given by name alone), KServe's three CRDs and the kserve-mlserver
+/// ClusterServingRuntime are rendered, and the runtime is one the controller selects for an
+/// xgboost model over V2 (and builds a pod from, with the model's name filled in).
+#[test]
+fn training_operator_runs_the_inference_service_controller_with_a_gateway() {
+    use mlkube::operator::serving::{api, predictor, select};
+    let objects = render(
+        "training-operator",
+        "op",
+        &json!({ "servingGateway": "gateway" }),
+    )
+    .unwrap();
+    let objects = objects.as_array().unwrap();
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let args: Vec<&str> = (deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter())
+    .filter_map(|a| a.as_str())
+    .collect();
+    let after = |flag: &str| args[args.iter().position(|a| *a == flag).unwrap() + 1];
+    assert_eq!(after("--controllers"), "training,fc,serving");
+    assert_eq!(after("--serving-gateway"), "kubeflow/gateway");
+    assert_eq!(after("--storage-initializer-image"), "mlkube/serving:0.1.0");
+    let crds: Vec<&str> = (objects.iter())
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .filter(|n| n.ends_with("serving.kserve.io"))
+        .collect();
+    assert_eq!(crds.len(), 3, "{crds:?}");
+    let runtime = objects
+        .iter()
+        .find(|o| o["kind"] == "ClusterServingRuntime")
+        .unwrap();
+    let runtime: api::ClusterServingRuntime = serde_json::from_value(runtime.clone()).unwrap();
+    assert_eq!(runtime.metadata.name.as_deref(), Some("kserve-mlserver"));
+    let model: api::ModelSpec = serde_json::from_value(json!({
+        "modelFormat": { "name": "xgboost" }, "protocolVersion": "v2", "storageUri": "s3://models/digits/1/"
+    }))
+    .unwrap();
+    let candidates = [select::Runtime {
+        name: "kserve-mlserver",
+        cluster: true,
+        created: None,
+        spec: &runtime.spec.spec,
+    }];
+    let chosen = select::select(&model, "team-a", &candidates).expect("selected");
+    let mut isvc = api::InferenceService::new(
+        "digits",
+        serde_json::from_value(json!({ "predictor": { "model": model } })).unwrap(),
+    );
+    isvc.metadata.namespace = Some("team-a".into());
+    let built = predictor::build(&predictor::Inputs {
+        isvc: &isvc,
+        runtime: Some((chosen.name, chosen.spec)),
+        storage_image: "mlkube/serving:0.1.0",
+        store_env: &[],
+    })
+    .unwrap();
+    let pod = serde_json::to_value(&built.template).unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["args"][1], "digits");
+    assert_eq!(
+        pod["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"],
+        "/v2/models/digits/ready"
+    );
+    let bad = render(
+        "training-operator",
+        "op",
+        &json!({ "servingGateway": "a/b/c" }),
+    )
+    .unwrap_err();
+    assert!(bad.contains("servingGateway"), "{bad}");
+}

@@ -123,7 +123,7 @@ const ROOMS: &[Rooms] = &[
     // a floor below it; `fc` uses neither, and `runtime` no controller's room.
     Rooms {
         folder: "operator",
-        floors: &[&["runtime"], &["volumes"], &["training", "fc"]],
+        floors: &[&["runtime"], &["volumes"], &["training", "fc", "serving"]],
     },
 ];
 

@@ -186,7 +186,7 @@ pub enum Command {
     #[command(after_help = "Examples:
   mlkube operator
   mlkube operator --namespace ml --leader-elect --frameworks tensorflow,pytorch")]
-    Operator(OperatorArgs),
+    Operator(Box<OperatorArgs>),
     /// Print a completion script for a shell.
     #[command(after_help = "Examples:
   mlkube completion bash > ~/.local/share/bash-completion/completions/mlkube
@@ -743,8 +743,8 @@ pub struct OperatorArgs {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// The controllers to run: training (the kubeflow.org/v1 jobs of --frameworks), fc
-    /// (FrameworkController's Frameworks), volumes (the volume controller's VolumeManagers)
-    /// [default: training,fc; with --frameworks and no frameworkcontroller in it: training]
+    /// (FrameworkController's Frameworks), volumes (the volume controller's VolumeManagers),
+    /// serving (KServe's InferenceServices) [default: training,fc; with --frameworks and no frameworkcontroller in it: training]
     #[arg(long, value_name = "NAMES", value_delimiter = ',', value_enum)]
     pub controllers: Vec<ControllerName>,
     /// The directory on each node under which the volume controller places data.
@@ -764,6 +764,17 @@ pub struct OperatorArgs {
     /// FrameworkController's defaults]
     #[arg(long, value_name = "FILE")]
     pub fc_config: Option<PathBuf>,
+    /// The Gateway API Gateway (NAMESPACE/NAME) the InferenceServices' HTTPRoutes hang on;
+    /// required with --controllers serving.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub serving_gateway: Option<String>,
+    /// KServe's ingress domain: an InferenceService answers at <name>-<namespace>.<domain>.
+    #[arg(long, value_name = "DOMAIN", default_value = "example.com")]
+    pub serving_domain: String,
+    /// The image of InferenceServices' storage-initializer containers (the serving image,
+    /// with mlkube_serving.fetch), as the nodes pull it.
+    #[arg(long, value_name = "IMAGE", default_value = "mlkube/serving:0.1.0")]
+    pub storage_initializer_image: String,
 }
 
 /// A controller of `mlkube operator`, for `--controllers`.
@@ -775,6 +786,8 @@ pub enum ControllerName {
     Fc,
     /// The volume controller: kvc.kubeflow.org/v1 VolumeManagers.
     Volumes,
+    /// KServe's serving.kserve.io/v1beta1 InferenceServices (needs --serving-gateway).
+    Serving,
 }
 
 #[derive(Debug, Args)]
@@ -831,6 +844,11 @@ impl OperatorArgs {
                 .into_iter()
                 .collect(),
             fc_config: self.fc_config,
+            serving: crate::operator::ServingSettings {
+                gateway: self.serving_gateway,
+                domain: self.serving_domain,
+                storage_image: self.storage_initializer_image,
+            },
             placement: crate::operator::volumes::pods::Placement {
                 root: self.volume_root,
                 image: self.volume_image,
@@ -874,6 +892,7 @@ fn controllers(
             || old_spelling
             || (named.is_empty() && default),
         volumes: has(ControllerName::Volumes),
+        serving: has(ControllerName::Serving),
     }
 }
 
@@ -965,7 +984,7 @@ fn run(global: &GlobalArgs, command: Command) -> Exit {
         Command::Status(args) => status::status(global, &args),
         Command::Logs(args) => logs::logs(global, &args),
         Command::Images(command) => images::images(&command),
-        Command::Operator(args) => outcome(crate::operator::run(args.into_settings())),
+        Command::Operator(args) => outcome(crate::operator::run((*args).into_settings())),
         Command::VolumeFetch(args) => {
             let args = crate::operator::volumes::fetch::FetchArgs {
                 endpoint: args.endpoint,
@@ -1056,6 +1075,7 @@ mod tests {
             training,
             framework_controller,
             volumes,
+            serving: false,
         }
     }
 

@@ -18,6 +18,7 @@
 
 pub mod fc;
 pub mod runtime;
+pub mod serving;
 pub mod training;
 pub mod volumes;
 
@@ -72,6 +73,20 @@ pub struct Settings {
     /// FrameworkController's configuration file (`--fc-config`); `None`:
     /// ./frameworkcontroller.yaml if there is one, else FrameworkController's defaults.
     pub fc_config: Option<PathBuf>,
+    /// The Gateway (`namespace/name`) InferenceServices' HTTPRoutes hang on, KServe's ingress
+    /// domain, and the storage initializer's image.
+    pub serving: ServingSettings,
+}
+
+/// What the InferenceService controller's flags say.
+#[derive(Clone, Debug)]
+pub struct ServingSettings {
+    /// `--serving-gateway`: the Gateway's `namespace/name`; required with `serving`.
+    pub gateway: Option<String>,
+    /// `--serving-domain`: hosts are `<name>-<namespace>.<domain>`.
+    pub domain: String,
+    /// `--storage-initializer-image`.
+    pub storage_image: String,
 }
 
 /// Which of the operator's controllers run (`--controllers`).
@@ -83,6 +98,8 @@ pub struct Controllers {
     pub framework_controller: bool,
     /// The kvc.kubeflow.org/v1 VolumeManagers.
     pub volumes: bool,
+    /// KServe's serving.kserve.io/v1beta1 InferenceServices.
+    pub serving: bool,
 }
 
 /// How the operator writes its log lines on stderr.
@@ -140,6 +157,21 @@ pub enum OperatorError {
          FrameworkController's defaults"
     )]
     FcConfig { path: String, detail: String },
+    #[error(
+        "--controllers serving needs --serving-gateway NAMESPACE/NAME, the Gateway its \
+         HTTPRoutes hang on{}\nhint: e.g. --serving-gateway mlkube/gateway (the gateway \
+         component's namespace and name)", given.as_deref().map(|g| format!(", not {g:?}")).unwrap_or_default()
+    )]
+    ServingGateway { given: Option<String> },
+    #[error(
+        "--serving-domain {domain:?} is not a domain\nhint: e.g. example.com (KServe's default)"
+    )]
+    ServingDomain { domain: String },
+    #[error(
+        "--storage-initializer-image {image:?} is not an image\nhint: give the serving image as \
+         the nodes pull it, e.g. mlkube/serving:0.1.0"
+    )]
+    StorageImage { image: String },
     #[error("cannot serve {what}")]
     Serve {
         what: &'static str,
@@ -377,6 +409,21 @@ fn running(
             volumes::controller::run(shared, volumes).boxed()
         });
     }
+    if let Some(ingress) = enabled
+        .serving
+        .then(|| serving_ingress(&settings.serving))
+        .flatten()
+    {
+        let serving = serving::context::Settings {
+            namespace: settings.namespace.clone(),
+            concurrency: settings.concurrency,
+            ingress,
+            storage_image: settings.serving.storage_image.clone(),
+        };
+        manager.add("serving", |shared| {
+            serving::controller::run(shared, serving).boxed()
+        });
+    }
     manager
 }
 
@@ -412,7 +459,45 @@ fn check_flags(settings: &Settings) -> Result<(), OperatorError> {
             root: settings.placement.root.clone(),
         });
     }
+    check_serving(settings)
+}
+
+/// The InferenceService controller's flags: a Gateway given as `namespace/name` when it runs,
+/// a domain, and an image.
+fn check_serving(settings: &Settings) -> Result<(), OperatorError> {
+    let serving = &settings.serving;
+    if settings.controllers.serving && serving_ingress(serving).is_none() {
+        return Err(OperatorError::ServingGateway {
+            given: serving.gateway.clone(),
+        });
+    }
+    if !is_image(&serving.storage_image) {
+        return Err(OperatorError::StorageImage {
+            image: serving.storage_image.clone(),
+        });
+    }
+    let label = |l: &str| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !serving.domain.split('.').all(label) {
+        return Err(OperatorError::ServingDomain {
+            domain: serving.domain.clone(),
+        });
+    }
     Ok(())
+}
+
+/// The Gateway and domain of `--serving-gateway` and `--serving-domain`, when the gateway is
+/// `namespace/name`.
+fn serving_ingress(serving: &ServingSettings) -> Option<serving::objects::Ingress> {
+    let (namespace, name) = serving.gateway.as_deref()?.split_once('/')?;
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    (dns(namespace) && dns(name)).then(|| serving::objects::Ingress {
+        gateway: (namespace.to_owned(), name.to_owned()),
+        domain: serving.domain.clone(),
+    })
 }
 
 /// Serve `/metrics` and the health probes in the background, once both addresses listen.

@@ -12,6 +12,7 @@ mod events;
 mod framework_controller;
 mod identity;
 mod image_pull;
+mod inference_service;
 mod job_prototypes;
 mod local_cluster;
 mod logs;

@@ -61,6 +61,8 @@ pub struct Access {
     scope: Scope,
     leader_elect: bool,
     gang_scheduling: bool,
+    /// The Gateway name of `servingGateway`: the InferenceService controller's rules.
+    serving_gateway: Option<&'static str>,
 }
 
 impl Access {
@@ -70,6 +72,7 @@ impl Access {
             scope,
             leader_elect: false,
             gang_scheduling: false,
+            serving_gateway: None,
         }
     }
 
@@ -96,6 +99,14 @@ impl Access {
         }
     }
 
+    /// With `servingGateway` set to `gateway`: the InferenceService controller's identity too.
+    pub fn with_serving(self, gateway: &'static str) -> Self {
+        Access {
+            serving_gateway: Some(gateway),
+            ..self
+        }
+    }
+
     fn params(self) -> serde_json::Value {
         if self.component != COMPONENT {
             return json!({});
@@ -108,6 +119,7 @@ impl Access {
             "deploymentScope": scope,
             "leaderElect": self.leader_elect,
             "gangScheduling": self.gang_scheduling,
+            "servingGateway": self.serving_gateway,
         })
     }
 }

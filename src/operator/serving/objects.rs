@@ -1,0 +1,297 @@
+//! The objects an InferenceService's predictor is served by, as they are written. Pure.
+//!
+//! - per revision `<name>-predictor-<hash>` (the hash of its pod template): a Deployment of its pod template, a Service over
+//!   its pods (port 80 to the serving container's first port, as KServe's), and a
+//!   HorizontalPodAutoscaler when `maxReplicas` exceeds `minReplicas`;
+//! - `<name>-predictor`: the address (`status.address`), a Service over the rolled-out
+//!   revision's pods;
+//! - `<name>`: the HTTPRoute on the platform's Gateway for KServe's host names
+//!   (`<name>-<namespace>.<domain>` and `<name>-predictor-<namespace>.<domain>`), every path
+//!   to the revisions by their traffic percents.
+//!
+//! Every object is owned by the InferenceService (a controller reference), so deleting it
+//! deletes them, and carries its name in `serving.kserve.io/inferenceservice`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
+    MetricTarget, ResourceMetricSource,
+};
+use k8s_openapi::api::core::v1::{PodTemplateSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+use serde_json::{Value, json};
+
+use super::api::InferenceService;
+use super::predictor::{HASH_LABEL, ISVC_LABEL, REVISION_LABEL};
+
+/// The port every predictor Service listens on, as KServe's.
+pub const SERVICE_PORT: i32 = 80;
+/// The serving container's port when it names none (KServe's default).
+pub const DEFAULT_CONTAINER_PORT: i32 = 8080;
+
+/// Where the HTTPRoute hangs and the host names it answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ingress {
+    /// The Gateway's namespace and name.
+    pub gateway: (String, String),
+    /// KServe's ingress domain: hosts are `<name>-<namespace>.<domain>`.
+    pub domain: String,
+}
+
+/// The longest InferenceService name served: its revisions' names (`<name>-predictor-` and
+/// the template's eight hex digits) stay DNS labels, as Services' names must be.
+pub const MAX_NAME: usize = 63 - "-predictor-".len() - 8;
+
+/// The name of the revision that runs the pod template of hash `hash`: the same template,
+/// the same revision, so a rollback to an earlier spec finds its revision if it is still there.
+pub fn revision_name(isvc: &str, hash: &str) -> String {
+    format!("{isvc}-predictor-{hash}")
+}
+
+/// The host name of `isvc`'s route, as KServe's default domain template makes it.
+pub fn host(isvc: &InferenceService, ingress: &Ingress) -> String {
+    format!("{}-{}.{}", name(isvc), namespace(isvc), ingress.domain)
+}
+
+/// The in-cluster address of the predictor.
+pub fn address(isvc: &InferenceService) -> String {
+    format!(
+        "http://{}-predictor.{}.svc.cluster.local",
+        name(isvc),
+        namespace(isvc)
+    )
+}
+
+fn name(isvc: &InferenceService) -> String {
+    isvc.metadata.name.clone().unwrap_or_default()
+}
+
+fn namespace(isvc: &InferenceService) -> String {
+    isvc.metadata.namespace.clone().unwrap_or_default()
+}
+
+fn owner(isvc: &InferenceService) -> OwnerReference {
+    OwnerReference {
+        api_version: InferenceService::api_version(&()).into_owned(),
+        kind: InferenceService::kind(&()).into_owned(),
+        name: name(isvc),
+        uid: isvc.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn meta(isvc: &InferenceService, object: &str, extra: &[(&str, &str)]) -> ObjectMeta {
+    let labels = [
+        (ISVC_LABEL, name(isvc).as_str()),
+        ("component", "predictor"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    ObjectMeta {
+        name: Some(object.to_owned()),
+        namespace: isvc.metadata.namespace.clone(),
+        labels: Some(labels),
+        owner_references: Some(vec![owner(isvc)]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn selector(isvc: &InferenceService, revision: &str) -> BTreeMap<String, String> {
+    [
+        (ISVC_LABEL, name(isvc)),
+        (REVISION_LABEL, revision.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+/// Revision `revision`'s Deployment, running `template` (hash `hash`). Without `replicas`
+/// when an autoscaler owns the count.
+pub fn deployment(
+    isvc: &InferenceService,
+    revision: &str,
+    template: &PodTemplateSpec,
+    hash: &str,
+) -> Deployment {
+    let mut template = template.clone();
+    let labels = template
+        .metadata
+        .get_or_insert_with(ObjectMeta::default)
+        .labels
+        .get_or_insert_with(BTreeMap::new);
+    labels.insert(REVISION_LABEL.into(), revision.into());
+    labels.insert(HASH_LABEL.into(), hash.into());
+    let predictor = &isvc.spec.predictor;
+    let autoscaled = autoscaler_bounds(isvc).is_some();
+    Deployment {
+        metadata: meta(
+            isvc,
+            revision,
+            &[(REVISION_LABEL, revision), (HASH_LABEL, hash)],
+        ),
+        spec: Some(DeploymentSpec {
+            replicas: (!autoscaled).then(|| predictor.min_replicas.unwrap_or(1).max(1)),
+            selector: LabelSelector {
+                match_labels: Some(selector(isvc, revision)),
+                ..LabelSelector::default()
+            },
+            template,
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The serving container's first port in `template`.
+pub fn container_port(template: &PodTemplateSpec) -> i32 {
+    (template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.ports.as_ref()?.first())
+        .map_or(DEFAULT_CONTAINER_PORT, |p| p.container_port)
+}
+
+/// A Service named `object` over revision `revision`'s pods.
+pub fn service(isvc: &InferenceService, object: &str, revision: &str, port: i32) -> Service {
+    Service {
+        metadata: meta(isvc, object, &[]),
+        spec: Some(ServiceSpec {
+            selector: Some(selector(isvc, revision)),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: SERVICE_PORT,
+                target_port: Some(IntOrString::Int(port)),
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// `minReplicas` and `maxReplicas` when they leave an autoscaler room.
+pub fn autoscaler_bounds(isvc: &InferenceService) -> Option<(i32, i32)> {
+    let predictor = &isvc.spec.predictor;
+    let min = predictor.min_replicas.unwrap_or(1).max(1);
+    let max = predictor.max_replicas?;
+    (max > min).then_some((min, max))
+}
+
+/// Revision `revision`'s autoscaler: `scaleMetric` (cpu, or memory) at `scaleTarget` percent
+/// of the request (80 by default, as KServe's).
+pub fn autoscaler(isvc: &InferenceService, revision: &str) -> Option<HorizontalPodAutoscaler> {
+    let (min, max) = autoscaler_bounds(isvc)?;
+    let predictor = &isvc.spec.predictor;
+    let metric = predictor
+        .scale_metric
+        .clone()
+        .unwrap_or_else(|| "cpu".into());
+    Some(HorizontalPodAutoscaler {
+        metadata: meta(isvc, revision, &[(REVISION_LABEL, revision)]),
+        spec: Some(HorizontalPodAutoscalerSpec {
+            min_replicas: Some(min),
+            max_replicas: max,
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some("apps/v1".into()),
+                kind: "Deployment".into(),
+                name: revision.into(),
+            },
+            metrics: Some(vec![MetricSpec {
+                type_: "Resource".into(),
+                resource: Some(ResourceMetricSource {
+                    name: metric,
+                    target: MetricTarget {
+                        type_: "Utilization".into(),
+                        average_utilization: Some(predictor.scale_target.unwrap_or(80)),
+                        ..MetricTarget::default()
+                    },
+                }),
+                ..MetricSpec::default()
+            }]),
+            behavior: None,
+        }),
+        status: None,
+    })
+}
+
+/// The HTTPRoute sending every path of the InferenceService's hosts to `traffic`'s revisions.
+pub fn route(isvc: &InferenceService, ingress: &Ingress, traffic: &[(String, i64)]) -> Value {
+    let (gateway_namespace, gateway) = &ingress.gateway;
+    let hosts = [
+        host(isvc, ingress),
+        format!(
+            "{}-predictor-{}.{}",
+            name(isvc),
+            namespace(isvc),
+            ingress.domain
+        ),
+    ];
+    let backends: Vec<Value> = (traffic.iter())
+        .map(|(revision, percent)| json!({ "name": revision, "port": SERVICE_PORT, "weight": percent }))
+        .collect();
+    let meta = serde_json::to_value(meta(isvc, &name(isvc), &[])).unwrap_or_default();
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": meta,
+        "spec": {
+            "parentRefs": [{ "namespace": gateway_namespace, "name": gateway }],
+            "hostnames": hosts,
+            "rules": [{
+                "matches": [{ "path": { "type": "PathPrefix", "value": "/" } }],
+                "backendRefs": backends,
+            }],
+        },
+    })
+}
+
+/// The revisions a live route names with a weight, and whether the gateway acknowledged
+/// (Accepted) the route's latest generation.
+pub fn routed(route: &Value) -> (Vec<String>, bool) {
+    let generation = route["metadata"]["generation"].as_i64();
+    let acknowledged = (route["status"]["parents"].as_array().into_iter().flatten())
+        .flat_map(|p| p["conditions"].as_array().into_iter().flatten())
+        .any(|c| {
+            c["type"] == "Accepted"
+                && c["status"] == "True"
+                && c["observedGeneration"].as_i64() == generation
+        });
+    let named = (route["spec"]["rules"].as_array().into_iter().flatten())
+        .flat_map(|r| r["backendRefs"].as_array().into_iter().flatten())
+        .filter(|b| b["weight"].as_i64() != Some(0))
+        .filter_map(|b| b["name"].as_str().map(str::to_owned))
+        .collect();
+    (named, acknowledged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_name_leaves_its_revisions_dns_labels() {
+        let name = "a".repeat(MAX_NAME);
+        assert_eq!(revision_name(&name, "0123abcd").len(), 63);
+    }
+
+    #[test]
+    fn a_route_is_acknowledged_only_for_its_latest_generation() {
+        let route = |observed: i64| {
+            json!({
+                "metadata": { "generation": 3 },
+                "spec": { "rules": [{ "backendRefs": [{ "name": "a", "weight": 90 }, { "name": "b", "weight": 0 }] }] },
+                "status": { "parents": [{ "conditions": [{ "type": "Accepted", "status": "True", "observedGeneration": observed }] }] },
+            })
+        };
+        assert_eq!(routed(&route(2)), (vec!["a".to_owned()], false));
+        assert!(routed(&route(3)).1);
+    }
+}
