@@ -84,6 +84,19 @@ remove_containers() {
   [ -z "$ids" ] || ctr_node containers delete $ids >/dev/null 2>&1 || true
 }
 
+# Image references the cluster no longer lists would keep their layers in the kept store for
+# good (a rebuilt image's old version under the sha256 reference the kubelet's pull made, images
+# a test pushed): remove every reference $STATE_DIR/images.list lacks, and containerd's
+# collector frees what only they held. The listed images are pulled again only if missing.
+prune_images() {
+  local ref
+  [ -s "$STATE_DIR/images.list" ] || return 0
+  ctr_node images ls -q 2>/dev/null | while read -r ref; do
+    awk -v ref="$ref" '$1 == ref { found = 1 } END { exit !found }' "$STATE_DIR/images.list" ||
+      ctr_node images rm "$ref" >/dev/null 2>&1 || true
+  done
+}
+
 # Pull every image of $STATE_DIR/images.list the node lacks (or holds another digest of) from
 # the registry, as the node's containerd would for a pod (its hosts.toml), RUN... being the
 # prefix that reaches the registry: in_node_netns at `up`, nothing for the preload.

@@ -196,6 +196,7 @@ start_containerd() {
   start_in_node_netns "containerd-$NODE_INDEX" "$(command -v containerd)" --config "$NODE_DIR/containerd.toml"
   wait_until "containerd on $NODE_NAME" 60 "containerd-$NODE_INDEX" containerd_ready
   remove_containers
+  prune_images
 }
 
 start_node_agents() {
