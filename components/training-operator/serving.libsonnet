@@ -53,7 +53,9 @@ local drainSeconds = 5;
         // restart. The startup probe gives the first load five minutes.
         startupProbe: { httpGet: { path: '/v2/models/{{.Name}}/ready', port: 8080 }, periodSeconds: 2, failureThreshold: 150 },
         livenessProbe: { httpGet: { path: '/v2/models/{{.Name}}/ready', port: 8080 }, periodSeconds: 10, failureThreshold: 3 },
-        readinessProbe: { httpGet: { path: '/v2/models/{{.Name}}/ready', port: 8080 }, periodSeconds: 2 },
+        // Out of the Service's endpoints, and its revision's share back on the rolled-out one,
+        // two seconds after the model is gone; one slow answer on a busy node is not enough.
+        readinessProbe: { httpGet: { path: '/v2/models/{{.Name}}/ready', port: 8080 }, periodSeconds: 1, failureThreshold: 2, timeoutSeconds: 2 },
         lifecycle: { preStop: { sleep: { seconds: drainSeconds } } },
         resources: { requests: { cpu: '100m', memory: '512Mi' }, limits: { memory: '2Gi' } },
         securityContext: u.containerSecurity(1000) + { seccompProfile: { type: 'RuntimeDefault' } },

@@ -5,7 +5,6 @@
 //! the component grants and no request of Traefik's forbidden.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,12 +17,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::platform::{GATEWAY, NAMESPACE, app};
 use crate::support::{self, clean_up, eventually};
 
-const GATEWAY: &str = "gateway";
-/// The node port the forwarder of `cluster/real-node.sh` sends the host's gateway port to.
-const NODE_PORT: &str = "30080";
 const ROUTE: &str = "weighted-split";
 /// The route's host name: the route matches it alone, so other tests' routes on the same
 /// Gateway never take these requests.
@@ -39,35 +35,11 @@ const SETTLED: u32 = 20;
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The gateway component in the platform's app, its `local` environment's Service a NodePort on
-/// 30080, applied once by `mlkube apply` (which waits until Traefik is Ready). Two Traefik pods,
+/// 30080, applied once by `mlkube apply` (which waits until Traefik is Ready) when the app is
+/// set up, before the operator whose InferenceServices' routes hang on it. Two Traefik pods,
 /// spread over the nodes, so that a drain of one node leaves the routes served (drain.rs).
 pub fn gateway() {
-    static APPLIED: OnceLock<()> = OnceLock::new();
-    APPLIED.get_or_init(|| {
-        let dir = app();
-        let listed = mlkube(dir, &["component", "list", "-o", "name"]);
-        assert_success("mlkube component list", &listed);
-        if !String::from_utf8_lossy(&listed.stdout)
-            .lines()
-            .any(|l| l.trim() == GATEWAY)
-        {
-            let add = mlkube(dir, &["component", "add", "gateway", GATEWAY]);
-            assert_success("mlkube component add gateway", &add);
-        }
-        for (param, value) in [
-            ("serviceType", "NodePort"),
-            ("nodePort", NODE_PORT),
-            ("replicas", "2"),
-        ] {
-            let set = mlkube(
-                dir,
-                &["param", "set", GATEWAY, param, value, "--env", "local"],
-            );
-            assert_success(&format!("mlkube param set gateway {param}"), &set);
-        }
-        let apply = mlkube(dir, &["apply", "local", "-c", GATEWAY, "--timeout", "5m"]);
-        assert_success("mlkube apply local -c gateway", &apply);
-    });
+    app();
 }
 
 /// `http://127.0.0.1:<port>`, the host's way to the node port.

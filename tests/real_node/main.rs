@@ -9,7 +9,9 @@
 //! container logs through `mlkube logs`, the notebook hub spawning a notebook on a volume of
 //! its user's, claims of the default StorageClass, the object store keeping its objects, and
 //! the gateway splitting requests from the host by an HTTPRoute's weights, `mlkube images push`
-//! putting an image into the registry the nodes pull from with its archive's digest; and what
+//! putting an image into the registry the nodes pull from with its archive's digest, KServe's
+//! InferenceService served by the operator (a canary that follows readiness) and driven by
+//! KServe's own Python SDK; and what
 //! only several nodes show: distributed training across two nodes, pulls from the registry.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
@@ -23,7 +25,9 @@ mod framework;
 mod gateway;
 mod hub;
 mod images;
+mod inference;
 mod jobs;
+mod kserve_sdk;
 mod models;
 mod mpi;
 mod network;

@@ -23,6 +23,9 @@ const OPERATORS: [&str; 2] = ["training-operator", "tf-job-operator"];
 /// The image of PyTorch workers' `init-pytorch` container (image/dnsutils/), as the quickstart
 /// sets it.
 pub const PYTORCH_INIT_IMAGE: &str = concat!("mlkube/dnsutils:", env!("CARGO_PKG_VERSION"));
+/// The gateway component: Traefik, its Service a NodePort on GATEWAY_NODE_PORT.
+pub const GATEWAY: &str = "gateway";
+pub const GATEWAY_NODE_PORT: &str = "30080";
 /// The label of the operator's pods: the training-operator prototype's first name, whatever the
 /// component's.
 const OPERATOR_LABEL: &str = "app.kubernetes.io/name=tf-job-operator";
@@ -57,10 +60,41 @@ pub fn app() -> &'static Path {
             PYTORCH_INIT_IMAGE,
         ];
         assert_success("mlkube param set", &mlkube(&dir, &init));
+        // The InferenceService controller too, its routes on the gateway, applied first.
+        let serving = ["param", "set", operator, "servingGateway", GATEWAY];
+        assert_success("mlkube param set", &mlkube(&dir, &serving));
+        apply_gateway(&dir);
         let apply = mlkube(&dir, &["apply", "local", "-c", operator, "--timeout", "5m"]);
         assert_success(&format!("mlkube apply local -c {operator}"), &apply);
         dir
     })
+}
+
+/// The gateway component (`gateway`) of the app in `dir`, added unless it is there, set for the tests and
+/// applied.
+fn apply_gateway(dir: &Path) {
+    let listed = mlkube(dir, &["component", "list", "-o", "name"]);
+    assert_success("mlkube component list", &listed);
+    if !String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.trim() == GATEWAY)
+    {
+        let add = mlkube(dir, &["component", "add", "gateway", GATEWAY]);
+        assert_success("mlkube component add gateway", &add);
+    }
+    for (param, value) in [
+        ("serviceType", "NodePort"),
+        ("nodePort", GATEWAY_NODE_PORT),
+        ("replicas", "2"),
+    ] {
+        let set = mlkube(
+            dir,
+            &["param", "set", GATEWAY, param, value, "--env", "local"],
+        );
+        assert_success(&format!("mlkube param set gateway {param}"), &set);
+    }
+    let apply = mlkube(dir, &["apply", "local", "-c", GATEWAY, "--timeout", "5m"]);
+    assert_success("mlkube apply local -c gateway", &apply);
 }
 
 /// The operator component of the app, whose name its Deployment and ServiceAccount have.

@@ -130,9 +130,18 @@ fn assert_close(served: &str, trained: &str, what: &str) {
 
 /// One prediction through the gateway: the version that answered, or why it failed.
 pub async fn predict(http: &Http, model: &str) -> Result<String, String> {
+    predict_at(http, model, None).await
+}
+
+/// [`predict`], with the Host header `host` (a route's host name) when given.
+pub async fn predict_at(http: &Http, model: &str, host: Option<&str>) -> Result<String, String> {
     let pixels: Vec<f32> = (0..64).map(|i| (i % 17) as f32).collect();
     let body = json!({"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": pixels}]});
-    let request = hyper::Request::post(format!("{}/v2/models/{model}/infer", gateway_url()))
+    let mut request = hyper::Request::post(format!("{}/v2/models/{model}/infer", gateway_url()));
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    let request = request
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .expect("a request");
@@ -269,11 +278,17 @@ pub async fn digits_models() {
     }
 }
 
+/// [`digits_models`], once for every test of the run that serves them.
+pub async fn digits_models_once() {
+    static TRAINED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    TRAINED.get_or_init(digits_models).await;
+}
+
 #[tokio::test]
 async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_failed_request() {
     object_store();
     gateway();
-    digits_models().await;
+    digits_models_once().await;
 
     serve("v1:100");
     assert_success("apply v1", &apply(SERVING, &["--prune", "--yes"]));

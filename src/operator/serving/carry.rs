@@ -196,10 +196,11 @@ async fn ensure_revision(
         .into_iter()
         .find(|d| d.name_any() == revision);
     let deployments: Api<Deployment> = Api::namespaced(ctx.client().clone(), &namespace);
+    // The count is the spec's only without an autoscaler (which owns it otherwise).
+    let replicas = deployment.spec.as_ref().and_then(|s| s.replicas);
     match cached {
         Some(live)
-            if live.spec.as_ref().and_then(|s| s.replicas)
-                != deployment.spec.as_ref().and_then(|s| s.replicas) =>
+            if replicas.is_some() && live.spec.as_ref().and_then(|s| s.replicas) != replicas =>
         {
             controller::apply(&deployments, revision, &deployment)
                 .await
@@ -305,7 +306,7 @@ async fn write_route(
         if !controller::controlled_by(live.owner_references(), isvc) {
             return Ok(Err(taken("HTTPRoute", &isvc.name_any())));
         }
-        if live.data.get("spec") == desired.get("spec") {
+        if objects::same_route(&live.data["spec"], &desired["spec"]) {
             return Ok(Ok(()));
         }
     } else {
@@ -522,22 +523,17 @@ fn not_ready(
     latest: &str,
 ) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    let names = deployments
-        .iter()
-        .filter(|d| {
-            d.status
-                .as_ref()
-                .and_then(|s| s.ready_replicas)
-                .unwrap_or(0)
-                < 1
-        })
+    let names = (deployments.iter())
+        .filter(|d| !controller::available(d))
         .map(|d| d.name_any());
     let latest_missing = !deployments.iter().any(|d| d.name_any() == latest);
     for name in names.chain(latest_missing.then(|| latest.to_owned())) {
         let why = (pods.iter())
             .filter(|p| p.labels().get(predictor::REVISION_LABEL) == Some(&name))
             .find_map(|p| pod_problem(p))
-            .unwrap_or_else(|| "no pod of it is ready yet".to_owned());
+            .unwrap_or_else(|| {
+                "no pod of it is available yet (Ready for a few seconds)".to_owned()
+            });
         out.push((name, why));
     }
     out

@@ -303,17 +303,20 @@ pub(super) fn candidates<'a>(
     own.chain(cluster).collect()
 }
 
-/// The revisions among `deployments`, with their readiness.
+/// Whether a revision's Deployment has a pod available: Ready for `MIN_READY_SECONDS`.
+pub(super) fn available(deployment: &Deployment) -> bool {
+    (deployment.status.as_ref())
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+        >= 1
+}
+
+/// The revisions among `deployments`, with their readiness (a pod available).
 pub(super) fn revisions(deployments: &[Arc<Deployment>]) -> Vec<Revision<'_>> {
     (deployments.iter())
         .map(|d| Revision {
             name: d.metadata.name.as_deref().unwrap_or_default(),
-            ready: d
-                .status
-                .as_ref()
-                .and_then(|s| s.ready_replicas)
-                .unwrap_or(0)
-                >= 1,
+            ready: available(d),
         })
         .collect()
 }

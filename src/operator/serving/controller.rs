@@ -42,8 +42,9 @@ use super::context::{Context, ReconcileError, Settings, route_resource};
 use super::predictor::ISVC_LABEL;
 use crate::error_text::OneLine;
 use crate::operator::runtime::events::Events;
-use crate::operator::runtime::http::Gate;
+use crate::operator::runtime::http::{Gate, Health};
 use crate::operator::runtime::manager::Shared;
+use crate::operator::runtime::shutdown::Stop;
 use crate::operator::runtime::writes::is_conflict;
 use crate::operator::runtime::{installed, shutdown, watched};
 
@@ -76,15 +77,7 @@ pub async fn run(shared: Shared, settings: Settings) {
         ready,
         stop,
     } = shared;
-    if !installed::await_installed(
-        &client,
-        &served(),
-        &health,
-        stop.clone(),
-        installed::Waiting::AtStart,
-    )
-    .await
-    {
+    if !kinds_installed(&client, &health, &stop).await {
         return;
     }
     let namespace = settings.namespace.clone();
@@ -164,6 +157,31 @@ async fn open_when_synced(ctx: Arc<Context>, isvcs: Store<InferenceService>, rea
         && isvcs.wait_until_ready().await.is_ok();
     if synced {
         ready.open();
+    }
+}
+
+/// Wait until the API server serves InferenceServices and HTTPRoutes (the gateway component
+/// renders their CRD); false when `stop` came first.
+async fn kinds_installed(client: &Client, health: &Health, stop: &Stop) -> bool {
+    for kind in [served(), routes_served()] {
+        let waiting = installed::Waiting::AtStart;
+        if !installed::await_installed(client, &kind, health, stop.clone(), waiting).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// The Gateway API's HTTPRoute, which the controller writes and watches.
+fn routes_served() -> installed::Served {
+    installed::Served {
+        kind: "HTTPRoute",
+        plural: "httproutes",
+        group: "gateway.networking.k8s.io".to_owned(),
+        api_version: "gateway.networking.k8s.io/v1".to_owned(),
+        flag_name: FLAG_NAME,
+        flag: "--controllers",
+        component: "gateway",
     }
 }
 

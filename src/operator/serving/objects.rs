@@ -32,6 +32,11 @@ use super::predictor::{HASH_LABEL, ISVC_LABEL, REVISION_LABEL};
 pub const SERVICE_PORT: i32 = 80;
 /// The serving container's port when it names none (KServe's default).
 pub const DEFAULT_CONTAINER_PORT: i32 = 8080;
+/// How long a revision's pod is Ready before it counts as available (`minReadySeconds`), and
+/// its revision as ready for requests: the gateway learns a new endpoint a moment after the
+/// pod turns Ready (Traefik's provider throttles, a second each), and a status that said Ready
+/// earlier would send a client's first request to a route with no server yet (503).
+pub const MIN_READY_SECONDS: i32 = 3;
 
 /// Where the HTTPRoute hangs and the host names it answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,6 +144,7 @@ pub fn deployment(
         ),
         spec: Some(DeploymentSpec {
             replicas: (!autoscaled).then(|| predictor.min_replicas.unwrap_or(1).max(1)),
+            min_ready_seconds: Some(MIN_READY_SECONDS),
             selector: LabelSelector {
                 match_labels: Some(selector(isvc, revision)),
                 ..LabelSelector::default()
@@ -253,6 +259,23 @@ pub fn route(isvc: &InferenceService, ingress: &Ingress, traffic: &[(String, i64
     })
 }
 
+/// Whether a live route's spec says what `desired` says: the Gateway, the host names and the
+/// backends with their weights (the API server adds defaults: group and kind of each
+/// reference, a match's defaults).
+pub fn same_route(live: &Value, desired: &Value) -> bool {
+    let summary = |spec: &Value| {
+        let parents: Vec<(Value, Value)> = (spec["parentRefs"].as_array().into_iter().flatten())
+            .map(|p| (p["namespace"].clone(), p["name"].clone()))
+            .collect();
+        let backends: Vec<(Value, Value, Value)> = (spec["rules"].as_array().into_iter().flatten())
+            .flat_map(|r| r["backendRefs"].as_array().into_iter().flatten())
+            .map(|b| (b["name"].clone(), b["port"].clone(), b["weight"].clone()))
+            .collect();
+        (parents, spec["hostnames"].clone(), backends)
+    };
+    summary(live) == summary(desired)
+}
+
 /// The revisions a live route names with a weight, and whether the gateway acknowledged
 /// (Accepted) the route's latest generation.
 pub fn routed(route: &Value) -> (Vec<String>, bool) {
@@ -280,6 +303,22 @@ mod tests {
     fn the_longest_name_leaves_its_revisions_dns_labels() {
         let name = "a".repeat(MAX_NAME);
         assert_eq!(revision_name(&name, "0123abcd").len(), 63);
+    }
+
+    #[test]
+    fn a_live_route_with_the_api_servers_defaults_is_the_same_route() {
+        let isvc = InferenceService::new("digits", Default::default());
+        let ingress = Ingress {
+            gateway: ("mlkube".into(), "gateway".into()),
+            domain: "example.com".into(),
+        };
+        let desired = route(&isvc, &ingress, &[("r1".into(), 90), ("r2".into(), 10)]);
+        let mut live = desired["spec"].clone();
+        live["parentRefs"][0]["group"] = json!("gateway.networking.k8s.io");
+        live["rules"][0]["backendRefs"][0]["kind"] = json!("Service");
+        assert!(same_route(&live, &desired["spec"]));
+        live["rules"][0]["backendRefs"][0]["weight"] = json!(100);
+        assert!(!same_route(&live, &desired["spec"]));
     }
 
     #[test]

@@ -129,7 +129,8 @@ fn server_name(runtime: &ServingRuntimeSpec) -> Option<&str> {
 }
 
 /// The runtime's serving container with the model's fields over it: args appended, env merged
-/// by name, every other field replaced; named `kserve-container`.
+/// by name, objects (resources, securityContext) merged key by key, every other field replaced;
+/// named `kserve-container`.
 fn serving_container(
     name: &str,
     runtime: &ServingRuntimeSpec,
@@ -149,12 +150,32 @@ fn serving_container(
                 Value::Array(before.iter().cloned().chain(after).collect())
             }
             ("env", Some(Value::Array(before))) => merged_by_name(before, value),
-            _ => value.clone(),
+            (_, Some(before)) => merged_objects(before, value),
+            (_, None) => value.clone(),
         };
         merged.insert(key.clone(), joined);
     }
     merged.insert("name".into(), json!(SERVING_CONTAINER));
     Ok(Value::Object(merged))
+}
+
+/// `after` over `before`: objects merged key by key (as a strategic merge patch merges maps,
+/// so a model's `resources.requests` keeps the runtime's limits), anything else replaced.
+fn merged_objects(before: &Value, after: &Value) -> Value {
+    match (before, after) {
+        (Value::Object(before), Value::Object(after)) => {
+            let mut merged = before.clone();
+            for (key, value) in after {
+                let joined = match merged.get(key) {
+                    Some(old) => merged_objects(old, value),
+                    None => value.clone(),
+                };
+                merged.insert(key.clone(), joined);
+            }
+            Value::Object(merged)
+        }
+        _ => after.clone(),
+    }
 }
 
 /// `before` with each entry of `after` replacing the one of its name, or appended.
@@ -443,6 +464,7 @@ mod tests {
                 "image": "mlkube/serving:0.1.0",
                 "args": ["--name", "{{.Name}}", "--model-dir", "/mnt/models"],
                 "env": [{ "name": "A", "value": "1" }, { "name": "NS", "value": "{{.Namespace}}" }],
+                "resources": { "requests": { "cpu": "1", "memory": "1Gi" }, "limits": { "memory": "2Gi" } },
             }],
             "nodeSelector": { "kind": "cpu" },
         }))
@@ -478,7 +500,11 @@ mod tests {
         let runtime = runtime();
         let isvc = isvc(model(
             "s3://models/digits/1",
-            json!({ "args": ["--extra"], "env": [{ "name": "A", "value": "2" }] }),
+            json!({
+                "args": ["--extra"],
+                "env": [{ "name": "A", "value": "2" }],
+                "resources": { "requests": { "memory": "256Mi" } },
+            }),
         ));
         let built = built(&isvc, &runtime).unwrap();
         let pod = serde_json::to_value(&built.template).unwrap();
@@ -492,6 +518,10 @@ mod tests {
             json!([{ "name": "A", "value": "2" }, { "name": "NS", "value": "team-a" }])
         );
         assert_eq!(pod["spec"]["nodeSelector"], json!({ "kind": "cpu" }));
+        assert_eq!(
+            server["resources"],
+            json!({ "requests": { "cpu": "1", "memory": "256Mi" }, "limits": { "memory": "2Gi" } })
+        );
         let init = &pod["spec"]["initContainers"][0];
         assert_eq!(
             init["command"],
