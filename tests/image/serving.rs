@@ -454,6 +454,24 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
     // The format the directory's files say, as the kserve-mlserver runtime serves it.
     let (tensorflow_port, mut tensorflow) = serve(&image, "digits", "2", "auto", "/tmp/fetched/2");
     wait_ready(xgboost_port, "digits", &mut xgboost);
+    // The metadata a V2 client reads first: the booster's 64 features in, its classes out.
+    let (status, body) =
+        http(xgboost_port, "GET", "/v2/models/digits", None).expect("the server answers");
+    assert_eq!(status, 200, "{body}");
+    let metadata: Value = serde_json::from_str(&body).expect("JSON metadata");
+    let tensors = |key: &str| -> Vec<Value> {
+        (metadata[key].as_array().into_iter().flatten())
+            .map(|t| json!([t["name"], t["datatype"], t["shape"]]))
+            .collect()
+    };
+    assert_eq!(
+        (tensors("inputs"), tensors("outputs")),
+        (
+            vec![json!(["input-0", "FP32", [-1, 64]])],
+            vec![json!(["predict", "FP32", [-1, 10]])]
+        ),
+        "{metadata}"
+    );
     // MLServer's XGBoost runtime answers `predict`: for a booster saved by xgboost.train, the
     // probabilities.
     for path in [

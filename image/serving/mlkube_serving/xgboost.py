@@ -1,12 +1,18 @@
 """MLServer's XGBoost runtime, with a load failure recorded as the container's termination
-message (`failure`), so that `serve` exits 1 saying why instead of MLServer's plain stop.
+message (`failure`), so that `serve` exits 1 saying why instead of MLServer's plain stop, and
+with the model's V2 metadata filled in from the booster (MLServer's lists no tensors).
 
 Requests and responses are the runtime's own: one FP32 input [N, features]; the output
 `predict` by default (for a booster saved by `xgboost.train`, such as the digits example's
-multi:softprob one, its predictions: the probabilities [N, classes]).
+multi:softprob one, its predictions: the probabilities [N, classes]). GET /v2/models/NAME says
+so: the input `input-0` of [-1, features], the output `predict` of [-1, classes] (or [-1] for
+a booster of one output), unless the model's settings list tensors of their own.
 """
 
+import json
+
 import mlserver_xgboost
+from mlserver.types import MetadataTensor
 
 from mlkube_serving.failure import cause, record
 
@@ -14,7 +20,7 @@ from mlkube_serving.failure import cause, record
 class XGBoostModel(mlserver_xgboost.XGBoostModel):
     async def load(self) -> bool:
         try:
-            return await super().load()
+            loaded = await super().load()
         except Exception as error:
             record(
                 f"the XGBoost model of {self.name} version {self.version} did not load from"
@@ -22,3 +28,18 @@ class XGBoostModel(mlserver_xgboost.XGBoostModel):
                 " holds an XGBoost model (model.json, model.ubj or model.bst)"
             )
             raise
+        self.describe()
+        return loaded
+
+    def describe(self):
+        """The metadata's tensors from the booster: its features, and its classes."""
+        booster = self._model.get_booster()
+        if not self.inputs:
+            self.inputs = [
+                MetadataTensor(name="input-0", datatype="FP32", shape=[-1, booster.num_features()])
+            ]
+        if not self.outputs:
+            learner = json.loads(booster.save_config())["learner"]["learner_model_param"]
+            classes = int(learner.get("num_class", "0"))
+            shape = [-1, classes] if classes > 1 else [-1]
+            self.outputs = [MetadataTensor(name="predict", datatype="FP32", shape=shape)]
