@@ -35,25 +35,30 @@ const ACCOUNT: &str = "isvc-models";
 const SPLIT_REQUESTS: usize = 2000;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-/// KServe's host name of the InferenceService, which its route answers.
-fn host() -> String {
-    format!("{NAME}-{NAMESPACE}.example.com")
+/// KServe's host name of the InferenceService `name`, which its route answers.
+fn host(name: &str) -> String {
+    format!("{name}-{NAMESPACE}.example.com")
 }
 
-/// One prediction through the gateway with KServe's host name: the version that answered.
-async fn predict(http: &Http) -> Result<String, String> {
-    predict_at(http, NAME, Some(&host())).await
+/// One prediction of `name` through the gateway with KServe's host name: the version that
+/// answered.
+async fn predict(http: &Http, name: &str) -> Result<String, String> {
+    predict_at(http, name, Some(&host(name))).await
 }
 
 /// What a request loop saw: the versions that answered, and each failure with its time.
 type Seen = (Vec<String>, Vec<(SystemTime, String)>);
 
-/// Requests one after another until `stop`.
-fn request_loop(http: Http, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<Seen> {
+/// Requests to `name` one after another until `stop`.
+pub fn request_loop(
+    http: Http,
+    stop: Arc<AtomicBool>,
+    name: &'static str,
+) -> tokio::task::JoinHandle<Seen> {
     tokio::spawn(async move {
         let (mut seen, mut failed) = (Vec::new(), Vec::new());
         while !stop.load(Ordering::Relaxed) {
-            match predict(&http).await {
+            match predict(&http, name).await {
                 Ok(version) => seen.push(version),
                 Err(why) => failed.push((SystemTime::now(), why)),
             }
@@ -139,7 +144,7 @@ async fn serve(api: &Api<InferenceService>, version: &str, uri: &str, canary: Op
     .expect("the InferenceService is applied");
 }
 
-fn traffic(isvc: &InferenceService) -> Vec<(String, i64)> {
+pub fn traffic(isvc: &InferenceService) -> Vec<(String, i64)> {
     (isvc.status.iter())
         .flat_map(|s| s.components.get("predictor"))
         .flat_map(|p| p.traffic.iter())
@@ -147,7 +152,7 @@ fn traffic(isvc: &InferenceService) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn latest_created(isvc: &InferenceService) -> Option<String> {
+pub fn latest_created(isvc: &InferenceService) -> Option<String> {
     isvc.status
         .as_ref()?
         .components
@@ -156,7 +161,7 @@ fn latest_created(isvc: &InferenceService) -> Option<String> {
         .clone()
 }
 
-fn condition(isvc: &InferenceService, type_: &str) -> Option<(String, String)> {
+pub fn condition(isvc: &InferenceService, type_: &str) -> Option<(String, String)> {
     let c = isvc
         .status
         .as_ref()?
@@ -166,13 +171,14 @@ fn condition(isvc: &InferenceService, type_: &str) -> Option<(String, String)> {
     Some((c.status.clone(), c.message.clone().unwrap_or_default()))
 }
 
-async fn until(
+pub async fn until(
     api: &Api<InferenceService>,
+    name: &str,
     what: &str,
     check: impl Fn(&InferenceService) -> bool,
 ) -> InferenceService {
     let found = support::within(TIMEOUT, || async {
-        let isvc = api.get(NAME).await.ok()?;
+        let isvc = api.get(name).await.ok()?;
         // A status of the spec applied last, not of one before.
         let current = isvc.status.as_ref()?.observed_generation == isvc.metadata.generation;
         (current && check(&isvc)).then_some(isvc)
@@ -181,19 +187,19 @@ async fn until(
     if let Some(isvc) = found {
         return isvc;
     }
-    let status = api.get(NAME).await.ok().and_then(|i| i.status);
+    let status = api.get(name).await.ok().and_then(|i| i.status);
     panic!(
         "timed out waiting for {what}; the status: {}",
         serde_json::to_string_pretty(&status).unwrap_or_default()
     );
 }
 
-/// Until `version` answers `times` requests in a row through the gateway.
-async fn answered_by(http: &Http, version: &str, times: usize) {
+/// Until `version` of `name` answers `times` requests in a row through the gateway.
+pub async fn answered_by(http: &Http, name: &str, version: &str, times: usize) {
     let what = format!("{version} to answer {times} requests in a row");
     support::eventually(&what, Duration::from_secs(60), || async {
         for _ in 0..times {
-            if predict(http).await.ok()? != version {
+            if predict(http, name).await.ok()? != version {
                 return None;
             }
         }
@@ -228,28 +234,31 @@ async fn inference_services_split_promote_hold_and_return_a_canarys_share_throug
     }
 
     serve(&api, "v1", "s3://models/xgboost-digits/v1/", None).await;
-    let first = until(&api, "v1 Ready", |i| {
+    let first = until(&api, NAME, "v1 Ready", |i| {
         condition(i, "Ready").is_some_and(|c| c.0 == "True")
     })
     .await;
     let r1 = latest_created(&first).expect("a revision");
-    answered_by(&http, "v1", 5).await;
+    answered_by(&http, NAME, "v1", 5).await;
 
     // create → canary → promote → old revision gone, with no request failed.
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = request_loop(http.clone(), stop.clone());
+    let looping = request_loop(http.clone(), stop.clone(), NAME);
     serve(&api, "v2", "s3://models/xgboost-digits/v2/", Some(10)).await;
-    let split = until(&api, "v2 at 10%", |i| traffic(i).len() == 2).await;
+    let split = until(&api, NAME, "v2 at 10%", |i| traffic(i).len() == 2).await;
     let r2 = latest_created(&split).expect("a revision");
     split_is_ninety_ten(&http).await;
     serve(&api, "v2", "s3://models/xgboost-digits/v2/", None).await;
-    until(&api, "v2 promoted", |i| traffic(i) == [(r2.clone(), 100)]).await;
+    until(&api, NAME, "v2 promoted", |i| {
+        traffic(i) == [(r2.clone(), 100)]
+    })
+    .await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
     support::eventually(&format!("{r1} retired"), TIMEOUT, || async {
         matches!(deployments.get_opt(&r1).await, Ok(None)).then_some(())
     })
     .await;
-    answered_by(&http, "v2", 20).await;
+    answered_by(&http, NAME, "v2", 20).await;
     stop.store(true, Ordering::Relaxed);
     let (seen, failed) = looping.await.expect("the request loop");
     let count = |v: &str| seen.iter().filter(|s| *s == v).count();
@@ -276,10 +285,10 @@ async fn inference_services_split_promote_hold_and_return_a_canarys_share_throug
 
 /// 2,000 requests at 10%: v2's share within 10% ± 2.5%.
 async fn split_is_ninety_ten(http: &Http) {
-    answered_by(http, "v2", 1).await;
+    answered_by(http, NAME, "v2", 1).await;
     let mut v2 = 0;
     for _ in 0..SPLIT_REQUESTS {
-        v2 += usize::from(predict(http).await.expect("a prediction at 10%") == "v2");
+        v2 += usize::from(predict(http, NAME).await.expect("a prediction at 10%") == "v2");
     }
     let share = v2 as f64 / SPLIT_REQUESTS as f64;
     eprintln!(
@@ -297,7 +306,7 @@ async fn a_canary_without_a_model_never_gets_traffic(
     stable: &str,
 ) {
     serve(api, "v4", "s3://models/xgboost-digits/nothing/", Some(10)).await;
-    let held = until(api, "the empty canary held", |i| {
+    let held = until(api, NAME, "the empty canary held", |i| {
         condition(i, "LatestDeploymentReady").is_some_and(|c| c.1.contains("holds no objects"))
     })
     .await;
@@ -309,7 +318,7 @@ async fn a_canary_without_a_model_never_gets_traffic(
     );
     assert_eq!(traffic(&held), [(stable.to_owned(), 100)]);
     for _ in 0..100 {
-        assert_eq!(predict(http).await.expect("a prediction"), "v2");
+        assert_eq!(predict(http, NAME).await.expect("a prediction"), "v2");
     }
 }
 
@@ -323,15 +332,15 @@ async fn an_unready_canary_gives_its_share_back(
     stable: &str,
 ) {
     serve(api, "v3", "s3://models/xgboost-digits/v1/", Some(10)).await;
-    let split = until(api, "v3 at 10%", |i| traffic(i).len() == 2).await;
+    let split = until(api, NAME, "v3 at 10%", |i| traffic(i).len() == 2).await;
     let canary = latest_created(&split).expect("a revision");
-    answered_by(http, "v3", 1).await;
+    answered_by(http, NAME, "v3", 1).await;
     let stop = Arc::new(AtomicBool::new(false));
-    let looping = request_loop(http.clone(), stop.clone());
+    let looping = request_loop(http.clone(), stop.clone(), NAME);
     let back = share_back_at(api.clone(), stable.to_owned());
     let unloaded = unload(client, &canary_ip(client, &canary).await).await;
     let back = back.await.expect("the status watch");
-    answered_by(http, "v2", 20).await;
+    answered_by(http, NAME, "v2", 20).await;
     stop.store(true, Ordering::Relaxed);
     let (seen, failed) = looping.await.expect("the request loop");
     let since = |t: SystemTime| t.duration_since(unloaded).unwrap_or_default().as_secs_f64();
