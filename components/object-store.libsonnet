@@ -32,7 +32,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     deleted (added again, the store serves the same data with the same keys); never rendered, so
     `show` and `diff` never print them. Those keys read and write every bucket (for uploads, and
     jobs that save models); <name>-read-credentials, always generated the same way, may only
-    read and list (for fetchers and model servers); each of `writers` gets
+    read and list (for fetchers and model servers), and carries KServe's annotations
+    (serving.kserve.io/s3-endpoint, -usehttps, -region), so an InferenceService whose
+    ServiceAccount lists it fetches its model from this store; each of `writers` gets
     <name>-writer-<writer>, keys that write, read and list only below its prefixes (for one
     job's model versions). A pod reaches the store by reference:
     `envFrom` the ConfigMap <name>-endpoint (AWS_ENDPOINT_URL, S3_ENDPOINT, AWS_REGION,
@@ -97,6 +99,14 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
   // The read-only keys the store always generates: for fetchers and model servers.
   readSecretName(name):: name + '-read-credentials',
 
+  // What KServe reads on a predictor's ServiceAccount's Secret to reach an S3 store: its
+  // endpoint (host:port), plain HTTP, and the region.
+  kserveAnnotations(params, env):: {
+    'serving.kserve.io/s3-endpoint': '%s.%s.svc:%d' % [params.name, env.namespace, s3Port],
+    'serving.kserve.io/s3-usehttps': '0',
+    'serving.kserve.io/s3-region': params.region,
+  },
+
   // params.writers checked: the Secret of each writer's keys to the prefixes ("bucket/prefix",
   // the bucket one of the store's) below which they may write.
   writerSecrets(params):: (
@@ -138,6 +148,8 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
             resourceNames: [secretName, $.readSecretName(name)] + std.objectFields($.writerSecrets(params)),
             verbs: ['get'],
           },
+          // The read-only keys get KServe's annotations, naming the store's endpoint.
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [$.readSecretName(name)], verbs: ['patch'] },
           // `create` cannot be limited to a name; the script creates only those.
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
         ],
@@ -191,11 +203,11 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           }],
         },
       },
-      $.statefulSet(params, buckets, secretName, generated, std.md5(std.manifestJson(scripts))),
+      $.statefulSet(params, env, buckets, secretName, generated, std.md5(std.manifestJson(scripts))),
     ]
   ),
 
-  statefulSet(params, buckets, secretName, generated, scriptsHash):: (
+  statefulSet(params, env, buckets, secretName, generated, scriptsHash):: (
     local name = params.name;
     local credential(key) = { name: key, valueFrom: { secretKeyRef: { name: secretName, key: key } } };
     local credentials = [credential('AWS_ACCESS_KEY_ID'), credential('AWS_SECRET_ACCESS_KEY')];
@@ -230,6 +242,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 { name: 'SECRET_NAME', value: secretName },
                 { name: 'GENERATE', value: std.toString(generated) },
                 { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
+                { name: 'READ_SECRET_ANNOTATIONS', value: std.manifestJsonMinified($.kserveAnnotations(params, env)) },
                 { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
                 { name: 'WRITERS', value: std.manifestJsonMinified($.writerSecrets(params)) },
                 { name: 'CONFIG_FILE', value: identitiesFile },

@@ -561,6 +561,7 @@ fn listings_print_json_for_scripts() {
             "framework",
             "framework-sweep",
             "gateway",
+            "inference-service",
             "jax-job",
             "jax-job-sweep",
             "mpi-job",
@@ -676,7 +677,7 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
     assert_eq!(
         fails(&app, &["component", "add", "servin", "resnet"]),
         "mlkube: error: unknown prototype `servin`; the library has: framework, framework-sweep, \
-         gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
+         gateway, inference-service, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, notebook-hub, object-store, paddle-job, paddle-job-sweep, \
          profile, pytorch-job, \
          pytorch-job-sweep, serving, tf-job, tf-job-sweep, training-operator, \
          volume-controller, xgboost-job, xgboost-job-sweep\n"
@@ -1527,7 +1528,7 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
                     `servin`, which the library does not have; it has: framework, \
-                    framework-sweep, gateway, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
+                    framework-sweep, gateway, inference-service, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
                     paddle-job-sweep, profile, pytorch-job, pytorch-job-sweep, serving, tf-job, tf-job-sweep, \
                     training-operator, volume-controller, xgboost-job, \

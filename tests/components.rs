@@ -11,12 +11,13 @@ use std::path::Path;
 use mlkube::render::jsonnet::Evaluator;
 use serde_json::{Value, json};
 
-const PROTOTYPES: [&str; 23] = [
+const PROTOTYPES: [&str; 24] = [
     "training-operator",
     "profile",
     "notebook-hub",
     "object-store",
     "serving",
+    "inference-service",
     "volume-controller",
     "gateway",
     "tf-job",
@@ -412,11 +413,12 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
         .iter()
         .find(|o| o["kind"] == "Role")
         .unwrap();
-    // Your keys are only read; the read-only ones the store makes beside them.
+    // Your keys are only read; the read-only ones the store makes beside them (and annotates).
     assert_eq!(
         role["rules"],
         json!([
             { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials"], "verbs": ["get"] },
+            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["store-read-credentials"], "verbs": ["patch"] },
             { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
         ])
     );
@@ -3544,4 +3546,102 @@ fn training_operator_runs_the_inference_service_controller_with_a_gateway() {
     )
     .unwrap_err();
     assert!(bad.contains("servingGateway"), "{bad}");
+}
+
+/// The inference-service prototype renders an InferenceService the controller reads, with the
+/// version in its model's URI and the canary's share; with objectStore, a ServiceAccount that
+/// lists the store's read-only keys, which the store annotates with its endpoint KServe's way
+/// (and may patch, that Secret alone). Bad params name themselves.
+#[test]
+fn an_inference_service_serves_a_version_from_the_store_with_its_read_keys() {
+    use mlkube::operator::serving::api;
+    let params = json!({ "storageUri": "s3://models/digits/{version}/", "version": "v2",
+                         "canaryTrafficPercent": 10, "maxReplicas": 3 });
+    let objects = render("inference-service", "digits", &params).unwrap();
+    let objects = objects.as_array().unwrap();
+    let isvc = objects
+        .iter()
+        .find(|o| o["kind"] == "InferenceService")
+        .unwrap();
+    let isvc: api::InferenceService = serde_json::from_value(isvc.clone()).unwrap();
+    let predictor = &isvc.spec.predictor;
+    let model = predictor.model.as_ref().unwrap();
+    assert_eq!(model.storage_uri.as_deref(), Some("s3://models/digits/v2/"));
+    assert_eq!(model.protocol_version.as_deref(), Some("v2"));
+    assert_eq!(predictor.canary_traffic_percent, Some(10));
+    assert_eq!(predictor.service_account_name.as_deref(), Some("digits"));
+    let account = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .unwrap();
+    assert_eq!(
+        account["secrets"][0]["name"],
+        "object-store-read-credentials"
+    );
+
+    let store = render("object-store", "object-store", &json!({})).unwrap();
+    let store = store.as_array().unwrap();
+    let set = store.iter().find(|o| o["kind"] == "StatefulSet").unwrap();
+    let init = &set["spec"]["template"]["spec"]["initContainers"][0];
+    let env = init["env"].as_array().unwrap();
+    let annotations = env
+        .iter()
+        .find(|e| e["name"] == "READ_SECRET_ANNOTATIONS")
+        .unwrap();
+    let annotations: Value = serde_json::from_str(annotations["value"].as_str().unwrap()).unwrap();
+    let endpoint = store.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
+    assert_eq!(
+        format!(
+            "http://{}",
+            annotations["serving.kserve.io/s3-endpoint"]
+                .as_str()
+                .unwrap()
+        ),
+        endpoint["data"]["AWS_ENDPOINT_URL"]
+    );
+    assert_eq!(annotations["serving.kserve.io/s3-usehttps"], "0");
+    let role = store.iter().find(|o| o["kind"] == "Role").unwrap();
+    let patch = (role["rules"].as_array().unwrap().iter())
+        .find(|r| r["verbs"] == json!(["patch"]))
+        .unwrap();
+    assert_eq!(
+        patch["resourceNames"],
+        json!(["object-store-read-credentials"])
+    );
+
+    for (params, expected) in [
+        (
+            json!({ "storageUri": "gs://b/{version}" }),
+            "param storageUri: \"gs://b/v1\" is neither",
+        ),
+        (
+            json!({ "storageUri": "s3://models/{model}/" }),
+            "a placeholder other than {version}",
+        ),
+        (
+            json!({ "objectStore": null }),
+            "param objectStore: \"s3://models/v1/\" is in an object store",
+        ),
+        (
+            json!({ "minReplicas": 3, "maxReplicas": 2 }),
+            "param maxReplicas: 2 is below minReplicas 3",
+        ),
+        (
+            json!({ "version": "a/b" }),
+            "param version: \"a/b\" is not a name",
+        ),
+        (
+            json!({ "protocolVersion": "v3" }),
+            "param protocolVersion: \"v3\" is not one of",
+        ),
+    ] {
+        let error = render("inference-service", "digits", &params).unwrap_err();
+        assert!(error.contains(expected), "{params}: {error}");
+    }
+}
+
+#[test]
+fn inference_service_with_default_params() {
+    let objects = render("inference-service", "digits", &json!({})).unwrap();
+    insta::assert_yaml_snapshot!(snapshot_view(objects));
 }

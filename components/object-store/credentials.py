@@ -8,9 +8,11 @@ values and owned by nothing: like the data volume, it outlives the store, so a s
 added again serves the same data with the same keys (deleting both starts afresh); a Secret
 another pod created first is read instead. A missing Secret of the user's is an error that says
 how to make it. So are the Secrets of WRITERS (JSON: Secret name -> "bucket/prefix" list), whose
-keys may write, read and list only below those prefixes. Then CONFIG_FILE gets the S3 server's
-identities: the read-only one and the writers' (the administrator's comes from the server's
-environment). The values are never printed.
+keys may write, read and list only below those prefixes. The read one carries the annotations
+of READ_SECRET_ANNOTATIONS (JSON), by which KServe's InferenceServices find the store
+(`serving.kserve.io/s3-endpoint`); one made before them gets them added. Then CONFIG_FILE gets
+the S3 server's identities: the read-only one and the writers' (the administrator's comes from
+the server's environment). The values are never printed.
 
 Talks to the API server with the pod's ServiceAccount token, standard library only.
 """
@@ -35,7 +37,8 @@ def api(method, path, body=None):
     data = None
     if body is not None:
         data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
+        merge = method == "PATCH"
+        headers["Content-Type"] = "application/merge-patch+json" if merge else "application/json"
     host = os.environ["KUBERNETES_SERVICE_HOST"]
     port = os.environ["KUBERNETES_SERVICE_PORT"]
     request = urllib.request.Request(f"https://{host}:{port}{path}", data, headers, method=method)
@@ -51,13 +54,13 @@ def api(method, path, body=None):
             return error.code, {"message": text.decode(errors="replace")}
 
 
-def create(namespace, name, labels):
+def create(namespace, name, labels, annotations):
     """Creates the Secret with new random values."""
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
         "stringData": {
             "AWS_ACCESS_KEY_ID": "mlkube" + secrets.token_hex(10),
             "AWS_SECRET_ACCESS_KEY": secrets.token_urlsafe(30),
@@ -70,13 +73,26 @@ def create(namespace, name, labels):
     return status, created
 
 
-def ensure(namespace, name, generate):
-    """The Secret `name` with both keys, created first when `generate`; exits saying what is wrong."""
+def annotate(namespace, name, secret, annotations):
+    """Adds the `annotations` the Secret lacks (a merge patch of its metadata alone)."""
+    have = secret.get("metadata", {}).get("annotations") or {}
+    if all(have.get(key) == value for key, value in annotations.items()):
+        return
+    patch = {"metadata": {"annotations": annotations}}
+    path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
+    status, answer = api("PATCH", path, patch)
+    if status != 200:
+        sys.exit(f"error: annotating the Secret {namespace}/{name}: HTTP {status}: {answer.get('message', '')}")
+
+
+def ensure(namespace, name, generate, annotations=None):
+    """The Secret `name` with both keys, created first when `generate` and carrying
+    `annotations`; exits saying what is wrong."""
     status, secret = api("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
     made = False
     if status == 404 and generate:
         labels = json.loads(os.environ.get("SECRET_LABELS", "{}"))
-        status, secret = create(namespace, name, labels)
+        status, secret = create(namespace, name, labels, annotations or {})
         made = status in (200, 201)
     if status == 404:
         sys.exit(
@@ -91,6 +107,8 @@ def ensure(namespace, name, generate):
     if missing:
         sys.exit(f"error: the Secret {namespace}/{name} has no {' and no '.join(missing)}\n"
                  "hint: the object store reads its credentials from those two keys")
+    if annotations:
+        annotate(namespace, name, secret, annotations)
     print(f"credentials: {'made' if made else 'found'} in Secret {namespace}/{name}")
     return values
 
@@ -121,7 +139,8 @@ def main():
     with open(f"{ACCOUNT}/namespace") as file:
         namespace = file.read().strip()
     ensure(namespace, os.environ["SECRET_NAME"], os.environ.get("GENERATE") == "true")
-    reader = ensure(namespace, os.environ["READ_SECRET_NAME"], True)
+    annotations = json.loads(os.environ.get("READ_SECRET_ANNOTATIONS") or "{}")
+    reader = ensure(namespace, os.environ["READ_SECRET_NAME"], True, annotations)
     identities = [identity("reader", reader, ["Read", "List"])]
     for secret, prefixes in json.loads(os.environ.get("WRITERS") or "{}").items():
         keys = ensure(namespace, secret, True)

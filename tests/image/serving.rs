@@ -392,6 +392,42 @@ fn assert_fails(image: &Unpacked, output: std::process::Output, line: &str) {
     assert_eq!(image.termination_message(), format!("{line}\n"));
 }
 
+/// Triton's `tritonclient` (in the image, with MLServer) against the server on `port`: health,
+/// readiness and an inference with JSON tensors (`binary_data=False`) are answered; its default,
+/// Triton's binary tensor extension, MLServer does not read, as the docs tell a client.
+fn tritons_client_is_answered_in_json(image: &Unpacked, port: u16) {
+    let script = format!(
+        r#"
+import numpy as np
+import tritonclient.http as http
+client = http.InferenceServerClient(url="127.0.0.1:{port}")
+assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("digits")
+def infer(binary):
+    pixels = http.InferInput("input-0", [1, 64], "FP32")
+    pixels.set_data_from_numpy(np.arange(64, dtype=np.float32).reshape(1, 64) % 17, binary_data=binary)
+    wanted = http.InferRequestedOutput("predict", binary_data=binary)
+    return client.infer("digits", [pixels], outputs=[wanted]).as_numpy("predict")
+print("json", infer(False).shape)
+try:
+    infer(True)
+    print("binary answered")
+except Exception as error:
+    print("binary refused", str(error)[:300])
+"#
+    );
+    let ran = image
+        .command(&[], &["python3", "-c", &script])
+        .output()
+        .expect("chroot runs python3");
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success() && said.contains("json (1, 10)"),
+        "tritonclient with JSON tensors: {said}{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(said.contains("binary refused"), "{said}");
+}
+
 #[test]
 fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() {
     let (reference, archive) = serving_archive();
@@ -481,6 +517,7 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
         let response = infer(xgboost_port, path, &digits_request("pixels"));
         assert_probabilities(&response, "digits", "1", "predict");
     }
+    tritons_client_is_answered_in_json(&image, xgboost_port);
     let other = http(
         xgboost_port,
         "POST",

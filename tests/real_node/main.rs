@@ -26,6 +26,7 @@ mod gateway;
 mod hub;
 mod images;
 mod inference;
+mod inference_app;
 mod jobs;
 mod kserve_sdk;
 mod models;

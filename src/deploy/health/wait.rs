@@ -1,6 +1,7 @@
 //! Waiting until what was applied is healthy: CRDs established (before their objects are
 //! applied), then Deployments, StatefulSets and DaemonSets available at their desired replicas
-//! and observed generation, and Jobs complete.
+//! and observed generation, Jobs complete, routes taken up by their Gateways, and
+//! InferenceServices ready at their newest revision.
 //!
 //! A PodDisruptionBudget is not waited for: it has nothing to become, and how many evictions it
 //! allows now (none while its pods roll out) is what a drain reads, not a state of the apply.
@@ -46,6 +47,10 @@ pub enum Health {
     Failed(String),
 }
 
+/// KServe's condition types an InferenceService's health reads.
+const READY: &str = "Ready";
+const LATEST_READY: &str = "LatestDeploymentReady";
+
 /// Whether mlkube waits for this kind at all.
 pub fn waits_for(group: &str, kind: &str) -> bool {
     matches!(
@@ -54,6 +59,7 @@ pub fn waits_for(group: &str, kind: &str) -> bool {
             | ("batch", "Job")
             | ("apiextensions.k8s.io", "CustomResourceDefinition")
             | ("gateway.networking.k8s.io", "HTTPRoute" | "GRPCRoute")
+            | ("serving.kserve.io", "InferenceService")
     )
 }
 
@@ -101,6 +107,7 @@ pub fn health(group: &str, kind: &str, object: &Value) -> Health {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd_health(object),
         ("gateway.networking.k8s.io", "HTTPRoute" | "GRPCRoute") => route_health(object),
         ("policy", "PodDisruptionBudget") => budget_health(object),
+        ("serving.kserve.io", "InferenceService") => inference_service_health(object),
         _ => Health::Ready,
     }
 }
@@ -117,6 +124,41 @@ fn budget_health(object: &Value) -> Health {
             ))
         }
         _ => Health::Ready,
+    }
+}
+
+/// An InferenceService is ready when its controller has seen its current generation, says it
+/// is `Ready`, and the revision of the current spec is ready (`LatestDeploymentReady`: a canary
+/// held back for not being ready is waited for). Failed when the controller refused the spec
+/// (`modelStatus.transitionStatus` InvalidSpec: no runtime for the format, a storage scheme it
+/// cannot fetch): waiting changes nothing until the spec does.
+fn inference_service_health(object: &Value) -> Health {
+    let generation = int(&object["metadata"]["generation"]);
+    let status = &object["status"];
+    if int(&status["observedGeneration"]) < generation {
+        return Health::Progressing(format!(
+            "generation {generation} not yet seen by the InferenceService controller (is the \
+             operator running with servingGateway?)"
+        ));
+    }
+    let message = |kind: &str| {
+        condition(object, kind).map_or(format!("no {kind} condition yet"), |c| {
+            format!(
+                "{kind}: {}: {}",
+                c["reason"].as_str().unwrap_or("False"),
+                c["message"].as_str().unwrap_or("no message")
+            )
+        })
+    };
+    if status["modelStatus"]["transitionStatus"] == "InvalidSpec" {
+        return Health::Failed(message(READY));
+    }
+    match [READY, LATEST_READY]
+        .into_iter()
+        .find(|kind| !condition_true(object, kind))
+    {
+        None => Health::Ready,
+        Some(kind) => Health::Progressing(message(kind)),
     }
 }
 
@@ -563,6 +605,38 @@ mod tests {
         };
         assert!(
             why.contains("drains block") && why.contains("found no controllers"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn an_inference_service_waits_for_its_newest_revision_and_fails_on_a_refused_spec() {
+        let isvc = |observed: i64, ready: &str, latest: &str, transition: &str| {
+            json!({"metadata": {"generation": 2},
+                   "status": {"observedGeneration": observed,
+                              "modelStatus": {"transitionStatus": transition},
+                              "conditions": [
+                                  {"type": "Ready", "status": ready, "reason": "NoSupportingRuntime",
+                                   "message": "no runtime serves lightgbm"},
+                                  {"type": "LatestDeploymentReady", "status": latest,
+                                   "reason": "RevisionNotReady", "message": "d-predictor-1 is not ready"}]}})
+        };
+        let health = |object: &Value| health("serving.kserve.io", "InferenceService", object);
+        assert!(waits_for("serving.kserve.io", "InferenceService"));
+        assert_eq!(health(&isvc(2, "True", "True", "UpToDate")), Health::Ready);
+        let Health::Progressing(why) = health(&isvc(1, "True", "True", "UpToDate")) else {
+            panic!("a generation the controller has not seen is not ready")
+        };
+        assert!(why.contains("servingGateway"), "{why}");
+        let Health::Progressing(why) = health(&isvc(2, "True", "False", "InProgress")) else {
+            panic!("a held canary is waited for")
+        };
+        assert!(why.contains("d-predictor-1 is not ready"), "{why}");
+        let Health::Failed(why) = health(&isvc(2, "False", "False", "InvalidSpec")) else {
+            panic!("a refused spec does not become ready by waiting")
+        };
+        assert!(
+            why.contains("NoSupportingRuntime: no runtime serves lightgbm"),
             "{why}"
         );
     }
