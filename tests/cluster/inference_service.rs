@@ -498,3 +498,70 @@ async fn bad_input_fails_alone_with_kserves_reason_and_the_fix() {
     let good = create(&ns, "good", json!({ "modelFormat": { "name": "tensorflow" }, "protocolVersion": "v2", "storageUri": "s3://m/x/" })).await;
     until(&good, "good", "a revision", |i| traffic(i).len() == 1).await;
 }
+
+/// `maxReplicas` above `minReplicas`: the revision gets an autoscaler on CPU at `scaleTarget`
+/// (the Deployment's replicas left to it), written once (the Deployment carries its hash); a
+/// new bound rewrites it, and `maxReplicas` back at `minReplicas` deletes it.
+#[tokio::test]
+async fn an_autoscaler_follows_the_replica_bounds() {
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    let ns = TestNamespace::new("isvc-scale").await;
+    let _controller = start(&ns).await;
+    runtime(
+        &ns,
+        "mlserver",
+        json!([{ "name": "xgboost", "autoSelect": true }]),
+    )
+    .await;
+    store_account(&ns).await;
+    let predictor = json!({ "serviceAccountName": "models", "model": xgboost("s3://models/digits/1/"),
+                            "minReplicas": 1, "maxReplicas": 3, "scaleTarget": 60 });
+    let api = create_predictor(&ns, "digits", predictor).await;
+    let first = until(&api, "digits", "a revision", |i| traffic(i).len() == 1).await;
+    let revision = traffic(&first)[0].0.clone();
+    let hpas = Api::<HorizontalPodAutoscaler>::namespaced(ns.client.clone(), &ns.name);
+    let deployments = Api::<Deployment>::namespaced(ns.client.clone(), &ns.name);
+    let bounds = |max: i32| {
+        let (hpas, revision) = (hpas.clone(), revision.clone());
+        async move {
+            let spec = hpas.get(&revision).await.ok()?.spec?;
+            let target = spec.metrics.as_ref()?[0].resource.as_ref()?;
+            let utilization = target.target.average_utilization;
+            (spec.max_replicas == max && target.name == "cpu" && utilization == Some(60))
+                .then_some(spec.min_replicas)
+        }
+    };
+    let min = eventually("the autoscaler of 1 to 3 at 60% CPU", TIMEOUT, || bounds(3)).await;
+    assert_eq!(min, Some(1));
+    let marked = eventually(
+        "the Deployment marked with the autoscaler's hash",
+        TIMEOUT,
+        || {
+            let (deployments, revision) = (deployments.clone(), revision.clone());
+            async move {
+                let deployment = deployments.get(&revision).await.ok()?;
+                deployment
+                    .annotations()
+                    .get("serving.mlkube.io/autoscaled")
+                    .cloned()
+            }
+        },
+    )
+    .await;
+    assert_eq!(marked.len(), 8, "{marked}");
+
+    let patch = |max: i32| json!({ "spec": { "predictor": { "maxReplicas": max } } });
+    let params = PatchParams::default();
+    api.patch("digits", &params, &Patch::Merge(patch(4)))
+        .await
+        .expect("maxReplicas 4");
+    eventually("the autoscaler of 1 to 4", TIMEOUT, || bounds(4)).await;
+    api.patch("digits", &params, &Patch::Merge(patch(1)))
+        .await
+        .expect("maxReplicas 1");
+    eventually("the autoscaler deleted", TIMEOUT, || {
+        let (hpas, revision) = (hpas.clone(), revision.clone());
+        async move { matches!(hpas.get_opt(&revision).await, Ok(None)).then_some(()) }
+    })
+    .await;
+}

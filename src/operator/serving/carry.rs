@@ -58,10 +58,7 @@ pub async fn carry_out(isvc: &InferenceService, ctx: &Context) -> Result<Action,
         });
     }
     let route = ctx.route(isvc);
-    let (named, acknowledged) = route
-        .as_deref()
-        .map(|r| objects::routed(&serde_json::to_value(r).unwrap_or_default()))
-        .unwrap_or_default();
+    let (named, acknowledged) = route.as_deref().map(objects::routed).unwrap_or_default();
     // Until the gateway has taken the route's latest generation (and a drain has passed),
     // any revision there is may still get requests: none is retired.
     let drained = acknowledged && route.as_deref().is_some_and(|r| ctx.drained(r));
@@ -327,7 +324,9 @@ async fn write_route(
     Ok(Ok(()))
 }
 
-/// An autoscaler per revision while `maxReplicas` exceeds `minReplicas`; none otherwise.
+/// An autoscaler per revision while `maxReplicas` exceeds `minReplicas`; none otherwise. The
+/// revision's Deployment carries the hash of the autoscaler written last, so an unchanged one
+/// is not written again at every reconcile.
 async fn write_autoscalers(
     isvc: &InferenceService,
     ctx: &Context,
@@ -337,21 +336,23 @@ async fn write_autoscalers(
     let api: Api<HorizontalPodAutoscaler> = Api::namespaced(ctx.client().clone(), &namespace);
     for deployment in deployments {
         let revision = deployment.name_any();
-        let scaled = deployment.annotations().contains_key(AUTOSCALED);
+        let written = deployment.annotations().get(AUTOSCALED);
         match objects::autoscaler(isvc, &revision) {
             Some(hpa) => {
+                let hash = predictor::hex_prefix(&json!(hpa.spec));
+                if written == Some(&hash) {
+                    continue;
+                }
                 controller::apply(&api, &revision, &hpa)
                     .await
                     .map_err(controller::failed(isvc, "write an autoscaler"))?;
-                if !scaled {
-                    mark_autoscaled(ctx, isvc, &revision, true).await?;
-                }
+                mark_autoscaled(ctx, isvc, &revision, Some(&hash)).await?;
             }
-            None if scaled => {
+            None if written.is_some() => {
                 controller::delete(&api, &revision)
                     .await
                     .map_err(controller::failed(isvc, "delete an autoscaler"))?;
-                mark_autoscaled(ctx, isvc, &revision, false).await?;
+                mark_autoscaled(ctx, isvc, &revision, None).await?;
             }
             None => {}
         }
@@ -359,18 +360,19 @@ async fn write_autoscalers(
     Ok(())
 }
 
-/// The annotation on a revision's Deployment while an autoscaler scales it.
+/// The annotation on a revision's Deployment while an autoscaler scales it: the hash of the
+/// autoscaler's spec.
 const AUTOSCALED: &str = "serving.mlkube.io/autoscaled";
 
 async fn mark_autoscaled(
     ctx: &Context,
     isvc: &InferenceService,
     revision: &str,
-    on: bool,
+    hash: Option<&str>,
 ) -> Result<(), ReconcileError> {
     let api: Api<Deployment> =
         Api::namespaced(ctx.client().clone(), &isvc.namespace().unwrap_or_default());
-    let body = json!({ "metadata": { "annotations": { AUTOSCALED: on.then_some("true") } } });
+    let body = json!({ "metadata": { "annotations": { AUTOSCALED: hash } } });
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
@@ -420,12 +422,13 @@ fn ingress_pending(route: Option<&DynamicObject>) -> Option<String> {
     let Some(route) = route else {
         return Some("the HTTPRoute was just created; waiting for the gateway to accept it".into());
     };
-    let value = serde_json::to_value(route).unwrap_or_default();
-    let conditions: Vec<&serde_json::Value> =
-        (value["status"]["parents"].as_array().into_iter().flatten())
-            .flat_map(|p| p["conditions"].as_array().into_iter().flatten())
-            .filter(|c| c["type"] == "Accepted")
-            .collect();
+    let conditions: Vec<&serde_json::Value> = (route.data["status"]["parents"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .flat_map(|p| p["conditions"].as_array().into_iter().flatten())
+    .filter(|c| c["type"] == "Accepted")
+    .collect();
     if conditions.iter().any(|c| c["status"] == "True") {
         return None;
     }

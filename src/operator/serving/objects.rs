@@ -278,8 +278,9 @@ pub fn same_route(live: &Value, desired: &Value) -> bool {
 
 /// The revisions a live route names with a weight, and whether the gateway acknowledged
 /// (Accepted) the route's latest generation.
-pub fn routed(route: &Value) -> (Vec<String>, bool) {
-    let generation = route["metadata"]["generation"].as_i64();
+pub fn routed(route: &kube::api::DynamicObject) -> (Vec<String>, bool) {
+    let generation = route.metadata.generation;
+    let route = &route.data;
     let acknowledged = (route["status"]["parents"].as_array().into_iter().flatten())
         .flat_map(|p| p["conditions"].as_array().into_iter().flatten())
         .any(|c| {
@@ -325,12 +326,14 @@ mod tests {
     fn a_route_is_acknowledged_only_for_its_latest_generation() {
         let route = |observed: i64| {
             json!({
-                "metadata": { "generation": 3 },
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": { "name": "digits", "generation": 3 },
                 "spec": { "rules": [{ "backendRefs": [{ "name": "a", "weight": 90 }, { "name": "b", "weight": 0 }] }] },
                 "status": { "parents": [{ "conditions": [{ "type": "Accepted", "status": "True", "observedGeneration": observed }] }] },
             })
         };
-        assert_eq!(routed(&route(2)), (vec!["a".to_owned()], false));
-        assert!(routed(&route(3)).1);
+        let routed = |observed| routed(&serde_json::from_value(route(observed)).unwrap());
+        assert_eq!(routed(2), (vec!["a".to_owned()], false));
+        assert!(routed(3).1);
     }
 }

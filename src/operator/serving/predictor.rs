@@ -429,7 +429,7 @@ fn runtime_annotations(inputs: &Inputs) -> BTreeMap<String, String> {
 }
 
 /// The first eight hex digits of the SHA-256 of `value`'s JSON.
-fn hex_prefix(value: &Value) -> String {
+pub fn hex_prefix(value: &Value) -> String {
     let digest = Sha256::digest(value.to_string().as_bytes());
     digest.iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
