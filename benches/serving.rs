@@ -7,6 +7,7 @@
 //!     (a served model: docs/serving.md, or cluster/quickstart.sh)
 //!     cargo bench --bench serving            # as root: it enters the cluster's network namespace
 //!     NAMESPACE=ml SERVING=digits REQUESTS=3000 CONCURRENCY=8 cargo bench --bench serving
+//!     SERVING=digits-kserve cargo bench --bench serving   # an InferenceService: KServe's paths
 //!
 //! The bench enters the real node's network namespace (`mlkube-<API port>`, from KUBECONFIG's
 //! server), where the pod, the Service's ClusterIP and the gateway's node port are all one hop
@@ -33,6 +34,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::ListParams;
 use kube::{Api, Client};
+use mlkube::operator::serving::api::InferenceService;
+use mlkube::operator::serving::predictor::ISVC_LABEL;
 
 type Http = HttpClient<HttpConnector, Full<Bytes>>;
 
@@ -83,8 +86,45 @@ fn enter_cluster_network(port: &str) {
     );
 }
 
-/// The three paths: (name, URL of the infer endpoint).
-async fn paths(client: &Client, serving: &str) -> (String, Vec<(&'static str, String)>) {
+/// One path: its name, the URL of the infer endpoint, and the Host header to send.
+struct Path {
+    name: &'static str,
+    url: String,
+    host: Option<String>,
+}
+
+/// How the serving is found: its pods' label, its Service, and the gateway's Host header.
+struct Served {
+    namespace: String,
+    pods: String,
+    service: String,
+    service_port: u16,
+    host: Option<String>,
+}
+
+/// SERVING as an InferenceService, if one of that name exists.
+async fn inference_service(client: &Client, serving: &str) -> Option<Served> {
+    let listed = Api::<InferenceService>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    let isvc = listed
+        .items
+        .into_iter()
+        .find(|i| i.metadata.name.as_deref() == Some(serving))?;
+    let namespace = isvc.metadata.namespace.clone().unwrap_or_default();
+    let domain = setting("DOMAIN", "example.com");
+    Some(Served {
+        pods: format!("{ISVC_LABEL}={serving}"),
+        service: format!("{serving}-predictor"),
+        service_port: 80,
+        host: Some(format!("{serving}-{namespace}.{domain}")),
+        namespace,
+    })
+}
+
+/// SERVING as a `serving` component: its Deployments' namespace, its instance label.
+async fn serving_component(client: &Client, serving: &str) -> Served {
     let instance = format!("app.kubernetes.io/instance={serving}");
     let deployments: Vec<Deployment> = Api::all(client.clone())
         .list(&ListParams::default().labels(&instance))
@@ -98,8 +138,24 @@ async fn paths(client: &Client, serving: &str) -> (String, Vec<(&'static str, St
             .and_then(|d| d.metadata.namespace.as_deref())
             .unwrap_or_else(|| panic!("no Deployment of the serving component {serving}")),
     );
+    Served {
+        namespace,
+        pods: instance,
+        service: serving.to_owned(),
+        service_port: MLSERVER_PORT,
+        host: None,
+    }
+}
+
+/// The three paths: pod, Service, gateway.
+async fn paths(client: &Client, serving: &str) -> (String, Vec<Path>) {
+    let served = match inference_service(client, serving).await {
+        Some(served) => served,
+        None => serving_component(client, serving).await,
+    };
+    let namespace = served.namespace.clone();
     let pods: Vec<Pod> = Api::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default().labels(&instance))
+        .list(&ListParams::default().labels(&served.pods))
         .await
         .expect("list its pods")
         .items;
@@ -116,7 +172,7 @@ async fn paths(client: &Client, serving: &str) -> (String, Vec<(&'static str, St
         .and_then(|s| s.pod_ip.clone())
         .expect("a pod IP");
     let service: Service = Api::namespaced(client.clone(), &namespace)
-        .get(serving)
+        .get(&served.service)
         .await
         .expect("the serving Service");
     let cluster_ip = service
@@ -124,29 +180,42 @@ async fn paths(client: &Client, serving: &str) -> (String, Vec<(&'static str, St
         .and_then(|s| s.cluster_ip)
         .expect("a ClusterIP");
     let model = setting("MODEL", serving);
-    let infer = |host: String| format!("http://{host}/v2/models/{model}/infer");
+    let infer = |address: String| format!("http://{address}/v2/models/{model}/infer");
+    let path = |name, address, host| Path {
+        name,
+        url: infer(address),
+        host,
+    };
     let paths = vec![
-        ("pod", infer(format!("{pod_ip}:{MLSERVER_PORT}"))),
-        ("service", infer(format!("{cluster_ip}:{MLSERVER_PORT}"))),
-        ("gateway", infer(GATEWAY.to_string())),
+        path("pod", format!("{pod_ip}:{MLSERVER_PORT}"), None),
+        path(
+            "service",
+            format!("{cluster_ip}:{}", served.service_port),
+            None,
+        ),
+        path("gateway", GATEWAY.to_string(), served.host),
     ];
     (namespace, paths)
 }
 
-fn request(url: &str) -> hyper::Request<Full<Bytes>> {
+fn request(path: &Path) -> hyper::Request<Full<Bytes>> {
     let pixels: Vec<f32> = (0..64).map(|i| (i % 17) as f32).collect();
     let body = serde_json::json!({"inputs": [{"name": "pixels", "shape": [1, 64],
         "datatype": "FP32", "data": pixels}]});
-    hyper::Request::post(url)
+    let mut request = hyper::Request::post(&path.url);
+    if let Some(host) = &path.host {
+        request = request.header("host", host);
+    }
+    request
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .expect("a request")
 }
 
-/// `count` requests to `url` over `concurrency` connections: each one's latency, sorted.
+/// `count` requests to `path` over `concurrency` connections: each one's latency, sorted.
 async fn run(
     http: &Http,
-    url: &str,
+    path: &Path,
     count: usize,
     concurrency: usize,
 ) -> (Duration, Vec<Duration>) {
@@ -155,9 +224,9 @@ async fn run(
         .map(|_| async {
             let sent = Instant::now();
             let answer = http
-                .request(request(url))
+                .request(request(path))
                 .await
-                .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+                .unwrap_or_else(|e| panic!("{}: {e:?}", path.url));
             let status = answer.status();
             let body = answer
                 .into_body()
@@ -165,7 +234,8 @@ async fn run(
                 .await
                 .expect("the answer's body")
                 .to_bytes();
-            assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
+            let answer = String::from_utf8_lossy(&body);
+            assert_eq!(status, 200, "{}: {answer}", path.url);
             sent.elapsed()
         })
         .buffer_unordered(concurrency)
@@ -215,17 +285,18 @@ async fn bench() {
     eprintln!(
         "serving {serving} in {namespace}: {requests} requests per path, {concurrency} connections, {rounds} rounds"
     );
-    for (name, url) in &paths {
-        eprintln!("warming up {name}: {url}");
-        run(&http, url, requests / 10, concurrency).await;
+    for path in &paths {
+        eprintln!("warming up {}: {}", path.name, path.url);
+        run(&http, path, requests / 10, concurrency).await;
     }
     let per_round = requests.div_ceil(rounds);
     let mut totals = vec![Totals::default(); paths.len()];
     for round in 1..=rounds {
-        for ((name, url), total) in paths.iter().zip(&mut totals) {
-            let (elapsed, latencies) = run(&http, url, per_round, concurrency).await;
+        for (path, total) in paths.iter().zip(&mut totals) {
+            let (elapsed, latencies) = run(&http, path, per_round, concurrency).await;
             eprintln!(
-                "round {round}: {name} {:.0} requests/s",
+                "round {round}: {} {:.0} requests/s",
+                path.name,
                 latencies.len() as f64 / elapsed.as_secs_f64()
             );
             total.elapsed += elapsed;
@@ -235,16 +306,17 @@ async fn bench() {
     print_table(&paths, &totals);
 }
 
-fn print_table(paths: &[(&str, String)], totals: &[Totals]) {
+fn print_table(paths: &[Path], totals: &[Totals]) {
     let direct = &totals[0];
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "| path | requests/s | p50 ms | p99 ms | requests/s vs pod | p50 vs pod | p99 vs pod |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for ((name, _), t) in paths.iter().zip(totals) {
+    for (path, t) in paths.iter().zip(totals) {
         println!(
-            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            path.name,
             t.rps(),
             ms(t.quantile(0.5)),
             ms(t.quantile(0.99)),
