@@ -52,8 +52,8 @@ local replicas(params) =
     One model served by a KServe InferenceService (serving.kserve.io/v1beta1, raw-deployment
     mode), the object Kubeflow's users write, for the operator's InferenceService controller:
     run the training-operator component with servingGateway set, which also installs KServe's
-    CRDs and the ClusterServingRuntime kserve-mlserver (MLServer on the serving image: xgboost
-    and tensorflow over the V2 protocol). The controller picks the runtime by modelFormat (or
+    CRDs and the ClusterServingRuntime kserve-mlserver (MLServer on the serving image: sklearn,
+    xgboost, lightgbm and tensorflow over the V2 protocol). The controller picks the runtime by modelFormat (or
     takes `runtime`), runs each revision of the spec as a Deployment and Service, routes
     <name>-<namespace>.<domain> on the gateway (status.url) and, with canaryTrafficPercent,
     sends that share to the newest revision only while it is ready, the rest to the last one
@@ -72,7 +72,7 @@ local replicas(params) =
     transformers and explainers, LLMInferenceService, ModelMesh.
   ||| + u.paramsLine($.params),
   params: {
-    modelFormat: { type: 'string', default: 'xgboost', description: "The model's format (predictor.model.modelFormat.name), as a runtime's supportedModelFormats names it: xgboost or tensorflow for kserve-mlserver." },
+    modelFormat: { type: 'string', default: 'xgboost', description: "The model's format (predictor.model.modelFormat.name), as a runtime's supportedModelFormats names it: sklearn, xgboost, lightgbm or tensorflow for kserve-mlserver." },
     modelFormatVersion: { type: 'string', default: null, description: "The format's version (modelFormat.version); null matches a runtime's entry for the format without one." },
     runtime: { type: 'string', default: null, description: 'The ServingRuntime (this namespace) or ClusterServingRuntime to serve with; null lets the controller choose by modelFormat and protocolVersion.' },
     protocolVersion: { type: 'string', enum: protocols, default: 'v2', description: "The inference protocol: v2 (the Open Inference Protocol over REST, MLServer's), grpc-v2 or v1 (KServe's default, which kserve-mlserver does not speak)." },

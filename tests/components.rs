@@ -3521,6 +3521,14 @@ fn training_operator_runs_the_inference_service_controller_with_a_gateway() {
         spec: &runtime.spec.spec,
     }];
     let chosen = select::select(&model, "team-a", &candidates).expect("selected");
+    for format in ["sklearn", "lightgbm", "tensorflow"] {
+        let other: api::ModelSpec = serde_json::from_value(json!({
+            "modelFormat": { "name": format }, "protocolVersion": "v2", "storageUri": "s3://m/d/1/"
+        }))
+        .unwrap();
+        let served = select::select(&other, "team-a", &candidates);
+        assert!(served.is_ok(), "kserve-mlserver serves {format}");
+    }
     let mut isvc = api::InferenceService::new(
         "digits",
         serde_json::from_value(json!({ "predictor": { "model": model } })).unwrap(),

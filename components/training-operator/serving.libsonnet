@@ -41,7 +41,13 @@ local drainSeconds = 5;
       supportedModelFormats: [
         { name: 'xgboost', version: v, autoSelect: true, priority: 1 }
         for v in ['1', '2', '3']
-      ] + [{ name: 'tensorflow', version: '2', autoSelect: true, priority: 1 }],
+      ] + [
+        { name: 'lightgbm', version: v, autoSelect: true, priority: 1 }
+        for v in ['3', '4']
+      ] + [
+        { name: 'sklearn', version: '1', autoSelect: true, priority: 1 },
+        { name: 'tensorflow', version: '2', autoSelect: true, priority: 1 },
+      ],
       protocolVersions: ['v2', 'grpc-v2'],
       containers: [{
         name: 'kserve-container',

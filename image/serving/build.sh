@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The serving image: Debian bookworm's python3 with the wheels pinned in
-# image/serving/requirements.txt (MLServer with its XGBoost runtime, TensorFlow and XGBoost for
-# the CPU, boto3) in /opt/venv, first on PATH, and mlkube's serving package, mlkube_serving
-# (image/serving/mlkube_serving/), in /opt/mlkube/serving, on the venv's path: it fetches a
-# model from the object store and serves it over the V2 inference protocol (its modules say
-# how). It runs as the user mlkube (uid 1000, group users) in /tmp, with HOME=/tmp: a pod's root
-# file system may be read-only. image/node-images.sh calls this with the image's name and
-# caches the archive.
+# image/serving/requirements.txt (MLServer with its XGBoost, scikit-learn and LightGBM
+# runtimes, TensorFlow and XGBoost for the CPU, boto3) in /opt/venv, first on PATH, and
+# mlkube's serving package, mlkube_serving (image/serving/mlkube_serving/), in
+# /opt/mlkube/serving, on the venv's path: it fetches a model from the object store and serves
+# it over the V2 inference protocol (its modules say how). It runs as the user mlkube (uid
+# 1000, group users) in /tmp, with HOME=/tmp: a pod's root file system may be read-only.
+# image/node-images.sh calls this with the image's name and caches the archive.
 #
 #   image/serving/build.sh ARCHIVE REF      (as root; e.g. REF docker.io/mlkube/serving:0.1.0)
 set -euo pipefail
@@ -39,9 +39,9 @@ install_package() {
 # not in a pod.
 check_imports() {
   local rootfs=$1
-  say "checking that mlserver, mlserver_xgboost, tensorflow, boto3 and mlkube_serving import in the image"
+  say "checking that mlserver, its XGBoost, scikit-learn and LightGBM runtimes, tensorflow, boto3 and mlkube_serving import in the image"
   python_check "$rootfs" "the serving packages do not import in the serving image" '
-import boto3, mlserver, mlserver_xgboost, tensorflow
+import boto3, mlserver, mlserver_lightgbm, mlserver_sklearn, mlserver_xgboost, tensorflow
 import mlkube_serving.fetch, mlkube_serving.serve, mlkube_serving.tensorflow, mlkube_serving.xgboost'
 }
 
@@ -66,7 +66,8 @@ CONFIG
 
 debian_begin
 python_wheels "$REQUIREMENTS"
-debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase
+# libgomp1: LightGBM's library links GCC's OpenMP runtime, which its wheel does not carry.
+debian_rootfs "$WORK/rootfs" python3 python3-venv ca-certificates netbase libgomp1
 python_venv "$WORK/rootfs" "$REQUIREMENTS"
 install_package "$WORK/rootfs"
 add_user "$WORK/rootfs" mlkube "$USER_ID" "$GROUP_ID"

@@ -145,12 +145,17 @@ fn http(port: u16, method: &str, path: &str, body: Option<&Value>) -> Option<(u1
 /// XGBoost multi:softprob booster's model.json, a SavedModel whose `serving_default` maps
 /// `pixels` [N, 64] to `probabilities` [N, 10].
 const TRAIN: &str = r#"
-import os, numpy as np, xgboost as xgb, tensorflow as tf
+import os, joblib, lightgbm as lgb, numpy as np, xgboost as xgb, tensorflow as tf
+from sklearn.linear_model import LogisticRegression
 rng = np.random.default_rng(0)
 x, y = rng.uniform(0, 16, (200, 64)).astype("float32"), rng.integers(0, 10, 200)
-os.makedirs("/tmp/models/xgboost")
+for name in ["xgboost", "sklearn", "lightgbm"]:
+    os.makedirs(f"/tmp/models/{name}")
 params = {"objective": "multi:softprob", "num_class": 10, "max_depth": 2, "nthread": 1}
 xgb.train(params, xgb.DMatrix(x, label=y), 3).save_model("/tmp/models/xgboost/model.json")
+joblib.dump(LogisticRegression(max_iter=50).fit(x, y), "/tmp/models/sklearn/model.joblib")
+params = {"objective": "multiclass", "num_class": 10, "num_threads": 1, "verbose": -1}
+lgb.train(params, lgb.Dataset(x, label=y), 3).save_model("/tmp/models/lightgbm/model.bst")
 
 class Served(tf.Module):
     def __init__(self):
@@ -392,6 +397,24 @@ fn assert_fails(image: &Unpacked, output: std::process::Output, line: &str) {
     assert_eq!(image.termination_message(), format!("{line}\n"));
 }
 
+/// scikit-learn's model.joblib and LightGBM's model.bst, each found by `--format auto` (as the
+/// kserve-mlserver runtime runs it; a model.bst told from XGBoost's by its text), answer V2
+/// requests through MLServer's own runtimes: one `predict` output row per input row.
+fn mlservers_own_runtimes_serve_sklearn_and_lightgbm(image: &Unpacked) {
+    for format in ["sklearn", "lightgbm"] {
+        let dir = format!("/tmp/models/{format}");
+        let (port, mut server) = serve(image, format, "1", "auto", &dir);
+        wait_ready(port, format, &mut server);
+        let path = format!("/v2/models/{format}/infer");
+        let response = infer(port, &path, &digits_request("pixels"));
+        assert_eq!(response["model_name"], format, "{response}");
+        assert_eq!(response["model_version"], "1", "{response}");
+        let output = &response["outputs"][0];
+        assert_eq!(output["name"], "predict", "{response}");
+        assert_eq!(output["shape"][0], 2, "{response}");
+    }
+}
+
 /// Triton's `tritonclient` (in the image, with MLServer) against the server on `port`: health,
 /// readiness and an inference with JSON tensors (`binary_data=False`) are answered; its default,
 /// Triton's binary tensor extension, MLServer does not read, as the docs tell a client.
@@ -558,6 +581,7 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("[None, 64]"), "the shape it takes: {body}");
     drop((xgboost, tensorflow));
+    mlservers_own_runtimes_serve_sklearn_and_lightgbm(&image);
 
     assert_fails(
         &image,

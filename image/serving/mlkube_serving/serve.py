@@ -3,16 +3,19 @@ r"""Serves one version of a model over the V2 (Open Inference) protocol with MLS
     python3 -m mlkube_serving.serve --name digits --version 2 --format xgboost --model-dir /models
 
 checks that the directory holds a model of that format (xgboost: model.json, model.ubj or
-model.bst; tensorflow: a SavedModel's saved_model.pb; `--format auto` takes the one format whose
-files it holds, as a KServe runtime serving several formats needs), writes MLServer's settings.json and
+model.bst; lightgbm: model.bst, LightGBM's text model; sklearn: model.joblib, model.pkl or
+model.pickle; tensorflow: a SavedModel's saved_model.pb; `--format auto` takes the one format
+whose files it holds, as a KServe runtime serving several formats needs, a model.bst going to
+LightGBM when it is LightGBM's text), writes MLServer's settings.json and
 model-settings.json into a fresh directory below $TMPDIR (or /tmp: a pod's root file system is
 read-only), and runs MLServer on them in this process: REST on --http-port (8080), gRPC on
 --grpc-port (8081), Prometheus metrics on --metrics-port (8082; 0 turns them off), every
 address of the pod unless --host says otherwise. One process, no inference workers beside it
 (parallel_workers 0): a model is in memory once.
 
-XGBoost models are served by MLServer's XGBoost runtime, TensorFlow SavedModels by ours
-(`mlkube_serving.tensorflow`). GET /v2/models/NAME/ready answers 200 once the model has loaded;
+XGBoost models are served by MLServer's XGBoost runtime (with their tensors listed in the
+metadata: `mlkube_serving.xgboost`), scikit-learn and LightGBM models by MLServer's runtimes as
+they are, TensorFlow SavedModels by ours (`mlkube_serving.tensorflow`). GET /v2/models/NAME/ready answers 200 once the model has loaded;
 POST /v2/models/NAME/infer and /v2/models/NAME/versions/VERSION/infer both reach it, and every
 response names the version that answered (model_version); without --version, only the first.
 
@@ -34,8 +37,13 @@ from mlkube_serving.failure import fail
 # What each format's directory holds, and the runtime that serves it.
 FORMATS = {
     "xgboost": (["model.json", "model.ubj", "model.bst"], "mlkube_serving.xgboost.XGBoostModel"),
+    "lightgbm": (["model.bst"], "mlserver_lightgbm.LightGBMModel"),
+    "sklearn": (["model.joblib", "model.pkl", "model.pickle"], "mlserver_sklearn.SKLearnModel"),
     "tensorflow": (["saved_model.pb"], "mlkube_serving.tensorflow.TensorFlowModel"),
 }
+# Both XGBoost and LightGBM name their model model.bst (KServe's convention); LightGBM's is
+# text that begins with this.
+LIGHTGBM_TEXT = b"tree"
 # Names and versions appear in URL paths.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Entries of a directory listed in a failure's line, at most.
@@ -52,6 +60,23 @@ def listing(directory):
     return ", ".join(shown) + more
 
 
+def holds(model_format, directory):
+    """Whether DIRECTORY holds a file of the format at its top (a model.bst counts for LightGBM
+    when it is LightGBM's text, for XGBoost otherwise)."""
+    needed, _ = FORMATS[model_format]
+    for name in needed:
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        if name != "model.bst":
+            return True
+        with open(path, "rb") as file:
+            text = file.read(len(LIGHTGBM_TEXT)) == LIGHTGBM_TEXT
+        if text == (model_format == "lightgbm"):
+            return True
+    return False
+
+
 def check_model_dir(model_format, directory):
     """Fails unless DIRECTORY holds one of the files the format needs."""
     needed, _ = FORMATS[model_format]
@@ -60,7 +85,7 @@ def check_model_dir(model_format, directory):
             f"the model directory {directory} does not exist: fetch the model into it first"
             " (python3 -m mlkube_serving.fetch --dest DIR)"
         )
-    if not any(os.path.isfile(os.path.join(directory, name)) for name in needed):
+    if not holds(model_format, directory):
         fail(
             f"{directory} holds no {model_format} model: the {model_format} format needs"
             f" {' or '.join(needed)} at its top, and it holds {listing(directory)};"
@@ -73,11 +98,7 @@ def detect_format(directory):
     runtimes serve several formats from one container); fails naming what it holds otherwise."""
     if not os.path.isdir(directory):
         fail(f"the model directory {directory} does not exist: fetch the model into it first")
-    found = [
-        name
-        for name, (needed, _) in sorted(FORMATS.items())
-        if any(os.path.isfile(os.path.join(directory, f)) for f in needed)
-    ]
+    found = [name for name in sorted(FORMATS) if holds(name, directory)]
     if len(found) != 1:
         expected = "; ".join(f"{n}: {' or '.join(needed)}" for n, (needed, _) in sorted(FORMATS.items()))
         what = "no model" if not found else f"models of several formats ({', '.join(found)})"
