@@ -94,7 +94,8 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
 ];
 
 /// The object store's init container: its two Secrets read (the administrator's keys and the
-/// read-only ones), made once (`create` cannot be limited to a name).
+/// read-only ones), made once (`create` cannot be limited to a name), and the read-only ones
+/// annotated with the store's endpoint for KServe.
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
@@ -102,7 +103,7 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
     },
     Uses {
         name: Some("object-store-read-credentials"),
-        ..uses("", "secrets", &["get"])
+        ..uses("", "secrets", &["get", "patch"])
     },
     uses("", "secrets", &["create"]),
 ];
