@@ -624,8 +624,9 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
         &image,
         no_model,
         "/tmp/fetched holds no model: it holds 1/, 2/, and each format needs its files at the top \
-         (tensorflow: saved_model.pb; xgboost: model.json or model.ubj or model.bst); check the \
-         model's storage URI, or name the format",
+         (lightgbm: model.bst; sklearn: model.joblib or model.pkl or model.pickle; tensorflow: \
+         saved_model.pb; xgboost: model.json or model.ubj or model.bst); check the model's \
+         storage URI, or name the format",
     );
     let unreachable = fetch(
         &image,
