@@ -132,19 +132,19 @@ async fn the_inference_service_prototype_rolls_out_a_canary_and_promotes_it_thro
     assert_success("delete the component", &delete);
 }
 
-/// `modelFormat lightgbm`: kserve-mlserver does not serve it, so the controller refuses the
+/// `modelFormat onnx`: no runtime here serves it, so the controller refuses the
 /// spec, and the apply stops with its reason (not at the timeout); v2 goes on serving.
 async fn a_format_no_runtime_serves_fails_the_apply_with_the_reason(
     dir: &Path,
     api: &Api<InferenceService>,
 ) {
-    set(dir, "modelFormat", "lightgbm");
+    set(dir, "modelFormat", "onnx");
     let refused = apply(dir);
     let said = String::from_utf8_lossy(&refused.stderr).into_owned()
         + &String::from_utf8_lossy(&refused.stdout);
     assert!(!refused.status.success(), "{said}");
     assert!(
-        said.contains("NoSupportingRuntime") && said.contains("lightgbm"),
+        said.contains("NoSupportingRuntime") && said.contains("onnx"),
         "the apply names the reason: {said}"
     );
     let isvc = api.get(COMPONENT).await.expect("the InferenceService");

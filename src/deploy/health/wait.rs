@@ -617,7 +617,7 @@ mod tests {
                               "modelStatus": {"transitionStatus": transition},
                               "conditions": [
                                   {"type": "Ready", "status": ready, "reason": "NoSupportingRuntime",
-                                   "message": "no runtime serves lightgbm"},
+                                   "message": "no runtime serves onnx"},
                                   {"type": "LatestDeploymentReady", "status": latest,
                                    "reason": "RevisionNotReady", "message": "d-predictor-1 is not ready"}]}})
         };
@@ -636,7 +636,7 @@ mod tests {
             panic!("a refused spec does not become ready by waiting")
         };
         assert!(
-            why.contains("NoSupportingRuntime: no runtime serves lightgbm"),
+            why.contains("NoSupportingRuntime: no runtime serves onnx"),
             "{why}"
         );
     }
