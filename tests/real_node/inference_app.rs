@@ -18,7 +18,9 @@ use kube::Api;
 use mlkube::operator::serving::api::InferenceService;
 
 use crate::gateway::gateway;
-use crate::inference::{answered_by, condition, latest_created, request_loop, traffic, until};
+use crate::inference::{
+    ROLLOUTS, answered_by, condition, latest_created, request_loop, traffic, until,
+};
 use crate::platform::{self, NAMESPACE, assert_success, mlkube};
 use crate::serving::{Http, digits_models_once};
 use crate::support;
@@ -68,6 +70,7 @@ fn apply(dir: &Path) -> std::process::Output {
 
 #[tokio::test]
 async fn the_inference_service_prototype_rolls_out_a_canary_and_promotes_it_through_apply() {
+    let _alone = ROLLOUTS.lock().await;
     object_store();
     gateway();
     digits_models_once().await;
