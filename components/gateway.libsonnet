@@ -27,6 +27,12 @@ local graceSeconds = 10;
 // Traefik answers with `Connection: close` on a connection older than this, so by the time the
 // drain ends every connection in use has been closed cleanly and reopened on another pod.
 local keepAliveSeconds = 2;
+// Seconds Traefik keeps an idle connection to a backend for its next request. A backend closes
+// its own idle connections after a while (MLServer's uvicorn after 5 s, by default), and a
+// request Traefik sends on one the backend is closing at that moment fails with a 502 (a POST
+// is not retried). Traefik's default, 90 s, leaves that race open; below every backend's, it is
+// closed.
+local backendIdleSeconds = 1;
 
 {
   name: component,
@@ -143,6 +149,7 @@ local keepAliveSeconds = 2;
       '--entrypoints.traefik.http.aliasheadersstrategy=delete',
       '--entrypoints.web.transport.keepalivemaxtime=%ds' % keepAliveSeconds,
       '--entrypoints.web.transport.lifecycle.gracetimeout=%ds' % graceSeconds,
+      '--serverstransport.forwardingtimeouts.idleconntimeout=%ds' % backendIdleSeconds,
       '--ping=true',
       '--ping.entrypoint=traefik',
       provider + '=true',

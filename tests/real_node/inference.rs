@@ -36,8 +36,7 @@ const SPLIT_REQUESTS: usize = 2000;
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The InferenceService tests' rollouts, one at a time: each counts the requests that failed
-/// through the gateway while its own routes change. In one CI run, with this test and
-/// inference_app.rs rolling out at once, one request of this one's 2,000 got Traefik's 502.
+/// through the gateway while its own routes change, and none should count another's.
 pub static ROLLOUTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// KServe's host name of the InferenceService `name`, which its route answers.
