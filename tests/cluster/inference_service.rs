@@ -380,12 +380,17 @@ async fn a_canary_gets_its_share_only_while_ready_and_promotion_retires_the_old_
             .unwrap()
             .contains(&format!("so {r1} keeps the 10% asked for it"))
     );
-    assert_eq!(
-        condition(&returned, "Ready").unwrap().0,
-        "True",
-        "the stable revision serves"
-    );
     assert_eq!(route_backends(&ns, "digits").await, [(r1.clone(), 100)]);
+    // The route's new weights are written, not yet served: not Ready until the gateway takes
+    // them up (as Knative's route under KServe), so waiting for Ready waits for the traffic.
+    let (ingress, _, message) = condition(&returned, "IngressReady").unwrap();
+    assert_eq!(ingress, "False", "{message:?}");
+    assert_eq!(condition(&returned, "Ready").unwrap().0, "False");
+    accept_route(&ns, "digits").await;
+    until(&api, "digits", "Ready on the stable revision", |i| {
+        condition(i, "Ready").is_some_and(|c| c.0 == "True")
+    })
+    .await;
     eventually("a TrafficReturned event", TIMEOUT, || async {
         (!job_events(&ns, "digits", "TrafficReturned")
             .await

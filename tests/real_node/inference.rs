@@ -46,7 +46,7 @@ fn host(name: &str) -> String {
 
 /// One prediction of `name` through the gateway with KServe's host name: the version that
 /// answered.
-async fn predict(http: &Http, name: &str) -> Result<String, String> {
+pub async fn predict(http: &Http, name: &str) -> Result<String, String> {
     predict_at(http, name, Some(&host(name))).await
 }
 

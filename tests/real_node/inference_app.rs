@@ -19,7 +19,7 @@ use mlkube::operator::serving::api::InferenceService;
 
 use crate::gateway::gateway;
 use crate::inference::{
-    ROLLOUTS, answered_by, condition, latest_created, request_loop, traffic, until,
+    ROLLOUTS, answered_by, condition, latest_created, predict, request_loop, traffic, until,
 };
 use crate::platform::{self, NAMESPACE, assert_success, mlkube};
 use crate::serving::{Http, digits_models_once};
@@ -109,6 +109,16 @@ async fn the_inference_service_prototype_rolls_out_a_canary_and_promotes_it_thro
 
     serve(dir, "v2", "null");
     assert_success("apply the promotion", &apply(dir));
+    // The apply returned once the gateway had taken the promotion's weights: v1 answers no
+    // more, though its revision is still there until the drain has passed.
+    for _ in 0..30 {
+        let answer = predict(&http, COMPONENT).await;
+        assert_eq!(
+            answer.as_deref(),
+            Ok("v2"),
+            "right after the promotion's apply"
+        );
+    }
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
     support::eventually(
         &format!("{r1} retired"),

@@ -76,11 +76,19 @@ pub async fn carry_out(isvc: &InferenceService, ctx: &Context) -> Result<Action,
         canary_percent: isvc.spec.predictor.canary_traffic_percent,
         routed: &routed,
     });
-    if let Err(refusal) = write_serving(isvc, ctx, &decision, &built, &deployments).await? {
-        return refuse(isvc, ctx, refusal).await;
-    }
+    let rerouted = match write_serving(isvc, ctx, &decision, &built, &deployments).await? {
+        Ok(rerouted) => rerouted,
+        Err(refusal) => return refuse(isvc, ctx, refusal).await,
+    };
     retire(isvc, ctx, &decision.retire).await?;
-    let pending = ingress_pending(route.as_deref());
+    let seen = RouteSeen {
+        rerouted,
+        acknowledged,
+        drained,
+        was_ready: status::holds(&before, status::INGRESS_READY),
+    };
+    let pending = ingress_pending(route.as_deref(), &seen);
+    let settling = pending.is_some();
     report(
         isvc,
         ctx,
@@ -91,12 +99,10 @@ pub async fn carry_out(isvc: &InferenceService, ctx: &Context) -> Result<Action,
         pending,
     )
     .await?;
-    // A retirement waits for the drain: look again once it is over.
-    let waiting = acknowledged
-        && !drained
-        && revisions
-            .iter()
-            .any(|r| !decision.traffic.iter().any(|(n, _)| n == r.name) && r.name != latest);
+    // A retirement, and the ingress's readiness, wait for the drain: look again once it is over.
+    let retiring = (revisions.iter())
+        .any(|r| !decision.traffic.iter().any(|(n, _)| n == r.name) && r.name != latest);
+    let waiting = acknowledged && !drained && (retiring || settling);
     Ok(if waiting {
         Action::requeue(controller::DRAIN)
     } else {
@@ -248,7 +254,7 @@ async fn write_serving(
     decision: &Decision,
     built: &Built,
     deployments: &[Arc<Deployment>],
-) -> Result<Result<(), Refusal>, ReconcileError> {
+) -> Result<Result<bool, Refusal>, ReconcileError> {
     let namespace = isvc.namespace().unwrap_or_default();
     let client = ctx.client().clone();
     let address_name = format!("{}-predictor", isvc.name_any());
@@ -282,18 +288,20 @@ async fn write_serving(
             }
         }
     }
-    if let Err(refusal) = write_route(isvc, ctx, decision).await? {
-        return Ok(Err(refusal));
-    }
+    let rerouted = match write_route(isvc, ctx, decision).await? {
+        Ok(rerouted) => rerouted,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
     write_autoscalers(isvc, ctx, deployments).await?;
-    Ok(Ok(()))
+    Ok(Ok(rerouted))
 }
 
+/// Write the HTTPRoute of `decision`'s traffic: whether it changed.
 async fn write_route(
     isvc: &InferenceService,
     ctx: &Context,
     decision: &Decision,
-) -> Result<Result<(), Refusal>, ReconcileError> {
+) -> Result<Result<bool, Refusal>, ReconcileError> {
     let namespace = isvc.namespace().unwrap_or_default();
     let resource = route_resource();
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client().clone(), &namespace, &resource);
@@ -304,7 +312,7 @@ async fn write_route(
             return Ok(Err(taken("HTTPRoute", &isvc.name_any())));
         }
         if objects::same_route(&live.data["spec"], &desired["spec"]) {
-            return Ok(Ok(()));
+            return Ok(Ok(false));
         }
     } else {
         let object: DynamicObject = serde_json::from_value(desired.clone())
@@ -315,13 +323,13 @@ async fn write_route(
         {
             return Ok(Err(taken("HTTPRoute", &isvc.name_any())));
         }
-        return Ok(Ok(()));
+        return Ok(Ok(true));
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&isvc.name_any(), &params, &Patch::Apply(&desired))
         .await
         .map_err(controller::failed(isvc, "write the HTTPRoute"))?;
-    Ok(Ok(()))
+    Ok(Ok(true))
 }
 
 /// An autoscaler per revision while `maxReplicas` exceeds `minReplicas`; none otherwise. The
@@ -416,12 +424,42 @@ async fn retire(
     Ok(())
 }
 
-/// Why the gateway does not serve the InferenceService's route; `None` once it accepted a
-/// generation of it (an update it has not taken yet still serves the one before).
-fn ingress_pending(route: Option<&DynamicObject>) -> Option<String> {
+/// What a reconcile knows of the gateway and the InferenceService's route.
+struct RouteSeen {
+    /// This reconcile wrote the route's weights.
+    rerouted: bool,
+    /// The gateway accepted the route's latest generation...
+    acknowledged: bool,
+    /// ...at least [`controller::DRAIN`] ago.
+    drained: bool,
+    /// The status said `IngressReady` before this reconcile.
+    was_ready: bool,
+}
+
+/// Why the ingress is not ready; `None` once the gateway serves the route as written. Weights
+/// just written are not served yet, nor for a moment after the gateway accepted them (it
+/// applies a route a moment after it says so): until [`controller::DRAIN`] has passed.
+/// Ready stays ready while the gateway holds the route, across the operator's restarts.
+fn ingress_pending(route: Option<&DynamicObject>, seen: &RouteSeen) -> Option<String> {
+    if seen.rerouted {
+        return Some(
+            "the HTTPRoute's weights were just written; waiting for the gateway to take them up"
+                .into(),
+        );
+    }
     let Some(route) = route else {
         return Some("the HTTPRoute was just created; waiting for the gateway to accept it".into());
     };
+    if seen.acknowledged && (seen.drained || seen.was_ready) {
+        return None;
+    }
+    if seen.acknowledged {
+        return Some(format!(
+            "the gateway accepted HTTPRoute {}'s weights; they are served within {} s",
+            route.name_any(),
+            controller::DRAIN.as_secs()
+        ));
+    }
     let conditions: Vec<&serde_json::Value> = (route.data["status"]["parents"]
         .as_array()
         .into_iter()
@@ -430,7 +468,10 @@ fn ingress_pending(route: Option<&DynamicObject>) -> Option<String> {
     .filter(|c| c["type"] == "Accepted")
     .collect();
     if conditions.iter().any(|c| c["status"] == "True") {
-        return None;
+        return Some(format!(
+            "the gateway has not taken HTTPRoute {}'s latest generation yet",
+            route.name_any()
+        ));
     }
     let refused = conditions
         .iter()
@@ -617,4 +658,67 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn route(accepted: Option<(&str, i64)>, generation: i64) -> DynamicObject {
+        let conditions: Vec<_> = (accepted.into_iter())
+            .map(|(status, observed)| {
+                json!({ "type": "Accepted", "status": status, "observedGeneration": observed })
+            })
+            .collect();
+        let mut route: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": { "name": "digits", "generation": generation },
+            "status": { "parents": [{ "conditions": conditions }] },
+        }))
+        .unwrap();
+        route.metadata.generation = Some(generation);
+        route
+    }
+
+    fn seen(route: &DynamicObject, drained: bool, was_ready: bool) -> RouteSeen {
+        RouteSeen {
+            rerouted: false,
+            acknowledged: objects::routed(route).1,
+            drained,
+            was_ready,
+        }
+    }
+
+    #[test]
+    fn the_ingress_is_ready_only_once_the_gateway_served_the_latest_weights_for_a_moment() {
+        let taken = route(Some(("True", 3)), 3);
+        assert_eq!(
+            ingress_pending(Some(&taken), &seen(&taken, true, false)),
+            None
+        );
+        let just = ingress_pending(Some(&taken), &seen(&taken, false, false)).unwrap();
+        assert!(just.contains("served within 5 s"), "{just}");
+        // An operator that restarts does not take a ready ingress down for the drain.
+        assert_eq!(
+            ingress_pending(Some(&taken), &seen(&taken, false, true)),
+            None
+        );
+
+        let written = RouteSeen {
+            rerouted: true,
+            ..seen(&taken, true, true)
+        };
+        let why = ingress_pending(Some(&taken), &written).unwrap();
+        assert!(why.contains("just written"), "{why}");
+
+        let older = route(Some(("True", 2)), 3);
+        let why = ingress_pending(Some(&older), &seen(&older, false, true)).unwrap();
+        assert!(why.contains("latest generation"), "{why}");
+        let never = route(None, 1);
+        let why = ingress_pending(Some(&never), &seen(&never, false, false)).unwrap();
+        assert!(why.contains("has not accepted HTTPRoute digits"), "{why}");
+        assert!(ingress_pending(None, &seen(&never, false, false)).is_some());
+    }
 }

@@ -3,8 +3,10 @@
 //!
 //! Conditions: `PredictorReady` (every revision that gets requests is ready),
 //! `LatestDeploymentReady` (the current spec's revision is), `IngressReady` (the gateway took
-//! the route; without a gateway, the address Service is the way in), and `Ready`, all of
-//! them but `LatestDeploymentReady`, so a canary that is held never takes the service down.
+//! the route's latest weights, so it is false from their write until the gateway has; without
+//! a gateway, the address Service is the way in), and `Ready`, all of them but
+//! `LatestDeploymentReady`, so a canary that is held never takes the service down, and waiting
+//! for `Ready` waits for the traffic asked for.
 //! A spec that cannot be served turns `PredictorReady` and `Ready` false with KServe's reason
 //! and a message naming the fix, and leaves the revisions and their traffic as they were.
 
@@ -19,6 +21,11 @@ pub const READY: &str = "Ready";
 pub const PREDICTOR_READY: &str = "PredictorReady";
 pub const INGRESS_READY: &str = "IngressReady";
 pub const LATEST_READY: &str = "LatestDeploymentReady";
+
+/// Whether `status` holds the condition `type_` true.
+pub fn holds(status: &InferenceServiceStatus, type_: &str) -> bool {
+    (status.conditions.iter()).any(|c| c.type_ == type_ && c.status == "True")
+}
 
 /// What a reconcile that could serve the spec saw.
 pub struct Served<'a> {
