@@ -552,6 +552,21 @@ fn the_serving_image_fetches_and_serves_xgboost_and_tensorflow_models_over_v2() 
         Some(404),
         "a version it does not serve"
     );
+    let (status, body) = http(
+        xgboost_port,
+        "POST",
+        "/v2/models/digits/infer",
+        Some(
+            &json!({"inputs": [{"name": "pixels", "shape": [1, 3], "datatype": "FP32",
+            "data": [1, 2, 3]}]}),
+        ),
+    )
+    .expect("the server answers");
+    assert_eq!(status, 400, "a wrong shape is the client's error: {body}");
+    assert!(
+        body.contains("the shape [N, 64]") && body.contains("[1, 3]"),
+        "the shape it takes and the request's: {body}"
+    );
 
     wait_ready(tensorflow_port, "digits", &mut tensorflow);
     for path in [
