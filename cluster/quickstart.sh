@@ -117,10 +117,23 @@ mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\
 # PyTorch workers' init container: BIND's nslookup in an image the node holds (upstream's
 # alpine:3.10 comes from a registry the node cannot reach).
 mlkube param set "$operator" pytorchInitImage "mlkube/dnsutils:$IMAGE_TAG" --env local >/dev/null
-say "applying the operator and the volume controller (from the operator's image), the notebook hub"
-say "and the object store; TensorFlow Serving (mnist) is left out: its image comes from a registry"
-say "this machine cannot reach"
-mlkube apply local -c "$operator" -c volume-controller -c notebook-hub -c object-store
+# The operator also serves KServe's InferenceServices, routed on the gateway component's Gateway.
+mlkube param set "$operator" servingGateway gateway --env local >/dev/null
+# mnist serves the TFJob's SavedModel with MLServer (the serving image the nodes pull) from the
+# store, behind the gateway: TensorFlow Serving's image comes from a registry this machine
+# cannot reach.
+mlkube param set mnist objectStore object-store --env local >/dev/null
+mlkube param set mnist modelBasePath 's3://models/tf-digits/{version}/' --env local >/dev/null
+mlkube param set mnist gateway gateway --env local >/dev/null
+mlkube param set mnist runtime mlserver --env local >/dev/null
+if ! mlkube component list -o name | grep -qx gateway; then # an app made by an older mlkube
+  mlkube component add gateway gateway >/dev/null
+  mlkube param set gateway serviceType NodePort --env local >/dev/null
+  mlkube param set gateway nodePort 30080 --env local >/dev/null
+fi
+say "applying the operator and the volume controller (from the operator's image), the notebook hub,"
+say "the object store and the gateway (Traefik, whose HTTPRoutes the operator's InferenceServices use)"
+mlkube apply local -c "$operator" -c volume-controller -c notebook-hub -c object-store -c gateway
 
 # The data, the job and the store live in the environment's namespace.
 namespace=$(mlkube env list | awk '$1 == "local" { print $2 }')
@@ -141,11 +154,12 @@ if ! mlkube component list -o name | grep -qx "$job"; then
   mlkube component add tf-job "$job" --param image="mlkube/training:$IMAGE_TAG" \
     --param 'command=["python3", "/opt/mlkube/examples/tf_digits.py"]' \
     --param 'args=["--data=/data/digits"]' --param workerReplicas=2 \
-    --param objectStore=object-store --param modelPath=models/tf-digits/1 \
-    --param dataVolumeManager=digits-data >/dev/null
+    --param objectStore=object-store --param dataVolumeManager=digits-data >/dev/null
 fi
+# Version v1 of the model mnist serves (an app made by an older quickstart saved it as 1).
+mlkube param set "$job" modelPath models/tf-digits/v1 >/dev/null
 say "training: TFJob $job (2 workers, MultiWorkerMirroredStrategy) on the placed digits; worker 0"
-say "saves its SavedModel to s3://models/tf-digits/1/"
+say "saves its SavedModel to s3://models/tf-digits/v1/"
 mlkube delete local -c "$job" --yes >/dev/null
 mlkube apply local -c "$job" --no-wait >/dev/null
 mlkube logs -n "$namespace" --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
@@ -171,43 +185,67 @@ train_version() {
   mlkube apply local -c "$component" --no-wait >/dev/null
 }
 
-# The versions that answer N predictions of one digit through the gateway, counted.
+# One digit's 64 pixels (0-16), as the XGBoost models take them; the TensorFlow model takes them
+# divided by 16.
+digit=(0 0 5 13 9 1 0 0 0 0 13 15 10 15 5 0 0 3 15 2 0 11 8 0 0 4 12 0 0 8 8 0 0 5 8 0 0 9 8 0 0 4 11 0 1 12 7 0 0 2 14 5 10 12 0 0 0 0 6 13 10 0 0 0)
+# A V2 infer request of that digit, its pixels divided by DIVISOR.
+digit_request() {
+  local pixels
+  pixels=$(printf '%s\n' "${digit[@]}" | awk -v d="$1" '{ printf "%s%g", (NR > 1 ? "," : ""), $1 / d }')
+  printf '{"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [%s]}]}' "$pixels"
+}
+
+# N predictions of MODEL through the gateway (with the Host header HOST, or none), from DIVISOR's
+# request: the versions that answered, counted.
 predictions() {
-  local digit='{"inputs": [{"name": "pixels", "shape": [1, 64], "datatype": "FP32", "data": [0,0,5,13,9,1,0,0,0,0,13,15,10,15,5,0,0,3,15,2,0,11,8,0,0,4,12,0,0,8,8,0,0,5,8,0,0,9,8,0,0,4,11,0,1,12,7,0,0,2,14,5,10,12,0,0,0,0,6,13,10,0,0,0]}]}'
-  for _ in $(seq "$1"); do
-    curl -sf "$MLKUBE_GATEWAY_URL/v2/models/digits/infer" -H 'content-type: application/json' -d "$digit" |
+  local n=$1 model=$2 host=$3 request
+  request=$(digit_request "$4")
+  for _ in $(seq "$n"); do
+    curl -sf "$MLKUBE_GATEWAY_URL/v2/models/$model/infer" ${host:+-H "Host: $host"} \
+      -H 'content-type: application/json' -d "$request" |
       grep -o '"model_version":"[^"]*"' || echo failed
   done | sort | uniq -c | sed 's/^/quickstart:   /' >&2
 }
 
-say "serving, as the Kubeflow talk ends: two XGBoostJobs save v1 and v2 of a digits model; MLServer"
-say "serves them behind the gateway (Traefik, a Gateway API HTTPRoute), v1, then 90/10, then v2"
-if ! mlkube component list -o name | grep -qx gateway; then # an app made by an older mlkube
-  mlkube component add gateway gateway >/dev/null
-  mlkube param set gateway serviceType NodePort --env local >/dev/null
-  mlkube param set gateway nodePort 30080 --env local >/dev/null
-fi
-mlkube apply local -c gateway >/dev/null
+say "serving the TFJob's model: mnist (the serving prototype; MLServer, behind the gateway)"
+mlkube apply local -c mnist --prune --yes >/dev/null
+say "20 predictions of mnist through $MLKUBE_GATEWAY_URL/v2/models/mnist/infer answered by:"
+predictions 20 mnist "" 16
+
+say "serving, as the Kubeflow talk ends: two XGBoostJobs save v1 and v2 of a digits model; the"
+say "operator serves them as KServe's InferenceService digits (MLServer behind the gateway): v1,"
+say "then v2 as a canary at 10%, then v2 promoted"
 train_version xgb-v1 v1 '[]'
 train_version xgb-v2 v2 '["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]'
 kubectl -n "$namespace" wait --for=condition=Succeeded xgboostjob/xgb-v1 xgboostjob/xgb-v2 --timeout=10m >/dev/null
-if ! mlkube component list -o name | grep -qx digits; then
-  mlkube component add serving digits --param runtime=mlserver --param modelFormat=xgboost \
-    --param objectStore=object-store --param gateway=gateway \
-    --param 'modelBasePath=s3://models/xgboost-digits/{version}/' >/dev/null
+# An app made by an older quickstart served digits with the serving prototype.
+if mlkube component list | awk '$1 == "digits" { print $2 }' | grep -qx serving; then
+  mlkube delete local -c digits --yes >/dev/null
+  mlkube component rm digits >/dev/null
 fi
-mlkube param set digits trafficRule v1:100 >/dev/null
-mlkube apply local -c digits --prune --yes >/dev/null
-say "v1:100, 100 predictions through $MLKUBE_GATEWAY_URL answered by:"
-predictions 100
-mlkube param set digits trafficRule v1:90,v2:10 >/dev/null
-mlkube apply local -c digits --prune --yes >/dev/null
-say "v1:90,v2:10 (v2 ready before the route moved), 200 predictions answered by:"
-predictions 200
-mlkube param set digits trafficRule v2:100 >/dev/null
-mlkube apply local -c digits --prune --yes >/dev/null
-say "v2:100, v1 pruned once the gateway took the route up; 100 predictions answered by:"
-predictions 100
+if ! mlkube component list -o name | grep -qx digits; then
+  mlkube component add inference-service digits \
+    --param 'storageUri=s3://models/xgboost-digits/{version}/' >/dev/null
+fi
+# Serve VERSION (named in the answers) with CANARY percent of the requests (null: all of them),
+# and wait until the newest revision is ready.
+serve_digits() {
+  mlkube param set digits version "$1" >/dev/null
+  mlkube param set digits args "[\"--version\", \"$1\"]" >/dev/null
+  mlkube param set digits canaryTrafficPercent "$2" >/dev/null
+  mlkube apply local -c digits >/dev/null
+}
+serve_digits v1 null
+host=$(kubectl -n "$namespace" get inferenceservice digits -o jsonpath='{.status.url}')
+host=${host#http://}
+say "v1, 100 predictions through $MLKUBE_GATEWAY_URL (Host: $host) answered by:"
+predictions 100 digits "$host" 1
+serve_digits v2 10
+say "v2 at canaryTrafficPercent 10 (its revision ready before it got requests), 200 predictions answered by:"
+predictions 200 digits "$host" 1
+serve_digits v2 null
+say "v2 promoted (canaryTrafficPercent null), v1's revision retired; 100 predictions answered by:"
+predictions 100 digits "$host" 1
 mlkube status local | sed -n '/^SERVING/,$p' | grep -v ' members: ' >&2 || true
 
 cat <<NEXT
@@ -216,14 +254,15 @@ mlkube is installed as $installed. The default app is in $app; its local environ
 the local cluster's real nodes: the operator from its image, the notebook hub (each user's
 notebook on a volume of their own) and the object store (S3, buckets data and models).
 TFJob $job trained on it from the digits the volume controller placed, and saved its model in
-the store; its workers' logs, tagged by replica, and the store's models are above. Two
-XGBoostJobs saved v1 and v2 of another digits model, served by MLServer behind the gateway
-($MLKUBE_GATEWAY_URL) and rolled from v1 to v2 by canary; what answered is above.
+the store, which mnist serves with MLServer behind the gateway ($MLKUBE_GATEWAY_URL); its
+workers' logs, tagged by replica, and the store's models are above. Two XGBoostJobs saved v1
+and v2 of another digits model, which KServe's InferenceService digits serves (the operator's
+controller) and rolled from v1 to v2 by a canary; what answered is above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
   mlkube logs -n $namespace tfjob/$job --replica worker-0   # one replica's log
   kubectl apply -f examples/jax-digits.yaml   # JAX, and examples/xgboost-digits.yaml
   mlkube --app $app status local                # the members, and the served versions
-  curl -s \$MLKUBE_GATEWAY_URL/v2/models/digits  # the model's metadata, through the gateway
+  curl -s -H 'Host: $host' \$MLKUBE_GATEWAY_URL/v2/models/digits  # its metadata, by KServe's host
   cluster/local-cluster.sh down               # stops everything; nothing is left behind
 NEXT
