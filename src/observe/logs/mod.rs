@@ -152,13 +152,15 @@ pub enum LogsError {
     #[error("none of the jobs has pods: {each}\n  hint: {hint}")]
     NoPodsInAny { each: String, hint: &'static str },
     #[error(
-        "{jobs} has no replica `{wanted}`; its replicas are {existing}\n  hint: pass one of them \
-         to --replica, or a replica type (e.g. worker) for all of that type"
+        "{jobs} has no replica `{wanted}`; its replicas are {existing}{podless}\n  hint: pass one \
+         of them to --replica, or a replica type (e.g. worker) for all of that type"
     )]
     NoSuchReplica {
         jobs: String,
         wanted: String,
         existing: String,
+        /// The replicas of the spec that have no pod now, said after `existing`.
+        podless: String,
     },
     #[error(
         "no pod of {jobs} has a container `{container}`; they have {have}\n  hint: pass one of \

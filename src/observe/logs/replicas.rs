@@ -244,6 +244,7 @@ pub fn pick(
                 } else {
                     existing.join(", ")
                 },
+                podless: podless_note(&podless(&existing, found)),
             });
         }
     }
@@ -251,6 +252,33 @@ pub fn pick(
         .into_iter()
         .filter(|r| wanted(r, wanted_names))
         .collect())
+}
+
+/// The replicas the jobs' specs plan that have no pod now (labelled as `existing` are).
+fn podless(existing: &[String], found: &[Found]) -> Vec<String> {
+    let several = found.len() > 1;
+    (found.iter())
+        .flat_map(|f| {
+            let planned = planned(f.job.kind, &f.object).into_iter();
+            planned.map(move |p| match several {
+                true => format!("{}/{p}", f.job.name),
+                false => p,
+            })
+        })
+        .filter(|p| !existing.contains(p))
+        .collect()
+}
+
+/// `; worker-1 of the spec has no pod now ...`, or nothing when every planned replica has one.
+fn podless_note(podless: &[String]) -> String {
+    match podless {
+        [] => String::new(),
+        [one] => format!("; {one} of the spec has no pod now (deleted, or not made yet)"),
+        many => format!(
+            "; {} of the spec have no pod now (deleted, or not made yet)",
+            many.join(", ")
+        ),
+    }
 }
 
 /// `tfjob ml/mnist`, or the jobs one after the other.
@@ -432,7 +460,22 @@ mod tests {
             .to_string();
         assert!(
             error.starts_with(
-                "tfjob ml/mnist has no replica `worker-2`; its replicas are worker-0\n"
+                "tfjob ml/mnist has no replica `worker-2`; its replicas are worker-0; ps-0, \
+                 worker-1, worker-2 of the spec have no pod now (deleted, or not made yet)\n"
+            ),
+            "{error}"
+        );
+        let one_gone = [Found {
+            object: json!({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2}}}}),
+            ..found(vec![pod("mnist-worker-0", labels("worker", 0))])
+        }];
+        let error = pick(replicas(&one_gone), &["chief".into()], &one_gone, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(
+                "tfjob ml/mnist has no replica `chief`; its replicas are worker-0; worker-1 of \
+                 the spec has no pod now (deleted, or not made yet)\n"
             ),
             "{error}"
         );
