@@ -35,7 +35,7 @@ fn crd(text: &str) -> Value {
 }
 
 /// KServe's CRDs and the Gateway API's HTTPRoute, installed once for every test.
-async fn install_crds(ns: &TestNamespace) {
+pub(crate) async fn install_crds(ns: &TestNamespace) {
     for text in [
         include_str!("../../crds/inferenceservices.serving.kserve.io.yaml"),
         include_str!("../../crds/servingruntimes.serving.kserve.io.yaml"),

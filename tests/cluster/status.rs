@@ -14,7 +14,9 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use crate::operator_identity::{Access, NamespaceOperator, Scope};
-use crate::support::{TestNamespace, empty_app, eventually, mlkube, mlkube_ok};
+use crate::support::{
+    TestNamespace, empty_app, eventually, lock_shared_cluster_objects, mlkube, mlkube_ok,
+};
 
 /// An upper bound only: the kwok stages end a training pod after 5 s; a loaded 2-core machine
 /// needs room for the operator and six jobs.
@@ -288,4 +290,57 @@ async fn status_after_delete_with_its_namespace_says_the_namespace_is_gone_not_n
         "{stderr}"
     );
     assert!(!stderr.contains("never applied"), "{stderr}");
+}
+
+/// A ServingRuntime, a kind KServe's group serves at v1alpha1 while the group's preferred
+/// version (its InferenceService's) is v1beta1.
+const RUNTIME: &str = r#"
+local component = import 'mlkube/component.libsonnet';
+{
+  apiVersion: 'serving.kserve.io/v1alpha1',
+  kind: 'ServingRuntime',
+  metadata: { name: 'runtime', namespace: component.env.namespace },
+  spec: {
+    supportedModelFormats: [{ name: 'xgboost', autoSelect: true }],
+    containers: [{ name: 'kserve-container', image: 'example/server:1' }],
+  },
+}
+"#;
+
+/// The members of a kind off its group's preferred version are found like any other: the
+/// status holds the runtime healthy (it said "missing", exit 3), and a prune deletes it once
+/// the app no longer renders it (it was left behind).
+#[tokio::test]
+async fn a_kind_off_its_groups_preferred_version_is_a_member_status_sees_and_prune_deletes() {
+    let ns = TestNamespace::new("status-versions").await;
+    {
+        let _shared = lock_shared_cluster_objects().await;
+        crate::inference_service::install_crds(&ns).await;
+    }
+    let (_dir, app) = empty_app(&ns);
+    let component = app.join("components/runtime.jsonnet");
+    std::fs::write(&component, RUNTIME).expect("write the component");
+    mlkube_ok(&app, &["apply", "local"]);
+    let (code, data) = status(&app);
+    assert_eq!(code, Some(0), "{data:#}");
+    let members = data["members"].as_array().expect("members");
+    assert_eq!(members.len(), 1, "{data:#}");
+    assert_eq!(members[0]["kind"], "ServingRuntime", "{data:#}");
+    assert_eq!(members[0]["state"], "healthy", "{data:#}");
+
+    std::fs::remove_file(&component).expect("remove the component");
+    let prune = ["apply", "local", "--prune", "--yes", "--allow-empty"];
+    mlkube_ok(&app, &prune);
+    let gvk = GroupVersionKind::gvk("serving.kserve.io", "v1alpha1", "ServingRuntime");
+    let runtimes: Api<DynamicObject> =
+        Api::namespaced_with(ns.client.clone(), &ns.name, &ApiResource::from_gvk(&gvk));
+    eventually("the runtime to be pruned", TIMEOUT, || async {
+        runtimes
+            .get_opt("runtime")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }

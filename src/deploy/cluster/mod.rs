@@ -382,7 +382,8 @@ pub trait Cluster: Sync {
     /// How the server serves `apiVersion`/`kind`, or `None` when it does not (yet).
     fn resolve(&self, api_version: &str, kind: &str) -> Option<Resolved>;
 
-    /// The resource of a group and kind at the version the server prefers, for listing members
+    /// The resource of a group and kind at the version the server prefers (or, for a kind the
+    /// group's preferred version does not serve, its most stable version), for listing members
     /// of an inventory that only records group and kind.
     fn resolve_group_kind(&self, group: &str, kind: &str) -> Option<Resolved>;
 
@@ -625,7 +626,13 @@ impl Cluster for KubeCluster {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let (resource, caps) = discovery.get(group)?.recommended_kind(kind)?;
+        let group = discovery.get(group)?;
+        // A group's kinds may be served at different versions (KServe's InferenceService at
+        // v1beta1, its ServingRuntimes at v1alpha1): the preferred version's, else the most
+        // stable version that serves the kind.
+        let (resource, caps) = group.recommended_kind(kind).or_else(|| {
+            (group.resources_by_stability().into_iter()).find(|(resource, _)| resource.kind == kind)
+        })?;
         Some(Resolved {
             resource,
             namespaced: caps.scope == Scope::Namespaced,
