@@ -83,9 +83,9 @@ pub async fn carry_out(isvc: &InferenceService, ctx: &Context) -> Result<Action,
     retire(isvc, ctx, &decision.retire).await?;
     let seen = RouteSeen {
         rerouted,
+        written: route.as_deref().and_then(|r| ctx.written(r)),
         acknowledged,
         drained,
-        was_ready: status::holds(&before, status::INGRESS_READY),
     };
     let pending = ingress_pending(route.as_deref(), &seen);
     let settling = pending.is_some();
@@ -214,7 +214,7 @@ async fn ensure_revision(
             let ours = controller::create_owned(&deployments, &deployment, isvc)
                 .await
                 .map_err(controller::failed(isvc, "create a revision"))?;
-            if !ours {
+            if ours.is_none() {
                 return Ok(Err(taken("Deployment", revision)));
             }
             ctx.metrics().object("revision created");
@@ -228,9 +228,10 @@ async fn ensure_revision(
             objects::container_port(&built.template),
         );
         let services: Api<Service> = Api::namespaced(ctx.client().clone(), &namespace);
-        if !controller::create_owned(&services, &service, isvc)
+        if controller::create_owned(&services, &service, isvc)
             .await
             .map_err(controller::failed(isvc, "create a revision's Service"))?
+            .is_none()
         {
             return Ok(Err(taken("Service", revision)));
         }
@@ -280,9 +281,10 @@ async fn write_serving(
             .await
             .map_err(controller::failed(isvc, "point the address Service"))?,
         None => {
-            if !controller::create_owned(&services, &address, isvc)
+            if controller::create_owned(&services, &address, isvc)
                 .await
                 .map_err(controller::failed(isvc, "create the address Service"))?
+                .is_none()
             {
                 return Ok(Err(taken("Service", &address_name)));
             }
@@ -317,18 +319,21 @@ async fn write_route(
     } else {
         let object: DynamicObject = serde_json::from_value(desired.clone())
             .unwrap_or_else(|_| DynamicObject::new(&isvc.name_any(), &resource));
-        if !controller::create_owned(&api, &object, isvc)
+        let created = controller::create_owned(&api, &object, isvc)
             .await
-            .map_err(controller::failed(isvc, "create the HTTPRoute"))?
-        {
+            .map_err(controller::failed(isvc, "create the HTTPRoute"))?;
+        let Some(created) = created else {
             return Ok(Err(taken("HTTPRoute", &isvc.name_any())));
-        }
+        };
+        ctx.wrote(&created);
         return Ok(Ok(true));
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(&isvc.name_any(), &params, &Patch::Apply(&desired))
+    let written = api
+        .patch(&isvc.name_any(), &params, &Patch::Apply(&desired))
         .await
         .map_err(controller::failed(isvc, "write the HTTPRoute"))?;
+    ctx.wrote(&written);
     Ok(Ok(true))
 }
 
@@ -424,33 +429,38 @@ async fn retire(
     Ok(())
 }
 
-/// What a reconcile knows of the gateway and the InferenceService's route.
+/// What a reconcile knows of the gateway and the InferenceService's route (as cached).
 struct RouteSeen {
     /// This reconcile wrote the route's weights.
     rerouted: bool,
-    /// The gateway accepted the route's latest generation...
+    /// The route's generation this process wrote last, if it wrote one.
+    written: Option<i64>,
+    /// The gateway accepted the route's generation...
     acknowledged: bool,
     /// ...at least [`controller::DRAIN`] ago.
     drained: bool,
-    /// The status said `IngressReady` before this reconcile.
-    was_ready: bool,
 }
 
 /// Why the ingress is not ready; `None` once the gateway serves the route as written. Weights
-/// just written are not served yet, nor for a moment after the gateway accepted them (it
-/// applies a route a moment after it says so): until [`controller::DRAIN`] has passed.
-/// Ready stays ready while the gateway holds the route, across the operator's restarts.
+/// this process wrote are not served until the gateway accepted them and
+/// [`controller::DRAIN`] passed (it applies a route a moment after it says so); a route it did
+/// not write (an operator that restarted) is served once accepted, so a restart takes no
+/// ingress down.
 fn ingress_pending(route: Option<&DynamicObject>, seen: &RouteSeen) -> Option<String> {
+    const REROUTED: &str =
+        "the HTTPRoute's weights were just written; waiting for the gateway to take them up";
     if seen.rerouted {
-        return Some(
-            "the HTTPRoute's weights were just written; waiting for the gateway to take them up"
-                .into(),
-        );
+        return Some(REROUTED.into());
     }
     let Some(route) = route else {
         return Some("the HTTPRoute was just created; waiting for the gateway to accept it".into());
     };
-    if seen.acknowledged && (seen.drained || seen.was_ready) {
+    let generation = route.metadata.generation.unwrap_or_default();
+    if seen.written.is_some_and(|written| generation < written) {
+        // The cache has not caught up with the write yet.
+        return Some(REROUTED.into());
+    }
+    if seen.acknowledged && (seen.drained || seen.written != Some(generation)) {
         return None;
     }
     if seen.acknowledged {
@@ -682,43 +692,46 @@ mod tests {
         route
     }
 
-    fn seen(route: &DynamicObject, drained: bool, was_ready: bool) -> RouteSeen {
+    fn seen(route: &DynamicObject, written: Option<i64>, drained: bool) -> RouteSeen {
         RouteSeen {
             rerouted: false,
+            written,
             acknowledged: objects::routed(route).1,
             drained,
-            was_ready,
         }
     }
 
     #[test]
-    fn the_ingress_is_ready_only_once_the_gateway_served_the_latest_weights_for_a_moment() {
+    fn the_ingress_is_ready_only_once_the_gateway_served_the_weights_written_for_a_moment() {
         let taken = route(Some(("True", 3)), 3);
         assert_eq!(
-            ingress_pending(Some(&taken), &seen(&taken, true, false)),
+            ingress_pending(Some(&taken), &seen(&taken, Some(3), true)),
             None
         );
-        let just = ingress_pending(Some(&taken), &seen(&taken, false, false)).unwrap();
+        let just = ingress_pending(Some(&taken), &seen(&taken, Some(3), false)).unwrap();
         assert!(just.contains("served within 5 s"), "{just}");
-        // An operator that restarts does not take a ready ingress down for the drain.
+        // A route this process did not write (it restarted): ready once accepted.
         assert_eq!(
-            ingress_pending(Some(&taken), &seen(&taken, false, true)),
+            ingress_pending(Some(&taken), &seen(&taken, None, false)),
             None
         );
+        // The cache still holds the generation before this process's write.
+        let stale = ingress_pending(Some(&taken), &seen(&taken, Some(4), true)).unwrap();
+        assert!(stale.contains("just written"), "{stale}");
 
         let written = RouteSeen {
             rerouted: true,
-            ..seen(&taken, true, true)
+            ..seen(&taken, Some(3), true)
         };
         let why = ingress_pending(Some(&taken), &written).unwrap();
         assert!(why.contains("just written"), "{why}");
 
         let older = route(Some(("True", 2)), 3);
-        let why = ingress_pending(Some(&older), &seen(&older, false, true)).unwrap();
+        let why = ingress_pending(Some(&older), &seen(&older, None, false)).unwrap();
         assert!(why.contains("latest generation"), "{why}");
         let never = route(None, 1);
-        let why = ingress_pending(Some(&never), &seen(&never, false, false)).unwrap();
+        let why = ingress_pending(Some(&never), &seen(&never, None, false)).unwrap();
         assert!(why.contains("has not accepted HTTPRoute digits"), "{why}");
-        assert!(ingress_pending(None, &seen(&never, false, false)).is_some());
+        assert!(ingress_pending(None, &seen(&never, None, false)).is_some());
     }
 }

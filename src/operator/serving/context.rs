@@ -61,6 +61,8 @@ pub struct Context {
     pub(super) metrics: Arc<Metrics>,
     /// When the gateway was first seen acknowledging a route's generation, by route UID.
     pub(super) acknowledged: Mutex<HashMap<(String, i64), Instant>>,
+    /// The generation of each route this process wrote last, by route UID.
+    pub(super) written: Mutex<HashMap<String, i64>>,
 }
 
 /// The Gateway API's HTTPRoute, for the dynamic API.
@@ -135,6 +137,18 @@ impl Context {
         self.routes.get(&reference)
     }
 
+    /// Remember the generation of a route this process just wrote (the API server's answer).
+    pub(super) fn wrote(&self, route: &DynamicObject) {
+        if let (Some(uid), Some(generation)) = (route.uid(), route.metadata.generation) {
+            lock(&self.written).insert(uid, generation);
+        }
+    }
+
+    /// The generation of `route` this process wrote last, if it wrote one.
+    pub(super) fn written(&self, route: &DynamicObject) -> Option<i64> {
+        lock(&self.written).get(&route.uid()?).copied()
+    }
+
     /// Whether the gateway acknowledged `route`'s generation at least [`DRAIN`] ago (it is
     /// remembered from the first reconcile that saw it).
     pub(super) fn drained(&self, route: &DynamicObject) -> bool {
@@ -174,20 +188,21 @@ where
         .map(|_| ())
 }
 
-/// Create `object` when absent; when one of its name exists, whether it is `isvc`'s.
+/// Create `object` when absent: the object as stored, or the one of its name that exists when
+/// it is `isvc`'s; `None` when that one is another's.
 pub(super) async fn create_owned<K>(
     api: &Api<K>,
     object: &K,
     isvc: &InferenceService,
-) -> Result<bool, kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match create_once(api, object).await? {
-        Created::New(_) => Ok(true),
+        Created::New(created) => Ok(Some(created)),
         Created::Exists => {
             let existing = api.get(&object.name_any()).await?;
-            Ok(controlled_by(existing.owner_references(), isvc))
+            Ok(controlled_by(existing.owner_references(), isvc).then_some(existing))
         }
     }
 }

@@ -111,6 +111,7 @@ pub async fn run(shared: Shared, settings: Settings) {
         events,
         metrics,
         acknowledged: Mutex::new(HashMap::new()),
+        written: Mutex::new(HashMap::new()),
     });
     let synced_context = context.clone();
     tracing::info!("running the InferenceService controller");

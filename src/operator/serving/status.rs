@@ -22,11 +22,6 @@ pub const PREDICTOR_READY: &str = "PredictorReady";
 pub const INGRESS_READY: &str = "IngressReady";
 pub const LATEST_READY: &str = "LatestDeploymentReady";
 
-/// Whether `status` holds the condition `type_` true.
-pub fn holds(status: &InferenceServiceStatus, type_: &str) -> bool {
-    (status.conditions.iter()).any(|c| c.type_ == type_ && c.status == "True")
-}
-
 /// What a reconcile that could serve the spec saw.
 pub struct Served<'a> {
     pub decision: &'a Decision,
