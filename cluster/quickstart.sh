@@ -244,7 +244,7 @@ serve_digits v2 10
 say "v2 at canaryTrafficPercent 10 (its revision ready before it got requests), 200 predictions answered by:"
 predictions 200 digits "$host" 1
 serve_digits v2 null
-say "v2 promoted (canaryTrafficPercent null), v1's revision retired; 100 predictions answered by:"
+say "v2 promoted (canaryTrafficPercent null; v1's revision goes 5 s later), 100 predictions answered by:"
 predictions 100 digits "$host" 1
 mlkube status local | sed -n '/^SERVING/,$p' | grep -v ' members: ' >&2 || true
 
