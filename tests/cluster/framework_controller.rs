@@ -977,7 +977,11 @@ impl Seen {
     }
 }
 
-/// Record the UIDs of pods and ConfigMaps labelled for Frameworks in `ns`, until aborted.
+/// The key under which [`watch_uids`] records the UIDs of every pod's owners.
+const POD_OWNERS: &str = "(owners of pods)";
+
+/// Record the UIDs of pods and ConfigMaps labelled for Frameworks in `ns`, and of the pods'
+/// owners, until aborted.
 fn watch_uids(ns: &TestNamespace, seen: Arc<Seen>) -> tokio::task::JoinHandle<()> {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
@@ -990,6 +994,9 @@ fn watch_uids(ns: &TestNamespace, seen: Arc<Seen>) -> tokio::task::JoinHandle<()
         .for_each(move |p| {
             if let Ok(p) = p {
                 pod_seen.add(p.name_any(), p.uid().unwrap_or_default());
+                for owner in p.owner_references() {
+                    pod_seen.add(POD_OWNERS.into(), owner.uid.clone());
+                }
             }
             futures::future::ready(())
         });
@@ -1040,13 +1047,26 @@ async fn kills_of_the_operator_never_start_a_second_attempt_nor_retry_a_task() {
     .await;
     watch.abort();
     let seen = seen.snapshot();
-    assert_eq!(seen.len(), 7, "the ConfigMap and 6 pods: {seen:?}");
-    // A pod created just before a kill, whose UID the status never recorded, is deleted and
-    // created again (never adopted); only one attempt's ConfigMap ever existed.
     assert_eq!(
-        seen["killed-attempt"].len(),
-        1,
-        "one FrameworkAttempt: {seen:?}"
+        seen.len(),
+        8,
+        "the ConfigMap, 6 pods and their owners: {seen:?}"
+    );
+    // A ConfigMap or pod created just before a kill, whose UID the status never recorded, is
+    // deleted and created again (never adopted), still under attempt 0. Only the recorded
+    // ConfigMap ever owned a pod, so no pod ran under another.
+    let recorded = s.attempt_status.config_map_uid.clone().unwrap_or_default();
+    assert_eq!(
+        seen[POD_OWNERS],
+        std::collections::BTreeSet::from([recorded.clone()]),
+        "every pod belongs to the recorded FrameworkAttempt: {seen:?}"
+    );
+    let cms = Api::<ConfigMap>::namespaced(ns.client.clone(), &ns.name);
+    let live_cm = cms.get("killed-attempt").await.unwrap();
+    assert_eq!(
+        live_cm.uid(),
+        Some(recorded),
+        "the live ConfigMap is the recorded one"
     );
     let live = pods(&ns, "killed").await;
     assert_eq!(live.len(), 6);
