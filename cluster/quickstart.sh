@@ -90,8 +90,10 @@ run_operator_beside_the_cluster() {
 }
 
 if [ "$MLKUBE_CLUSTER_NODE" = kwok ]; then
-  # The object store keeps its data on a volume, and kwok's nodes have no provisioner.
-  mlkube apply local -c mnist -c notebook-hub -c "$operator" -c volume-controller
+  # The object store keeps its data on a volume, and kwok's nodes have no provisioner; nor do
+  # they run the gateway or a model server, so the operator serves no InferenceService here.
+  mlkube param set "$operator" servingGateway null --env local >/dev/null
+  mlkube apply local -c notebook-hub -c "$operator" -c volume-controller
   run_operator_beside_the_cluster
   cat <<NEXT
 
@@ -119,13 +121,18 @@ mlkube param set notebook-hub notebookImages "[\"mlkube/notebook-hub:$IMAGE_TAG\
 mlkube param set "$operator" pytorchInitImage "mlkube/dnsutils:$IMAGE_TAG" --env local >/dev/null
 # The operator also serves KServe's InferenceServices, routed on the gateway component's Gateway.
 mlkube param set "$operator" servingGateway gateway --env local >/dev/null
-# mnist serves the TFJob's SavedModel with MLServer (the serving image the nodes pull) from the
-# store, behind the gateway: TensorFlow Serving's image comes from a registry this machine
-# cannot reach.
-mlkube param set mnist objectStore object-store --env local >/dev/null
-mlkube param set mnist modelBasePath 's3://models/tf-digits/{version}/' --env local >/dev/null
-mlkube param set mnist gateway gateway --env local >/dev/null
-mlkube param set mnist runtime mlserver --env local >/dev/null
+# mnist serves the TFJob's SavedModel from the store as KServe's InferenceService mnist, with
+# MLServer from the serving image the nodes pull. An app made by an older quickstart served it
+# with the serving prototype: that component is replaced.
+if mlkube component list | awk '$1 == "mnist" { print $2 }' | grep -qx -e serving -e tf-serving; then
+  mlkube delete local -c mnist --yes >/dev/null
+  mlkube component rm mnist >/dev/null
+fi
+if ! mlkube component list -o name | grep -qx mnist; then
+  mlkube component add inference-service mnist --param modelFormat=tensorflow \
+    --param 'storageUri=s3://models/tf-digits/{version}/' >/dev/null
+fi
+mlkube param set mnist args '["--version", "v1"]' >/dev/null # its answers name the version
 if ! mlkube component list -o name | grep -qx gateway; then # an app made by an older mlkube
   mlkube component add gateway gateway >/dev/null
   mlkube param set gateway serviceType NodePort --env local >/dev/null
@@ -207,10 +214,12 @@ predictions() {
   done | sort | uniq -c | sed 's/^/quickstart:   /' >&2
 }
 
-say "serving the TFJob's model: mnist (the serving prototype; MLServer, behind the gateway)"
-mlkube apply local -c mnist --prune --yes >/dev/null
-say "20 predictions of mnist through $MLKUBE_GATEWAY_URL/v2/models/mnist/infer answered by:"
-predictions 20 mnist "" 16
+say "serving the TFJob's model: KServe's InferenceService mnist (MLServer behind the gateway)"
+mlkube apply local -c mnist >/dev/null
+mnist_host=$(kubectl -n "$namespace" get inferenceservice mnist -o jsonpath='{.status.url}')
+mnist_host=${mnist_host#http://}
+say "20 predictions of mnist through $MLKUBE_GATEWAY_URL/v2/models/mnist/infer (Host: $mnist_host) answered by:"
+predictions 20 mnist "$mnist_host" 16
 
 say "serving, as the Kubeflow talk ends: two XGBoostJobs save v1 and v2 of a digits model; the"
 say "operator serves them as KServe's InferenceService digits (MLServer behind the gateway): v1,"
@@ -254,10 +263,10 @@ mlkube is installed as $installed. The default app is in $app; its local environ
 the local cluster's real nodes: the operator from its image, the notebook hub (each user's
 notebook on a volume of their own) and the object store (S3, buckets data and models).
 TFJob $job trained on it from the digits the volume controller placed, and saved its model in
-the store, which mnist serves with MLServer behind the gateway ($MLKUBE_GATEWAY_URL); its
-workers' logs, tagged by replica, and the store's models are above. Two XGBoostJobs saved v1
-and v2 of another digits model, which KServe's InferenceService digits serves (the operator's
-controller) and rolled from v1 to v2 by a canary; what answered is above.
+the store, which KServe's InferenceService mnist serves with MLServer behind the gateway
+($MLKUBE_GATEWAY_URL); its workers' logs, tagged by replica, and the store's models are above.
+Two XGBoostJobs saved v1 and v2 of another digits model, which the InferenceService digits
+serves and rolled from v1 to v2 by a canary (the operator's controller); what answered is above.
 Next:
   eval "\$(cluster/local-cluster.sh env)"     # KUBECONFIG, and kubectl on PATH
   mlkube logs -n $namespace tfjob/$job --replica worker-0   # one replica's log

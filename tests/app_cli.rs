@@ -266,6 +266,7 @@ fn init_env_component_param_show_for_all_environments() {
                     | "ClusterRoleBinding"
                     | "StorageClass"
                     | "GatewayClass"
+                    | "ClusterServingRuntime"
             );
             // Cluster-scoped objects are shared by every environment and app that renders
             // them, so they name none of the three.
@@ -425,19 +426,23 @@ fn hand_edits_survive_the_verbs() {
     let (_tmp, app) = new_app(&[]);
     let file = "components/params.libsonnet";
     let edited = read(&app, file).replace(
-        "    mnist: {},",
-        "    // The example model; keep it small.\n    mnist: {\n      replicas: 1 + 1,  // computed\n    },",
+        "    mnist: {\n",
+        "    // The example model; keep it small.\n    mnist: {\n      minReplicas: 1 + 1,  // computed\n",
     );
     write(&app, file, &edited);
-    ok(&app, &["param", "set", "mnist", "numGpus", "1"]);
+    ok(&app, &["param", "set", "mnist", "scaleTarget", "70"]);
     ok(&app, &["component", "add", "serving", "resnet"]);
     let after = read(&app, file);
-    assert!(after.contains("    // The example model; keep it small.\n    mnist: {\n      replicas: 1 + 1,  // computed\n      numGpus: 1,\n    },"), "{after}");
+    assert!(after.contains("    // The example model; keep it small.\n    mnist: {\n      minReplicas: 1 + 1,  // computed\n      modelFormat: 'tensorflow',\n      storageUri: 's3://models/tf-digits/{version}/',\n      scaleTarget: 70,\n    },"), "{after}");
     assert!(after.contains("    resnet: {},\n"), "{after}");
     let objects = show_json(&app, "local");
-    // local's own params set mnist replicas and numGpus; the app's computed value shows in a
-    // component local does not override.
+    // local's own params set mnist's requests; the app's computed value shows in a param
+    // local does not override.
     assert!(objects.iter().any(|o| o["metadata"]["name"] == "resnet-v1"));
+    assert_eq!(
+        find(&objects, "InferenceService", "mnist")["spec"]["predictor"]["minReplicas"],
+        2
+    );
 
     // component rm takes its params out of every file, and leaves the rest.
     ok(
@@ -449,7 +454,7 @@ fn hand_edits_survive_the_verbs() {
     assert!(!read(&app, "environments/prod/params.libsonnet").contains("resnet"));
     assert!(!app.join("components/resnet.jsonnet").exists());
     assert!(!read(&app, "app.yaml").contains("resnet"));
-    assert!(read(&app, file).contains("replicas: 1 + 1,  // computed"));
+    assert!(read(&app, file).contains("minReplicas: 1 + 1,  // computed"));
 }
 
 #[test]
@@ -618,7 +623,7 @@ fn listings_print_json_for_scripts() {
             .unwrap()
             .iter()
             .any(|row| row["component"] == "mnist"
-                && row["param"] == "replicas"
+                && row["param"] == "minReplicas"
                 && row["dev"] == 1
                 && row["prod"] == 2)
     );
@@ -683,23 +688,23 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
          volume-controller, xgboost-job, xgboost-job-sweep\n"
     );
     assert_eq!(
-        fails(&app, &["param", "set", "mnist", "replicas", "two"]),
-        "mlkube: error: component `mnist`: param `replicas` must be an integer of at least 1, got \
-         \"two\"\n\
-         hint: `mlkube prototype describe serving` lists the params and types\n"
+        fails(&app, &["param", "set", "mnist", "minReplicas", "two"]),
+        "mlkube: error: component `mnist`: param `minReplicas` must be an integer of at least 1, \
+         got \"two\"\n\
+         hint: `mlkube prototype describe inference-service` lists the params and types\n"
     );
-    let stderr = fails(&app, &["param", "set", "mnist", "replica", "2"]);
+    let stderr = fails(&app, &["param", "set", "mnist", "minReplica", "2"]);
     assert!(
         stderr.starts_with(
-            "mlkube: error: component `mnist` (serving prototype) has no param `replica` \
-             (set in the command line); it has: "
+            "mlkube: error: component `mnist` (inference-service prototype) has no param \
+             `minReplica` (set in the command line); it has: "
         ),
         "{stderr}"
     );
     assert_eq!(
         fails(
             &app,
-            &["param", "set", "mnist", "replicas", "2", "--env", "qa"]
+            &["param", "set", "mnist", "minReplicas", "2", "--env", "qa"]
         ),
         "mlkube: error: unknown environment `qa`; the app has: local, dev, prod\n"
     );
@@ -716,13 +721,13 @@ fn bad_input_gets_a_clear_error_and_changes_nothing() {
         &app,
         "environments/prod/params.libsonnet",
         &prod.replace(
-            "replicas: 2,\n      minAvailable",
-            "replicas: '2',\n      minAvailable",
+            "minReplicas: 2,\n      maxReplicas",
+            "minReplicas: '2',\n      maxReplicas",
         ),
     );
     assert_eq!(
         fails(&app, &["show", "prod"]),
-        "mlkube: error: component `mnist` (environment `prod`): param `replicas` must be an \
+        "mlkube: error: component `mnist` (environment `prod`): param `minReplicas` must be an \
          integer of at least 1, got \"2\" (set \
          in environments/prod/params.libsonnet)\n"
     );
@@ -1245,29 +1250,13 @@ fn a_value_the_prototype_would_refuse_at_render_is_refused_when_set() {
          grid too",
     );
     refused(
-        &[
-            "param",
-            "set",
-            "mnist",
-            "trafficRule",
-            "v1:90,v2:20",
-            "--env",
-            "prod",
-        ],
-        "mlkube: error: `mnist.trafficRule = 'v1:90,v2:20'` would break environment `prod`: \
-         component `mnist`, param `trafficRule`: weights sum to 110",
+        &["param", "set", "mnist", "maxReplicas", "1", "--env", "prod"],
+        "mlkube: error: `mnist.maxReplicas = 1` would break environment `prod`: component \
+         `mnist`, param `maxReplicas`: 1 is below minReplicas 2",
     );
     // What renders is set, and every environment renders.
-    let canary = [
-        "param",
-        "set",
-        "mnist",
-        "trafficRule",
-        "v1:80,v2:20",
-        "--env",
-        "prod",
-    ];
-    ok(&app, &canary);
+    let scaled = ["param", "set", "mnist", "maxReplicas", "3", "--env", "prod"];
+    ok(&app, &scaled);
     ok(&app, &set("maxJobs 3", &[]));
     for env in ["local", "dev", "prod"] {
         ok(&app, &["show", env]);
@@ -1387,7 +1376,7 @@ fn listings_print_text_json_yaml_and_names() {
     assert_eq!(prototypes.lines().next(), Some("framework"));
     assert!(prototypes.lines().all(|l| !l.contains(' ')), "{prototypes}");
     let params = ok(&app, &["param", "list", "mnist", "-o", "name"]);
-    assert!(params.lines().any(|l| l == "mnist.replicas"), "{params}");
+    assert!(params.lines().any(|l| l == "mnist.minReplicas"), "{params}");
     assert!(params.lines().all(|l| l.starts_with("mnist.")), "{params}");
     assert_eq!(
         ok(&app, &["prototype", "describe", "serving", "-o", "name"]),
@@ -1407,7 +1396,7 @@ fn param_diff_exits_as_diff_does() {
     assert_eq!(same.code, 0, "{}", same.stderr);
     assert_eq!(same.stdout, "COMPONENT  PARAM  DEV  DEV\n");
     let names = differs(&app, &["param", "diff", "dev", "prod", "-o", "name"]);
-    assert!(names.lines().any(|l| l == "mnist.replicas"), "{names}");
+    assert!(names.lines().any(|l| l == "mnist.minReplicas"), "{names}");
     let unknown = mlkube(&app, &["param", "diff", "dev", "qa"]);
     assert_eq!(unknown.code, 2);
     assert!(
@@ -1524,10 +1513,13 @@ fn endless_recursion_is_a_short_error_that_suggests_no_missing_flag() {
 #[test]
 fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes() {
     let (_tmp, app) = new_app(&[]);
-    let text = read(&app, "app.yaml").replace("prototype: serving", "prototype: servin");
+    let text = read(&app, "app.yaml").replace(
+        "prototype: inference-service",
+        "prototype: inference-servic",
+    );
     write(&app, "app.yaml", &text);
     let expected = "mlkube: error: component `mnist` in app.yaml names the prototype \
-                    `servin`, which the library does not have; it has: framework, \
+                    `inference-servic`, which the library does not have; it has: framework, \
                     framework-sweep, gateway, inference-service, jax-job, jax-job-sweep, mpi-job, mpi-job-sweep, mxnet-job, mxnet-job-sweep, \
                     notebook-hub, object-store, paddle-job, \
                     paddle-job-sweep, profile, pytorch-job, pytorch-job-sweep, serving, tf-job, tf-job-sweep, \
@@ -1539,7 +1531,7 @@ fn an_unknown_prototype_in_app_yaml_names_its_component_and_the_known_prototypes
     assert_eq!(fails(&app, &["param", "list"]), expected);
     let before = snapshot_files(&app);
     assert_eq!(
-        fails(&app, &["param", "set", "mnist", "replicas", "2"]),
+        fails(&app, &["param", "set", "mnist", "minReplicas", "2"]),
         expected
     );
     assert_eq!(snapshot_files(&app), before);
@@ -1808,7 +1800,15 @@ fn values_that_start_with_a_dash_are_values_also_before_env() {
     let (_tmp, app) = new_app(&[]);
     let run = mlkube(
         &app,
-        &["param", "set", "mnist", "replicas", "-1", "--env", "prod"],
+        &[
+            "param",
+            "set",
+            "mnist",
+            "minReplicas",
+            "-1",
+            "--env",
+            "prod",
+        ],
     );
     assert!(
         !run.stderr.contains("unexpected argument"),
@@ -1816,7 +1816,7 @@ fn values_that_start_with_a_dash_are_values_also_before_env() {
         run.stderr
     );
     assert!(
-        run.code == 0 || run.stderr.contains("replicas"),
+        run.code == 0 || run.stderr.contains("param `minReplicas`"),
         "{}",
         run.stderr
     );
@@ -1891,7 +1891,9 @@ fn a_typo_in_a_component_names_the_file_line_column_and_the_field_meant() {
 fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
     let (_tmp, app) = new_app(&[]);
     let before = snapshot_files(&app);
-    let describe = "hint: `mlkube prototype describe serving` lists the params and types\n";
+    let describe = |prototype: &str| {
+        format!("hint: `mlkube prototype describe {prototype}` lists the params and types\n")
+    };
     assert_eq!(
         fails(
             &app,
@@ -1908,14 +1910,16 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
         format!(
             "mlkube: error: component `mnist` (environment `prod`): param `memoryRequest` must \
              be a quantity such as 500m, 1Gi or 2 (a number and an optional suffix: m, k, M, G, \
-             T, P, E, Ki, Mi, Gi, Ti, Pi or Ei), got \"1Gb\"\nhint: did you mean 1Gi?\n{describe}"
+             T, P, E, Ki, Mi, Gi, Ti, Pi or Ei), got \"1Gb\"\nhint: did you mean 1Gi?\n{}",
+            describe("inference-service")
         )
     );
     assert_eq!(
-        fails(&app, &["param", "set", "mnist", "replicas", "0"]),
+        fails(&app, &["param", "set", "mnist", "minReplicas", "0"]),
         format!(
-            "mlkube: error: component `mnist`: param `replicas` must be an integer of at least \
-             1, got 0\n{describe}"
+            "mlkube: error: component `mnist`: param `minReplicas` must be an integer of at \
+             least 1, got 0\n{}",
+            describe("inference-service")
         )
     );
     assert_eq!(
@@ -1924,7 +1928,7 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
             &[
                 "param",
                 "set",
-                "mnist",
+                "notebook-hub",
                 "serviceType",
                 "Nodeport",
                 "--env",
@@ -1932,8 +1936,9 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
             ]
         ),
         format!(
-            "mlkube: error: component `mnist` (environment `dev`): param `serviceType` must be \
-             one of ClusterIP, NodePort or LoadBalancer, got \"Nodeport\"\n{describe}"
+            "mlkube: error: component `notebook-hub` (environment `dev`): param `serviceType` \
+             must be one of ClusterIP, NodePort or LoadBalancer, got \"Nodeport\"\n{}",
+            describe("notebook-hub")
         )
     );
     let stderr = fails(
@@ -1941,18 +1946,18 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
         &[
             "param",
             "set",
-            "mnist",
-            "image",
-            "TensorFlow/serving:2.18.0",
+            "training-operator",
+            "servingImage",
+            "MLKube/serving:0.1.0",
         ],
     );
     assert!(
         stderr.starts_with(
-            "mlkube: error: component `mnist`: param `image` must be an image reference such as \
-             tensorflow/serving:2.18.0"
+            "mlkube: error: component `training-operator`: param `servingImage` must be an image \
+             reference such as tensorflow/serving:2.18.0"
         ) && stderr.contains(
-            "got \"TensorFlow/serving:2.18.0\"\nhint: the repository `TensorFlow/serving` must \
-             be lowercase\n"
+            "got \"MLKube/serving:0.1.0\"\nhint: the repository `MLKube/serving` must be \
+             lowercase\n"
         ),
         "{stderr}"
     );
@@ -1970,7 +1975,8 @@ fn typed_params_are_checked_when_set_and_rendered_naming_what_is_allowed() {
         ),
         format!(
             "mlkube: error: component `resnet`: param `replicas` must be an integer of at least \
-             1, got -1\n{describe}"
+             1, got -1\n{}",
+            describe("serving")
         )
     );
     // A global value is checked against every component that declares the param.
@@ -2054,7 +2060,7 @@ fn init_run_by_a_script_says_what_it_created_and_leaves_the_next_steps_to_the_sc
     assert_eq!(
         run.stderr,
         "Created app `platform` in platform with environments local, dev, prod and components \
-         gateway, mnist (serving), notebook-hub, object-store, training-operator, volume-controller.\n"
+         gateway, mnist (inference-service), notebook-hub, object-store, training-operator, volume-controller.\n"
     );
 }
 
@@ -2125,8 +2131,8 @@ fn images_in(objects: &[Value]) -> Vec<String> {
 
 /// An app with the default components, one component of each job prototype on the platform's
 /// training image, one on an image of the user's own (`python:3.12`), and in `dev` the platform's
-/// images wherever a component can take one: MLServer for mnist, the hub's notebook image, the
-/// PyTorch workers' init image.
+/// images wherever a component can take one: the hub's notebook image, the PyTorch workers' init
+/// image (mnist is served by MLServer already: the training-operator's runtime kserve-mlserver).
 fn app_on_platform_images() -> (tempfile::TempDir, PathBuf) {
     let (tmp, app) = new_app(&[]);
     let image = "image=mlkube/training:0.1.0";
@@ -2154,9 +2160,6 @@ fn app_on_platform_images() -> (tempfile::TempDir, PathBuf) {
         ],
     );
     for (component, key, value) in [
-        ("mnist", "objectStore", "object-store"),
-        ("mnist", "modelBasePath", "s3://models/mnist"),
-        ("mnist", "runtime", "mlserver"),
         ("notebook-hub", "proxyImage", "mlkube/notebook-hub:0.1.0"),
         (
             "notebook-hub",
@@ -2229,9 +2232,9 @@ fn image_registry_points_every_platform_image_of_an_environment_at_it() {
             l.starts_with(&format!("{component} ")) && l.contains(": 127.0.0.1:18445/mlkube/")
         })
     };
+    // mnist's InferenceService names no image: the runtime that serves it does.
     let defaults = [
         "gateway",
-        "mnist",
         "notebook-hub",
         "object-store",
         "training-operator",
@@ -2244,6 +2247,13 @@ fn image_registry_points_every_platform_image_of_an_environment_at_it() {
     for component in defaults.iter().map(|c| c.to_string()).chain(jobs) {
         assert!(in_registry(&component), "{component}: {after:#?}");
     }
+    assert!(
+        after.iter().any(
+            |l| l.starts_with("- ClusterServingRuntime/kserve-mlserver ")
+                && l.ends_with(": 127.0.0.1:18445/mlkube/serving:0.1.0")
+        ),
+        "{after:#?}"
+    );
     let own: Vec<&String> = after
         .iter()
         .filter(|l| l.starts_with("own-image "))
@@ -2256,6 +2266,7 @@ fn image_registry_points_every_platform_image_of_an_environment_at_it() {
     for flag in [
         "--mpi-kubectl-delivery-image",
         "--pytorch-init-container-image",
+        "--storage-initializer-image",
         "--volume-image",
     ] {
         let objects = show_json(&app, "dev");

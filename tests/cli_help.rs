@@ -159,7 +159,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
     assert_eq!(
         complete(
             &app,
-            &["param", "set", "mnist", "replicas", "3", "--env", "d"]
+            &["param", "set", "mnist", "minReplicas", "3", "--env", "d"]
         ),
         ["dev"]
     );
@@ -173,7 +173,7 @@ fn completion_offers_the_apps_environments_components_and_prototypes() {
     );
     assert_eq!(
         complete(&app, &["param", "set", "mnist", "model"]),
-        ["modelBasePath", "modelFormat", "modelName", "modelPvc"]
+        ["modelFormat", "modelFormatVersion"]
     );
     let prototypes = complete(&app, &["component", "add", ""]);
     for prototype in ["tf-job", "serving", "training-operator", "notebook-hub"] {

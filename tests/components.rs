@@ -1322,7 +1322,7 @@ fn shipped_environments_render_every_component() {
         ("training-operator", "training-operator"),
         ("notebook-hub", "notebook-hub"),
         ("object-store", "object-store"),
-        ("mnist", "serving"),
+        ("mnist", "inference-service"),
         ("volume-controller", "volume-controller"),
         ("gateway", "gateway"),
     ];
@@ -1375,10 +1375,9 @@ fn prod_differs_from_local_as_the_issue_asks() {
     assert_eq!(local["training-operator"]["replicas"], 1);
     assert_eq!(prod["training-operator"]["replicas"], 2);
     assert_eq!(prod["training-operator"]["leaderElect"], true);
-    assert_eq!(local["mnist"]["numGpus"], 0);
-    assert_eq!(prod["mnist"]["numGpus"], 1);
-    assert_eq!(local["mnist"]["istio"], false);
-    assert_eq!(prod["mnist"]["istio"], true);
+    assert_eq!(local["mnist"]["minReplicas"], Value::Null);
+    assert_eq!(prod["mnist"]["minReplicas"], 2);
+    assert_eq!(prod["mnist"]["maxReplicas"], 4);
     for (instance, params) in prod.as_object().unwrap() {
         assert!(
             params["cpuLimit"].is_string() && params["memoryLimit"].is_string(),

@@ -33,11 +33,6 @@
       memoryLimit: '1Gi',
     },
     mnist: {
-      replicas: 1,
-      numGpus: 0,
-      istio: false,
-      trafficRule: 'v1:100',
-      serviceType: 'ClusterIP',
       cpuRequest: '500m',
       memoryRequest: '1Gi',
       memoryLimit: '2Gi',

@@ -1,7 +1,7 @@
 // The `local` environment: a laptop or the local test cluster. One replica of everything,
-// small requests and no limits, no GPUs, no Istio; the hub is reachable on a NodePort, and so
-// is the gateway, on 30080: on the local cluster's real node, the host reaches it at
-// $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
+// small requests and no limits (but the model server's 2Gi of memory), no GPUs; the hub is
+// reachable on a NodePort, and so is the gateway, on 30080: on the local cluster's real node,
+// the host reaches it at $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
 {
   global: {},
   components: {
@@ -32,11 +32,6 @@
       memoryRequest: '256Mi',
     },
     mnist: {
-      replicas: 1,
-      numGpus: 0,
-      istio: false,
-      trafficRule: 'v1:100',
-      serviceType: 'ClusterIP',
       cpuRequest: '100m',
       memoryRequest: '256Mi',
     },

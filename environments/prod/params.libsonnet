@@ -1,7 +1,6 @@
 // The `prod` environment (`<namespace>-prod`): the operator runs two replicas with leader
-// election, PodDisruptionBudgets keep one pod of the operator and of each model version up,
-// every container has CPU and memory limits, the model is served on GPUs, and the canary runs
-// behind Istio (set versionModelBasePaths.v2 in your app to the candidate model). The hub trusts
+// election and a PodDisruptionBudget keeps one of them up, every container has CPU and memory
+// limits, and the model is served by two replicas at least, autoscaled on CPU. The hub trusts
 // the user name an authenticating proxy in front of it puts in X-Remote-User.
 {
   global: {},
@@ -46,13 +45,10 @@
       cpuLimit: '2',
       memoryLimit: '2Gi',
     },
+    // Two replicas of each revision at least, up to four as the CPU asks.
     mnist: {
-      replicas: 2,
-      minAvailable: 1,
-      numGpus: 1,
-      istio: true,
-      trafficRule: 'v1:90,v2:10',
-      serviceType: 'ClusterIP',
+      minReplicas: 2,
+      maxReplicas: 4,
       cpuRequest: '1',
       memoryRequest: '1Gi',
       cpuLimit: '4',

@@ -18,11 +18,20 @@ use crate::render::library;
 /// and stays so: a component's name is that of every object it renders.
 const DEFAULT_COMPONENTS: &[(&str, &str)] = &[
     ("gateway", "gateway"),
-    ("mnist", "serving"),
+    ("mnist", "inference-service"),
     ("notebook-hub", "notebook-hub"),
     ("object-store", "object-store"),
     ("training-operator", "training-operator"),
     ("volume-controller", "volume-controller"),
+];
+
+/// What the default app sets for every environment (component, param, Jsonnet value): `mnist`
+/// serves the TensorFlow model the quickstart's TFJob saves, through the operator's
+/// InferenceService controller, whose routes hang on the app's gateway.
+const DEFAULT_PARAMS: &[(&str, &str, &str)] = &[
+    ("mnist", "modelFormat", "'tensorflow'"),
+    ("mnist", "storageUri", "'s3://models/tf-digits/{version}/'"),
+    ("training-operator", "servingGateway", "'gateway'"),
 ];
 
 /// A training job `init --with-jobs` adds, and what `local` and `prod` set for it.
@@ -104,7 +113,12 @@ pub fn init(options: &InitOptions) -> Result<App, AppError> {
         });
     }
     let components = components(options);
-    let params = app_params(&app, &components)?;
+    let defaults = if options.empty {
+        &[][..]
+    } else {
+        DEFAULT_PARAMS
+    };
+    let params = app_params(&app, &components, defaults)?;
     write_files(&mut app, &params, &components, options)?;
     Ok(app)
 }
@@ -124,18 +138,25 @@ fn components(options: &InitOptions) -> Vec<(&'static str, &'static str)> {
     platform.iter().copied().chain(jobs).collect()
 }
 
-/// `components/params.libsonnet`, with an empty entry per component.
-fn app_params(app: &App, components: &[(&str, &str)]) -> Result<String, AppError> {
+/// `components/params.libsonnet`, with an entry per component holding what `defaults` set.
+fn app_params(
+    app: &App,
+    components: &[(&str, &str)],
+    defaults: &[(&str, &str, &str)],
+) -> Result<String, AppError> {
     let mut params = template::APP_PARAMS.to_owned();
     let evaluator = Evaluator::new(app.root());
+    let edit_error = |source| AppError::Edit {
+        file: PARAMS_FILE.into(),
+        source,
+    };
     for (component, prototype) in components {
         super::prototype::find(&evaluator, prototype)?;
-        params = edit::set_field(&params, &["components", component], "{}").map_err(|source| {
-            AppError::Edit {
-                file: PARAMS_FILE.into(),
-                source,
-            }
-        })?;
+        params = edit::set_field(&params, &["components", component], "{}").map_err(edit_error)?;
+    }
+    for (component, param, value) in defaults {
+        params = edit::set_field(&params, &["components", component, param], value)
+            .map_err(edit_error)?;
     }
     Ok(params)
 }

@@ -117,7 +117,7 @@ pub enum Command {
     #[command(
         subcommand,
         after_help = "Examples:
-  mlkube param set mnist replicas 3 --env prod
+  mlkube param set mnist minReplicas 3 --env prod
   mlkube param diff dev prod"
     )]
     Param(ParamCommand),
@@ -412,8 +412,8 @@ pub enum ComponentCommand {
 pub enum ParamCommand {
     /// Set a parameter of a component (or of every component, with `global`).
     #[command(after_help = "Examples:
-  mlkube param set mnist replicas 3
-  mlkube param set mnist replicas 1 --env dev
+  mlkube param set mnist minReplicas 3
+  mlkube param set mnist minReplicas 1 --env dev
   mlkube param set global image registry.local/serving:2 --as-string")]
     Set {
         /// The component, or `global` for every component that declares the parameter.

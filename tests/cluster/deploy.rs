@@ -22,9 +22,11 @@ use mlkube::deploy::inventory::applyset::{self, ApplySet, GROUP_KINDS_ANNOTATION
 use mlkube::deploy::inventory::plan::{self, Plan};
 use mlkube::deploy::prune::{self, PruneOptions};
 use mlkube::deploy::report::{ApplyError, ApplyReport, Outcome, Quiet};
+use mlkube::operator::serving::api::InferenceService;
 use mlkube::render::manifest::{Manifest, Object};
 use serde_json::{Value, json};
 
+use crate::inference_service;
 use crate::support::{self, TestNamespace, mlkube};
 
 // ---------------------------------------------------------------------------------------------
@@ -1162,7 +1164,8 @@ async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary
     );
 }
 
-#[tokio::test]
+// Multi-threaded: the gateway the test plays answers while the binary runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     let _shared = support::lock_shared_cluster_objects().await;
     let test = TestNamespace::new("deploy-cli").await;
@@ -1177,7 +1180,15 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
         "{}",
         String::from_utf8_lossy(&init.stderr)
     );
-    // The namespaced components only: cluster-scoped objects are shared with other tests.
+    // The namespaced components only: cluster-scoped objects are shared with other tests. mnist's
+    // InferenceService is served by the controller for this namespace, with a ServingRuntime of
+    // its own for TensorFlow and the store's read-only keys, while the test plays the gateway.
+    inference_service::install_crds(&test).await;
+    let _controller = inference_service::spawn_controller(&test).await;
+    let formats = json!([{ "name": "tensorflow", "autoSelect": true }]);
+    inference_service::runtime(&test, "tensorflow", formats).await;
+    inference_service::store_secret(&test, "object-store-read-credentials").await;
+    let gateway = inference_service::keep_accepting(&test, "mnist");
     let only = ["-c", "mnist", "-c", "notebook-hub"];
     let with = |verb: &[&str]| -> Vec<String> {
         verb.iter().chain(&only).map(|s| s.to_string()).collect()
@@ -1194,14 +1205,24 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     let text = String::from_utf8_lossy(&fresh.stdout);
     assert!(
-        text.contains(&format!("# create Deployment.apps {}/mnist-v1", test.name)),
+        text.contains(&format!(
+            "# create InferenceService.serving.kserve.io {}/mnist",
+            test.name
+        )),
         "{text}"
     );
 
     let applied = run(with(&["apply", "local", "--timeout", "90s"]));
     let stderr = String::from_utf8_lossy(&applied.stderr);
     assert_eq!(applied.status.code(), Some(0), "{stderr}");
-    assert!(String::from_utf8_lossy(&applied.stdout).contains("mnist-v1 created"));
+    let stdout = String::from_utf8_lossy(&applied.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "InferenceService.serving.kserve.io {}/mnist created",
+            test.name
+        )),
+        "{stdout}"
+    );
 
     let clean = run(with(&["diff", "local"]));
     let stderr = String::from_utf8_lossy(&clean.stderr);
@@ -1213,13 +1234,13 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     assert!(clean.stdout.is_empty());
     assert!(
-        // mnist's 5 objects (its NetworkPolicy among them) and the hub's 10.
-        stderr.contains("0 to create, 0 to update, 0 to prune, 15 unchanged"),
+        // mnist's ServiceAccount and InferenceService, and the hub's 10 objects.
+        stderr.contains("0 to create, 0 to update, 0 to prune, 12 unchanged"),
         "{stderr}"
     );
     let json = run(with(&["diff", "local", "-o", "json"]));
     let data: Value = serde_json::from_slice(&json.stdout).expect("diff -o json prints JSON");
-    assert_eq!(data["summary"]["unchanged"], 15);
+    assert_eq!(data["summary"]["unchanged"], 12);
 
     // Deleting needs a terminal to ask on, or --yes.
     let refused = run(vec![
@@ -1243,13 +1264,13 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
         "{}",
         String::from_utf8_lossy(&deleted.stderr)
     );
-    let deployments = Api::<Deployment>::namespaced(support::client().await, &test.name);
+    let served = Api::<InferenceService>::namespaced(support::client().await, &test.name);
     support::eventually(
-        "mnist-v1 to be deleted",
+        "InferenceService mnist to be deleted",
         Duration::from_secs(30),
         || async {
-            deployments
-                .get_opt("mnist-v1")
+            served
+                .get_opt("mnist")
                 .await
                 .ok()
                 .flatten()
@@ -1258,6 +1279,8 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
         },
     )
     .await;
+    gateway.abort();
+    let deployments = Api::<Deployment>::namespaced(support::client().await, &test.name);
     assert!(deployments.get_opt("notebook-hub").await.is_ok());
 }
 

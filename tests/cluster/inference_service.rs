@@ -47,7 +47,7 @@ pub(crate) async fn install_crds(ns: &TestNamespace) {
 }
 
 /// The controller for the test's namespace, as the component's ServiceAccount.
-struct Controller {
+pub(crate) struct Controller {
     _process: OperatorProcess,
     _identity: OperatorIdentity,
 }
@@ -57,6 +57,11 @@ async fn start(ns: &TestNamespace) -> Controller {
         let _shared = lock_shared_cluster_objects().await;
         install_crds(ns).await;
     }
+    spawn_controller(ns).await
+}
+
+/// The controller for the test's namespace, once the CRDs are installed.
+pub(crate) async fn spawn_controller(ns: &TestNamespace) -> Controller {
     let access = Access::scoped(Scope::Namespace).with_serving(GATEWAY);
     let identity = OperatorIdentity::new(ns, access).await;
     let gateway = format!("{}/{GATEWAY}", ns.name);
@@ -79,7 +84,7 @@ async fn start(ns: &TestNamespace) -> Controller {
 }
 
 /// A ServingRuntime of the namespace serving `formats` over V2.
-async fn runtime(ns: &TestNamespace, name: &str, formats: Value) {
+pub(crate) async fn runtime(ns: &TestNamespace, name: &str, formats: Value) {
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
         "metadata": { "name": name },
@@ -135,8 +140,21 @@ fn xgboost(uri: &str) -> Value {
 /// The store's keys KServe's way: a Secret annotated with the endpoint, listed by the
 /// ServiceAccount `models`.
 async fn store_account(ns: &TestNamespace) {
+    store_secret(ns, "s3creds").await;
+    let account: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(
+        json!({ "metadata": { "name": "models" }, "secrets": [{ "name": "s3creds" }] }),
+    )
+    .unwrap();
+    Api::namespaced(ns.client.clone(), &ns.name)
+        .create(&PostParams::default(), &account)
+        .await
+        .expect("the ServiceAccount");
+}
+
+/// A Secret `name` with the store's keys, annotated with its endpoint as KServe reads it.
+pub(crate) async fn store_secret(ns: &TestNamespace, name: &str) {
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": { "name": "s3creds", "annotations": {
+        "metadata": { "name": name, "annotations": {
             "serving.kserve.io/s3-endpoint": "object-store:9000", "serving.kserve.io/s3-usehttps": "0",
         } },
         "stringData": { "AWS_ACCESS_KEY_ID": "reader", "AWS_SECRET_ACCESS_KEY": "secret" },
@@ -146,14 +164,6 @@ async fn store_account(ns: &TestNamespace) {
         .create(&PostParams::default(), &secret)
         .await
         .expect("the Secret");
-    let account: k8s_openapi::api::core::v1::ServiceAccount = serde_json::from_value(
-        json!({ "metadata": { "name": "models" }, "secrets": [{ "name": "s3creds" }] }),
-    )
-    .unwrap();
-    Api::namespaced(ns.client.clone(), &ns.name)
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("the ServiceAccount");
 }
 
 /// The condition `type_` of `isvc`: (status, reason, message).
@@ -201,38 +211,67 @@ async fn until(
     )
 }
 
-/// Play the gateway: accept the route at its current generation.
-async fn accept_route(ns: &TestNamespace, name: &str) {
-    let resource = ApiResource::from_gvk_with_plural(
+/// Play the gateway for the route `name` until aborted: accept each generation it gets.
+pub(crate) fn keep_accepting(ns: &TestNamespace, name: &str) -> tokio::task::JoinHandle<()> {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let (client, namespace) = (ns.client.clone(), ns.name.clone());
+    let routes = Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &routes());
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    tokio::spawn(async move {
+        let mut accepted = None;
+        let mut stream = watcher(routes, config).applied_objects().boxed();
+        while let Some(route) = stream.next().await {
+            let Ok(route) = route else { continue };
+            if route.metadata.generation != accepted {
+                accepted = route.metadata.generation;
+                accept(&client, &namespace, &route).await;
+            }
+        }
+    })
+}
+
+fn routes() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
         "httproutes",
-    );
-    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    )
+}
+
+/// Play the gateway: accept the route at its current generation.
+async fn accept_route(ns: &TestNamespace, name: &str) {
+    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &routes());
     let route = eventually(&format!("HTTPRoute {name}"), TIMEOUT, || async {
         api.get(name).await.ok()
     })
     .await;
+    accept(&ns.client, &ns.name, &route).await;
+}
+
+/// Accept `route` at its generation, as the gateway `GATEWAY` of `namespace`.
+async fn accept(client: &kube::Client, namespace: &str, route: &DynamicObject) {
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &routes());
     let generation = route.metadata.generation.unwrap_or_default();
     let status = json!({ "status": { "parents": [{
-        "parentRef": { "namespace": ns.name, "name": GATEWAY },
+        "parentRef": { "namespace": namespace, "name": GATEWAY },
         "controllerName": "mlkube.io/test-gateway",
         "conditions": [{
             "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
             "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z",
         }],
     }] } });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .expect("the route's status is written");
+    api.patch_status(
+        &route.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(status),
+    )
+    .await
+    .expect("the route's status is written");
 }
 
 /// The backends of the route: (Service, weight).
 async fn route_backends(ns: &TestNamespace, name: &str) -> Vec<(String, i64)> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-        "httproutes",
-    );
-    let route = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &resource)
+    let route = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &routes())
         .get(name)
         .await
         .expect("the route");

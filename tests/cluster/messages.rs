@@ -606,16 +606,18 @@ async fn a_kind_the_cluster_does_not_serve_gets_a_hint_naming_the_param_that_tur
     let test = TestNamespace::new("messages-unserved").await;
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let app = app_in_absent_namespace(tmp.path(), &format!("{}-absent", test.name));
+    let added = mlkube(&app, &["component", "add", "serving", "resnet"]);
+    assert!(added.status.success(), "{}", text(&added.stderr));
     let set = mlkube(
         &app,
-        &["param", "set", "mnist", "istio", "true", "--env", "local"],
+        &["param", "set", "resnet", "istio", "true", "--env", "local"],
     );
     assert!(set.status.success(), "{}", text(&set.stderr));
 
     for verb in [
-        &["validate", "local", "-c", "mnist"][..],
-        &["diff", "local", "-c", "mnist"],
-        &["apply", "local", "-c", "mnist", "--dry-run"],
+        &["validate", "local", "-c", "resnet"][..],
+        &["diff", "local", "-c", "resnet"],
+        &["apply", "local", "-c", "resnet", "--dry-run"],
     ] {
         let out = mlkube(&app, verb);
         let stderr = text(&out.stderr);
@@ -629,7 +631,7 @@ async fn a_kind_the_cluster_does_not_serve_gets_a_hint_naming_the_param_that_tur
         assert!(!hints.is_empty(), "{verb:?}: {stderr}");
         assert!(
             hints.iter().all(|h| h.contains(
-                "hint: `mlkube param set mnist istio false --env local` stops rendering"
+                "hint: `mlkube param set resnet istio false --env local` stops rendering"
             )),
             "{verb:?}: {stderr}"
         );

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use crate::identity::{
     PLACES_VOLUMES, RUNS_JOBS, SEES_NODES, Uses, assert_exactly, expected, nobody, uses,
 };
+use crate::inference_service::install_crds;
 use crate::operator::install_crd;
 use crate::operator_identity::{Permission, permissions, token_kubeconfig};
 use crate::support::{
@@ -31,6 +32,7 @@ const GATEWAY_CRDS: [&str; 7] = [
 const READ: &[&str] = &["get", "list", "watch"];
 const WATCH: &[&str] = &["list", "watch"];
 const SPAWN: &[&str] = &["create", "delete", "get", "list", "watch"];
+const OWNS: &[&str] = &["create", "delete", "get", "list", "patch", "watch"];
 
 /// The hub's KubeSpawner: its users' pods and claims, and the events it reports.
 const SPAWNS_NOTEBOOKS: &[Uses] = &[
@@ -108,6 +110,36 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
     uses("", "secrets", &["create"]),
 ];
 
+/// The operator's InferenceService controller (`servingGateway`), cluster-wide as `local` runs
+/// it; each verb is a call in `src/operator/serving/`.
+const SERVES_MODELS: &[Uses] = &[
+    uses("serving.kserve.io", "inferenceservices", WATCH),
+    uses("serving.kserve.io", "servingruntimes", WATCH),
+    uses("serving.kserve.io", "clusterservingruntimes", WATCH),
+    uses("serving.kserve.io", "inferenceservices/status", &["update"]),
+    uses(
+        "serving.kserve.io",
+        "inferenceservices/finalizers",
+        &["update"],
+    ),
+    uses("apps", "deployments", OWNS),
+    uses("", "services", OWNS),
+    uses("", "pods", WATCH),
+    uses(
+        "gateway.networking.k8s.io",
+        "httproutes",
+        &["create", "get", "list", "patch", "watch"],
+    ),
+    uses(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        &["create", "delete", "patch"],
+    ),
+    // The predictor's ServiceAccount and its Secrets, for the store's endpoint: get, never list.
+    uses("", "serviceaccounts", &["get"]),
+    uses("", "secrets", &["get"]),
+];
+
 /// A ServiceAccount, what it may do in the app's namespace and elsewhere, and the permissions
 /// on objects named after the namespace it holds in both.
 type Row<'a> = (
@@ -135,6 +167,7 @@ async fn every_service_account_of_the_default_app_may_do_exactly_its_table() {
     // app renders none, so that it shares no cluster-scoped object but its own RBAC. The
     // Gateway API's are applied as mlkube would (they are shared with the gateway's tests).
     install_crd(&ns.client).await;
+    install_crds(&ns).await;
     for crd in GATEWAY_CRDS {
         apply_crd(&ns, serde_yaml::from_str(crd).expect("a CRD is YAML")).await;
     }
@@ -158,13 +191,15 @@ async fn every_service_account_of_the_default_app_may_do_exactly_its_table() {
 
     let own = ns.name.as_str();
     let class = BTreeSet::from([gateway_class_status(own)]);
-    let tables: [Row; 6] = [
+    let tables: [Row; 7] = [
         (
             "training-operator",
-            &[RUNS_JOBS],
-            &[RUNS_JOBS],
+            &[RUNS_JOBS, SERVES_MODELS],
+            &[RUNS_JOBS, SERVES_MODELS],
             &BTreeSet::new(),
         ),
+        // It only lists the store's read-only keys for the predictor's storage initializer.
+        ("mnist", &[], &[], &BTreeSet::new()),
         (
             "volume-controller",
             &[PLACES_VOLUMES, SEES_NODES],
