@@ -2379,3 +2379,210 @@ fn image_registry_is_a_registry_and_path_without_scheme_or_tag() {
     );
     assert!(!ok(&app, &["show", "prod"]).contains("Registry.local"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// An environment's `defaults` (issue 49: local's defaults fit a 2-core node)
+
+/// The words of a command line, for the arguments of [`ok`] and [`fails`].
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// The CPU request of every replica type of the TFJob `component` renders in `env`.
+fn tf_job_cpu(app: &Path, env: &str, component: &str) -> Vec<(String, Value)> {
+    let out = ok(app, &["show", env, "-c", component, "-o", "json"]);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let job = find(list["items"].as_array().unwrap(), "TFJob", component).clone();
+    job["spec"]["tfReplicaSpecs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(replica_type, spec)| {
+            let container = &spec["template"]["spec"]["containers"][0];
+            let cpu = container["resources"]["requests"]["cpu"].clone();
+            (replica_type.clone(), cpu)
+        })
+        .collect()
+}
+
+fn workers(cpu: &str) -> Vec<(String, Value)> {
+    vec![("Worker".to_owned(), cpu.into())]
+}
+
+/// The row of `component.param` in the listing of `param list <args> -o json`.
+fn param_row(app: &Path, args: &str, component: &str, param: &str) -> Value {
+    let rows: Value =
+        serde_json::from_str(&ok(app, &words(&format!("param list {args} -o json")))).unwrap();
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["component"] == component && r["param"] == param)
+        .cloned()
+        .unwrap_or_else(|| panic!("no row {component}.{param} in {rows}"))
+}
+
+#[test]
+fn local_defaults_give_jobs_added_later_a_small_cpu_request_below_what_the_app_sets() {
+    let (_tmp, app) = new_app(&[]);
+    ok(&app, &words("component add tf-job train --param image=x:1"));
+    assert_eq!(tf_job_cpu(&app, "local", "train"), workers("100m"));
+    assert_eq!(
+        tf_job_cpu(&app, "prod", "train"),
+        workers("500m"),
+        "the prototype's"
+    );
+    assert_eq!(
+        param_row(&app, "train --env local", "train", "cpuRequest"),
+        json!({"component": "train", "param": "cpuRequest", "value": "100m", "source": "env defaults"})
+    );
+    // The environment's own setting is listed, as what the components added later take.
+    assert_eq!(
+        param_row(&app, "--env local", "defaults", "cpuRequest"),
+        json!({"component": "defaults", "param": "cpuRequest", "value": "100m", "source": "env defaults"})
+    );
+    let diff = differs(&app, &words("param diff local prod"));
+    for row in [
+        r#"defaults cpuRequest "100m" -"#,
+        r#"train cpuRequest "100m" "500m""#,
+    ] {
+        assert!(
+            diff.lines().any(|l| words(l) == words(row)),
+            "{row} in\n{diff}"
+        );
+    }
+
+    // A value the app sets for the component beats the environment's default.
+    ok(
+        &app,
+        &words("component add tf-job t2 --param image=x:1 --param cpuRequest=2"),
+    );
+    assert_eq!(tf_job_cpu(&app, "local", "t2"), workers("2"));
+    // So do the environment's entry for the component and its `global`.
+    ok(&app, &words("param set train cpuRequest 250m --env local"));
+    ok(&app, &words("param set global cpuRequest 300m --env local"));
+    assert_eq!(tf_job_cpu(&app, "local", "train"), workers("250m"));
+    assert_eq!(tf_job_cpu(&app, "local", "t2"), workers("300m"));
+}
+
+#[test]
+fn param_set_defaults_needs_an_environment_and_a_value_every_prototype_takes() {
+    let (_tmp, app) = new_app(&[]);
+    let before = snapshot_files(&app);
+    assert_eq!(
+        fails(&app, &words("param set defaults cpuRequest 200m")),
+        "mlkube: error: `defaults` are an environment's: they replace the prototypes' defaults \
+         there, and components/params.libsonnet has none\nhint: mlkube param set defaults \
+         cpuRequest <value> --env <env>\n"
+    );
+    assert_eq!(
+        fails(&app, &words("param set defaults cpuRequst 200m --env dev")),
+        "mlkube: error: no prototype declares a param `cpuRequst`, so a default would change \
+         nothing\nhint: `mlkube prototype describe <prototype>` lists a prototype's params\n"
+    );
+    // Checked against every prototype that declares it, those no component is made of too.
+    let stderr = fails(
+        &app,
+        &words("param set defaults workerReplicas -1 --env dev"),
+    );
+    assert!(
+        stderr.starts_with("mlkube: error: the ")
+            && stderr.contains(
+                " prototype (environment `dev`): default for param `workerReplicas` must be"
+            ),
+        "{stderr}"
+    );
+    assert_eq!(
+        fails(&app, &words("component add tf-job defaults")),
+        "mlkube: error: `defaults` cannot name a component: `mlkube param set defaults ...` sets \
+         an environment's defaults\n"
+    );
+    assert_eq!(snapshot_files(&app), before, "refused edits wrote nothing");
+
+    let run = mlkube(&app, &words("param set defaults cpuRequest 200m --env dev"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stderr,
+        "Set defaults.cpuRequest = '200m' in environments/dev/params.libsonnet.\n"
+    );
+    let dev = read(&app, "environments/dev/params.libsonnet");
+    assert!(
+        dev.contains("  defaults: {\n    cpuRequest: '200m',\n  },\n"),
+        "{dev}"
+    );
+    ok(&app, &words("component add tf-job train --param image=x:1"));
+    assert_eq!(tf_job_cpu(&app, "dev", "train"), workers("200m"));
+}
+
+#[test]
+fn defaults_of_a_wrong_type_or_shape_are_errors_naming_the_file() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    ok(&app, &words("component add tf-job train --param image=x:1"));
+    let file = "environments/local/params.libsonnet";
+    let text = read(&app, file);
+    let with = |defaults: &str| {
+        text.replacen(
+            "global: {},",
+            &format!("global: {{}}, defaults: {defaults},"),
+            1,
+        )
+    };
+    write(&app, file, &with("{ cpuRequest: true }"));
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: component `train` (environment `local`): default for param \
+             `cpuRequest` must be a quantity"
+        ) && stderr.contains("got true (set in environments/local/params.libsonnet)"),
+        "{stderr}"
+    );
+    write(&app, file, &with("'small'"));
+    assert!(fails(&app, &["show", "local"]).starts_with(
+        "mlkube: error: environments/local/params.libsonnet: `defaults` must be an object\n\
+             hint: a params file evaluates to { global: { <param>: <value> }, components: { \
+             <component>: { <param>: <value> } } }; an environment's may also have defaults: { \
+             <param>: <value> }\n"
+    ));
+    write(&app, file, &text);
+    let params = read(&app, "components/params.libsonnet");
+    let app_wide = params.replacen(
+        "global: {},",
+        "global: {}, defaults: { cpuRequest: '1' },",
+        1,
+    );
+    write(&app, "components/params.libsonnet", &app_wide);
+    let stderr = fails(&app, &["show", "local"]);
+    assert!(
+        stderr.starts_with(
+            "mlkube: error: components/params.libsonnet: `defaults` belong in an environment's \
+             params file"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_component_named_defaults_is_still_set_by_its_name() {
+    let (_tmp, app) = new_app(&["--empty"]);
+    write(
+        &app,
+        "components/defaults.jsonnet",
+        "local c = import 'mlkube/component.libsonnet';\n{ apiVersion: 'v1', kind: 'ConfigMap', \
+         metadata: { name: c.name }, data: { greeting: c.params.greeting } }\n",
+    );
+    ok(&app, &words("param set defaults greeting hi"));
+    ok(&app, &words("param set defaults greeting yo --env local"));
+    let params = read(&app, "components/params.libsonnet");
+    assert!(
+        params.contains("components: {\n    defaults: {\n      greeting: 'hi',"),
+        "{params}"
+    );
+    let local = read(&app, "environments/local/params.libsonnet");
+    assert!(
+        local.contains("components: {\n    defaults: {\n      greeting: 'yo',"),
+        "{local}"
+    );
+    let greeting =
+        |env| find(&show_json(&app, env), "ConfigMap", "defaults")["data"]["greeting"].clone();
+    assert_eq!(greeting("local"), "yo");
+    assert_eq!(greeting("dev"), "hi");
+}

@@ -1340,6 +1340,7 @@ fn shipped_environments_render_every_component() {
             "{env}: globals would reach every component"
         );
         let components = params["components"].as_object().unwrap();
+        check_shipped_defaults(env, &params["defaults"], components, &instances);
         assert_eq!(
             components.len(),
             instances.len(),
@@ -1360,6 +1361,63 @@ fn shipped_environments_render_every_component() {
                 .unwrap_or_else(|e| panic!("{env}/{instance}: {e}"));
         }
     }
+}
+
+/// Whether `prototype` makes a training job or a sweep of them.
+fn is_job_prototype(prototype: &str) -> bool {
+    prototype.contains("-job") || prototype.starts_with("framework")
+}
+
+/// A shipped environment's `defaults` are for the jobs added later: each is a param some job
+/// prototype declares, of a type every prototype that declares it takes; every instance `init`
+/// creates whose prototype declares it sets its own in the environment, so the platform's
+/// objects are as the environment sizes them.
+fn check_shipped_defaults(
+    env: &str,
+    defaults: &Value,
+    components: &serde_json::Map<String, Value>,
+    instances: &[(&str, &str)],
+) {
+    let defaults = match defaults {
+        Value::Null => return,
+        Value::Object(defaults) => defaults,
+        other => panic!("{env}: `defaults` must be an object, got {other}"),
+    };
+    let evaluator = Evaluator::new(Path::new(env!("CARGO_MANIFEST_DIR")));
+    for (key, value) in defaults {
+        let declaring: Vec<_> = PROTOTYPES
+            .into_iter()
+            .filter_map(|name| {
+                let found = mlkube::app::prototype::find(&evaluator, name).unwrap();
+                Some((name, found.param(key)?.clone()))
+            })
+            .collect();
+        assert!(
+            declaring.iter().any(|(name, _)| is_job_prototype(name)),
+            "{env}: no job prototype declares default `{key}`"
+        );
+        for (name, spec) in &declaring {
+            assert!(
+                spec.accepts(value),
+                "{env}: {name} refuses default {key} = {value}"
+            );
+        }
+        for (instance, prototype_name) in instances {
+            if declaring.iter().any(|(name, _)| name == prototype_name) {
+                assert!(
+                    components[*instance].get(key).is_some(),
+                    "{env}: {instance} would take default `{key}`; set its own"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn local_defaults_fit_a_two_core_node() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("environments/local/params.libsonnet");
+    let local = evaluate(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(local["defaults"], json!({"cpuRequest": "100m"}));
 }
 
 #[test]

@@ -4,6 +4,8 @@
 // the host reaches it at $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
 {
   global: {},
+  // A 2-core node: jobs and sweeps added later request 100m of CPU each, unless the app sets theirs.
+  defaults: { cpuRequest: '100m' },
   components: {
     gateway: {
       serviceType: 'NodePort',

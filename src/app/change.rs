@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::check;
-use super::params::{self, ValueSource, unknown_param};
+use super::params::{self, Block, ValueSource, unknown_param};
 use super::prototype::{self, ParamType};
 use super::render::RenderError;
 use super::{
@@ -153,13 +153,7 @@ pub fn add_component(
     params: &[String],
 ) -> Result<String, AppError> {
     check_name("component", name)?;
-    if name == "global" {
-        return Err(AppError::Invalid(
-            "`global` cannot name a component: `mlkube param set global ...` sets a value for \
-             every component"
-                .into(),
-        ));
-    }
+    reserved_name(name)?;
     if app.components()?.iter().any(|c| c.name == name) {
         return Err(AppError::Invalid(format!(
             "component `{name}` already exists ({})\nhint: pick another name; several instances \
@@ -188,6 +182,18 @@ pub fn add_component(
     app.record_component(name, &prototype.name);
     app.save()?;
     Ok(prototype.name)
+}
+
+/// Refuse the names `param set` gives its blocks: `global` and `defaults`.
+fn reserved_name(name: &str) -> Result<(), AppError> {
+    let what = match name {
+        "global" => "sets a value for every component",
+        DEFAULTS => "sets an environment's defaults",
+        _ => return Ok(()),
+    };
+    Err(AppError::Invalid(format!(
+        "`{name}` cannot name a component: `mlkube param set {name} ...` {what}"
+    )))
 }
 
 /// Refuse a new component that would not render, with the params given, in every environment.
@@ -314,11 +320,15 @@ fn parse_value(raw: &str, as_string: bool, declared: &[ParamType]) -> Value {
 // ---------------------------------------------------------------------------------------------
 // parameters
 
-/// A `param set`: a component's parameter (or a `global` one), app-wide or for one
-/// environment.
+/// What `param set` calls `defaults`: an environment's values in place of the prototypes'
+/// defaults, unless a component has that name (made before the name was taken).
+pub const DEFAULTS: &str = "defaults";
+
+/// A `param set`: a component's parameter (or a `global` one, or an environment's default),
+/// app-wide or for one environment.
 #[derive(Debug, Clone, Default)]
 pub struct ParamAssignment {
-    /// A component's name, or `global`.
+    /// A component's name, `global`, or `defaults`.
     pub component: String,
     pub key: String,
     /// The value as typed; JSON unless `as_string` or the parameter is a string.
@@ -340,13 +350,8 @@ pub struct ParamWritten {
 
 /// Set a parameter, checked against the prototypes that declare it.
 pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten, AppError> {
-    let ParamAssignment {
-        component,
-        key,
-        value: raw,
-        env,
-        as_string,
-    } = assignment;
+    let ParamAssignment { component, key, .. } = assignment;
+    let env = assignment.env.as_deref();
     let file = match env {
         Some(env) => app.environment(env)?.params_file(),
         None => PARAMS_FILE.to_owned(),
@@ -356,22 +361,13 @@ pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten
             "`name` cannot be set; it is always the component's name".into(),
         ));
     }
-    let evaluator = Evaluator::new(app.root());
-    let (path, value) = if component == "global" {
-        let value = global_value(app, &evaluator, key, raw, *as_string, env.as_deref())?;
-        (vec!["global", key.as_str()], value)
-    } else {
-        let value = component_value(
-            app,
-            &evaluator,
-            component,
-            key,
-            raw,
-            *as_string,
-            env.as_deref(),
-        )?;
-        (vec!["components", component.as_str(), key.as_str()], value)
+    let block = addressed(app, assignment)?;
+    let path = match block {
+        Block::Global => vec!["global", key.as_str()],
+        Block::Defaults => vec![DEFAULTS, key.as_str()],
+        Block::Component => vec!["components", component.as_str(), key.as_str()],
     };
+    let value = checked_value(app, assignment, block)?;
     let template = match env {
         Some(env) => template::env_params(env),
         None => template::APP_PARAMS.to_owned(),
@@ -380,35 +376,78 @@ pub fn set_param(app: &App, assignment: &ParamAssignment) -> Result<ParamWritten
     let literal = edit::literal(&value);
     let text = edit_file(&file, &text, &path, Some(&literal))?;
     let edit = format!("`{component}.{key} = {literal}`");
-    let still_broken = param_renders(app, assignment, edit, &file, &text)?;
+    let still_broken = param_renders(app, assignment, block, edit, (&file, &text))?;
     app.write(&file, &text)?;
+    // `global`'s values are named as the component's are; a default by its block.
+    let field = if block == Block::Defaults {
+        &path[..]
+    } else {
+        &path[1..]
+    };
     Ok(ParamWritten {
         file,
-        field: path[1..].join("."),
+        field: field.join("."),
         literal,
         still_broken,
     })
 }
 
+/// The block a `param set` writes to: `global`, an environment's `defaults` (which need
+/// `--env`), or a component's; a component named `defaults` keeps its name.
+fn addressed(app: &App, assignment: &ParamAssignment) -> Result<Block, AppError> {
+    match assignment.component.as_str() {
+        "global" => Ok(Block::Global),
+        DEFAULTS if !app.components()?.iter().any(|c| c.name == DEFAULTS) => match assignment.env {
+            Some(_) => Ok(Block::Defaults),
+            None => Err(AppError::Invalid(format!(
+                "`defaults` are an environment's: they replace the prototypes' defaults there, \
+                 and {PARAMS_FILE} has none\nhint: mlkube param set defaults {} <value> --env \
+                 <env>",
+                assignment.key
+            ))),
+        },
+        _ => Ok(Block::Component),
+    }
+}
+
+/// The value of a `param set`, read from the command line and checked for the block it goes
+/// in.
+fn checked_value(app: &App, assignment: &ParamAssignment, block: Block) -> Result<Value, AppError> {
+    let evaluator = Evaluator::new(app.root());
+    let ParamAssignment {
+        component,
+        key,
+        value: raw,
+        as_string,
+        ..
+    } = assignment;
+    let env = assignment.env.as_deref();
+    match block {
+        Block::Global => global_value(app, &evaluator, key, raw, *as_string, env),
+        Block::Defaults => default_value(&evaluator, key, raw, *as_string, env),
+        Block::Component => component_value(app, &evaluator, component, key, raw, *as_string, env),
+    }
+}
+
 /// Refuse a value that would stop a component it reaches rendering, in an environment it
-/// reaches: the component's (every component's, for `global`), in its environment or in all.
-/// Give the first of those environments that did not render before and still does not.
+/// reaches: the component's (every component's, for `global` and `defaults`), in its
+/// environment or in all. Give the first of those environments that did not render before and
+/// still does not.
 fn param_renders(
     app: &App,
     assignment: &ParamAssignment,
+    block: Block,
     edit: String,
-    file: &str,
-    text: &str,
+    (file, text): (&str, &str),
 ) -> Result<Option<(String, RenderError)>, AppError> {
     let after = app.staging([(file.to_owned(), text.to_owned())]);
     let environments = match &assignment.env {
         Some(env) => vec![env.clone()],
         None => app.environments().iter().map(|e| e.name.clone()).collect(),
     };
-    let components = if assignment.component == "global" {
-        app.components()?.into_iter().map(|c| c.name).collect()
-    } else {
-        vec![assignment.component.clone()]
+    let components = match block {
+        Block::Component => vec![assignment.component.clone()],
+        Block::Global | Block::Defaults => app.components()?.into_iter().map(|c| c.name).collect(),
     };
     let hint = |prototype: &str, param: &str| {
         format!("`mlkube prototype describe {prototype}` says what `{param}` takes")
@@ -421,6 +460,40 @@ fn param_renders(
     };
     check::keeps_rendering(app, &after, &reach)?;
     Ok(check::still_broken(&after, &reach))
+}
+
+/// A default must suit every prototype of the library that declares the key: it reaches the
+/// components made from them, those added later too.
+fn default_value(
+    evaluator: &Evaluator,
+    key: &str,
+    raw: &str,
+    as_string: bool,
+    env: Option<&str>,
+) -> Result<Value, AppError> {
+    let prototypes = prototype::all(evaluator)?;
+    let specs: Vec<_> = prototypes
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.param(key)?)))
+        .collect();
+    if specs.is_empty() {
+        return Err(AppError::Invalid(format!(
+            "no prototype declares a param `{key}`, so a default would change nothing\nhint: \
+             `mlkube prototype describe <prototype>` lists a prototype's params"
+        )));
+    }
+    let kinds: Vec<ParamType> = specs.iter().map(|(_, s)| s.kind()).collect();
+    let value = parse_value(raw, as_string, &kinds);
+    for (prototype, spec) in specs {
+        let source = ValueSource {
+            env,
+            block: Block::Defaults,
+            ..ValueSource::default()
+        };
+        let subject = format!("the {prototype} prototype");
+        params::check_value_of(&subject, spec, &value, source)?;
+    }
+    Ok(value)
 }
 
 /// A global value must suit every component whose prototype declares the key.
@@ -452,7 +525,7 @@ fn global_value(
     for (component, spec) in specs {
         let source = ValueSource {
             env,
-            global: true,
+            block: Block::Global,
             ..ValueSource::default()
         };
         params::check_value(component, spec, &value, source)?;

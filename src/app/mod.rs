@@ -5,7 +5,8 @@
 //!                                       components (which prototype each instance is of)
 //! components/<name>.jsonnet             one file per component; any file here is a component
 //! components/params.libsonnet           { global: {...}, components: { <name>: {...} } }
-//! environments/<env>/params.libsonnet   the same shape: that environment's overrides
+//! environments/<env>/params.libsonnet   the same shape: that environment's overrides; and
+//!                                       defaults: {...}, below every value the app sets
 //! ```
 //!
 //! This module loads and saves that layout, resolves parameters and renders an environment

@@ -7,9 +7,10 @@ use crate::render::library;
 pub const APP_PARAMS: &str = "\
 // Parameters of this app's components, shared by every environment.
 //
-// Precedence, lowest first: the prototype's default < `components.<name>` below < `global`
-// below < environments/<env>/params.libsonnet (its `global`, then its `components.<name>`).
-// `global` applies to every component whose prototype declares that parameter.
+// Precedence, lowest first: the prototype's default < the environment's `defaults` <
+// `components.<name>` below < `global` below < environments/<env>/params.libsonnet (its
+// `global`, then its `components.<name>`). `global` applies to every component whose
+// prototype declares that parameter; `defaults` only belong in an environment's file.
 // `mlkube param set` edits this file in place; hand edits and comments are kept.
 {
   global: {},
@@ -21,9 +22,11 @@ pub const APP_PARAMS: &str = "\
 pub fn env_params(env: &str) -> String {
     format!(
         "// Overrides for the `{env}` environment: `global` applies to every component that \
-         declares\n// the parameter, `components.<name>` to one component. `mlkube param set \
-         <component> <key>\n// <value> --env {env}` edits this file in place.\n{{\n  global: \
-         {{}},\n  components: {{}},\n}}\n"
+         declares\n// the parameter, `components.<name>` to one component; both beat \
+         components/params.libsonnet.\n// A `defaults: {{ <param>: <value> }}` block here \
+         would only replace the prototypes' defaults,\n// below every value the app sets. \
+         `mlkube param set <component> <key> <value> --env {env}`\n// edits this file in \
+         place.\n{{\n  global: {{}},\n  components: {{}},\n}}\n"
     )
 }
 

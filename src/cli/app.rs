@@ -451,6 +451,22 @@ fn param_list(
             json!({"component": "global", "param": param, "value": v.value, "source": v.layer.as_str()}),
         );
     }
+    // What the environment's components added later take in place of their prototypes'
+    // defaults, set with `param set defaults`.
+    let defaults = params::env_defaults(app, &evaluator, environment)?;
+    for (param, value) in defaults.iter().filter(|_| component.is_none()) {
+        let source = params::Layer::EnvDefaults.as_str();
+        listing.push(
+            format!("defaults.{param}"),
+            vec![
+                "defaults".into(),
+                param.clone(),
+                value.to_string(),
+                source.to_owned(),
+            ],
+            json!({"component": "defaults", "param": param, "value": value, "source": source}),
+        );
+    }
     for ComponentParams {
         component, values, ..
     } in selected

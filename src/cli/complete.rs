@@ -15,7 +15,7 @@ use clap::{Arg, ArgAction, Command, CommandFactory, ValueEnum};
 
 use super::Cli;
 use crate::app::App;
-use crate::app::prototype;
+use crate::app::{change, prototype};
 use crate::render::jsonnet::Evaluator;
 
 /// The shells `mlkube completion` writes a script for.
@@ -319,9 +319,13 @@ fn prototypes(root: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The parameters of a component's prototype (`global`: of every prototype the app uses).
+/// The parameters of a component's prototype (`global`: of every prototype the app uses;
+/// `defaults`: of every prototype, as they reach the components added later too).
 fn params(app: &App, component: &str) -> Option<Vec<String>> {
     let evaluator = Evaluator::new(app.root());
+    if component == change::DEFAULTS && !components(app).iter().any(|c| c == component) {
+        return library_params(&evaluator);
+    }
     let mut names = Vec::new();
     for entry in app.components().ok()? {
         if component != "global" && entry.name != component {
@@ -334,6 +338,18 @@ fn params(app: &App, component: &str) -> Option<Vec<String>> {
             names.extend(prototype.param_names());
         }
     }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
+/// The parameters of every prototype of the library.
+fn library_params(evaluator: &Evaluator) -> Option<Vec<String>> {
+    let mut names: Vec<String> = prototype::all(evaluator)
+        .ok()?
+        .into_iter()
+        .flat_map(|p| p.param_names())
+        .collect();
     names.sort();
     names.dedup();
     Some(names)

@@ -410,13 +410,17 @@ pub enum ComponentCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ParamCommand {
-    /// Set a parameter of a component (or of every component, with `global`).
+    /// Set a parameter of a component (or of every component, with `global`, or an
+    /// environment's default for it, with `defaults`).
     #[command(after_help = "Examples:
   mlkube param set mnist minReplicas 3
   mlkube param set mnist minReplicas 1 --env dev
-  mlkube param set global image registry.local/serving:2 --as-string")]
+  mlkube param set global image registry.local/serving:2 --as-string
+  mlkube param set defaults cpuRequest 100m --env local")]
     Set {
-        /// The component, or `global` for every component that declares the parameter.
+        /// The component; `global` for every component that declares the parameter;
+        /// `defaults` (with --env) for the environment's value in place of the prototypes'
+        /// default, below every value the app sets.
         component: String,
         /// The parameter's name.
         key: String,
