@@ -87,6 +87,11 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         for f in std.set(params.frameworks)
       ];
     local jobs = [f.resource for f in frameworks if f.resource != null];
+    // The InferenceService controller is not ready until KServe's kinds and HTTPRoute are served.
+    local servingNeeds = if params.servingGateway == null then {} else { annotations: {
+      'mlkube.io/requires-kinds': 'InferenceService.serving.kserve.io,HTTPRoute.gateway.networking.k8s.io',
+      'mlkube.io/requires-hint': "servingGateway runs the InferenceService controller, which needs KServe's CRDs (this component's installCrd) and the Gateway API's HTTPRoute (the gateway component's crds): apply them with it, e.g. `mlkube apply %s -c gateway -c %s`, or `mlkube param set %s servingGateway null --env %s`" % [env.name, name, name, env.name],
+    } };
     local servingGateway =
       if params.servingGateway == null then null
       else if !std.isString(params.servingGateway) || params.servingGateway == '' || std.length(std.split(params.servingGateway, '/')) > 2 then
@@ -302,8 +307,9 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
       {
         apiVersion: 'apps/v1',
         kind: 'Deployment',
-        // Which namespaces it acts in: an apply refuses a second operator whose jobs overlap.
-        metadata: meta(name, { 'mlkube.io/operator-scope': scope }),
+        // Which namespaces it acts in: an apply refuses a second operator whose jobs overlap;
+        // and the kinds it is not ready without, which an apply refuses to wait for in vain.
+        metadata: meta(name, { 'mlkube.io/operator-scope': scope }) + servingNeeds,
         spec: {
           replicas: replicas,
           selector: { matchLabels: u.selector(name, part) },

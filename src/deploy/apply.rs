@@ -42,7 +42,7 @@ use crate::deploy::checks::preflight::{
     Blocker, Preflight, Refusal, Written, apply_failure, conflict_failure,
 };
 use crate::deploy::checks::secret::{is_secret, value_conflicts};
-use crate::deploy::checks::{gateways, node_ports, operators};
+use crate::deploy::checks::{gateways, node_ports, operators, requires};
 use crate::deploy::cluster::cancel::Cancel;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
@@ -84,6 +84,7 @@ pub async fn apply(
     operators::check(cluster, plan).await?;
     node_ports::check(cluster, plan).await?;
     gateways::check(cluster, plan).await?;
+    requires::check(cluster, plan)?;
     let inventory = applyset::read(cluster, &plan.applyset).await?;
     let members = match &inventory {
         Some(inventory) => applyset::members(cluster, &plan.applyset, inventory).await?,

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::deploy::checks::preflight::{Deferred, PreflightError, Refusal, write_hint};
-use crate::deploy::checks::{gateways, node_ports, operators};
+use crate::deploy::checks::{gateways, node_ports, operators, requires};
 use crate::deploy::cluster::ClusterError;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::health::wait::{NotReady, WaitError, Watched};
@@ -120,6 +120,8 @@ pub enum ApplyError {
     NodePorts(#[from] node_ports::NodePortError),
     #[error(transparent)]
     Gateways(#[from] gateways::GatewayError),
+    #[error(transparent)]
+    Requires(#[from] Box<requires::Unserved>),
     #[error(
         "apply --no-wait would change {count} route(s) without waiting until the versions they send traffic to are ready, and prune the versions they leave at once; nothing was written:\n{details}\n  hint: drop --no-wait: apply then moves traffic only once the new versions are ready, and prunes after"
     )]

@@ -698,3 +698,56 @@ async fn validate_and_apply_name_the_param_a_value_the_server_rejects_came_from(
         );
     }
 }
+
+/// A hand-written workload that needs a kind no CRD on the cluster or in the app serves.
+const NEEDY_COMPONENT: &str = r#"
+local component = import 'mlkube/component.libsonnet';
+{
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: {
+    name: 'needy',
+    namespace: component.env.namespace,
+    annotations: {
+      'mlkube.io/requires-kinds': 'Widget.needs.example.com',
+      'mlkube.io/requires-hint': 'apply the widgets component with it',
+    },
+  },
+}
+"#;
+
+/// An object that needs a kind the cluster does not serve and the apply does not install is
+/// refused before anything is written, a dry run too, with the object's hint (the operator with
+/// servingGateway applied without the gateway's HTTPRoute used to wait its whole timeout).
+#[tokio::test]
+async fn an_apply_that_would_wait_for_a_kind_nothing_serves_is_refused_and_writes_nothing() {
+    let test = TestNamespace::new("messages-requires").await;
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let app = tmp.path().join("app");
+    let path = app.to_str().expect("UTF-8");
+    let init = mlkube(tmp.path(), &["init", path, "--namespace", &test.name]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    std::fs::write(app.join("components/needy.jsonnet"), NEEDY_COMPONENT).expect("write");
+    for verb in [
+        &["apply", "local", "-c", "needy", "--dry-run"][..],
+        &["apply", "local", "-c", "needy"],
+    ] {
+        let out = mlkube(&app, verb);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{verb:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "ConfigMap {}/needy runs controllers of Widget.needs.example.com, which the \
+                 cluster does not serve and this apply does not install, so it would never be \
+                 ready; nothing was written\n  hint: apply the widgets component with it",
+                test.name
+            )),
+            "{verb:?}: {stderr}"
+        );
+    }
+    let configs = Api::<ConfigMap>::namespaced(test.client.clone(), &test.name);
+    assert!(
+        configs.get_opt("needy").await.unwrap().is_none(),
+        "nothing was written"
+    );
+}

@@ -126,19 +126,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::deploy::checks::fixtures::{object, plan_of};
     use crate::deploy::cluster::memory::MemoryCluster;
-    use crate::deploy::inventory::applyset::ApplySet;
-    use crate::deploy::inventory::plan;
-    use crate::render::manifest::{Manifest, Object};
-
-    fn object(component: &str, value: Value) -> Object {
-        let mut value = value;
-        value["metadata"]["labels"] = json!({"mlkube.io/component": component});
-        Object {
-            component: component.into(),
-            value,
-        }
-    }
 
     fn gateway(name: &str) -> Value {
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
@@ -150,11 +139,6 @@ mod tests {
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                "metadata": {"name": "mnist", "namespace": "ml"},
                "spec": {"parentRefs": [{"name": parent}], "rules": []}})
-    }
-
-    fn plan_of(objects: Vec<Object>) -> Plan {
-        let set = ApplySet::new("app", "local", "ml");
-        plan::plan(&Manifest { objects }, &set, &[]).expect("a valid plan")
     }
 
     /// A cluster that serves Gateways (their CRD created), and has none.
