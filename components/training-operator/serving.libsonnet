@@ -24,6 +24,8 @@ local drainSeconds = 5;
     { apiGroups: ['serving.kserve.io'], resources: ['inferenceservices/status', 'inferenceservices/finalizers'], verbs: ['update'] },
     { apiGroups: ['apps'], resources: ['deployments'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
     { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch', 'create', 'patch', 'delete'] },
+    // The NetworkPolicy that keeps other namespaces' pods away from the servers.
+    { apiGroups: ['networking.k8s.io'], resources: ['networkpolicies'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
     { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
     { apiGroups: ['gateway.networking.k8s.io'], resources: ['httproutes'], verbs: ['get', 'list', 'watch', 'create', 'patch'] },
     { apiGroups: ['autoscaling'], resources: ['horizontalpodautoscalers'], verbs: ['create', 'patch', 'delete'] },

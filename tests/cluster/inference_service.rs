@@ -13,8 +13,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{
-    ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::{Api, ResourceExt};
 use mlkube::operator::serving::api::InferenceService;
@@ -211,6 +213,35 @@ async fn until(
     )
 }
 
+/// The NetworkPolicy over `name`'s revisions' pods admits the namespace's pods and the
+/// gateway's, nobody else's; deleted, it comes back.
+async fn the_servers_admit_only_the_namespace_and_the_gateway(ns: &TestNamespace, name: &str) {
+    let policies = Api::<NetworkPolicy>::namespaced(ns.client.clone(), &ns.name);
+    let policy = format!("{name}-predictor");
+    let gateway_pods = json!({ "matchLabels": {
+        "app.kubernetes.io/instance": GATEWAY, "app.kubernetes.io/name": "gateway" } });
+    let expected = json!({
+        "podSelector": { "matchLabels": { "serving.kserve.io/inferenceservice": name } },
+        "policyTypes": ["Ingress"],
+        "ingress": [{ "from": [
+            { "podSelector": {} },
+            { "namespaceSelector": { "matchLabels": { "kubernetes.io/metadata.name": ns.name } },
+              "podSelector": gateway_pods },
+        ] }],
+    });
+    let live = policies.get(&policy).await.expect("the NetworkPolicy");
+    assert_eq!(serde_json::to_value(&live.spec).unwrap(), expected);
+    policies
+        .delete(&policy, &DeleteParams::default())
+        .await
+        .expect("the NetworkPolicy is deleted");
+    eventually("the NetworkPolicy to be made again", TIMEOUT, || async {
+        let again = policies.get_opt(&policy).await.ok()??;
+        (again.uid() != live.uid()).then_some(())
+    })
+    .await;
+}
+
 /// Play the gateway for the route `name` until aborted: accept each generation it gets.
 pub(crate) fn keep_accepting(ns: &TestNamespace, name: &str) -> tokio::task::JoinHandle<()> {
     use futures::StreamExt;
@@ -377,6 +408,7 @@ async fn a_canary_gets_its_share_only_while_ready_and_promotion_retires_the_old_
         status.url.as_deref(),
         Some(format!("http://digits-{}.example.com", ns.name).as_str())
     );
+    the_servers_admit_only_the_namespace_and_the_gateway(&ns, "digits").await;
     assert_eq!(
         status.components["predictor"]
             .latest_rolledout_revision

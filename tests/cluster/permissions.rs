@@ -124,6 +124,11 @@ const SERVES_MODELS: &[Uses] = &[
     ),
     uses("apps", "deployments", OWNS),
     uses("", "services", OWNS),
+    uses(
+        "networking.k8s.io",
+        "networkpolicies",
+        &["create", "get", "list", "patch", "watch"],
+    ),
     uses("", "pods", WATCH),
     uses(
         "gateway.networking.k8s.io",

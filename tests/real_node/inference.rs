@@ -28,7 +28,7 @@ use crate::gateway::gateway;
 use crate::platform::NAMESPACE;
 use crate::serving::{Http, digits_models_once, predict_at};
 use crate::support;
-use crate::volume_support::{object_store, run_pod};
+use crate::volume_support::{object_store, run_pod, run_pod_in};
 
 const NAME: &str = "isvc-digits";
 const ACCOUNT: &str = "isvc-models";
@@ -343,7 +343,9 @@ async fn an_unready_canary_gives_its_share_back(
     let stop = Arc::new(AtomicBool::new(false));
     let looping = request_loop(http.clone(), stop.clone(), NAME);
     let back = share_back_at(api.clone(), stable.to_owned());
-    let unloaded = unload(client, &canary_ip(client, &canary).await).await;
+    let ip = canary_ip(client, &canary).await;
+    another_namespace_cannot_reach_the_servers(client, &ip).await;
+    let unloaded = unload(client, &ip).await;
     let back = back.await.expect("the status watch");
     answered_by(http, NAME, "v2", 20).await;
     stop.store(true, Ordering::Relaxed);
@@ -370,6 +372,36 @@ async fn an_unready_canary_gives_its_share_back(
     );
     let held = api.get(NAME).await.unwrap();
     assert!(condition(&held, "LatestDeploymentReady").is_some_and(|c| c.0 == "False"));
+}
+
+/// The InferenceService's NetworkPolicy, enforced by the nodes' policy controller: a pod of
+/// another namespace cannot open a connection to a revision's server (its health asked, which
+/// changes nothing), so MLServer's repository API is out of its reach; a pod of the
+/// InferenceService's own namespace unloads the model right after.
+async fn another_namespace_cannot_reach_the_servers(client: &Client, ip: &str) {
+    let outsider = support::TestNamespace::new("isvc-outsider").await;
+    let script = format!(
+        r#"
+import urllib.error, urllib.request
+try:
+    print("answered", urllib.request.urlopen("http://{ip}:8080/v2/health/ready", timeout=5).status)
+except urllib.error.HTTPError as e:
+    print("answered", e.code)
+except OSError as e:
+    print("unreachable", e)
+"#
+    );
+    let pod = json!({
+        "metadata": { "name": "isvc-outsider" },
+        "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
+            "containers": [{ "name": "reach", "image": concat!("mlkube/training:", env!("CARGO_PKG_VERSION")),
+                "command": ["python3", "-c", script] }] },
+    });
+    let printed = run_pod_in(client, &outsider.name, pod).await;
+    assert!(
+        printed.contains("unreachable"),
+        "a pod of another namespace reached the canary's server: {printed}"
+    );
 }
 
 /// The IP of the canary's pod.

@@ -171,9 +171,14 @@ pub async fn on_node(
 /// Create `pod` in the platform's namespace (replacing a leftover of its name), wait until it
 /// has succeeded, and return what it printed.
 pub async fn run_pod(client: &Client, pod: Value) -> String {
+    run_pod_in(client, NAMESPACE, pod).await
+}
+
+/// [`run_pod`] in `namespace`.
+pub async fn run_pod_in(client: &Client, namespace: &str, pod: Value) -> String {
     let name = pod["metadata"]["name"].as_str().expect("a name").to_owned();
     let name = name.as_str();
-    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let pods = Api::<Pod>::namespaced(client.clone(), namespace);
     let _ = pods
         .delete(name, &DeleteParams::default().grace_period(0))
         .await;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -290,12 +291,42 @@ async fn write_serving(
             }
         }
     }
+    if let Err(refusal) = write_policy(isvc, ctx).await? {
+        return Ok(Err(refusal));
+    }
     let rerouted = match write_route(isvc, ctx, decision).await? {
         Ok(rerouted) => rerouted,
         Err(refusal) => return Ok(Err(refusal)),
     };
     write_autoscalers(isvc, ctx, deployments).await?;
     Ok(Ok(rerouted))
+}
+
+/// The NetworkPolicy that keeps every pod but the namespace's and the gateway's away from the
+/// revisions' servers: created when missing, brought back to what it must be when changed.
+async fn write_policy(
+    isvc: &InferenceService,
+    ctx: &Context,
+) -> Result<Result<(), Refusal>, ReconcileError> {
+    let policy = objects::network_policy(isvc, &ctx.settings().ingress);
+    let name = policy.name_any();
+    let api: Api<NetworkPolicy> =
+        Api::namespaced(ctx.client().clone(), &isvc.namespace().unwrap_or_default());
+    match ctx.policy(isvc, &name) {
+        Some(live) if !controller::controlled_by(live.owner_references(), isvc) => {
+            Ok(Err(taken("NetworkPolicy", &name)))
+        }
+        Some(live) if live.spec == policy.spec => Ok(Ok(())),
+        Some(_) => controller::apply(&api, &name, &policy)
+            .await
+            .map(Ok)
+            .map_err(controller::failed(isvc, "restore the NetworkPolicy")),
+        None => match controller::create_owned(&api, &policy, isvc).await {
+            Ok(Some(_)) => Ok(Ok(())),
+            Ok(None) => Ok(Err(taken("NetworkPolicy", &name))),
+            Err(e) => Err(controller::failed(isvc, "create the NetworkPolicy")(e)),
+        },
+    }
 }
 
 /// Write the HTTPRoute of `decision`'s traffic: whether it changed.

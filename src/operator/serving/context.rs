@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{EnvVar, Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -52,6 +53,7 @@ pub struct Context {
     pub(super) client: Client,
     pub(super) deployments: Store<Deployment>,
     pub(super) services: Store<Service>,
+    pub(super) policies: Store<NetworkPolicy>,
     pub(super) pods: Store<Pod>,
     pub(super) routes: Store<DynamicObject>,
     pub(super) runtimes: Store<ServingRuntime>,
@@ -119,6 +121,11 @@ impl Context {
 
     pub(super) fn service(&self, isvc: &InferenceService, name: &str) -> Option<Arc<Service>> {
         self.services
+            .get(&ObjectRef::new(name).within(&isvc.namespace().unwrap_or_default()))
+    }
+
+    pub(super) fn policy(&self, isvc: &InferenceService, name: &str) -> Option<Arc<NetworkPolicy>> {
+        self.policies
             .get(&ObjectRef::new(name).within(&isvc.namespace().unwrap_or_default()))
     }
 

@@ -1,5 +1,5 @@
 //! The InferenceService controller's loop: watches InferenceServices, the Deployments,
-//! Services, pods and HTTPRoutes it made for them (one cache each, by the
+//! Services, NetworkPolicies, pods and HTTPRoutes it made for them (one cache each, by the
 //! `serving.kserve.io/inferenceservice` label) and the runtimes, and reconciles an
 //! InferenceService whenever one of them changes, so traffic follows readiness continuously.
 //!
@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Config as ControllerConfig};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -86,6 +87,7 @@ pub async fn run(shared: Shared, settings: Settings) {
     let labelled = || watcher::Config::default().labels(ISVC_LABEL);
     let (deployments, deployment_stream) = cached::<Deployment>(watched(&client, ns), labelled());
     let (services, service_stream) = cached::<Service>(watched(&client, ns), labelled());
+    let (policies, policy_stream) = cached::<NetworkPolicy>(watched(&client, ns), labelled());
     let (pods, pod_stream) = cached::<Pod>(watched(&client, ns), labelled());
     let (routes, route_stream) = route_cache(&client, ns);
     let (runtimes, runtime_stream) =
@@ -103,6 +105,7 @@ pub async fn run(shared: Shared, settings: Settings) {
         client: client.clone(),
         deployments,
         services,
+        policies,
         pods,
         routes,
         runtimes,
@@ -124,6 +127,7 @@ pub async fn run(shared: Shared, settings: Settings) {
     let controller = controller
         .owns_stream(deployment_stream)
         .owns_stream(service_stream)
+        .owns_stream(policy_stream)
         .watches_stream(pod_stream, |pod: Pod| owner_of(&pod))
         .owns_stream_with(route_stream, route_resource())
         .watches_stream(runtime_stream, move |r: ServingRuntime| in_namespace(&all_a, r.namespace()))
@@ -155,6 +159,7 @@ async fn open_when_synced(ctx: Arc<Context>, isvcs: Store<InferenceService>, rea
         .iter()
         .all(Result::is_ok)
         && ctx.services.wait_until_ready().await.is_ok()
+        && ctx.policies.wait_until_ready().await.is_ok()
         && isvcs.wait_until_ready().await.is_ok();
     if synced {
         ready.open();

@@ -5,6 +5,8 @@
 //!   HorizontalPodAutoscaler when `maxReplicas` exceeds `minReplicas`;
 //! - `<name>-predictor`: the address (`status.address`), a Service over the rolled-out
 //!   revision's pods;
+//! - `<name>-predictor`: a NetworkPolicy admitting only the namespace's pods and the
+//!   gateway's to every revision's pods;
 //! - `<name>`: the HTTPRoute on the platform's Gateway for KServe's host names
 //!   (`<name>-<namespace>.<domain>` and `<name>-predictor-<namespace>.<domain>`), every path
 //!   to the revisions by their traffic percents.
@@ -20,6 +22,9 @@ use k8s_openapi::api::autoscaling::v2::{
     MetricTarget, ResourceMetricSource,
 };
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicySpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
@@ -180,6 +185,58 @@ pub fn service(isvc: &InferenceService, object: &str, revision: &str, port: i32)
             ..ServiceSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The gateway component's labels on its pods (Traefik's), by the Gateway's name.
+const GATEWAY_POD_LABELS: [(&str, &str); 1] = [("app.kubernetes.io/name", "gateway")];
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+
+/// `<name>-predictor`, over every revision's pods: only pods of the InferenceService's own
+/// namespace (its tenant's, who may call `status.address`) and the gateway's pods open
+/// connections to them. So MLServer's repository API (`unload`), which the route never sends,
+/// is out of other namespaces' reach. The kubelet's probes come from the node, which a policy
+/// does not restrict.
+pub fn network_policy(isvc: &InferenceService, ingress: &Ingress) -> NetworkPolicy {
+    let (gateway_namespace, gateway) = &ingress.gateway;
+    let gateway_pods = (GATEWAY_POD_LABELS.iter())
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .chain([(INSTANCE_LABEL.to_owned(), gateway.clone())])
+        .collect();
+    let gateway_namespace = [(
+        "kubernetes.io/metadata.name".to_owned(),
+        gateway_namespace.clone(),
+    )];
+    let peers = vec![
+        NetworkPolicyPeer {
+            pod_selector: Some(LabelSelector::default()),
+            ..NetworkPolicyPeer::default()
+        },
+        NetworkPolicyPeer {
+            namespace_selector: Some(labels(gateway_namespace.into_iter().collect())),
+            pod_selector: Some(labels(gateway_pods)),
+            ..NetworkPolicyPeer::default()
+        },
+    ];
+    let isvc_pods = [(ISVC_LABEL.to_owned(), name(isvc))].into_iter().collect();
+    NetworkPolicy {
+        metadata: meta(isvc, &format!("{}-predictor", name(isvc)), &[]),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(labels(isvc_pods)),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(peers),
+                ports: None,
+            }]),
+            egress: None,
+        }),
+    }
+}
+
+fn labels(match_labels: BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(match_labels),
+        ..LabelSelector::default()
     }
 }
 
