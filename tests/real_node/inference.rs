@@ -377,18 +377,26 @@ async fn an_unready_canary_gives_its_share_back(
 /// The InferenceService's NetworkPolicy, enforced by the nodes' policy controller: a pod of
 /// another namespace cannot open a connection to a revision's server (its health asked, which
 /// changes nothing), so MLServer's repository API is out of its reach; a pod of the
-/// InferenceService's own namespace unloads the model right after.
+/// InferenceService's own namespace unloads the model right after. A new pod is refused
+/// everywhere until the policy controller has its address, so the outsider asks for 30 s, more
+/// than the unloading pod ever needs.
 async fn another_namespace_cannot_reach_the_servers(client: &Client, ip: &str) {
     let outsider = support::TestNamespace::new("isvc-outsider").await;
     let script = format!(
         r#"
-import urllib.error, urllib.request
-try:
-    print("answered", urllib.request.urlopen("http://{ip}:8080/v2/health/ready", timeout=5).status)
-except urllib.error.HTTPError as e:
-    print("answered", e.code)
-except OSError as e:
-    print("unreachable", e)
+import time, urllib.error, urllib.request
+answered, deadline = None, time.time() + 30
+while time.time() < deadline:
+    try:
+        answered = urllib.request.urlopen("http://{ip}:8080/v2/health/ready", timeout=3).status
+    except urllib.error.HTTPError as e:
+        answered = e.code
+    except OSError as e:
+        error = e
+    if answered is not None:
+        break
+    time.sleep(0.5)
+print("answered", answered) if answered is not None else print("unreachable", error)
 "#
     );
     let pod = json!({
@@ -440,10 +448,24 @@ fn share_back_at(
 /// the server answered.
 async fn unload(client: &Client, ip: &str) -> SystemTime {
     let url = format!("http://{ip}:8080/v2/repository/models/{NAME}/unload");
+    // The nodes' policy controller admits a new pod's address a moment after it starts: until
+    // then a connection is refused, so the pod tries again for up to 30 s.
     let script = format!(
-        "import time, urllib.request; \
-         status = urllib.request.urlopen(urllib.request.Request('{url}', method='POST'), timeout=10).status; \
-         print(status, time.time())"
+        r#"
+import time, urllib.error, urllib.request
+deadline = time.time() + 30
+while True:
+    try:
+        status = urllib.request.urlopen(urllib.request.Request("{url}", method="POST"), timeout=10).status
+        break
+    except urllib.error.HTTPError:
+        raise
+    except urllib.error.URLError as e:
+        if not isinstance(e.reason, ConnectionRefusedError) or time.time() > deadline:
+            raise
+        time.sleep(0.5)
+print(status, time.time())
+"#
     );
     let pod = json!({
         "metadata": { "name": "isvc-unload" },
