@@ -20,6 +20,7 @@ use kube::api::{
 };
 use kube::{Api, ResourceExt};
 use mlkube::operator::serving::api::InferenceService;
+use mlkube::operator::serving::context::route_resource;
 use serde_json::{Value, json};
 
 use crate::events::job_events;
@@ -247,7 +248,8 @@ pub(crate) fn keep_accepting(ns: &TestNamespace, name: &str) -> tokio::task::Joi
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
     let (client, namespace) = (ns.client.clone(), ns.name.clone());
-    let routes = Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &routes());
+    let routes =
+        Api::<DynamicObject>::namespaced_with(client.clone(), &namespace, &route_resource());
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     tokio::spawn(async move {
         let mut accepted = None;
@@ -262,16 +264,9 @@ pub(crate) fn keep_accepting(ns: &TestNamespace, name: &str) -> tokio::task::Joi
     })
 }
 
-fn routes() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-        "httproutes",
-    )
-}
-
 /// Play the gateway: accept the route at its current generation.
 async fn accept_route(ns: &TestNamespace, name: &str) {
-    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &routes());
+    let api = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &route_resource());
     let route = eventually(&format!("HTTPRoute {name}"), TIMEOUT, || async {
         api.get(name).await.ok()
     })
@@ -281,7 +276,7 @@ async fn accept_route(ns: &TestNamespace, name: &str) {
 
 /// Accept `route` at its generation, as the gateway `GATEWAY` of `namespace`.
 async fn accept(client: &kube::Client, namespace: &str, route: &DynamicObject) {
-    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &routes());
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &route_resource());
     let generation = route.metadata.generation.unwrap_or_default();
     let status = json!({ "status": { "parents": [{
         "parentRef": { "namespace": namespace, "name": GATEWAY },
@@ -302,10 +297,11 @@ async fn accept(client: &kube::Client, namespace: &str, route: &DynamicObject) {
 
 /// The backends of the route: (Service, weight).
 async fn route_backends(ns: &TestNamespace, name: &str) -> Vec<(String, i64)> {
-    let route = Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &routes())
-        .get(name)
-        .await
-        .expect("the route");
+    let route =
+        Api::<DynamicObject>::namespaced_with(ns.client.clone(), &ns.name, &route_resource())
+            .get(name)
+            .await
+            .expect("the route");
     (route.data["spec"]["rules"][0]["backendRefs"]
         .as_array()
         .into_iter()

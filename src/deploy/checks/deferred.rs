@@ -183,12 +183,7 @@ fn plan_crd_schema<'p>(plan: &'p Plan, desired: &Desired) -> Result<Option<&'p V
         .rsplit_once('/')
         .unwrap_or(("", &desired.api_version));
     let kind = &desired.key.kind;
-    let Some(crd) = plan.objects.iter().find(|d| {
-        let spec = &d.value["spec"];
-        d.key.kind == "CustomResourceDefinition"
-            && spec["group"] == group
-            && spec["names"]["kind"] == kind.as_str()
-    }) else {
+    let Some(crd) = plan.crd_of(group, kind) else {
         return Ok(None);
     };
     let served = crd.value["spec"]["versions"]

@@ -32,7 +32,7 @@ pub struct Unserved {
 pub fn check(cluster: &impl Cluster, plan: &Plan) -> Result<(), Box<Unserved>> {
     for desired in &plan.objects {
         for (kind, group) in required(desired) {
-            if !installed_by(plan, &kind, &group)
+            if plan.crd_of(&group, &kind).is_none()
                 && cluster.resolve_group_kind(&group, &kind).is_none()
             {
                 return Err(Box::new(unserved(desired, &kind, &group)));
@@ -49,16 +49,6 @@ fn required(desired: &Desired) -> Vec<(String, String)> {
         .filter_map(|item| item.trim().split_once('.'))
         .map(|(kind, group)| (kind.to_owned(), group.to_owned()))
         .collect()
-}
-
-/// Whether the plan renders the CRD of `kind` in `group`.
-fn installed_by(plan: &Plan, kind: &str, group: &str) -> bool {
-    plan.objects.iter().any(|d| {
-        let spec = &d.value["spec"];
-        d.key.kind == "CustomResourceDefinition"
-            && spec["group"].as_str() == Some(group)
-            && spec["names"]["kind"].as_str() == Some(kind)
-    })
 }
 
 fn unserved(desired: &Desired, kind: &str, group: &str) -> Unserved {

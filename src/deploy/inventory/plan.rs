@@ -56,6 +56,16 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The CustomResourceDefinition of `kind` in `group` that the plan renders, if any.
+    pub fn crd_of(&self, group: &str, kind: &str) -> Option<&Desired> {
+        self.objects.iter().find(|d| {
+            let spec = &d.value["spec"];
+            d.key.kind == "CustomResourceDefinition"
+                && spec["group"].as_str() == Some(group)
+                && spec["names"]["kind"].as_str() == Some(kind)
+        })
+    }
+
     /// The group-kinds of the members, as the inventory records them.
     pub fn group_kinds(&self) -> BTreeSet<String> {
         self.objects
