@@ -31,7 +31,7 @@ use crate::operator_identity::{
 use crate::support::{TestNamespace, eventually, within};
 
 /// An upper bound only: each pod runs about 5 s; a loaded 2-core machine needs room.
-const TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Held while the Framework CRD is changed, or must not be: a test that loosens it for a
 /// moment, and the test of what it refuses.
@@ -66,7 +66,7 @@ async fn apply_crd(client: &Client) {
 
 /// The Framework controller for one namespace, in this process, as the component's
 /// ServiceAccount; stopped when dropped.
-struct Operator {
+pub(crate) struct Operator {
     task: tokio::task::JoinHandle<()>,
     _identity: OperatorIdentity,
 }
@@ -77,7 +77,7 @@ impl Drop for Operator {
     }
 }
 
-async fn start_operator(ns: &TestNamespace) -> Operator {
+pub(crate) async fn start_operator(ns: &TestNamespace) -> Operator {
     install_crd(&ns.client).await;
     let identity = OperatorIdentity::new(ns, Access::scoped(Scope::Namespace)).await;
     let settings = controller::Settings {
@@ -109,7 +109,7 @@ async fn operator_binary(ns: &TestNamespace, identity: &OperatorIdentity) -> Ope
 /// A TaskRole: `tasks` Tasks of one container running `command` (`None`: a server without
 /// one), with the completion policy (min failed, min succeeded) and the Task RetryPolicy
 /// (fancy, maxRetryCount).
-fn role(
+pub(crate) fn role(
     name: &str,
     tasks: i32,
     policy: (i32, i32),
@@ -138,7 +138,7 @@ fn role(
 }
 
 /// A Framework named `name` with the Framework RetryPolicy (fancy, maxRetryCount).
-fn framework(name: &str, retry: (bool, i32), roles: Vec<Value>) -> Framework {
+pub(crate) fn framework(name: &str, retry: (bool, i32), roles: Vec<Value>) -> Framework {
     serde_json::from_value(json!({
         "apiVersion": "frameworkcontroller.microsoft.com/v1",
         "kind": "Framework",
@@ -152,7 +152,7 @@ fn framework(name: &str, retry: (bool, i32), roles: Vec<Value>) -> Framework {
     .expect("a Framework")
 }
 
-async fn submit(ns: &TestNamespace, framework: &Framework) -> Api<Framework> {
+pub(crate) async fn submit(ns: &TestNamespace, framework: &Framework) -> Api<Framework> {
     let api = Api::<Framework>::namespaced(ns.client.clone(), &ns.name);
     api.create(&PostParams::default(), framework)
         .await
@@ -161,7 +161,7 @@ async fn submit(ns: &TestNamespace, framework: &Framework) -> Api<Framework> {
 }
 
 /// The status of Framework `name` once `done` holds for it.
-async fn await_status(
+pub(crate) async fn await_status(
     api: &Api<Framework>,
     name: &str,
     what: &str,
@@ -174,11 +174,11 @@ async fn await_status(
     .await
 }
 
-fn code(status: &FrameworkStatus) -> Option<i32> {
+pub(crate) fn code(status: &FrameworkStatus) -> Option<i32> {
     (status.attempt_status.completion_status.as_ref()).map(|c| c.status.code)
 }
 
-fn completed(status: &FrameworkStatus) -> bool {
+pub(crate) fn completed(status: &FrameworkStatus) -> bool {
     status.state == FrameworkState::Completed
 }
 
@@ -410,13 +410,13 @@ async fn placeholders_are_replaced_in_any_string_of_the_pod_template() {
 }
 
 /// Patch Framework `name` with a JSON merge patch, as a user does to Start, Stop or rescale.
-async fn patch(api: &Api<Framework>, name: &str, patch: Value) {
+pub(crate) async fn patch(api: &Api<Framework>, name: &str, patch: Value) {
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap_or_else(|e| panic!("patching Framework {name}: {e}"));
 }
 
-fn running(status: &FrameworkStatus) -> bool {
+pub(crate) fn running(status: &FrameworkStatus) -> bool {
     status.state == FrameworkState::AttemptRunning
 }
 

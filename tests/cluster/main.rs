@@ -10,6 +10,7 @@ mod disruption;
 mod dry_run_truth;
 mod events;
 mod framework_controller;
+mod framework_states;
 mod identity;
 mod image_pull;
 mod inference_service;

@@ -1,17 +1,22 @@
 //! The Framework controller: watches Frameworks, and the ConfigMaps and pods labelled
-//! `FC_FRAMEWORK_NAME`, and for each Framework runs `sync::decide`, writes the status, then
-//! carries out the creations and deletions and records their results.
+//! `FC_FRAMEWORK_NAME`, and for each Framework runs `sync::decide`, carries out the creations
+//! and deletions, and writes the status with their results.
 //!
 //! # Expected flow
-//! A Framework, or its ConfigMap or one of its pods, changes; a reconcile of the Framework is
-//! scheduled (one at a time per Framework). It reads the three caches, decides, writes the
-//! status to the status subresource with the resourceVersion it was decided from, acts, and
-//! writes what the actions produced (UIDs, deletes sent). Its own writes trigger the next step.
+//! A Framework, or its ConfigMap or one of its pods, changes; a reconcile of the Framework runs
+//! at once (one at a time per Framework, no debounce). It reads the three caches, decides,
+//! carries out the creations and deletions, and writes the decided status with what they
+//! produced (UIDs, deletes sent) in one write, to the status subresource with the
+//! resourceVersion it was decided from, as FrameworkController writes once per sync. Its own
+//! write triggers the next step.
 //!
 //! # Guarantees
-//! - The status is written before any action it allows; a stale cache (one still showing a
-//!   version the operator's own writes replaced) decides nothing, and a concurrent change turns
-//!   into a conflict and a retry.
+//! - Persist before act: every action follows from a state the stored status holds already
+//!   (`sync`'s decisions act only on states they started from), so a lost write or a restart
+//!   can never act twice on one decision; an object created but not recorded is deleted,
+//!   never adopted. While the cache still shows a version the operator's own writes replaced,
+//!   it decides from what its last write stored; a concurrent change of the Framework turns
+//!   the write into a conflict and a retry.
 //! - Deletes carry the UID they were decided on as a precondition; a ConfigMap is deleted in
 //!   the foreground, so it outlives its pods.
 //! - No Framework stalls the others: one whose spec cannot run (`check`) fails by its own
@@ -104,42 +109,55 @@ struct Context {
     pods: Store<Pod>,
     events: Events,
     metrics: Arc<Metrics>,
-    /// Per Framework, the resourceVersions its status writes replaced that the cache may still
-    /// show.
-    replaced: Mutex<HashMap<(String, String), HashSet<String>>>,
+    /// Per Framework, what its status writes replaced and stored, while the cache may lag.
+    written: Mutex<HashMap<(String, String), Written>>,
     config: Arc<FcConfig>,
 }
 
+/// The operator's status writes of one Framework that the cache may not show yet.
+struct Written {
+    /// The resourceVersions they replaced.
+    replaced: HashSet<String>,
+    /// The Framework as the last one stored it.
+    latest: Arc<Framework>,
+}
+
+fn key_of(framework: &Framework) -> (String, String) {
+    (
+        framework.namespace().unwrap_or_default(),
+        framework.name_any(),
+    )
+}
+
 impl Context {
-    /// Whether the cache still shows a version of `framework` the operator's writes replaced.
-    fn is_stale(&self, framework: &Framework) -> bool {
-        let key = (
-            framework.namespace().unwrap_or_default(),
-            framework.name_any(),
-        );
-        let mut replaced = lock(&self.replaced);
-        let Some(versions) = replaced.get(&key) else {
-            return false;
+    /// The Framework to decide on: the cached one, or, while the cache still shows a version
+    /// the operator's own writes replaced, the one its last write stored (FrameworkController
+    /// too decides from the status it expects, not from a lagging cache), so that a change of
+    /// a pod is followed at once, not after the watch event of the operator's own write.
+    fn current(&self, cached: Arc<Framework>) -> Arc<Framework> {
+        let key = key_of(&cached);
+        let mut written = lock(&self.written);
+        let Some(entry) = written.get(&key) else {
+            return cached;
         };
-        if framework
-            .resource_version()
-            .is_some_and(|v| versions.contains(&v))
-        {
-            return true;
+        if (cached.resource_version()).is_some_and(|v| entry.replaced.contains(&v)) {
+            return entry.latest.clone();
         }
-        replaced.remove(&key);
-        false
+        written.remove(&key);
+        cached
     }
 
-    fn wrote(&self, framework: &Framework, replaced_version: String) {
-        let key = (
-            framework.namespace().unwrap_or_default(),
-            framework.name_any(),
-        );
-        lock(&self.replaced)
-            .entry(key)
-            .or_default()
-            .insert(replaced_version);
+    fn wrote(&self, replaced: &Framework, stored: &Framework) {
+        let Some(version) = replaced.resource_version() else {
+            return;
+        };
+        let mut written = lock(&self.written);
+        let entry = written.entry(key_of(replaced)).or_insert_with(|| Written {
+            replaced: HashSet::new(),
+            latest: Arc::new(stored.clone()),
+        });
+        entry.replaced.insert(version);
+        entry.latest = Arc::new(stored.clone());
     }
 }
 
@@ -173,18 +191,12 @@ pub async fn run(shared: Shared, settings: Settings) {
     let for_gone = context.clone();
     let controller = Controller::new(frameworks, watcher::Config::default());
     let store = controller.store();
+    let workers = settings.config.workers.unwrap_or(settings.concurrency);
+    // No debounce: each change of a Framework, its ConfigMap or a pod is decided on as it
+    // comes, so that its status shows every state FrameworkController's would (a pod's
+    // Pending, a deletion under way).
     let controller = controller
-        .with_config(
-            ControllerConfig::default()
-                .concurrency(
-                    settings
-                        .config
-                        .workers
-                        .unwrap_or(settings.concurrency)
-                        .max(1),
-                )
-                .debounce(Duration::from_millis(100)),
-        )
+        .with_config(ControllerConfig::default().concurrency(workers.max(1)))
         .reconcile_on(children)
         .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, context)
@@ -192,7 +204,7 @@ pub async fn run(shared: Shared, settings: Settings) {
             // A Framework deleted before its turn: forget its writes.
             if let Err(ControllerError::ObjectNotFound(gone)) = result {
                 let key = (gone.namespace.unwrap_or_default(), gone.name);
-                lock(&for_gone.replaced).remove(&key);
+                lock(&for_gone.written).remove(&key);
             }
             async {}
         });
@@ -231,7 +243,7 @@ fn new_context(
             metrics.clone(),
         ),
         metrics,
-        replaced: Mutex::new(HashMap::new()),
+        written: Mutex::new(HashMap::new()),
         config,
     })
 }
@@ -347,10 +359,7 @@ async fn reconcile(
     framework: Arc<Framework>,
     ctx: Arc<Context>,
 ) -> Result<Requeue, ReconcileError> {
-    if ctx.is_stale(&framework) {
-        // The watch event of the operator's own write is on its way.
-        return Ok(Requeue::await_change());
-    }
+    let framework = ctx.current(framework);
     let started = std::time::Instant::now();
     let namespace = framework.namespace().unwrap_or_default();
     let cm = ctx
@@ -367,7 +376,7 @@ async fn reconcile(
             "Sync",
         );
     }
-    let stored = write_status(&ctx, &framework, &plan.status).await?;
+    carry_out_all(&ctx, &framework, plan.status, cm.as_deref(), plan.actions).await?;
     if let Some(refusal) = &plan.refused {
         // Once: the decision that acts on a refusal moves the Framework on.
         tracing::warn!(framework = %format!("{namespace}/{}", framework.name_any()), reason = refusal.reason(), "spec refused");
@@ -379,7 +388,6 @@ async fn reconcile(
             "Sync",
         );
     }
-    carry_out_all(&ctx, stored, plan.status, cm.as_deref(), plan.actions).await?;
     ctx.metrics.reconciled(started.elapsed());
     Ok(match plan.wake_after {
         Some(after) => Requeue::requeue(after),
@@ -420,25 +428,51 @@ fn decide(
     sync::decide(framework, &observed)
 }
 
-/// Carry out the actions, in order, on the Framework as `stored` with the written `status`;
-/// then write what they produced (UIDs, deletes sent), if anything.
+/// Carry out the actions in order, then write the decided `status` with what they produced
+/// (UIDs, deletes sent) in one write, as FrameworkController writes once per sync. Each
+/// action follows from a state the status `framework` holds was in already (the Task's
+/// AttemptCreationPending before its pod is created, AttemptDeletionPending before a delete),
+/// so none waits for the decision's own write. An action that fails stops the rest: what the
+/// ones before it produced is written on the status the decision started from, and the error
+/// is returned, to be retried.
 async fn carry_out_all(
     ctx: &Context,
-    stored: Framework,
+    framework: &Framework,
     mut status: FrameworkStatus,
     cm: Option<&ConfigMap>,
     actions: Vec<Action>,
 ) -> Result<(), ReconcileError> {
-    let mut done = false;
+    let mut done = Vec::new();
     for action in actions {
-        if let Some(result) = carry_out(ctx, &stored, &status, cm, action).await? {
-            sync::record(&mut status, result, Timestamp::now());
-            done = true;
+        match carry_out(ctx, framework, &status, cm, action).await {
+            Ok(Some(result)) => {
+                sync::record(&mut status, result.clone(), Timestamp::now());
+                done.push(result);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                write_done_before(ctx, framework, done).await?;
+                return Err(error);
+            }
         }
     }
-    if done {
-        write_status(ctx, &stored, &status).await?;
+    write_status(ctx, framework, &status).await?;
+    Ok(())
+}
+
+/// After an action failed: the results of the ones before it, on the status `framework` holds.
+async fn write_done_before(
+    ctx: &Context,
+    framework: &Framework,
+    done: Vec<Done>,
+) -> Result<(), ReconcileError> {
+    let Some(mut status) = framework.status.clone().filter(|_| !done.is_empty()) else {
+        return Ok(());
+    };
+    for result in done {
+        sync::record(&mut status, result, Timestamp::now());
     }
+    write_status(ctx, framework, &status).await?;
     Ok(())
 }
 
@@ -464,10 +498,8 @@ async fn write_status(
                 name: name.clone(),
                 source,
             })?;
-    if let Some(version) = framework.resource_version()
-        && stored.resource_version().as_ref() != Some(&version)
-    {
-        ctx.wrote(framework, version);
+    if stored.resource_version() != framework.resource_version() {
+        ctx.wrote(framework, &stored);
     }
     for transition in transitions(framework.status.as_ref(), status) {
         ctx.metrics.job(transition, FLAG_NAME, &namespace);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 
-use super::policy::completion_policy;
+use super::policy::{completion_policy, task_completion_policy};
 use super::task::sync_task;
 use super::{
     Action, Step, controller_uid, framework_completion, new_attempt, tasks_mut, transition,
@@ -105,19 +105,25 @@ fn await_config_map(step: &mut Step, status: &mut FrameworkStatus) {
     let recorded = status.attempt_status.config_map_uid.clone();
     let cached = step.observed.config_map.filter(|cm| cm.uid() == recorded);
     if cached.is_some() {
+        // As FrameworkController, the same decision goes on to the Tasks: the Framework's
+        // AttemptPreparing is written with their pods' creations.
         transition(status, FS::AttemptPreparing, &step.now);
+        sync_attempt(step, status);
         return;
     }
-    if !step.cache_timed_out(&status.transition_time.clone()) {
-        return;
-    }
+    // Stop (or a spec refused) ends the attempt at once, as the timeout does: the ConfigMap,
+    // created or not, is deleted by its UID.
+    let completion = match stop_completion(step) {
+        Some(completion) => completion,
+        None if step.cache_timed_out(&status.transition_time.clone()) => framework_completion(
+            cc::CONFIG_MAP_LOCAL_CACHE_CREATION_TIMEOUT,
+            &step.not_cached("ConfigMap"),
+        ),
+        None => return,
+    };
     if let Some(uid) = recorded {
         step.actions.push(Action::DeleteConfigMap { uid });
     }
-    let completion = framework_completion(
-        cc::CONFIG_MAP_LOCAL_CACHE_CREATION_TIMEOUT,
-        &step.not_cached("ConfigMap"),
-    );
     complete_attempt(step, status, true, Some(completion));
 }
 
@@ -130,9 +136,7 @@ fn sync_attempt(step: &mut Step, status: &mut FrameworkStatus) {
         return;
     };
     follow_config_map(step, status, cm);
-    if complete_when_asked(step, status) {
-        return;
-    }
+    complete_when_asked(step, status);
     sync_tasks(step, status, cm);
     let running = (status.attempt_status.task_role_statuses.iter())
         .flat_map(|r| &r.task_statuses)
@@ -188,31 +192,45 @@ fn stop_completion(step: &mut Step) -> Option<FrameworkAttemptCompletionStatus> 
 }
 
 /// Complete the attempt when Stop asks for it, the spec is refused, or its completion policy
-/// calls for it; true when it did, and the Tasks wait for the next call.
-fn complete_when_asked(step: &mut Step, status: &mut FrameworkStatus) -> bool {
+/// calls for it over the Tasks completed before this decision (a policy changed since). The
+/// Tasks are synced next all the same, as FrameworkController syncs them.
+fn complete_when_asked(step: &mut Step, status: &mut FrameworkStatus) {
     if !status.completing()
         && let Some(completion) = stop_completion(step)
     {
         complete_attempt(step, status, false, Some(completion));
-        return true;
     }
     if !status.completing()
         && let Some(completion) = completion_policy(step.spec, &status.attempt_status)
     {
         complete_attempt(step, status, false, Some(completion));
-        return true;
     }
-    false
 }
 
-/// Sync every Task of the attempt whose ConfigMap is `cm`.
+/// Sync every Task of the attempt whose ConfigMap is `cm`, in order. A Task that completes
+/// here is counted by its TaskRole's completion policy at once, before the next Task is
+/// synced, so the first Task that reaches a count completes the attempt, with the count as
+/// it stands then, and the Tasks after it see the attempt completing.
 fn sync_tasks(step: &mut Step, status: &mut FrameworkStatus, cm: &ConfigMap) {
-    let completing = status.completing();
-    for role in &mut status.attempt_status.task_role_statuses {
-        let spec = step.spec.task_roles.iter().find(|r| r.name == role.name);
-        let timeout = role.pod_graceful_deletion_timeout_sec;
-        for task in &mut role.task_statuses {
+    for r in 0..status.attempt_status.task_role_statuses.len() {
+        for t in 0..status.attempt_status.task_role_statuses[r]
+            .task_statuses
+            .len()
+        {
+            let completing = status.completing();
+            let role = &mut status.attempt_status.task_role_statuses[r];
+            let spec = step.spec.task_roles.iter().find(|s| s.name == role.name);
+            let timeout = role.pod_graceful_deletion_timeout_sec;
+            let task = &mut role.task_statuses[t];
+            let was_completed = task.state == TS::Completed;
             sync_task(step, spec, timeout, completing, &cm_uid(cm), task);
+            if completing || was_completed || task.state != TS::Completed {
+                continue;
+            }
+            let completion = task_completion_policy(step.spec, &status.attempt_status, (r, t));
+            if let Some(completion) = completion {
+                complete_attempt(step, status, false, Some(completion));
+            }
         }
     }
 }

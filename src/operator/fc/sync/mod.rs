@@ -5,13 +5,18 @@
 //! Each call moves the Framework one step along FrameworkController's state machines
 //! (Framework: AttemptCreationPending → CreationRequested → Preparing → Running →
 //! DeletionPending → DeletionRequested → Deleting → AttemptCompleted → a new attempt or
-//! Completed; each Task the same with its pod). The controller writes the status first and
-//! only then carries out the actions, and records their results (a created object's UID, a
-//! delete sent) with [`record`]; its own status write triggers the next call.
+//! Completed; each Task the same with its pod), as far as one sync of FrameworkController
+//! moves it: the Tasks are synced in order in the same call, and a Task that completes is
+//! counted by the completion policy before the next one. The controller carries out the
+//! actions, records their results (a created object's UID, a delete sent) with [`record`],
+//! and writes the status once; its own status write triggers the next call.
 //!
 //! # Guarantees
-//! - Persist before act: every action follows from a status that is written before it is
-//!   carried out, so a lost write or a restart can never act twice on one decision.
+//! - Persist before act: an action follows only from a state the decision started from (a
+//!   Task's AttemptCreationPending before its pod is created, AttemptDeletionPending before
+//!   its pod is deleted, the same for the ConfigMap), never from one it moves to, so every
+//!   action's reason is stored before it is carried out and a lost write or a restart can
+//!   never act twice on one decision.
 //! - A new attempt starts (or the Framework completes) only once its ConfigMap is gone from
 //!   the cache; the ConfigMap is deleted in the foreground and owns every pod of the attempt,
 //!   so then no pod of it runs: at most one running attempt.

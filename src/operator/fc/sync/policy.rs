@@ -63,6 +63,64 @@ pub(super) fn completion_policy(
     last.map(|l| triggered(&l, message, Some(cc::SUCCEEDED)))
 }
 
+/// FrameworkController's check when the Task at `(role, task)` (indexes into the attempt's
+/// statuses) has just completed: its TaskRole's counts as they stand at this moment, with that
+/// Task as the trigger (a success count wins over a failure count, as there); else the success
+/// of every Task completed. A Task marked by ScaleDown, or of a TaskRole gone from the spec,
+/// triggers nothing.
+pub(super) fn task_completion_policy(
+    spec: &FrameworkSpec,
+    attempt: &FrameworkAttemptStatus,
+    (role, task): (usize, usize),
+) -> Option<FrameworkAttemptCompletionStatus> {
+    let role_status = attempt.task_role_statuses.get(role)?;
+    let task = role_status.task_statuses.get(task)?;
+    let role_spec = (spec.task_roles.iter()).find(|r| r.name == role_status.name)?;
+    if task.deletion_pending {
+        return None;
+    }
+    let trigger = Completed {
+        role: &role_status.name,
+        task,
+    };
+    let policy = role_spec.framework_attempt_completion_policy;
+    let counted = counted_tasks(role_spec, attempt);
+    let mut reached = None;
+    for (min, failed, what) in [
+        (policy.min_failed_task_count, true, "Failed"),
+        (policy.min_succeeded_task_count, false, "Succeeded"),
+    ] {
+        let count = (counted.iter())
+            .filter(|t| t.completed() && t.completion().is_some_and(|s| s.failed() == failed))
+            .count();
+        let is_one = task.completion().is_some_and(|s| s.failed() == failed);
+        if is_one && min >= 1 && count >= usize::try_from(min).unwrap_or(usize::MAX) {
+            reached = Some(format!(
+                "{what}TaskCount {count} has reached Min{what}TaskCount {min} in the TaskRole"
+            ));
+        }
+    }
+    if let Some(message) = reached {
+        return Some(triggered(&trigger, message, None));
+    }
+    let total: i32 = spec.task_roles.iter().map(|r| r.task_number.max(0)).sum();
+    let completed: usize = (spec.task_roles.iter())
+        .map(|r| {
+            counted_tasks(r, attempt)
+                .iter()
+                .filter(|t| t.completed())
+                .count()
+        })
+        .sum();
+    if total < 1 || completed < usize::try_from(total).unwrap_or(usize::MAX) {
+        return None;
+    }
+    let message = format!(
+        "CompletedTaskCount {completed} has reached TotalTaskCount {total} and no user specified conditions in FrameworkAttemptCompletionPolicy have ever been triggered"
+    );
+    Some(triggered(&trigger, message, Some(cc::SUCCEEDED)))
+}
+
 /// The Tasks of `role` the policy counts: those in its spec, not marked by ScaleDown.
 fn counted_tasks<'a>(
     role: &TaskRoleSpec,

@@ -81,7 +81,10 @@ fn a_created_configmap_is_awaited_in_the_cache() {
         row(
             "AttemptCreationRequested -> AttemptPreparing: the ConfigMap shows in the cache",
             requested().config_map(),
-            next().state(FS::AttemptPreparing),
+            (next().state(FS::AttemptPreparing)).act(Action::CreatePod {
+                role: WORKER.into(),
+                index: 0,
+            }),
         ),
         row(
             "AttemptCreationRequested: not in the cache yet, waits until the timeout",
@@ -96,19 +99,18 @@ fn a_created_configmap_is_awaited_in_the_cache() {
                 .every_task(TS::Completed, cc::FRAMEWORK_ATTEMPT_COMPLETION)
                 .act(delete_config_map(CM_UID)),
         ),
-        // FrameworkController goes to AttemptDeleting at once (-100); mlkube goes to
-        // AttemptPreparing first, and to AttemptDeleting on the next decision.
         row(
-            "AttemptCreationRequested -> AttemptPreparing: the ConfigMap shows, being deleted",
+            "AttemptCreationRequested -> AttemptDeleting: the ConfigMap shows, being deleted by others (-100)",
             requested().config_map().being_deleted(),
-            next().state(FS::AttemptPreparing),
+            (next().state(FS::AttemptDeleting)).code(cc::CONFIG_MAP_EXTERNAL_DELETED),
         ),
-        // FrameworkController completes the attempt at once (-210, ConfigMap deleted); mlkube
-        // waits for the ConfigMap (or the timeout), then Stop completes the attempt.
         row(
-            "AttemptCreationRequested, Stop, the ConfigMap not in the cache yet: waits",
+            "AttemptCreationRequested -> AttemptCompleted: Stop, the ConfigMap not in the cache yet (-210), deleted",
             requested().execution(ExecutionType::Stop),
-            next().wake(CACHE_WAIT),
+            (next().state(FS::AttemptCompleted))
+                .code(cc::STOP_FRAMEWORK_REQUESTED)
+                .every_task(TS::Completed, cc::FRAMEWORK_ATTEMPT_COMPLETION)
+                .act(delete_config_map(CM_UID)),
         ),
     ]);
 }

@@ -39,14 +39,14 @@ fn a_min_count_reached_completes_the_attempt_with_the_triggering_tasks_completio
             (running(3).policy(2, -1))
                 .completed(WORKER, 0, FAILED, 7)
                 .completed(WORKER, 1, FAILED, 5)
-                .task(2, TS::AttemptRunning),
+                .running_task(2),
             completes(FAILED, 0).task_code(2, cc::FRAMEWORK_ATTEMPT_COMPLETION),
         ),
         row(
             "minSucceededTaskCount 1: the first succeeded Task succeeds the attempt",
             (running(2).policy(-1, 1))
                 .completed(WORKER, 1, cc::SUCCEEDED, 5)
-                .task(0, TS::AttemptRunning),
+                .running_task(0),
             completes(cc::SUCCEEDED, 1).task_code(0, cc::FRAMEWORK_ATTEMPT_COMPLETION),
         ),
         row(
@@ -85,16 +85,55 @@ fn otherwise_the_attempt_succeeds_once_every_task_it_counts_completed() {
             running(0),
             next(),
         ),
-        // FrameworkController applies the policy to a Task as it completes, in the same sync:
-        // it would write the Task Completed and the Framework AttemptDeletionPending at once.
+        // As FrameworkController: the Task Completed and the Framework AttemptDeletionPending
+        // in one write, never the Framework running with its trigger already Completed.
         row(
-            "a Task completing now triggers the policy on the next decision",
+            "a Task completing now triggers the policy in the same decision",
             running(1)
                 .task(0, TS::AttemptCompleted)
                 .task_completion(0, FAILED),
-            next().task(0, TS::Completed),
+            completes(FAILED, 0).task(0, TS::Completed),
+        ),
+        row(
+            "three Tasks completing in one decision: the first to reach the count triggers",
+            three_failed(),
+            completes(FAILED, 0)
+                .task(0, TS::Completed)
+                .task(1, TS::Completed)
+                .task(2, TS::Completed),
         ),
     ]);
+}
+
+/// Three workers whose attempts completed failed, all seen in one decision.
+fn three_failed() -> Scenario {
+    (running(3).policy(1, -1))
+        .task(0, TS::AttemptCompleted)
+        .task_completion(0, FAILED)
+        .task(1, TS::AttemptCompleted)
+        .task_completion(1, FAILED)
+        .task(2, TS::AttemptCompleted)
+        .task_completion(2, FAILED)
+}
+
+/// FrameworkController's stateful example, three workers failing at once: the attempt fails
+/// on the first failed Task's count as it stands when that Task completes (1), not on all
+/// three, and the two after it keep their own completions.
+#[test]
+fn the_first_failure_that_reaches_the_policy_decides_with_its_count() {
+    let plan = three_failed().decide();
+    let completion = plan.status.attempt_status.completion_status.unwrap();
+    let trigger = completion.trigger.unwrap();
+    assert_eq!(
+        trigger.message,
+        "FailedTaskCount 1 has reached MinFailedTaskCount 1 in the TaskRole"
+    );
+    let tasks = &plan.status.attempt_status.task_role_statuses[0].task_statuses;
+    let codes: Vec<_> = tasks
+        .iter()
+        .map(|t| t.completion().map(|c| c.code))
+        .collect();
+    assert_eq!(codes, [Some(FAILED.code); 3]);
 }
 
 #[test]
@@ -110,8 +149,8 @@ fn stop_completes_the_attempt_whatever_runs() {
             .code(cc::STOP_FRAMEWORK_REQUESTED)
             .task_code(0, cc::FRAMEWORK_ATTEMPT_COMPLETION)
     };
-    // FrameworkController goes on to sync the Tasks in the same sync; mlkube leaves them to the
-    // next decision (Task 0 stays AttemptRunning here).
+    // The Tasks are synced in the same decision, as FrameworkController syncs them: Task 0's
+    // pod still runs, so it stays AttemptRunning until the ConfigMap's deletion takes it.
     check(vec![
         row(
             "AttemptPreparing -> AttemptDeletionPending: Stop (-210); Tasks without a completion get -220",

@@ -390,34 +390,39 @@ fn a_completed_tasks_attempt_is_retried_at_once_by_its_retry_policy() {
 #[test]
 fn otherwise_the_task_completes() {
     let unknown = cc::POD_FAILED_WITHOUT_FAILED_CONTAINER;
-    let ends = || next().task(0, TS::Completed);
+    // The only Task completing, the default completion policy (minFailedTaskCount 1, or every
+    // Task completed) completes the attempt in the same decision, as FrameworkController does.
+    let ends = |code| {
+        (next().task(0, TS::Completed))
+            .state(FS::AttemptDeletionPending)
+            .code(code)
+            .trigger(WORKER, 0)
+    };
     check(vec![
-        // The completion policy sees the Task Completed on the next decision; FrameworkController
-        // applies it in the same sync.
         row(
             "AttemptCompleted -> Completed: the default RetryPolicy never retries",
             completed(unknown),
-            ends(),
+            ends(unknown),
         ),
         row(
             "AttemptCompleted -> Completed: maxRetryCount 2, retried twice",
             (completed(unknown).task_retry(false, 2)).task_retried(0, 2, 2, 2),
-            ends(),
+            ends(unknown),
         ),
         row(
             "AttemptCompleted -> Completed: fancy, a permanent failure (210)",
             completed(cc::CONTAINER_PERMANENT_FAILED).task_retry(true, 3),
-            ends(),
+            ends(cc::CONTAINER_PERMANENT_FAILED),
         ),
         row(
             "AttemptCompleted -> Completed: FrameworkAttemptCompletion (-220) never retried",
             completed(cc::FRAMEWORK_ATTEMPT_COMPLETION).task_retry(false, -2),
-            ends(),
+            ends(cc::FRAMEWORK_ATTEMPT_COMPLETION),
         ),
         row(
             "AttemptCompleted -> Completed: DeleteTaskRequested (-230) never retried",
             completed(cc::DELETE_TASK_REQUESTED).task_retry(false, -2),
-            ends(),
+            ends(cc::DELETE_TASK_REQUESTED),
         ),
         row(
             "Completed: final",
