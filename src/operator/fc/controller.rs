@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use super::config::FcConfig;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::DeleteParams;
@@ -145,6 +145,13 @@ impl Context {
         }
         written.remove(&key);
         cached
+    }
+
+    /// Whether both children's caches hold their first list.
+    fn synced(&self) -> bool {
+        let ready = |store: Option<Result<(), _>>| matches!(store, Some(Ok(())));
+        ready(self.config_maps.wait_until_ready().now_or_never())
+            && ready(self.pods.wait_until_ready().now_or_never())
     }
 
     fn wrote(&self, replaced: &Framework, stored: &Framework) {
@@ -359,6 +366,12 @@ async fn reconcile(
     framework: Arc<Framework>,
     ctx: Arc<Context>,
 ) -> Result<Requeue, ReconcileError> {
+    // Nothing is decided before the children's caches hold their first list: a ConfigMap or
+    // pod not listed yet would look deleted by others (a standby just elected, a restart).
+    // Looked at, not awaited: a reconcile that waits holds a slot the lists may need.
+    if !ctx.synced() {
+        return Ok(Requeue::requeue(Duration::from_millis(100)));
+    }
     let framework = ctx.current(framework);
     let started = std::time::Instant::now();
     let namespace = framework.namespace().unwrap_or_default();
