@@ -386,15 +386,17 @@ async fn member_pods(cluster: &impl Cluster, key: &Key, object: &Value) -> Vec<V
         .unwrap_or_default()
 }
 
-/// The first reason one of a member's pods (not being deleted) gives for not running. For a
-/// workload an image counts as lasting only when it is its pod template's current one.
+/// The first reason one of a member's pods (not being deleted) gives for not running, else for
+/// not being ready after a restart. For a workload an image counts as lasting only when it is
+/// its pod template's current one.
 fn blocker(key: &Key, object: &Value, pods: &[Value]) -> Option<blocked::Blocked> {
     let current: Vec<Value> = pods
         .iter()
         .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
         .cloned()
         .collect();
-    let found = current.iter().find_map(blocked::pod_blocked)?;
+    let found = (current.iter().find_map(blocked::pod_blocked))
+        .or_else(|| current.iter().find_map(blocked::pod_restarting))?;
     let lasting = found.lasting
         && (is_training_job(&key.group, &key.kind)
             || wait::image_pull_failure(object, &current).is_some());

@@ -116,6 +116,30 @@ pub fn pod_blocked(pod: &Value) -> Option<Blocked> {
         })
 }
 
+/// Why a pod whose containers run is still not ready: a container running again after a run
+/// that failed, and not ready, says how that run ended (`pod P: container C: not ready after 2
+/// restarts; last ended with exit code 1 (Error): ...`). A model server that fails to load its
+/// model spends most of each restart loading it again, neither waiting nor terminated. Never
+/// lasting: this run may come up.
+pub fn pod_restarting(pod: &Value) -> Option<Blocked> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or("?");
+    let statuses = pod["status"]["containerStatuses"].as_array()?;
+    statuses
+        .iter()
+        .filter(|s| s["state"]["running"].is_object() && s["ready"] != true)
+        .find_map(|status| {
+            let restarts = status["restartCount"].as_i64().filter(|n| *n > 0)?;
+            let container = status["name"].as_str().unwrap_or("?");
+            Some(Blocked {
+                text: format!(
+                    "pod {name}: container {container}: not ready after {restarts} restarts; {}",
+                    ended(status)?
+                ),
+                lasting: false,
+            })
+        })
+}
+
 /// How a container that did not succeed ended, from its current state or (after a restart)
 /// its last one: `ended with exit code 3 (Error)`, `was OOMKilled (exit code 137)`, followed by
 /// the last line of its termination message when it wrote one.
@@ -277,6 +301,32 @@ mod tests {
         let succeeded = pod(json!({"containerStatuses": [{"name": "tensorflow",
             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}));
         assert_eq!(container_blocked(&succeeded, "tensorflow"), None);
+    }
+
+    #[test]
+    fn a_container_running_again_after_a_failure_says_how_it_ended_until_ready() {
+        let running_again = |ready: bool| {
+            pod(
+                json!({"containerStatuses": [{"name": "tensorflow", "restartCount": 2,
+                "ready": ready, "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error",
+                    "message": "s3://models/v3/ holds no objects"}}}]}),
+            )
+        };
+        assert_eq!(container_blocked(&running_again(false), "tensorflow"), None);
+        assert_eq!(
+            pod_restarting(&running_again(false)).expect("restarting"),
+            Blocked {
+                text: "pod mnist-worker-0: container tensorflow: not ready after 2 restarts; \
+                       last ended with exit code 1 (Error): s3://models/v3/ holds no objects"
+                    .to_string(),
+                lasting: false,
+            }
+        );
+        assert_eq!(pod_restarting(&running_again(true)), None);
+        let first_run = pod(json!({"containerStatuses": [{"name": "tensorflow",
+            "restartCount": 0, "ready": false, "state": {"running": {}}}]}));
+        assert_eq!(pod_restarting(&first_run), None);
     }
 
     #[test]
