@@ -220,7 +220,10 @@ local parentRef(gateway) =
       securityContext: u.containerSecurity(1000),
       volumeMounts: [{ name: 'models', mountPath: modelsDir }, { name: 'tmp', mountPath: '/tmp' }],
     };
-    local modelReady = { httpGet: { path: '/v2/models/%s/ready' % model, port: 'http' } };
+    // MLServer answers its probes on the event loop that runs inference (parallel_workers 0),
+    // so a probe can wait behind a batch on a busy node; the default 1 s would take a loaded
+    // model out of service, or restart it, for being busy.
+    local modelReady = { httpGet: { path: '/v2/models/%s/ready' % model, port: 'http' }, timeoutSeconds: 5 };
     local mlserverContainer(version) = {
       name: 'model-server',
       image: params.mlserverImage,

@@ -503,26 +503,13 @@ async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
 /// answering 400 for good.
 async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Client) {
     let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
-    let selector = ListParams::default().labels("app.kubernetes.io/instance=tf-digits");
-    let restarts = |pod: &Pod| -> i32 {
-        let statuses = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.clone());
-        statuses
-            .into_iter()
-            .flatten()
-            .map(|c| c.restart_count)
-            .sum()
-    };
-    let before: i32 = pods
-        .list(&selector)
-        .await
-        .expect("list")
-        .items
-        .iter()
-        .map(restarts)
-        .sum();
+    // Every replica serves before the unload, so the restart counted after it is the unload's.
+    let before = support::eventually(
+        "the model's servers to be ready before the unload",
+        Duration::from_secs(120),
+        || ready_restarts(&pods),
+    )
+    .await;
     let script = "import urllib.request; urllib.request.urlopen(urllib.request.Request(\
         'http://tf-digits:8080/v2/repository/models/tf-digits/unload', method='POST')); \
         print('unloaded')";
@@ -536,17 +523,7 @@ async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Cl
     support::eventually(
         "the unloaded model's server to be restarted and ready again",
         Duration::from_secs(120),
-        || async {
-            let listed = pods.list(&selector).await.ok()?.items;
-            let ready = listed.iter().all(|p| {
-                let conditions = p.status.as_ref().and_then(|s| s.conditions.clone());
-                conditions
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            });
-            (ready && listed.iter().map(restarts).sum::<i32>() > before).then_some(())
-        },
+        || async { ready_restarts(&pods).await.filter(|&after| after > before) },
     )
     .await;
     let served = served_accuracy(
@@ -561,4 +538,30 @@ async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Cl
         &job_accuracy("tfjob/tf-serve"),
         "the model loaded again",
     );
+}
+
+/// How often tf-digits' containers have restarted, once every one of its pods is ready.
+async fn ready_restarts(pods: &Api<Pod>) -> Option<i32> {
+    let selector = ListParams::default().labels("app.kubernetes.io/instance=tf-digits");
+    let listed = pods.list(&selector).await.ok()?.items;
+    let ready = |pod: &Pod| {
+        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone());
+        let mut conditions = conditions.into_iter().flatten();
+        conditions.any(|c| c.type_ == "Ready" && c.status == "True")
+    };
+    let restarts = |pod: &Pod| {
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone());
+        statuses
+            .into_iter()
+            .flatten()
+            .map(|c| c.restart_count)
+            .sum::<i32>()
+    };
+    listed
+        .iter()
+        .all(ready)
+        .then(|| listed.iter().map(restarts).sum())
 }
