@@ -12,7 +12,8 @@
 # jobs "run" for 5 seconds.
 #
 # Running it again is harmless: the builds are incremental, the cluster and the app are reused,
-# the apply changes nothing.
+# the apply changes nothing, and a job that saved its model version is kept (a version is
+# written once).
 #
 #   cluster/quickstart.sh [APP_DIR]     (default: $TMPDIR/mlkube-quickstart)
 set -euo pipefail
@@ -155,6 +156,21 @@ kubectl -n "$namespace" apply -f examples/digits-data.yaml >/dev/null
 kubectl -n "$namespace" wait --for=jsonpath='{.status.state}'=Completed volumemanager/digits-data --timeout=5m >/dev/null
 say "placed on $(kubectl -n "$namespace" get volumemanager digits-data -o jsonpath='{.status.volumes[0].nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0].values[0]}') in $(($(date +%s) - placing)) s"
 
+# Runs the job component COMPONENT (the object KIND/COMPONENT) afresh, unless it has succeeded
+# as the app renders it now: a model version is written once, so its run again would be refused.
+# Fails (status 1) when it keeps the job.
+run_afresh() {
+  local component=$1 object=$2 succeeded
+  succeeded=$(kubectl -n "$namespace" get "$object" --ignore-not-found \
+    -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')
+  if [ "$succeeded" = True ] && mlkube diff local -c "$component" >/dev/null 2>&1; then
+    say "kept $object: it saved its model version before (a version is written once)"
+    return 1
+  fi
+  mlkube delete local -c "$component" --yes >/dev/null
+  mlkube apply local -c "$component" --no-wait >/dev/null
+}
+
 # The job: the tf-job prototype's component, reading the placed data and saving its model.
 job=tf-digits
 if ! mlkube component list -o name | grep -qx "$job"; then
@@ -167,9 +183,9 @@ fi
 mlkube param set "$job" modelPath models/tf-digits/v1 >/dev/null
 say "training: TFJob $job (2 workers, MultiWorkerMirroredStrategy) on the placed digits; worker 0"
 say "saves its SavedModel to s3://models/tf-digits/v1/"
-mlkube delete local -c "$job" --yes >/dev/null
-mlkube apply local -c "$job" --no-wait >/dev/null
-mlkube logs -n "$namespace" --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
+if run_afresh "$job" "tfjob/$job"; then
+  mlkube logs -n "$namespace" --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
+fi
 kubectl -n "$namespace" wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
 
 say "the models in the store (examples/models-list.yaml):"
@@ -179,7 +195,7 @@ kubectl -n "$namespace" wait --for=condition=Complete job/models-list --timeout=
 kubectl -n "$namespace" logs job/models-list
 
 # An XGBoostJob component COMPONENT saving the digits model as s3://models/xgboost-digits/VERSION/,
-# trained with the script's ARGS (a JSON list), made once and run afresh.
+# trained with the script's ARGS (a JSON list), made once and run afresh unless it succeeded.
 train_version() {
   local component=$1 version=$2 args=$3
   if ! mlkube component list -o name | grep -qx "$component"; then
@@ -188,8 +204,7 @@ train_version() {
       --param "args=$args" --param objectStore=object-store \
       --param "modelPath=models/xgboost-digits/$version" >/dev/null
   fi
-  mlkube delete local -c "$component" --yes >/dev/null
-  mlkube apply local -c "$component" --no-wait >/dev/null
+  run_afresh "$component" "xgboostjob/$component" || true
 }
 
 # One digit's 64 pixels (0-16), as the XGBoost models take them; the TensorFlow model takes them
@@ -273,5 +288,5 @@ Next:
   kubectl apply -f examples/jax-digits.yaml   # JAX, and examples/xgboost-digits.yaml
   mlkube --app $app status local                # the members, and the served versions
   curl -s -H 'Host: $host' \$MLKUBE_GATEWAY_URL/v2/models/digits  # its metadata, by KServe's host
-  cluster/local-cluster.sh down               # stops everything; nothing is left behind
+  cluster/local-cluster.sh down               # stops everything; the caches stay (it says how large, and how to free them)
 NEXT

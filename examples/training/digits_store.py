@@ -9,7 +9,10 @@ mpi_digits.py) import it. It gives them:
 - `--model-uri s3://BUCKET/PREFIX/` (default: $MODEL_URI; no upload when both are unset): where
   the lead replica uploads the trained model's files, each as PREFIX + its relative path. The
   store is reached as the pods' environment says: AWS_ENDPOINT_URL (or S3_ENDPOINT),
-  AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+  AWS_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. A model version is written once:
+  a prefix that holds anything already is refused before the training, and each file is put
+  only where no object is (S3's conditional `If-None-Match: *`), so a served version never
+  changes under its servers.
 
 Run as a script, it puts the image's copy of the data set into the store, the setup step before
 a job reads it from a volume filled from there:
@@ -172,9 +175,11 @@ def check_model_uri(location):
         return
     from botocore.exceptions import BotoCoreError, ClientError
 
-    bucket, _ = location
+    bucket, prefix = location
     try:
-        bucket_exists(s3_client(), bucket)
+        client = s3_client()
+        bucket_exists(client, bucket)
+        taken = first_key(client, bucket, prefix)
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") == "NoSuchBucket":
             fail(
@@ -182,8 +187,32 @@ def check_model_uri(location):
                 " exist (nothing was trained)",
                 f"check the model's URI (a job's modelPath), or create the bucket {bucket!r}",
             )
+        return
     except BotoCoreError:
-        pass
+        return
+    if taken is not None:
+        fail(
+            f"cannot save the model to {uri_text(location)}: a model is saved there already"
+            f" (s3://{bucket}/{taken}), and a model version is written once (nothing was trained)",
+            VERSION_HINT,
+        )
+
+
+VERSION_HINT = "give the job a version of its own (a new modelPath, e.g. .../v2); the saved one stays as it is"
+
+
+def first_key(client, bucket, prefix):
+    """The first key below PREFIX, or None where there is none. A key that may not list (403)
+    finds none: the conditional puts still refuse to replace anything."""
+    from botocore.exceptions import ClientError
+
+    try:
+        listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except ClientError as error:
+        if error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 403:
+            return None
+        raise
+    return next((o["Key"] for o in listed.get("Contents", [])), None)
 
 
 def parse_checked(parser):
@@ -193,9 +222,10 @@ def parse_checked(parser):
     return args
 
 
-def upload(files, location):
+def upload(files, location, once=False):
     """Puts each (local file, key below the prefix) into the store; returns the bytes sent.
-    Any failure ends the process with one line naming its cause and the destination."""
+    ONCE: only where no object is, or is with the same bytes (a retried put the store had
+    taken). Any failure ends the process with one line naming its cause and the destination."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
     bucket, prefix = location
@@ -204,8 +234,11 @@ def upload(files, location):
         client = s3_client()
         bucket_exists(client, bucket)
         for file, key in files:
-            with open(file, "rb") as body:
-                client.put_object(Bucket=bucket, Key=prefix + key, Body=body)
+            if once:
+                put_once(client, file, bucket, prefix + key)
+            else:
+                with open(file, "rb") as body:
+                    client.put_object(Bucket=bucket, Key=prefix + key, Body=body)
             sent += os.path.getsize(file)
     except NoCredentialsError:
         fail(
@@ -220,6 +253,7 @@ def upload(files, location):
             "InvalidAccessKeyId": "AWS_ACCESS_KEY_ID is not a key the store knows",
             "SignatureDoesNotMatch": "AWS_SECRET_ACCESS_KEY does not belong to AWS_ACCESS_KEY_ID",
             "AccessDenied": f"give the key write access to the bucket {bucket!r}",
+            "PreconditionFailed": VERSION_HINT,
         }
         fail(
             f"could not write to {uri_text(location)}: {code}: {details.get('Message') or error}",
@@ -233,6 +267,24 @@ def upload(files, location):
     return sent
 
 
+def put_once(client, file, bucket, key):
+    """Puts FILE as KEY unless an object is there; one with the same bytes counts as put."""
+    from botocore.exceptions import ClientError
+
+    with open(file, "rb") as body:
+        data = body.read()
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "PreconditionFailed":
+            raise
+        there = client.head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+        if there != hashlib.md5(data).hexdigest():
+            message = f"s3://{bucket}/{key} is saved already, and a model version is written once"
+            error.response["Error"] = {"Code": "PreconditionFailed", "Message": message}
+            raise
+
+
 def save_model(local_dir, uri=None):
     """Uploads every file below LOCAL_DIR to URI (s3://BUCKET/PREFIX/, parsed or as text; default
     $MODEL_URI), keys PREFIX + relative path, and prints where. Nothing when there is no URI."""
@@ -242,7 +294,7 @@ def save_model(local_dir, uri=None):
     location = uri if isinstance(uri, tuple) else s3_uri(uri)
     paths = sorted(os.path.join(d, name) for d, _, names in os.walk(local_dir) for name in names)
     files = [(path, os.path.relpath(path, local_dir).replace(os.sep, "/")) for path in paths]
-    sent = upload(files, location)
+    sent = upload(files, location, once=True)
     files_text = f"{len(files)} file" + ("" if len(files) == 1 else "s")
     print(f"model saved to {uri_text(location)} ({files_text}, {sent} bytes)", flush=True)
 

@@ -3,7 +3,7 @@
 //! `xgboost-job` prototype from its params alone (`dataVolumeManager`, `objectStore`,
 //! `modelPath`), whose Master saves its model in the store, where it is listed afterwards.
 
-use kube::Api;
+use kube::{Api, Client};
 use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use mlkube::operator::volumes::api::State;
 use serde_json::{Value, json};
@@ -135,6 +135,52 @@ async fn a_job_from_its_prototype_reads_the_placed_digits_and_saves_its_model_in
             .any(|l| l.starts_with(&format!("s3://{MODEL}/model.json "))),
         "the model is in the store at its versioned path:\n{listed}"
     );
+    the_saved_version_is_never_written_again(&client, &listed).await;
+}
+
+/// A second run for the saved version ends before it trains, and a save over it (as a job that
+/// passed the check just before the first one saved would make) is refused at the put: the
+/// version keeps what `listed` showed.
+async fn the_saved_version_is_never_written_again(client: &Client, listed: &str) {
+    let again = format!(
+        "python3 /opt/mlkube/examples/xgboost_digits.py --model-uri s3://{MODEL}/; echo \"exit $?\""
+    );
+    let said = run_script(client, "models-again", &again).await;
+    let refused = format!(
+        "error: cannot save the model to s3://{MODEL}/: a model is saved there already \
+         (s3://{MODEL}/model.json), and a model version is written once (nothing was trained)\n\
+         hint: give the job a version of its own (a new modelPath, e.g. .../v2); the saved one \
+         stays as it is"
+    );
+    assert!(said.contains(&refused), "{said}");
+    assert!(said.trim_end().ends_with("exit 2"), "{said}");
+
+    let over = format!(
+        "cd /opt/mlkube/examples && mkdir /tmp/m && echo '{{}}' > /tmp/m/model.json && \
+         python3 -c 'import digits_store; digits_store.save_model(\"/tmp/m\", \"s3://{MODEL}/\")'; \
+         echo \"exit $?\""
+    );
+    let said = run_script(client, "models-over", &over).await;
+    let refused = format!(
+        "error: could not write to s3://{MODEL}/: PreconditionFailed: s3://{MODEL}/model.json is \
+         saved already, and a model version is written once\n"
+    );
+    assert!(said.contains(&refused), "{said}");
+    assert!(said.trim_end().ends_with("exit 2"), "{said}");
+
+    let now = run_pod(
+        client,
+        store_pod("models-list-again", &["list", &format!("s3://{MODEL}/")]),
+    )
+    .await;
+    assert_eq!(now, listed, "the saved version is unchanged");
+}
+
+/// What `sh -c SCRIPT` printed in a store pod named NAME.
+async fn run_script(client: &Client, name: &str, script: &str) -> String {
+    let mut pod = store_pod(name, &[]);
+    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", script]);
+    run_pod(client, pod).await
 }
 
 /// A model URI whose bucket does not exist (a typo) fails the training script at its start,
@@ -145,9 +191,7 @@ async fn a_models_bucket_that_does_not_exist_fails_the_script_before_it_trains()
     let client = support::client().await;
     let script = "python3 /opt/mlkube/examples/xgboost_digits.py --model-uri s3://modles/digits/1/; \
                   echo \"exit $?\"";
-    let mut pod = store_pod("models-typo", &[]);
-    pod["spec"]["containers"][0]["command"] = json!(["sh", "-c", script]);
-    let said = run_pod(&client, pod).await;
+    let said = run_script(&client, "models-typo", script).await;
     assert!(
         said.contains(
             "error: cannot save the model to s3://modles/digits/1/: the bucket 'modles' does not \
