@@ -20,6 +20,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Client};
+use mlkube::operator::training::framework::TrainingJob;
 use mlkube::operator::training::frameworks::tensorflow::TFJob;
 use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::{Value, json};
@@ -71,17 +72,52 @@ pub fn apply(component: &str, args: &[&str]) -> std::process::Output {
     mlkube(app(), &all)
 }
 
-/// A training job of `prototype` saving its model at `models/<path>` with `args`, run afresh.
-fn train(prototype: &str, name: &str, script: &str, path: &str, args: &str) {
+/// What a training job of `prototype` named `name` runs: `script` with `args`, saving its model
+/// at `models/<path>`.
+struct Training<'a> {
+    prototype: &'a str,
+    name: &'a str,
+    script: &'a str,
+    path: &'a str,
+    args: &'a str,
+}
+
+/// The job `training` describes, run afresh unless it has succeeded as the app renders it now:
+/// a model version is written once, so that job is kept (the drain's test, a process of its own,
+/// serves the models the suite's process saved).
+async fn train<J: TrainingJob>(jobs: &Api<J>, training: Training<'_>) {
+    let Training {
+        prototype,
+        name,
+        script,
+        path,
+        args,
+    } = training;
     let image = format!("image={TRAINING_IMAGE}");
     let command = format!(r#"command=["python3", "/opt/mlkube/examples/{script}"]"#);
     let model = format!("modelPath=models/{path}");
     let args = format!("args={args}");
     let params = [&*image, &command, &model, &args, "objectStore=object-store"];
     add(prototype, name, &params);
+    if succeeded_unchanged(jobs, name).await {
+        return;
+    }
     let delete = mlkube(app(), &["delete", "local", "-c", name, "--yes"]);
     assert_success(&format!("mlkube delete local -c {name}"), &delete);
     assert_success(&format!("apply {name}"), &apply(name, &["--no-wait"]));
+}
+
+/// Whether the job `name` has succeeded and `mlkube diff` finds its component unchanged.
+async fn succeeded_unchanged<J: TrainingJob>(jobs: &Api<J>, name: &str) -> bool {
+    let Ok(Some(job)) = jobs.get_opt(name).await else {
+        return false;
+    };
+    let last = job.status().and_then(|s| s.conditions.last());
+    let succeeded = last.is_some_and(|c| c.type_ == "Succeeded" && c.status == "True");
+    succeeded
+        && mlkube(app(), &["diff", "local", "-c", name])
+            .status
+            .success()
 }
 
 /// The `metric accuracy=` a job's lead replica logged.
@@ -254,24 +290,19 @@ pub fn assert_none_failed(what: &str, seen: &[String], failed: &[String]) {
     );
 }
 
-/// v1 and v2 of the digits model in the store, saved by two XGBoostJobs run afresh.
+/// v1 and v2 of the digits model in the store, saved by two XGBoostJobs (kept once succeeded).
 pub async fn digits_models() {
-    let client = support::client().await;
-    train(
-        "xgboost-job",
-        "xgb-v1",
-        "xgboost_digits.py",
-        "xgboost-digits/v1",
-        "[]",
-    );
-    train(
-        "xgboost-job",
-        "xgb-v2",
-        "xgboost_digits.py",
-        "xgboost-digits/v2",
-        r#"["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]"#,
-    );
-    let jobs = Api::<XGBoostJob>::namespaced(client, NAMESPACE);
+    let jobs = Api::<XGBoostJob>::namespaced(support::client().await, NAMESPACE);
+    let version = |name, path, args| Training {
+        prototype: "xgboost-job",
+        name,
+        script: "xgboost_digits.py",
+        path,
+        args,
+    };
+    train(&jobs, version("xgb-v1", "xgboost-digits/v1", "[]")).await;
+    let tuned = r#"["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]"#;
+    train(&jobs, version("xgb-v2", "xgboost-digits/v2", tuned)).await;
     for job in ["xgb-v1", "xgb-v2"] {
         let (state, message) = finished(&jobs, job).await;
         assert_eq!(state, "Succeeded", "{job}: {message}");
@@ -463,18 +494,16 @@ async fn a_version_without_a_model_never_gets_traffic(http: &Http) {
 async fn a_tensorflow_models_accuracy_through_mlserver_is_its_jobs() {
     object_store();
     let client = support::client().await;
-    train(
-        "tf-job",
-        "tf-serve",
-        "tf_digits.py",
-        "tf-digits-served/v1",
-        r#"["--epochs=10"]"#,
-    );
-    let (state, message) = finished(
-        &Api::<TFJob>::namespaced(client.clone(), NAMESPACE),
-        "tf-serve",
-    )
-    .await;
+    let jobs = Api::<TFJob>::namespaced(client.clone(), NAMESPACE);
+    let training = Training {
+        prototype: "tf-job",
+        name: "tf-serve",
+        script: "tf_digits.py",
+        path: "tf-digits-served/v1",
+        args: r#"["--epochs=10"]"#,
+    };
+    train(&jobs, training).await;
+    let (state, message) = finished(&jobs, "tf-serve").await;
     assert_eq!(state, "Succeeded", "{message}");
     add(
         "serving",
