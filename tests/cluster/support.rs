@@ -268,14 +268,15 @@ pub async fn ready_pods(pods: &Api<Pod>, selector: &str) -> Vec<(String, String)
         .items
         .into_iter()
         .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-        })
+        .filter(pod_is_ready)
         .filter_map(|pod| Some((pod.metadata.name?, pod.spec?.node_name?)))
         .collect()
+}
+
+/// Whether `pod`'s Ready condition is True.
+pub fn pod_is_ready(pod: &Pod) -> bool {
+    (pod.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 /// The environment of a pod's container, as (name, value) in order; a variable taken from a

@@ -43,15 +43,17 @@ pub async fn finished<J: TrainingJob>(jobs: &Api<J>, name: &str) -> (String, Str
     eventually(
         &format!("{kind} {name} to finish"),
         TRAINING_TIMEOUT,
-        || async {
-            let job = jobs.get(name).await.ok()?;
-            let last = job.status()?.conditions.last()?.clone();
-            let done =
-                matches!(last.type_.as_str(), "Succeeded" | "Failed") && last.status == "True";
-            done.then(|| (last.type_, last.message.unwrap_or_default()))
-        },
+        || async { ended(&jobs.get(name).await.ok()?) },
     )
     .await
+}
+
+/// How `job` ended, `Succeeded` or `Failed` (its last condition, true), and that condition's
+/// message; `None` while it has not.
+pub fn ended<J: TrainingJob>(job: &J) -> Option<(String, String)> {
+    let last = job.status()?.conditions.last()?;
+    let done = matches!(last.type_.as_str(), "Succeeded" | "Failed") && last.status == "True";
+    done.then(|| (last.type_.clone(), last.message.clone().unwrap_or_default()))
 }
 
 /// `mlkube logs -n NS <kind>/<name> ARGS...`: its stdout; panics with its stderr on failure.

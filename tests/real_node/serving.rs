@@ -26,7 +26,7 @@ use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::{Value, json};
 
 use crate::gateway::{gateway, gateway_url};
-use crate::jobs::finished;
+use crate::jobs::{ended, finished};
 use crate::platform::{NAMESPACE, app, assert_success, mlkube};
 use crate::support;
 use crate::volume_support::{object_store, run_pod};
@@ -112,8 +112,7 @@ async fn succeeded_unchanged<J: TrainingJob>(jobs: &Api<J>, name: &str) -> bool 
     let Ok(Some(job)) = jobs.get_opt(name).await else {
         return false;
     };
-    let last = job.status().and_then(|s| s.conditions.last());
-    let succeeded = last.is_some_and(|c| c.type_ == "Succeeded" && c.status == "True");
+    let succeeded = ended(&job).is_some_and(|(end, _)| end == "Succeeded");
     succeeded
         && mlkube(app(), &["diff", "local", "-c", name])
             .status
@@ -573,11 +572,6 @@ async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Cl
 async fn ready_restarts(pods: &Api<Pod>) -> Option<i32> {
     let selector = ListParams::default().labels("app.kubernetes.io/instance=tf-digits");
     let listed = pods.list(&selector).await.ok()?.items;
-    let ready = |pod: &Pod| {
-        let conditions = pod.status.as_ref().and_then(|s| s.conditions.clone());
-        let mut conditions = conditions.into_iter().flatten();
-        conditions.any(|c| c.type_ == "Ready" && c.status == "True")
-    };
     let restarts = |pod: &Pod| {
         let statuses = pod
             .status
@@ -591,6 +585,6 @@ async fn ready_restarts(pods: &Api<Pod>) -> Option<i32> {
     };
     listed
         .iter()
-        .all(ready)
+        .all(support::pod_is_ready)
         .then(|| listed.iter().map(restarts).sum())
 }

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::platform::{assert_success, mlkube};
 use crate::story::pod_story;
-use crate::support::{TestNamespace, eventually, within};
+use crate::support::{self, TestNamespace, eventually, within};
 
 const STORE: &str = "object-store";
 const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
@@ -282,14 +282,9 @@ async fn ready_store_pod(pods: &Api<Pod>) -> String {
     let name = format!("{STORE}-0");
     eventually("the store's pod to be Ready", POD_TIMEOUT, || async {
         let pod = pods.get(&name).await.ok()?;
-        let ready = pod
-            .status
-            .as_ref()?
-            .conditions
-            .as_ref()?
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        ready.then(|| pod.metadata.uid.clone()).flatten()
+        support::pod_is_ready(&pod)
+            .then(|| pod.metadata.uid.clone())
+            .flatten()
     })
     .await
 }
