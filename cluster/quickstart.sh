@@ -171,6 +171,30 @@ run_afresh() {
   mlkube apply local -c "$component" --no-wait >/dev/null
 }
 
+# Waits, up to 10 minutes, until each job KIND/NAME has Succeeded; a job that failed ends the
+# quickstart at once, with its Failed condition's message (`kubectl wait` would wait out its
+# timeout).
+wait_succeeded() {
+  local object ended deadline=$((SECONDS + 600))
+  for object in "$@"; do
+    until ended=$(kubectl -n "$namespace" get "$object" \
+      -o jsonpath='{.status.conditions[?(@.status=="True")].type}' | grep -owE 'Succeeded|Failed'); do
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        say "error: $object has not finished in 10 minutes"
+        say "  hint: see what it waits for: mlkube logs -n $namespace $object"
+        exit 1
+      fi
+      sleep 2
+    done
+    if [ "$ended" = Failed ]; then
+      say "error: $object failed: $(kubectl -n "$namespace" get "$object" \
+        -o jsonpath='{.status.conditions[?(@.type=="Failed")].message}')"
+      say "  hint: its logs: mlkube logs -n $namespace $object"
+      exit 1
+    fi
+  done
+}
+
 # The job: the tf-job prototype's component, reading the placed data and saving its model.
 job=tf-digits
 if ! mlkube component list -o name | grep -qx "$job"; then
@@ -186,7 +210,7 @@ say "saves its SavedModel to s3://models/tf-digits/v1/"
 if run_afresh "$job" "tfjob/$job"; then
   mlkube logs -n "$namespace" --follow "tfjob/$job" | grep --line-buffered -E 'epoch|accuracy|model saved' || true
 fi
-kubectl -n "$namespace" wait --for=condition=Succeeded "tfjob/$job" --timeout=10m >/dev/null
+wait_succeeded "tfjob/$job"
 
 say "the models in the store (examples/models-list.yaml):"
 kubectl -n "$namespace" delete -f examples/models-list.yaml --ignore-not-found --wait >/dev/null
@@ -241,7 +265,7 @@ say "operator serves them as KServe's InferenceService digits (MLServer behind t
 say "then v2 as a canary at 10%, then v2 promoted"
 train_version xgb-v1 v1 '[]'
 train_version xgb-v2 v2 '["--rounds=80", "--max-depth=6", "--learning-rate=0.2"]'
-kubectl -n "$namespace" wait --for=condition=Succeeded xgboostjob/xgb-v1 xgboostjob/xgb-v2 --timeout=10m >/dev/null
+wait_succeeded xgboostjob/xgb-v1 xgboostjob/xgb-v2
 # An app made by an older quickstart served digits with the serving prototype.
 if mlkube component list | awk '$1 == "digits" { print $2 }' | grep -qx serving; then
   mlkube delete local -c digits --yes >/dev/null
