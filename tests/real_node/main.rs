@@ -11,8 +11,8 @@
 //! the gateway splitting requests from the host by an HTTPRoute's weights, `mlkube images push`
 //! putting an image into the registry the nodes pull from with its archive's digest, KServe's
 //! InferenceService served by the operator (a canary that follows readiness) and driven by
-//! KServe's own Python SDK; and what
-//! only several nodes show: distributed training across two nodes, pulls from the registry.
+//! KServe's own Python SDK, a second app that shares the first one's operator and gateway; and
+//! what only several nodes show: distributed training across two nodes, pulls from the registry.
 //!
 //! One test binary, one module per area. Every test shares one platform (`platform.rs`): the
 //! default app's `local` environment with the operator, applied once by `mlkube apply`. The
@@ -37,6 +37,7 @@ mod platform;
 mod pytorch;
 mod registry;
 mod remote;
+mod second_app;
 mod serving;
 mod serving_paths;
 mod spread;

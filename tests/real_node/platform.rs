@@ -126,24 +126,37 @@ fn add_missing_components(dir: &Path) {
     }
 }
 
+/// Held while the shared app's files are edited: two edits of its params file at once would
+/// lose one.
+static EDITS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `edit` (which changes the shared app's files by other means than [`mlkube`]) run while no
+/// other test edits them.
+pub fn editing<T>(edit: impl FnOnce() -> T) -> T {
+    let _edit = EDITS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    edit()
+}
+
 /// Run the built binary in `dir` against the test cluster. The verbs that edit the app's files
-/// (`component`, `param`) run one at a time: the tests share one app, and two edits of its
-/// params file at once would lose one.
+/// (`component`, `param`) run one at a time: the tests share one app.
 pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
-    static EDITS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _edit = matches!(args.first(), Some(&("component" | "param"))).then(|| {
-        EDITS
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    });
-    Command::new(env!("CARGO_BIN_EXE_mlkube"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", support::kubeconfig_path())
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("the mlkube binary runs")
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_mlkube"))
+            .args(args)
+            .current_dir(dir)
+            .env("KUBECONFIG", support::kubeconfig_path())
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("the mlkube binary runs")
+    };
+    if matches!(args.first(), Some(&("component" | "param"))) {
+        editing(run)
+    } else {
+        run()
+    }
 }
 
 pub fn assert_success(what: &str, output: &Output) {
