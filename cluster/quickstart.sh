@@ -160,10 +160,8 @@ say "placed on $(kubectl -n "$namespace" get volumemanager digits-data -o jsonpa
 # as the app renders it now: a model version is written once, so its run again would be refused.
 # Fails (status 1) when it keeps the job.
 run_afresh() {
-  local component=$1 object=$2 succeeded
-  succeeded=$(kubectl -n "$namespace" get "$object" --ignore-not-found \
-    -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')
-  if [ "$succeeded" = True ] && mlkube diff local -c "$component" >/dev/null 2>&1; then
+  local component=$1 object=$2
+  if [ "$(ended "$object")" = Succeeded ] && mlkube diff local -c "$component" >/dev/null 2>&1; then
     say "kept $object: it saved its model version before (a version is written once)"
     return 1
   fi
@@ -171,14 +169,19 @@ run_afresh() {
   mlkube apply local -c "$component" --no-wait >/dev/null
 }
 
+# How the job KIND/NAME ended, Succeeded or Failed; nothing while it runs, or when it is not there.
+ended() {
+  kubectl -n "$namespace" get "$1" --ignore-not-found \
+    -o jsonpath='{.status.conditions[?(@.status=="True")].type}' | grep -owE 'Succeeded|Failed'
+}
+
 # Waits, up to 10 minutes, until each job KIND/NAME has Succeeded; a job that failed ends the
 # quickstart at once, with its Failed condition's message (`kubectl wait` would wait out its
 # timeout).
 wait_succeeded() {
-  local object ended deadline=$((SECONDS + 600))
+  local object end deadline=$((SECONDS + 600))
   for object in "$@"; do
-    until ended=$(kubectl -n "$namespace" get "$object" \
-      -o jsonpath='{.status.conditions[?(@.status=="True")].type}' | grep -owE 'Succeeded|Failed'); do
+    until end=$(ended "$object"); do
       if [ "$SECONDS" -ge "$deadline" ]; then
         say "error: $object has not finished in 10 minutes"
         say "  hint: see what it waits for: mlkube logs -n $namespace $object"
@@ -186,7 +189,7 @@ wait_succeeded() {
       fi
       sleep 2
     done
-    if [ "$ended" = Failed ]; then
+    if [ "$end" = Failed ]; then
       say "error: $object failed: $(kubectl -n "$namespace" get "$object" \
         -o jsonpath='{.status.conditions[?(@.type=="Failed")].message}')"
       say "  hint: its logs: mlkube logs -n $namespace $object"
