@@ -82,10 +82,14 @@ fn apply_gateway(dir: &Path) {
         let add = mlkube(dir, &["component", "add", "gateway", GATEWAY]);
         assert_success("mlkube component add gateway", &add);
     }
+    // Routes of every namespace, as docs/local-cluster.md's second app sets it
+    // (second_app.rs): set here, before any test sends traffic, since it changes Traefik's
+    // arguments and so rolls its pods, which would break a request in flight.
     for (param, value) in [
         ("serviceType", "NodePort"),
         ("nodePort", GATEWAY_NODE_PORT),
         ("replicas", "2"),
+        ("routeNamespaces", "All"),
     ] {
         let set = mlkube(
             dir,

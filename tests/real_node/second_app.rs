@@ -107,7 +107,9 @@ async fn a_second_app_trains_and_serves_on_the_first_apps_operator_and_gateway_a
 
     let first_quoted = format!("'{}'", first.to_str().expect("a UTF-8 path"));
     let first_lines = recipe.first_app.replace(QUICKSTART_APP, &first_quoted);
-    // The first app's params are the other tests' too: edited one at a time.
+    // The first app's params are the other tests' too: edited one at a time. Its gateway
+    // admits every namespace's routes from the start (platform.rs), so these lines change
+    // nothing there while the other tests send traffic through it.
     let edited = platform::editing(|| bash(dir.path(), &first_lines));
     assert_success("the first app's lines", &edited);
     let second = bash(dir.path(), &recipe.second_app);
