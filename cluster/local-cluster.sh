@@ -14,8 +14,9 @@
 #                   its own, pulling from the cluster's registry: see cluster/real-node.sh
 #
 #   cluster/local-cluster.sh build    build (once) the binaries into the cache
-#   cluster/local-cluster.sh build-node  build (once) what only a real node runs: CoreDNS and
-#                                     local-path-provisioner (run-tests.sh builds them ahead)
+#   cluster/local-cluster.sh build-node  build (once) what only real nodes run: CoreDNS, flannel,
+#                                     kube-router, local-path-provisioner and the registry
+#                                     (run-tests.sh builds them ahead)
 #   cluster/local-cluster.sh node-tools  install (root, apt-get) what a real node and its images
 #                                     need, if missing (run-tests.sh does it ahead)
 #   cluster/local-cluster.sh preload [IMAGE...]  build the real nodes' images (the names

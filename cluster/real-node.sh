@@ -37,19 +37,14 @@
 # and runc no tmpfs volumes.
 #
 # This file holds the settings the nodes' parts share; the parts, one concern each, are under
-# cluster/node/: host.sh (what the machine needs), netns.sh (the namespaces, their links, the
+# cluster/node/: parts.sh (the Go programs only the nodes run, built once), host.sh (what the
+# machine needs), netns.sh (the namespaces, their links, the
 # forwarders into them, processes started in them), registry.sh (the registry and the pushes),
 # containerd.sh (containerd and the pulls), network.sh (flannel and each node's CNI bridge),
 # kubelet.sh (the kubelet, kube-proxy, CoreDNS and their certificates; `start_nodes`),
 # storage.sh (local-path-provisioner and the StorageClass), teardown.sh (`down` and its
 # leftovers) and failure.sh (a node that fails and comes back).
 
-COREDNS_VERSION=v1.14.7
-# The plugins write_corefile uses, the only ones built in.
-COREDNS_PLUGINS=(bind errors kubernetes cache template)
-COREDNS_BIN=$CACHE_ROOT/coredns-$COREDNS_VERSION-cluster/bin/coredns
-LOCAL_PATH_VERSION=v0.0.30
-LOCAL_PATH_BIN=$CACHE_ROOT/local-path-provisioner-$LOCAL_PATH_VERSION/bin/local-path-provisioner
 LOCAL_PATH_NAMESPACE=local-path-storage
 STORAGE_CLASS=local-path
 # The number of real nodes: the running cluster's, else MLKUBE_CLUSTER_NODES (1 to 8), else 2.
@@ -106,14 +101,11 @@ check_node_count() {
   esac
 }
 
-# What only real nodes run, built once: CoreDNS, local-path-provisioner, the registry, flannel,
-# kube-router.
+# What only real nodes run, built once: CoreDNS, flannel, kube-router, local-path-provisioner
+# and the registry.
 build_node() {
-  build_coredns
-  build_local_path_provisioner
+  build_node_parts
   build_registry
-  build_flannel
-  build_kube_router
 }
 
 # The node indexes, 1 to REAL_NODES.
@@ -128,6 +120,8 @@ real_components() {
   for k in $(node_indexes); do echo "containerd-$k kubelet-$k kube-proxy-$k flannel-$k kube-router-$k"; done
 }
 
+# shellcheck source=SCRIPTDIR/node/parts.sh
+. "$REPO_DIR/cluster/node/parts.sh"
 # shellcheck source=SCRIPTDIR/node/host.sh
 . "$REPO_DIR/cluster/node/host.sh"
 # shellcheck source=SCRIPTDIR/node/netns.sh

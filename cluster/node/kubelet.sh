@@ -3,32 +3,6 @@
 # in the cluster's namespace; and `start_nodes`, which brings every node up. Sourced by
 # cluster/real-node.sh.
 
-# CoreDNS with the plugins the Corefile uses and no others, as CoreDNS's own docs build a server
-# of chosen plugins: a main of our own that imports them, in a module that requires CoreDNS. Its
-# full build compiles every cloud's SDK for plugins nothing here uses, half again the work.
-build_coredns() {
-  [ -x "$COREDNS_BIN" ] && return 0
-  require_go
-  local dir log started=$SECONDS plugin
-  dir=$(dirname "$(dirname "$COREDNS_BIN")")
-  log=$dir/build.log
-  mkdir -p "$dir/module" "$(dirname "$COREDNS_BIN")"
-  printf '%s\n' "module mlkube.local/coredns" "" "go 1.25.0" "" \
-    "require github.com/coredns/coredns $COREDNS_VERSION" >"$dir/module/go.mod"
-  {
-    printf '%s\n' "package main" "" "import ("
-    for plugin in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$plugin"; done
-    printf '%s\n' '	"github.com/coredns/coredns/coremain"' ")" "" "func main() { coremain.Run() }"
-  } >"$dir/module/main.go"
-  say "building CoreDNS $COREDNS_VERSION once, with ${COREDNS_PLUGINS[*]} (about 2 minutes on 2 cores); log: $log"
-  (
-    cd "$dir/module" &&
-      GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -ldflags=-s -o "$COREDNS_BIN" .
-  ) >"$log" 2>&1 || die_with_log "building CoreDNS failed" "$log"
-  say "built CoreDNS in $((SECONDS - started))s"
-}
-
 # A certificate signed by the cluster's CA: NAME SUBJECT EXTENSIONS...
 sign_certificate() {
   local name=$1 subject=$2

@@ -8,43 +8,6 @@
 # what flannel's own CNI plugin would hand to the bridge plugin (Debian's): that plugin's module
 # is not served here, so the node writes the same configuration itself from the subnet file.
 
-FLANNEL_VERSION=v0.28.4
-FLANNEL_BIN=$CACHE_ROOT/flannel-$FLANNEL_VERSION/bin/flanneld
-
-# build_main NAME BIN PACKAGE CGO LDFLAGS MINUTES REQUIRE...: the main PACKAGE built once as
-# BIN from a module of our own that requires each REQUIRE ("module version"), so that a
-# dependency the upstream module pins but the proxy no longer serves can be replaced by a
-# served version. CGO is 0 or 1.
-build_main() {
-  local name=$1 bin=$2 package=$3 cgo=$4 ldflags=$5 minutes=$6 dir log started=$SECONDS
-  shift 6
-  [ -x "$bin" ] && return 0
-  require_go
-  dir=$(dirname "$(dirname "$bin")")
-  log=$dir/build.log
-  mkdir -p "$dir/module" "$(dirname "$bin")"
-  { printf 'module mlkube.local/%s\n\ngo 1.25.0\n\nrequire (\n' "$name"; printf '\t%s\n' "$@"; echo ')'; } >"$dir/module/go.mod"
-  printf '%s\n' '//go:build tools' '' 'package tools' '' "import _ \"$package\"" >"$dir/module/tools.go"
-  say "building $name once (about $minutes on 2 cores); log: $log"
-  (
-    cd "$dir/module" &&
-      GOFLAGS=-mod=mod go mod tidy &&
-      GOFLAGS=-mod=mod CGO_ENABLED=$cgo env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false \
-        -o "$bin" -ldflags="$ldflags" "$package"
-  ) >"$log" 2>&1 || die_with_log "building $name failed" "$log"
-  say "built $name in $((SECONDS - started))s"
-}
-
-# flannel's main package links every backend; the Tencent VPC one needs a Tencent SDK
-# (tencentcloud/common v1.3.79) the module proxy no longer serves, so our module requires a
-# served version of it. The UDP backend is C (cgo).
-build_flannel() {
-  build_main flannel "$FLANNEL_BIN" github.com/flannel-io/flannel 1 \
-    "-s -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" "2 minutes" \
-    "github.com/flannel-io/flannel $FLANNEL_VERSION" \
-    "github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.211"
-}
-
 # A ClusterRole mlkube:NAME with RULES (YAML list items) bound to the user mlkube:NAME, the
 # identity of one of the nodes' agents (its certificate from generate_cluster_node_pki).
 allow_agent() {

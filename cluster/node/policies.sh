@@ -11,14 +11,6 @@
 # userspace with nftables' `queue` statement, and this kernel is built without it
 # (CONFIG_NFT_QUEUE is not set: `nft add rule ... queue` fails with "No such file or directory").
 
-KUBE_ROUTER_VERSION=v2.1.0
-KUBE_ROUTER_BIN=$CACHE_ROOT/kube-router-$KUBE_ROUTER_VERSION/bin/kube-router
-
-build_kube_router() {
-  build_main kube-router "$KUBE_ROUTER_BIN" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router 0 -s "a minute" \
-    "github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION"
-}
-
 # kube-router reads what its informers list, every one of them started even with the router
 # and proxy off.
 allow_kube_router() {

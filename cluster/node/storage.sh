@@ -2,13 +2,6 @@
 # Volumes: local-path-provisioner, built from its module, and the default StorageClass.
 # Sourced by cluster/real-node.sh.
 
-# The provisioner's main package is its module's root, and its go.mod has no replaces: a plain
-# `go install` builds it.
-build_local_path_provisioner() {
-  go_install_once local-path-provisioner "$LOCAL_PATH_VERSION" github.com/rancher/local-path-provisioner \
-    "$LOCAL_PATH_BIN" 2 "-s -X main.VERSION=$LOCAL_PATH_VERSION"
-}
-
 # The helper pods' image: the busybox image/node-images.sh built (its tag is busybox's version).
 helper_image() { awk '$1 ~ /\/busybox:/ {print $1; exit}' "$STATE_DIR/images.list"; }
 
