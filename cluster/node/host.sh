@@ -18,6 +18,7 @@ require_real_node_host() {
   command -v apt-get >/dev/null ||
     die "the real node needs ${missing[*]}, and there is no apt-get to install them" "install them with your package manager"
   say "installing ${missing[*]} (apt-get)"
+  mkdir -p "$CACHE_ROOT"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >"$CACHE_ROOT/apt.log" 2>&1 ||
     die "apt-get install ${missing[*]} failed; see $CACHE_ROOT/apt.log"
 }
