@@ -98,6 +98,8 @@ die_with_log() {
   local what=$1 log=$2 lines=${3:-15}
   die "$what; the last lines of $log:" "$(tail -n "$lines" "$log" | tr '\n' ' ')"
 }
+# shellcheck source=SCRIPTDIR/../image/progress.sh
+. "$REPO_DIR/image/progress.sh" # with_progress: a line a minute while a build runs
 
 # The kind of node: the running cluster's, else MLKUBE_CLUSTER_NODE's.
 node_kind() {

@@ -29,9 +29,7 @@ ARCHIVE=$(realpath -m "${1:-$CARGO_TARGET_DIR/image/mlkube.oci.tar}")
 # watched by the cc crate's build scripts) would make each build rerun them for the other.
 STATIC_TARGET_DIR=$CARGO_TARGET_DIR/static
 # shellcheck source=SCRIPTDIR/oci.sh
-source "$(dirname "$0")/oci.sh"
-# shellcheck source=SCRIPTDIR/progress.sh
-source "$(dirname "$0")/progress.sh"
+source "$(dirname "$0")/oci.sh" # say, die, with_progress and the OCI layout
 cd "$(dirname "$0")/.."
 
 TARGET=x86_64-unknown-linux-musl

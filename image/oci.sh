@@ -38,6 +38,8 @@ die() {
   for hint in "$@"; do printf '  hint: %s\n' "$hint" >&2; done
   exit 1
 }
+# shellcheck source=SCRIPTDIR/progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/progress.sh" # with_progress: a line a minute while a build runs
 
 oci_require_tools() {
   local tool

@@ -8,9 +8,10 @@ with_progress() {
   local what=$1 started=$SECONDS status
   shift
   (
-    # sleep holds none of the caller's pipes, so killing the loop lets them close at once.
+    # sleep holds none of the caller's pipes, so killing the loop lets them close at once. The
+    # loop also ends once the script is gone ($$ is its process), should the command exit it.
     # shellcheck disable=SC2217 # stdin redirected too, for that reason
-    while sleep 60 </dev/null >/dev/null 2>&1; do
+    while sleep 60 </dev/null >/dev/null 2>&1 && kill -0 "$$" 2>/dev/null; do
       say "$what: still running ($(((SECONDS - started) / 60)) min so far)"
     done
   ) &

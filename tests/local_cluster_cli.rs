@@ -70,3 +70,65 @@ fn installing_the_real_nodes_packages_on_a_fresh_machine_creates_the_cache_for_i
         "the log holds apt-get's output: {log}"
     );
 }
+
+/// `bash -c SCRIPT` in the repository with image/progress.sh sourced, a `say` that prints to
+/// stderr, and `sleep 60` (the ticker's minute) taking 0.1 s; its stderr goes to `log`.
+fn with_fast_minutes(dir: &Path, script: &str, log: &Path) -> std::process::ExitStatus {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("a bin directory");
+    let sleep = bin.join("sleep");
+    std::fs::write(
+        &sleep,
+        "#!/bin/sh\n[ \"$1\" = 60 ] && exec /bin/sleep 0.1\nexec /bin/sleep \"$@\"\n",
+    )
+    .expect("a stand-in");
+    std::fs::set_permissions(&sleep, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let prelude = "say() { echo \"say: $*\" >&2; }; source image/progress.sh; ";
+    Command::new("bash")
+        .args(["-c", &format!("{prelude}{script}")])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .stderr(std::fs::File::create(log).expect("a log"))
+        .status()
+        .expect("bash runs")
+}
+
+fn still_running_lines(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .expect("the log")
+        .lines()
+        .filter(|l| l.starts_with("say: the build: still running ("))
+        .count()
+}
+
+/// A step that takes minutes says so every minute while it runs, and nothing once it ended:
+/// also when the step ends the whole script (a build that dies), where the ticker would
+/// otherwise go on alone.
+#[test]
+fn a_long_step_says_every_minute_that_it_still_runs_and_stops_when_the_script_ends() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let log = dir.path().join("ran.log");
+    let status = with_fast_minutes(dir.path(), "with_progress 'the build' /bin/sleep 1", &log);
+    assert!(status.success());
+    assert!(
+        still_running_lines(&log) >= 3,
+        "{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+
+    let log = dir.path().join("died.log");
+    let script =
+        "dies() { /bin/sleep 0.5; exit 7; }; with_progress 'the build' dies; echo not reached";
+    let status = with_fast_minutes(dir.path(), script, &log);
+    assert_eq!(status.code(), Some(7));
+    let said = still_running_lines(&log);
+    assert!(said >= 1, "it said so while it ran");
+    // Ten of the ticker's minutes after the script ended: nothing more said.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(
+        still_running_lines(&log),
+        said,
+        "the ticker went on after the script ended"
+    );
+}

@@ -26,10 +26,17 @@ go_install_once() {
   require_go
   log=$(dirname "$(dirname "$bin")")/build.log
   mkdir -p "$(dirname "$bin")"
+  : >"$log"
   say "building $name $version once (about $minutes minutes on 2 cores); log: $log"
-  GOBIN=$(dirname "$bin") CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go install -trimpath -gcflags=all=-dwarf=false -ldflags="$ldflags" "$module@$version" \
-    >"$log" 2>&1 || die_with_log "building $name failed" "$log"
+  with_progress "$name's build" go_install_into "$log" "$(dirname "$bin")" "$ldflags" "$module@$version" ||
+    die_with_log "building $name failed" "$log"
   say "built $name in $((SECONDS - started))s"
+}
+
+# go install of MODULE@VERSION into GOBIN, its output added to LOG: LOG GOBIN LDFLAGS MODULE@VERSION.
+go_install_into() {
+  GOBIN=$2 CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go install -trimpath -gcflags=all=-dwarf=false -ldflags="$3" "$4" \
+    >>"$1" 2>&1
 }
 
 have_binaries() {
@@ -101,26 +108,31 @@ build() {
   : >"$log"
   say "building the control plane once (k8s $K8S_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION); log: $log"
   say "this takes 6-7 minutes on 2 idle cores (far longer on a busy machine); later runs use the cache"
-  (
-    cd "$work"
-    go mod download "k8s.io/kubernetes@$K8S_VERSION"
-    write_controlplane_module "$work"
-    GOFLAGS=-mod=mod go mod download all
-    GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" go build -trimpath -gcflags=all=-dwarf=false -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
-      go.etcd.io/etcd/server/v3 \
-      k8s.io/kubernetes/cmd/kube-apiserver \
-      k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler \
-      k8s.io/kubernetes/cmd/kubectl \
-      k8s.io/kubernetes/cmd/kubelet \
-      k8s.io/kubernetes/cmd/kube-proxy
-    # etcd's main package is its server module, so the binary comes out named after it.
-    mv "$BIN_DIR/server" "$BIN_DIR/etcd"
-  ) >>"$log" 2>&1 || die_with_log "building the Kubernetes control plane failed" "$log"
-  (
-    # kwok is a client of the API server only; it keeps its own dependency set.
-    GOBIN=$BIN_DIR CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" go install -trimpath -gcflags=all=-dwarf=false -ldflags=-s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  ) >>"$log" 2>&1 || die_with_log "building kwok failed" "$log"
+  with_progress "the control plane's build" build_controlplane "$work" "$log" ||
+    die_with_log "building the Kubernetes control plane failed" "$log"
+  # kwok is a client of the API server only; it keeps its own dependency set.
+  with_progress "kwok's build" go_install_into "$log" "$BIN_DIR" -s "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" ||
+    die_with_log "building kwok failed" "$log"
   have_binaries || die "the build finished but binaries are missing from $BIN_DIR"
   say "built in $((SECONDS - started))s into $BIN_DIR"
+}
+
+# The control plane's module in WORK and its binaries built into BIN_DIR (etcd's main package is
+# its server module, so the binary comes out named after it), their output into LOG: WORK LOG.
+build_controlplane() {
+  (
+    cd "$1" &&
+      go mod download "k8s.io/kubernetes@$K8S_VERSION" &&
+      write_controlplane_module "$1" &&
+      GOFLAGS=-mod=mod go mod download all &&
+      GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" go build -trimpath -gcflags=all=-dwarf=false -ldflags="$(version_ldflags)" -o "$BIN_DIR/" \
+        go.etcd.io/etcd/server/v3 \
+        k8s.io/kubernetes/cmd/kube-apiserver \
+        k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kube-scheduler \
+        k8s.io/kubernetes/cmd/kubectl \
+        k8s.io/kubernetes/cmd/kubelet \
+        k8s.io/kubernetes/cmd/kube-proxy &&
+      mv "$BIN_DIR/server" "$BIN_DIR/etcd"
+  ) >>"$2" 2>&1
 }

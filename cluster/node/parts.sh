@@ -73,10 +73,14 @@ build_node_parts() {
   coredns_main >"$module/coredns/main.go"
   node_parts_tools >"$module/tools.go"
   say "building CoreDNS, flannel, kube-router and local-path-provisioner once (about 3 minutes on 2 cores); log: $log"
-  (
-    cd "$module" && GOFLAGS=-mod=mod go mod tidy && node_parts_build
-  ) >"$log" 2>&1 || die_with_log "building the nodes' Go programs failed" "$log"
+  with_progress "the nodes' Go programs' build" node_parts_build_in "$module" "$log" ||
+    die_with_log "building the nodes' Go programs failed" "$log"
   say "built them in $((SECONDS - started))s"
+}
+
+# The module's dependencies resolved and its programs built, the output into LOG: MODULE LOG.
+node_parts_build_in() {
+  (cd "$1" && GOFLAGS=-mod=mod go mod tidy && node_parts_build) >"$2" 2>&1
 }
 
 # Two builds: local-path-provisioner imports logrus as github.com/Sirupsen/logrus, the others

@@ -64,9 +64,17 @@ registry_digest() {
 # Build the node's images (the NAMEs image/node-images.sh takes, or all) and list them, one
 # `<ref> <archive>` line each, in $STATE_DIR/images.list.
 build_images() {
-  say "building the node's images (image/node-images.sh; cached after the first time)"
-  "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" "$@" >"$STATE_DIR/images.list" 2>"$STATE_DIR/images.log" ||
-    die_with_log "building the node's images failed" "$STATE_DIR/images.log" 10
+  local log=$STATE_DIR/images.log
+  say "building the node's images (image/node-images.sh; cached after the first time); log: $log"
+  with_progress "the node's images" node_images_into "$log" "$@" ||
+    die_with_log "building the node's images failed" "$log" 10
+}
+
+# image/node-images.sh NAME..., its list into $STATE_DIR/images.list and what it says into LOG.
+node_images_into() {
+  local log=$1
+  shift
+  "${MLKUBE_NODE_IMAGES:-$REPO_DIR/image/node-images.sh}" "$@" >"$STATE_DIR/images.list" 2>"$log"
 }
 
 # Push every image of $STATE_DIR/images.list that the registry on ADDRESS (reachable from the

@@ -113,9 +113,16 @@ build_traefik() {
   rm -rf "$work"
   mkdir -p "$work" "$(dirname "$TRAEFIK")"
   say "building Traefik $TRAEFIK_VERSION once (about 9 minutes on 2 cores); log: $log"
+  with_progress "Traefik's build" traefik_build_in "$work" "$log" ||
+    die "building Traefik failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+  say "built traefik in $((SECONDS - started)) s"
+}
+
+# traefik built in the module WORK writes, its output into LOG: WORK LOG.
+traefik_build_in() {
   (
     set -euo pipefail
-    cd "$work"
+    cd "$1"
     local source go_version lego
     source=$(go mod download -json "$TRAEFIK_MODULE@$TRAEFIK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
     [ -f "$source/go.mod" ] || { echo "no go.mod in the downloaded module ($source)"; exit 1; }
@@ -143,8 +150,7 @@ build_traefik() {
       -ldflags="-s -w -X $TRAEFIK_MODULE/pkg/version.Version=$TRAEFIK_VERSION" \
       -o "$TRAEFIK.partial" "$TRAEFIK_MODULE/cmd/traefik"
     mv "$TRAEFIK.partial" "$TRAEFIK"
-  ) >"$log" 2>&1 || die "building Traefik failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
-  say "built traefik in $((SECONDS - started)) s"
+  ) >"$2" 2>&1
 }
 
 # The root file system: the binary and the user it runs as; /tmp for Traefik's scratch files.

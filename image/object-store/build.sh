@@ -45,11 +45,18 @@ build_weed() {
   [ -x "$WEED" ] && return 0
   command -v go >/dev/null || die "the Go toolchain is not on PATH; it builds SeaweedFS once" \
     "install Go 1.26 or newer and put its bin directory on PATH"
-  local work=$SEAWEEDFS_DIR/build log=$SEAWEEDFS_DIR/build.log source started=$SECONDS
+  local work=$SEAWEEDFS_DIR/build log=$SEAWEEDFS_DIR/build.log started=$SECONDS
   mkdir -p "$work" "$(dirname "$WEED")"
   say "building SeaweedFS $SEAWEEDFS_VERSION once (5 to 17 minutes on 2 cores); log: $log"
+  with_progress "SeaweedFS's build" weed_build_in "$work" "$log" ||
+    die "building SeaweedFS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
+  say "built weed in $((SECONDS - started)) s"
+}
+
+# weed built in the module WORK writes, its output into LOG: WORK LOG.
+weed_build_in() {
   (
-    cd "$work"
+    cd "$1"
     go mod download "$SEAWEEDFS_MODULE@$SEAWEEDFS_VERSION"
     source=$(go mod download -json "$SEAWEEDFS_MODULE@$SEAWEEDFS_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
     {
@@ -62,8 +69,7 @@ build_weed() {
     GOFLAGS=-mod=mod CGO_ENABLED=0 env "${GO_BUILD_ENV[@]}" nice go build -trimpath -gcflags=all=-dwarf=false -ldflags="-s -w" -o "$WEED.partial" \
       "$SEAWEEDFS_MODULE/weed"
     mv "$WEED.partial" "$WEED"
-  ) >"$log" 2>&1 || die "building SeaweedFS failed; the last lines of $log:" "$(tail -n 15 "$log" | tr '\n' ' ')"
-  say "built weed in $((SECONDS - started)) s"
+  ) >"$2" 2>&1
 }
 
 install_weed() {
