@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# with_progress, sourced by scripts whose steps may take long (image/build.sh,
-# cluster/quickstart.sh); it speaks through the caller's `say`.
+# with_progress, sourced by scripts whose steps may take long (image/oci.sh, and so every image
+# script; cluster/local-cluster.sh; cluster/quickstart.sh); it speaks through the caller's `say`.
 
 # Run a command that may take long, saying every minute that it still runs and for how long,
 # so a first build (the static binary, 10 minutes or more on 2 cores) is never silent.
