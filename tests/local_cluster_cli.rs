@@ -124,11 +124,12 @@ fn a_long_step_says_every_minute_that_it_still_runs_and_stops_when_the_script_en
     assert_eq!(status.code(), Some(7));
     let said = still_running_lines(&log);
     assert!(said >= 1, "it said so while it ran");
-    // Ten of the ticker's minutes after the script ended: nothing more said.
+    // Ten of the ticker's minutes after the script ended: nothing more said, but for a tick
+    // that had looked just before the end.
     std::thread::sleep(std::time::Duration::from_secs(1));
-    assert_eq!(
-        still_running_lines(&log),
-        said,
-        "the ticker went on after the script ended"
+    let later = still_running_lines(&log);
+    assert!(
+        later <= said + 1,
+        "the ticker went on after the script ended: {said} lines, then {later}"
     );
 }
