@@ -10,12 +10,15 @@ versions answered (each answer's model_version), e.g. `answered by v1=450`.
     python3 digits_predict.py --url http://digits-v1:8080 --model digits --scale 16 # TensorFlow
 
 --scale divides the pixels (0-16) first, as tf_digits.py and jax_digits.py train on them;
-xgboost_digits.py trains on them as they are. Exits 2, saying why, when the server refuses.
+xgboost_digits.py trains on them as they are. A refused connection is tried again for about
+15 s: where NetworkPolicies are enforced, a new pod is admitted a moment after it starts. Exits
+2, saying why, when the server still refuses or answers with an error.
 """
 
 import argparse
 import collections
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -33,6 +36,18 @@ def parse_args():
     return p.parse_args()
 
 
+def urlopen_retrying(request, tries=6):
+    """urllib's urlopen, a refused connection tried again, the pauses growing from 0.5 s to 8 s
+    (about 15 s in all); any other error is raised at once."""
+    for attempt in range(tries):
+        try:
+            return urllib.request.urlopen(request, timeout=60)
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or attempt == tries - 1:
+                raise
+        time.sleep(0.5 * 2**attempt)
+
+
 def infer(url, model, rows):
     body = {"inputs": [{"name": "pixels", "shape": [len(rows), 64], "datatype": "FP32",
                         "data": [v for row in rows for v in row]}]}
@@ -42,7 +57,7 @@ def infer(url, model, rows):
         headers={"Content-Type": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        with urlopen_retrying(request) as answer:
             return json.load(answer)
     except urllib.error.HTTPError as e:
         fail(f"{request.full_url} answered {e.code}: {e.read().decode(errors='replace')[:300]}",

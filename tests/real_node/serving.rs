@@ -350,11 +350,14 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 /// is not the gateway's cannot open a connection to a model server, so MLServer's repository API
 /// (unload) is out of its reach, and the gateway routes no repository path; the same pod's
 /// request through the gateway is served, and one for a mistyped model gets the gateway
-/// fallback's 404 that says so.
+/// fallback's 404 that says so. The gateway is asked first, retrying a refused connection: the
+/// policy controller admits a new pod a moment after it starts, and only once the pod is
+/// admitted does "unreachable" say that the policy, not that moment, keeps it out.
 async fn only_the_gateway_reaches_the_servers() {
     let script = format!(
         r#"
 import socket, urllib.error, urllib.request
+from digits_predict import urlopen_retrying
 def post(url):
     try:
         return urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5).status
@@ -367,9 +370,9 @@ def get(url):
         return urllib.request.urlopen(url, timeout=10).read().decode()
     except urllib.error.HTTPError as e:
         return f"{{e.code}} {{e.read().decode()}}"
+print("gateway-ready", urlopen_retrying(urllib.request.Request("http://gateway:8000/v2/models/{SERVING}/ready")).status)
 print("direct", post("http://{SERVING}-v2:8080/v2/repository/models/{SERVING}/unload"))
 print("gateway-repository", post("http://gateway:8000/v2/repository/models/{SERVING}/unload"))
-print("gateway-ready", urllib.request.urlopen("http://gateway:8000/v2/models/{SERVING}/ready", timeout=10).status)
 print("gateway-typo", get("http://gateway:8000/v2/models/digts/ready"))
 "#
     );
@@ -377,7 +380,7 @@ print("gateway-typo", get("http://gateway:8000/v2/models/digts/ready"))
         "metadata": { "name": "unload-from-a-pod" },
         "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
             "containers": [{ "name": "unload", "image": TRAINING_IMAGE,
-                "command": ["python3", "-c", script] }] },
+                "workingDir": "/opt/mlkube/examples", "command": ["python3", "-c", script] }] },
     });
     let printed = run_pod(&support::client().await, pod).await;
     for line in [
@@ -538,14 +541,17 @@ async fn a_model_unloaded_through_the_repository_api_is_loaded_again(client: &Cl
         || ready_restarts(&pods),
     )
     .await;
-    let script = "import urllib.request; urllib.request.urlopen(urllib.request.Request(\
+    // The examples' client, which tries a refused connection again: this new pod is admitted
+    // by the policy a moment after it starts.
+    let script = "import urllib.request; from digits_predict import urlopen_retrying; \
+        urlopen_retrying(urllib.request.Request(\
         'http://tf-digits:8080/v2/repository/models/tf-digits/unload', method='POST')); \
         print('unloaded')";
     let pod = json!({
         "metadata": { "name": "unload-tf" },
         "spec": { "restartPolicy": "Never", "automountServiceAccountToken": false,
             "containers": [{ "name": "unload", "image": TRAINING_IMAGE,
-                "command": ["python3", "-c", script] }] },
+                "workingDir": "/opt/mlkube/examples", "command": ["python3", "-c", script] }] },
     });
     assert!(run_pod(client, pod).await.contains("unloaded"));
     support::eventually(
