@@ -33,6 +33,17 @@ local keepAliveSeconds = 2;
 // is not retried). Traefik's default, 90 s, leaves that race open; below every backend's, it is
 // closed.
 local backendIdleSeconds = 1;
+// A connection to a backend can be refused: by a server that stopped before Traefik took it
+// out, or, from a new Traefik pod (a rollout's, or the one a drain brings up on another node),
+// by servers whose NetworkPolicy admits it only once each node's policy controller has its
+// address, a moment after it starts. A request whose connection failed before a byte of it
+// went out is tried again, on the next backend the route picks, with pauses growing from the
+// first interval to twice it (about 3 s in all): Traefik's retry middleware, on every route of
+// the entry point, read from a file a ConfigMap holds. Any other failure (a status, a
+// connection lost mid-request) is answered as it came.
+local retry = { attempts: 10, initialInterval: '250ms' };
+local dynamicDir = '/etc/traefik';
+local dynamicFile = 'dynamic.yaml';
 
 {
   name: component,
@@ -50,7 +61,11 @@ local backendIdleSeconds = 1;
     `replicas` pods spread over the nodes, each serving for a few seconds after it is told to
     stop, and a PodDisruptionBudget, maxUnavailable, so a drain takes one at a time)
     and the Service <name> (ClusterIP, or NodePort on `nodePort`; the local environment's real
-    node forwards 127.0.0.1:<API port + 1> to node port 30080). A request no route takes (a
+    node forwards 127.0.0.1:<API port + 1> to node port 30080). A request whose connection to a
+    backend is refused before a byte of it went out (a server that stopped before Traefik took
+    it out; a new Traefik pod, which the servers' NetworkPolicies admit a moment after it starts)
+    is tried again for about 3 s (Traefik's retry middleware on the entry point, from the
+    ConfigMap <name>). A request no route takes (a
     mistyped model, KServe's V1 path to MLServer) gets a 404 whose JSON says what to ask
     instead, not Traefik's bare `404 page not found`: an HTTPRoute <name>-fallback for `/` (the
     shortest prefix, so every other route wins) to `mlkube gateway-fallback` (fallbackImage, a
@@ -149,6 +164,9 @@ local backendIdleSeconds = 1;
       '--entrypoints.traefik.http.aliasheadersstrategy=delete',
       '--entrypoints.web.transport.keepalivemaxtime=%ds' % keepAliveSeconds,
       '--entrypoints.web.transport.lifecycle.gracetimeout=%ds' % graceSeconds,
+      '--entrypoints.web.http.middlewares=retry-refused@file',
+      '--providers.file.filename=%s/%s' % [dynamicDir, dynamicFile],
+      '--providers.file.watch=false',
       '--serverstransport.forwardingtimeouts.idleconntimeout=%ds' % backendIdleSeconds,
       '--ping=true',
       '--ping.entrypoint=traefik',
@@ -160,6 +178,7 @@ local backendIdleSeconds = 1;
       provider + '.throttleduration=1s',
       '--providers.providersthrottleduration=1s',
     ] + (if routeNamespaces == 'Same' then [provider + '.namespaces=' + namespace] else []);
+    local dynamic = std.manifestYamlDoc({ http: { middlewares: { 'retry-refused': { retry: retry } } } }, quote_keys=false);
     local probe(period, failures) = {
       httpGet: { path: '/ping', port: 'ping' },
       periodSeconds: period,
@@ -201,6 +220,12 @@ local backendIdleSeconds = 1;
         },
       },
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(name) },
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: meta(name),
+        data: { [dynamicFile]: dynamic },
+      },
     ]
     + rbac
     + [
@@ -212,7 +237,11 @@ local backendIdleSeconds = 1;
           replicas: params.replicas,
           selector: { matchLabels: u.selector(name, part) },
           template: {
-            metadata: { labels: u.selector(name, part) },
+            metadata: {
+              labels: u.selector(name, part),
+              // A changed file rolls the pods: Traefik reads it once, at its start.
+              annotations: { 'mlkube.io/dynamic-config': std.md5(dynamic) },
+            },
             spec: {
               serviceAccountName: name,
               securityContext: u.podSecurity(uid),
@@ -232,9 +261,15 @@ local backendIdleSeconds = 1;
                 lifecycle: { preStop: { sleep: { seconds: drainSeconds } } },
                 resources: u.resources(params),
                 securityContext: u.containerSecurity(uid),
-                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+                volumeMounts: [
+                  { name: 'tmp', mountPath: '/tmp' },
+                  { name: 'dynamic', mountPath: dynamicDir, readOnly: true },
+                ],
               }],
-              volumes: [{ name: 'tmp', emptyDir: {} }],
+              volumes: [
+                { name: 'tmp', emptyDir: {} },
+                { name: 'dynamic', configMap: { name: name } },
+              ],
             },
           },
         },

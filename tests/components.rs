@@ -3366,6 +3366,7 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
             "GatewayClass kubeflow-gateway",
             "Gateway gateway",
             "ServiceAccount gateway",
+            "ConfigMap gateway",
             "ClusterRole kubeflow-gateway",
             "ClusterRoleBinding kubeflow-gateway",
             "Role gateway",
@@ -3441,6 +3442,38 @@ fn gateway_pods_spread_over_the_nodes_and_a_drain_takes_one_at_a_time() {
     }
     let pod = &object_of(&objects, "Deployment")["spec"]["template"]["spec"];
     assert!(pod["terminationGracePeriodSeconds"].as_i64() > Some(5 + 10));
+}
+
+/// A new Traefik pod is admitted by the servers' NetworkPolicies a moment after it starts, so
+/// every route of the entry point tries a refused connection again, from a file of the
+/// ConfigMap the pods mount; a change to that file rolls them.
+#[test]
+fn gateway_tries_a_refused_connection_again_on_every_route() {
+    let objects = render("gateway", "gateway", &json!({})).unwrap();
+    let args = traefik_args(&objects);
+    for expected in [
+        "--entrypoints.web.http.middlewares=retry-refused@file",
+        "--providers.file.filename=/etc/traefik/dynamic.yaml",
+    ] {
+        assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+    }
+    let file = object_of(&objects, "ConfigMap")["data"]["dynamic.yaml"]
+        .as_str()
+        .expect("the ConfigMap holds dynamic.yaml");
+    let dynamic: Value = serde_yaml::from_str(file).unwrap();
+    assert_eq!(
+        dynamic["http"]["middlewares"]["retry-refused"],
+        json!({ "retry": { "attempts": 10, "initialInterval": "250ms" } })
+    );
+    let template = &object_of(&objects, "Deployment")["spec"]["template"];
+    assert_eq!(
+        template["spec"]["volumes"][1],
+        json!({ "name": "dynamic", "configMap": { "name": "gateway" } })
+    );
+    assert!(
+        template["metadata"]["annotations"]["mlkube.io/dynamic-config"].is_string(),
+        "{template}"
+    );
 }
 
 /// Traefik's provider lists and watches what it caches and updates only statuses: in its own
