@@ -37,20 +37,24 @@ fn env_of_a_cluster_that_is_not_up_fails_saying_how_to_start_it_and_prints_nothi
     );
 }
 
+/// An executable `bin/NAME` that runs the shell text `text`: a stand-in for a tool on PATH.
+fn stand_in(bin: &Path, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin).expect("a bin directory");
+    let path = bin.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{text}\n")).expect("a stand-in");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
 /// On a machine where nothing of mlkube ran before, the cache directory does not exist yet:
 /// installing the real node's packages creates it for its log rather than failing to write it.
 /// `id` and `apt-get` are stand-ins on PATH, so the test needs neither root nor a network.
 #[test]
 fn installing_the_real_nodes_packages_on_a_fresh_machine_creates_the_cache_for_its_log() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let bin = dir.path().join("bin");
-    std::fs::create_dir(&bin).expect("a bin directory");
-    for (name, text) in [("id", "echo 0"), ("apt-get", "echo \"apt-get $*\"")] {
-        let path = bin.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{text}\n")).expect("a stand-in");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
+    stand_in(&bin, "id", "echo 0");
+    stand_in(&bin, "apt-get", "echo \"apt-get $*\"");
     let cache = dir.path().join("never-made/mlkube");
     let script = "say() { echo \"say: $*\"; }; die() { echo \"die: $*\"; exit 1; }; \
                   source cluster/node/host.sh; REAL_TOOLS=(no-such-tool-here:the-package); \
@@ -74,16 +78,12 @@ fn installing_the_real_nodes_packages_on_a_fresh_machine_creates_the_cache_for_i
 /// `bash -c SCRIPT` in the repository with image/progress.sh sourced, a `say` that prints to
 /// stderr, and `sleep 60` (the ticker's minute) taking 0.1 s; its stderr goes to `log`.
 fn with_fast_minutes(dir: &Path, script: &str, log: &Path) -> std::process::ExitStatus {
-    use std::os::unix::fs::PermissionsExt;
     let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).expect("a bin directory");
-    let sleep = bin.join("sleep");
-    std::fs::write(
-        &sleep,
-        "#!/bin/sh\n[ \"$1\" = 60 ] && exec /bin/sleep 0.1\nexec /bin/sleep \"$@\"\n",
-    )
-    .expect("a stand-in");
-    std::fs::set_permissions(&sleep, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    stand_in(
+        &bin,
+        "sleep",
+        "[ \"$1\" = 60 ] && exec /bin/sleep 0.1\nexec /bin/sleep \"$@\"",
+    );
     let prelude = "say() { echo \"say: $*\" >&2; }; source image/progress.sh; ";
     Command::new("bash")
         .args(["-c", &format!("{prelude}{script}")])
