@@ -39,9 +39,10 @@ local backendIdleSeconds = 1;
 // address, a moment after it starts. A request whose connection failed before a byte of it
 // went out is tried again, on the next backend the route picks, with pauses growing from the
 // first interval to twice it (about 3 s in all): Traefik's retry middleware, on every route of
-// the entry point, read from a file a ConfigMap holds. Any other failure (a status, a
-// connection lost mid-request) is answered as it came.
-local retry = { attempts: 10, initialInterval: '250ms' };
+// the entry point, read from a file a ConfigMap holds. No attempt starts once 5 s have passed
+// (a dead node's address fails a dial only after Traefik's 30 s, and is answered then, as
+// before). Any other failure (a status, a connection lost mid-request) is answered as it came.
+local retry = { attempts: 10, initialInterval: '250ms', timeout: '5s' };
 local dynamicDir = '/etc/traefik';
 local dynamicFile = 'dynamic.yaml';
 

@@ -3463,7 +3463,7 @@ fn gateway_tries_a_refused_connection_again_on_every_route() {
     let dynamic: Value = serde_yaml::from_str(file).unwrap();
     assert_eq!(
         dynamic["http"]["middlewares"]["retry-refused"],
-        json!({ "retry": { "attempts": 10, "initialInterval": "250ms" } })
+        json!({ "retry": { "attempts": 10, "initialInterval": "250ms", "timeout": "5s" } })
     );
     let template = &object_of(&objects, "Deployment")["spec"]["template"];
     assert_eq!(
