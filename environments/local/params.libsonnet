@@ -1,7 +1,9 @@
 // The `local` environment: a laptop or the local test cluster. One replica of everything,
-// small requests and no limits (but the model server's 2Gi of memory), no GPUs; the hub is
-// reachable on a NodePort, and so is the gateway, on 30080: on the local cluster's real node,
-// the host reaches it at $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`).
+// small requests and no limits (but the model server's 2Gi of memory), no GPUs; the gateway is
+// reachable on a NodePort, 30080: on the local cluster's real node, the host reaches it at
+// $MLKUBE_GATEWAY_URL (`cluster/local-cluster.sh env`). The hub lets anyone in with any name
+// (`dummy`), so it is on no node port: reach it through the API server (`kubectl port-forward`,
+// or the service proxy).
 {
   global: {},
   // A 2-core node: jobs and sweeps added later request 100m of CPU each, unless the app sets theirs.
@@ -25,7 +27,7 @@
       memoryRequest: '64Mi',
     },
     'notebook-hub': {
-      serviceType: 'NodePort',
+      serviceType: 'ClusterIP',
       authenticator: 'dummy',
       notebookMaxGpus: 0,
       notebookCpu: 0.25,
