@@ -58,7 +58,7 @@ pub fn http_route_api(client: &Client) -> Api<DynamicObject> {
 }
 
 /// A Deployment of one busybox `httpd` answering `body` on port 8080, and its Service on 80.
-fn backend(name: &str, body: &str, busybox: &str) -> (Deployment, Service) {
+pub fn backend(name: &str, body: &str, busybox: &str) -> (Deployment, Service) {
     let labels = json!({ "app.kubernetes.io/name": name });
     let deployment = json!({
         "metadata": { "name": name, "labels": labels },
@@ -91,6 +91,19 @@ fn backend(name: &str, body: &str, busybox: &str) -> (Deployment, Service) {
         serde_json::from_value(deployment).expect("a valid Deployment"),
         serde_json::from_value(service).expect("a valid Service"),
     )
+}
+
+/// Creates a backend's Deployment and Service in the platform's namespace.
+pub async fn create_backend(client: &Client, (deployment, service): (Deployment, Service)) {
+    let name = deployment.metadata.name.clone().unwrap_or_default();
+    Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap_or_else(|e| panic!("create the Deployment {name}: {e}"));
+    Api::<Service>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap_or_else(|e| panic!("create the Service {name}: {e}"));
 }
 
 fn route() -> DynamicObject {
@@ -148,8 +161,13 @@ async fn get(address: &str) -> Option<(u16, String)> {
 
 /// [`get`] of `path`.
 pub async fn get_path(address: &str, path: &str) -> Option<(u16, String)> {
+    get_at(address, HOST, path).await
+}
+
+/// [`get`] of `path` with the host name `host`.
+pub async fn get_at(address: &str, host: &str, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(address).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -220,17 +238,8 @@ async fn an_httproute_splits_requests_by_weight_through_the_hosts_gateway_port()
     let busybox = crate::storage::busybox_image(&client).await;
     let _cleanup = Backends;
     let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
-    let services = Api::<Service>::namespaced(client.clone(), NAMESPACE);
     for (name, _, body) in BACKENDS {
-        let (deployment, service) = backend(name, body, &busybox);
-        deployments
-            .create(&PostParams::default(), &deployment)
-            .await
-            .unwrap_or_else(|e| panic!("create the Deployment {name}: {e}"));
-        services
-            .create(&PostParams::default(), &service)
-            .await
-            .unwrap_or_else(|e| panic!("create the Service {name}: {e}"));
+        create_backend(&client, backend(name, body, &busybox)).await;
     }
     let routes = http_route_api(&client);
     routes

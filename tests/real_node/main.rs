@@ -23,6 +23,7 @@ mod drain;
 mod failures;
 mod framework;
 mod gateway;
+mod gateway_retry;
 mod hub;
 mod images;
 mod inference;

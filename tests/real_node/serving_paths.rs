@@ -13,7 +13,9 @@ use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::gateway::{delete_if_present, gateway, gateway_url, get_path, http_route_api};
+use crate::gateway::{
+    create_backend, delete_if_present, gateway, gateway_url, get_path, http_route_api,
+};
 use crate::platform::{NAMESPACE, assert_success, mlkube};
 use crate::support::{self, clean_up, eventually};
 
@@ -123,15 +125,7 @@ async fn tf_servings_own_predict_url_is_routed_as_its_metadata_is() {
     let port = backend_ref["port"].as_i64().expect("a backend port");
     let _cleanup = Cleanup(name.clone());
     let busybox = crate::storage::busybox_image(&client).await;
-    let (deployment, service) = backend(&name, port, &busybox);
-    Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("create the backend");
-    Api::<Service>::namespaced(client.clone(), NAMESPACE)
-        .create(&PostParams::default(), &service)
-        .await
-        .expect("create its Service");
+    create_backend(&client, backend(&name, port, &busybox)).await;
     let route: DynamicObject = serde_json::from_value(route).expect("a valid HTTPRoute");
     http_route_api(&client)
         .create(&PostParams::default(), &route)
