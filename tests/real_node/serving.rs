@@ -350,9 +350,9 @@ async fn the_talks_flow_serves_v1_splits_promotes_v2_and_prunes_v1_without_a_fai
 /// is not the gateway's cannot open a connection to a model server, so MLServer's repository API
 /// (unload) is out of its reach, and the gateway routes no repository path; the same pod's
 /// request through the gateway is served, and one for a mistyped model gets the gateway
-/// fallback's 404 that says so. The gateway is asked first, retrying a refused connection: the
-/// policy controller admits a new pod a moment after it starts, and only once the pod is
-/// admitted does "unreachable" say that the policy, not that moment, keeps it out.
+/// fallback's 404 that says so. The gateway's readiness is asked first, through the examples'
+/// client, which tries a refused connection again, as a client of a cluster that enforces
+/// NetworkPolicies must: a new pod's first connections may be refused for a moment.
 async fn only_the_gateway_reaches_the_servers() {
     let script = format!(
         r#"
