@@ -106,6 +106,11 @@ async fn a_refused_connection_is_tried_again_on_the_next_backend() {
     })
     .await;
     create_backend(&client, backend(NAME, BODY, &busybox)).await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
+    eventually("the serving pod to be Ready", TIMEOUT, || async {
+        (deployments.get(NAME).await.ok()?.status?.ready_replicas? == 1).then_some(())
+    })
+    .await;
     http_route_api(&client)
         .create(&PostParams::default(), &route())
         .await
