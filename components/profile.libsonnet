@@ -2,6 +2,7 @@
 // and their workloads need there, a quota, and the admission rule that workloads there run
 // only as the ServiceAccounts the profile allows.
 local u = import 'mlkube/util.libsonnet';
+local admission = import 'mlkube/admission.libsonnet';
 
 local component = 'profile';
 local part = 'profile';
@@ -11,26 +12,9 @@ local profileLabel = 'mlkube.io/profile';
 local accountsAnnotation = 'mlkube.io/workload-service-accounts';
 local policyName = 'mlkube-workload-service-accounts';
 local ownerKinds = ['User', 'Group', 'ServiceAccount'];
-local jobs = ['tfjobs', 'pytorchjobs', 'mxjobs', 'xgboostjobs', 'mpijobs', 'paddlejobs', 'jaxjobs'];
+local jobs = admission.jobs;
 local edit = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
 local read = ['get', 'list', 'watch'];
-
-// The pod specs of the object under admission, whatever its kind: a pod's own, a workload's
-// template, each replica's template of a Kubeflow job, each TaskRole's of a Framework.
-local specsExpression = |||
-  request.resource.resource == 'pods' ? [object.spec] :
-  request.resource.resource == 'cronjobs' ? [object.spec.jobTemplate.spec.template.spec] :
-  request.resource.resource == 'frameworks' ?
-    (has(object.spec.taskRoles) ? object.spec.taskRoles.filter(r, has(r.task) && has(r.task.pod) && has(r.task.pod.spec)).map(r, r.task.pod.spec) : []) :
-  request.resource.group == 'kubeflow.org' ?
-    variables.replicaSpecs.filter(k, has(variables.replicaSpecs[k].template) && has(variables.replicaSpecs[k].template.spec)).map(k, variables.replicaSpecs[k].template.spec) :
-  [object.spec.template.spec]
-|||;
-
-// A Kubeflow job's map of replica specs, under the field of its kind.
-local replicaSpecsExpression =
-  local fields = ['tfReplicaSpecs', 'pytorchReplicaSpecs', 'mxReplicaSpecs', 'xgbReplicaSpecs', 'mpiReplicaSpecs', 'paddleReplicaSpecs', 'jaxReplicaSpecs'];
-  std.join(' : ', ['has(object.spec.%s) ? object.spec.%s' % [f, f] for f in fields]) + ' : {}';
 
 local policy = {
   apiVersion: 'admissionregistration.k8s.io/v1',
@@ -39,37 +23,13 @@ local policy = {
   metadata: { name: policyName, labels: { 'app.kubernetes.io/name': part } },
   spec: {
     failurePolicy: 'Fail',
-    // Every field the API server would default is written out: the struct is atomic, so a
-    // second profile's apply co-owns it only if it equals what is stored.
-    matchConstraints: {
-      matchPolicy: 'Equivalent',
-      namespaceSelector: {},
-      objectSelector: {},
-      resourceRules: [
-        { apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: '*' },
-        { apiGroups: ['kubeflow.org'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: jobs, scope: '*' },
-        { apiGroups: ['frameworkcontroller.microsoft.com'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['frameworks'], scope: '*' },
-        { apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments', 'statefulsets', 'replicasets', 'daemonsets'], scope: '*' },
-        { apiGroups: ['batch'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['jobs', 'cronjobs'], scope: '*' },
-      ],
-    },
+    matchConstraints: admission.matchConstraints,
     variables: [
       {
         name: 'allowed',
         expression: "has(namespaceObject.metadata.annotations) && '%s' in namespaceObject.metadata.annotations ? namespaceObject.metadata.annotations['%s'].split(',') : ['default']" % [accountsAnnotation, accountsAnnotation],
       },
-      { name: 'replicaSpecs', expression: replicaSpecsExpression },
-      { name: 'specs', expression: specsExpression },
-      {
-        name: 'accounts',
-        expression: "variables.specs.map(s, has(s.serviceAccountName) && s.serviceAccountName != '' ? s.serviceAccountName : (has(s.serviceAccount) && s.serviceAccount != '' ? s.serviceAccount : 'default'))",
-      },
-      {
-        // An entry `*-launcher` allows every name that ends in `-launcher`.
-        name: 'refused',
-        expression: "variables.accounts.filter(a, !variables.allowed.exists(p, p == a || (p.startsWith('*') && a.endsWith(p.substring(1)))))",
-      },
-    ],
+    ] + admission.accountVariables,
     validations: [{
       expression: 'size(variables.refused) == 0',
       messageExpression: "'serviceAccountName ' + variables.refused[0] + ' is not one that workloads in namespace ' + request.namespace + ' may run as; use one of ' + variables.allowed.join(', ') + ' (its profile lists them in the namespace annotation %s)'" % accountsAnnotation,
