@@ -1,5 +1,6 @@
 // JupyterHub with KubeSpawner: one notebook server pod per user, spawned from an options form.
 local u = import 'mlkube/util.libsonnet';
+local admission = import 'mlkube/admission.libsonnet';
 
 local component = 'notebook-hub';
 local part = 'notebook-hub';
@@ -20,7 +21,10 @@ local uid = 1000;
     through the hub's REST API) and settings.json from the params, a per-user
     PersistentVolumeClaim at notebookPvcMount (created by KubeSpawner), RBAC for the hub (pods,
     claims, events in its namespace) and a ServiceAccount and Role for notebooks (TFJobs and a
-    read-only view of pods, logs, services and events). With userNamespaces, each user's
+    read-only view of pods, logs, services and events), and an admission rule of its namespace
+    (a ValidatingAdmissionPolicy `<namespace>-<name>-accounts` and its binding) by which the
+    hub's pods run only as the notebooks' ServiceAccount and what a notebook starts only as
+    `default`, never as one of the platform's ServiceAccounts. With userNamespaces, each user's
     notebook runs in their profile's namespace instead (see the profile component), as its
     ServiceAccount, apart from the platform's: the hub gets a ClusterRole
     `<namespace>-<name>-spawner` with the same rules, which each profile binds in its own
@@ -167,7 +171,7 @@ local uid = 1000;
            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: notebookAccount },
            subjects: [{ kind: 'ServiceAccount', name: notebookAccount, namespace: env.namespace }],
          },
-       ])
+       ] + $.accountRule(name, env, meta))
     + [
       {
         apiVersion: 'v1',
@@ -276,6 +280,56 @@ local uid = 1000;
               resources: { requests: { storage: params.hubDbStorage } },
             },
           }],
+        },
+      },
+    ]
+  ),
+
+  // In the hub's own namespace, where the platform's ServiceAccounts live, the admission rule
+  // that keeps the hub and its notebooks from starting anything as one of them: the hub's
+  // pods run only as the notebooks' ServiceAccount, and what a notebook starts (a TFJob) only
+  // as `default`, which holds no rights. Without it a notebook's token could start a TFJob
+  // whose pod runs as the gateway or the operator.
+  accountRule(name, env, meta):: (
+    local ruleName = u.clusterName(env, name + '-accounts');
+    local account(sa) = 'system:serviceaccount:%s:%s' % [env.namespace, sa];
+    local hub = account(name);
+    local notebookAccount = name + '-notebook';
+    [
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: meta(ruleName),
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: admission.matchConstraints,
+          matchConditions: [{
+            name: 'hub-or-notebook',
+            expression: "request.userInfo.username in ['%s', '%s']" % [hub, account(notebookAccount)],
+          }],
+          variables: [{
+            name: 'allowed',
+            expression: "request.userInfo.username == '%s' ? ['%s'] : ['default']" % [hub, notebookAccount],
+          }] + admission.accountVariables,
+          validations: [{
+            expression: 'size(variables.refused) == 0',
+            messageExpression: "'serviceAccountName ' + variables.refused[0] + ' is not one that ' + request.userInfo.username + ' may start pods as in namespace ' + request.namespace + '; use ' + variables.allowed[0] + ' (the platform keeps its own ServiceAccounts in this namespace: give users profiles, and the hub userNamespaces, for jobs that need more)'",
+            reason: 'Forbidden',
+          }],
+        },
+      },
+      {
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: meta(ruleName),
+        spec: {
+          policyName: ruleName,
+          validationActions: ['Deny'],
+          matchResources: {
+            matchPolicy: 'Equivalent',
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': env.namespace } },
+            objectSelector: {},
+          },
         },
       },
     ]

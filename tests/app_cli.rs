@@ -267,6 +267,8 @@ fn init_env_component_param_show_for_all_environments() {
                     | "StorageClass"
                     | "GatewayClass"
                     | "ClusterServingRuntime"
+                    | "ValidatingAdmissionPolicy"
+                    | "ValidatingAdmissionPolicyBinding"
             );
             // Cluster-scoped objects are shared by every environment and app that renders
             // them, so they name none of the three.

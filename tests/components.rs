@@ -482,6 +482,44 @@ fn a_profile_says_which_param_is_wrong() {
     );
 }
 
+/// In its own namespace, beside the platform's ServiceAccounts, the hub starts pods only as
+/// the notebooks' ServiceAccount and a notebook starts jobs only as `default`: an admission
+/// rule of that namespace alone, for those two identities alone.
+#[test]
+fn a_hub_and_its_notebooks_start_nothing_as_the_platforms_accounts() {
+    let hub = render("notebook-hub", "notebook-hub", &json!({})).unwrap();
+    let named = |kind: &str| {
+        hub.as_array()
+            .unwrap()
+            .iter()
+            .find(|o| {
+                o["kind"] == kind && o["metadata"]["name"] == "kubeflow-notebook-hub-accounts"
+            })
+            .unwrap_or_else(|| panic!("the hub's {kind}"))
+            .clone()
+    };
+    let policy = named("ValidatingAdmissionPolicy");
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username in ['system:serviceaccount:kubeflow:notebook-hub', \
+         'system:serviceaccount:kubeflow:notebook-hub-notebook']"
+    );
+    assert_eq!(
+        policy["spec"]["variables"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:kubeflow:notebook-hub' \
+         ? ['notebook-hub-notebook'] : ['default']"
+    );
+    let binding = named("ValidatingAdmissionPolicyBinding");
+    assert_eq!(
+        binding["spec"]["policyName"],
+        "kubeflow-notebook-hub-accounts"
+    );
+    assert_eq!(
+        binding["spec"]["matchResources"]["namespaceSelector"],
+        json!({ "matchLabels": { "kubernetes.io/metadata.name": "kubeflow" } })
+    );
+}
+
 /// With userNamespaces the hub spawns only where a profile binds its ClusterRole, and no
 /// notebook identity is made in the platform's namespace.
 #[test]
@@ -509,9 +547,9 @@ fn a_hub_with_user_namespaces_is_let_in_by_each_profile() {
         "{kinds:?}"
     );
     assert!(
-        !kinds
-            .iter()
-            .any(|k| k.starts_with("Role/") || k.contains("notebook-hub-notebook")),
+        !kinds.iter().any(|k| k.starts_with("Role/")
+            || k.contains("notebook-hub-notebook")
+            || k.starts_with("ValidatingAdmissionPolicy")),
         "{kinds:?}"
     );
     let profile = render(

@@ -1117,8 +1117,9 @@ async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary
     );
     assert!(init.status.success());
 
-    // Every object of the hub is namespaced, and the namespace does not exist yet: the server
-    // checks them against its schema, and no further.
+    // Ten objects of the hub are namespaced, and the namespace does not exist yet: the server
+    // checks them against its schema, and no further; its admission rule's two are
+    // cluster-scoped, and checked in full.
     let validate = mlkube(&app, &["validate", "local", "-c", "notebook-hub"]);
     let stderr = String::from_utf8_lossy(&validate.stderr);
     assert_eq!(validate.status.code(), Some(0), "{stderr}");
@@ -1135,7 +1136,7 @@ async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary
     );
     assert_eq!(json.status.code(), Some(0));
     let validation: Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
-    assert_eq!(validation["valid"], 0);
+    assert_eq!(validation["valid"], 2);
     assert_eq!(validation["schema_only"].as_array().map(Vec::len), Some(10));
     assert_eq!(validation["skipped"].as_array().map(Vec::len), Some(0));
 
@@ -1147,7 +1148,11 @@ async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary
     );
     let stdout = String::from_utf8_lossy(&summary.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 11, "the namespace and ten objects: {stdout}");
+    assert_eq!(
+        lines.len(),
+        13,
+        "the namespace and twelve objects: {stdout}"
+    );
     assert!(lines.iter().all(|l| l.starts_with("create ")), "{stdout}");
     assert!(
         lines.contains(
@@ -1158,7 +1163,7 @@ async fn validate_before_the_namespace_exists_checks_the_schema_and_diff_summary
     );
     assert!(
         String::from_utf8_lossy(&summary.stderr).contains(
-            "10 to create, 0 to update, 0 to prune, 0 unchanged, and the environment's namespace"
+            "12 to create, 0 to update, 0 to prune, 0 unchanged, and the environment's namespace"
         ),
         "the counts follow on stderr, the namespace apart as apply counts it"
     );
@@ -1234,13 +1239,13 @@ async fn the_default_app_deploys_through_the_binary_and_rediffs_clean() {
     );
     assert!(clean.stdout.is_empty());
     assert!(
-        // mnist's ServiceAccount and InferenceService, and the hub's 10 objects.
-        stderr.contains("0 to create, 0 to update, 0 to prune, 12 unchanged"),
+        // mnist's ServiceAccount and InferenceService, and the hub's 12 objects.
+        stderr.contains("0 to create, 0 to update, 0 to prune, 14 unchanged"),
         "{stderr}"
     );
     let json = run(with(&["diff", "local", "-o", "json"]));
     let data: Value = serde_json::from_slice(&json.stdout).expect("diff -o json prints JSON");
-    assert_eq!(data["summary"]["unchanged"], 12);
+    assert_eq!(data["summary"]["unchanged"], 14);
 
     // Deleting needs a terminal to ask on, or --yes.
     let refused = run(vec![

@@ -592,7 +592,7 @@ async fn validate_before_the_namespace_exists_reports_a_misspelt_field_and_a_wro
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(
         stderr.starts_with(&format!(
-            "0 valid, 0 rejected; 10 object(s) in namespace `{absent}`, which apply creates, \
+            "2 valid, 0 rejected; 10 object(s) in namespace `{absent}`, which apply creates, \
              were checked against the server's schema only"
         )),
         "{stderr}"

@@ -210,3 +210,88 @@ async fn assert_may_do_exactly(editor: &Client, admin: &Client, profile: &str) {
     let context = format!("the profile's token, in namespace {profile}");
     assert_exactly(&granted, &expected(&[EDITS_IN_A_PROFILE]), &context);
 }
+
+/// The platform's ServiceAccounts a notebook of the hub's namespace must never run a job as:
+/// stand-ins named as the default app's gateway and operator.
+const PLATFORM_ACCOUNTS: [&str; 2] = ["gateway", "training-operator"];
+
+/// Without `userNamespaces`, the hub's notebooks run in the platform's namespace; the hub's
+/// admission rule keeps a notebook's token from starting a TFJob as any of its ServiceAccounts,
+/// and the hub's token from starting a pod as one, while a job as `default`, a notebook as the
+/// notebooks' ServiceAccount and the administrator's own workloads are admitted.
+#[tokio::test]
+async fn a_notebook_starts_no_job_as_a_platform_service_account() {
+    let ns = TestNamespace::new("notebook-rule").await;
+    install_crd(&ns.client).await;
+    let (_dir, app) = empty_app(&ns);
+    mlkube_ok(&app, &["component", "add", "notebook-hub", "notebook-hub"]);
+    mlkube_ok(&app, &["apply", "local", "--no-wait"]);
+    let _gone = AppsCleanup(vec![app.clone()]);
+    for name in PLATFORM_ACCOUNTS {
+        let account: ServiceAccount =
+            serde_json::from_value(json!({ "metadata": { "name": name } }))
+                .expect("a valid ServiceAccount");
+        Api::<ServiceAccount>::namespaced(ns.client.clone(), &ns.name)
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("creating a platform ServiceAccount's stand-in");
+    }
+    let notebook =
+        client_from(&token_kubeconfig(&ns.client, &ns.name, "notebook-hub-notebook").await).await;
+    let hub = client_from(&token_kubeconfig(&ns.client, &ns.name, "notebook-hub").await).await;
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    eventually(
+        "the hub's admission rule to be enforced",
+        TIMEOUT,
+        || async { refused(&notebook, &ns.name, tfjob("t", "gateway"), &dry_run).await },
+    )
+    .await;
+
+    let says = |user: &str, account: &str, allowed: &str| {
+        format!(
+            "serviceAccountName {account} is not one that system:serviceaccount:{}:{user} may start pods as in namespace {}; use {allowed}",
+            ns.name, ns.name
+        )
+    };
+    for account in PLATFORM_ACCOUNTS
+        .into_iter()
+        .chain(["notebook-hub-notebook"])
+    {
+        let status = refusal(&notebook, &ns.name, tfjob("t", account))
+            .await
+            .unwrap_or_else(|| panic!("a notebook's TFJob running as {account} was admitted"));
+        assert_eq!(status.code, 403, "{status:?}");
+        let wanted = says("notebook-hub-notebook", account, "default");
+        assert!(status.message.contains(&wanted), "{}", status.message);
+    }
+    let [_, pod] = workloads("gateway");
+    let status = refused(&hub, &ns.name, pod, &dry_run)
+        .await
+        .expect("the hub's pod running as gateway was admitted");
+    let wanted = says("notebook-hub", "gateway", "notebook-hub-notebook");
+    assert!(status.message.contains(&wanted), "{}", status.message);
+
+    let [_, notebook_pod] = workloads("notebook-hub-notebook");
+    for (what, client, object) in [
+        (
+            "a notebook's TFJob as default",
+            &notebook,
+            tfjob("mine", "default"),
+        ),
+        ("the hub's notebook pod", &hub, notebook_pod),
+        (
+            "the administrator's TFJob as gateway",
+            &ns.client,
+            tfjob("admin", "gateway"),
+        ),
+    ] {
+        assert_eq!(
+            refused(client, &ns.name, object, &dry_run).await,
+            None,
+            "{what}"
+        );
+    }
+}
