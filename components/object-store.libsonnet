@@ -30,8 +30,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     (yours, created beforehand), or, when null, in <name>-credentials, generated with random
     values by the pod's init container and kept, like the data volume, when the component is
     deleted (added again, the store serves the same data with the same keys); never rendered, so
-    `show` and `diff` never print them. Those keys read and write every bucket (for uploads, and
-    jobs that save models); <name>-read-credentials, always generated the same way, may only
+    `show` and `diff` never print them. Those keys read and write every bucket (for uploads);
+    <name>-job-credentials, always generated the same way, read and list every bucket and write
+    only in jobBuckets (models: a training job's keys by default); <name>-read-credentials may only
     read and list (for fetchers and model servers), and carries KServe's annotations
     (serving.kserve.io/s3-endpoint, -usehttps, -region), so an InferenceService whose
     ServiceAccount lists it fetches its model from this store; each of `writers` gets
@@ -53,6 +54,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
     credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
     endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
+    jobBuckets: { type: 'array', items: { type: 'string' }, default: ['models'], description: "Buckets the jobs' keys (<name>-job-credentials, a training job's default) may write in; they read and list every bucket." },
     writers: { type: 'object', default: {}, description: 'Keys that write only below their prefixes, e.g. {"digits-v1": ["models/digits/v1"]}: each gets the Secret <name>-writer-<writer> (it may also read and list there), for a job that saves its model (objectStoreCredentials).' },
     grantedNamespaces: { type: 'array', items: { type: 'string' }, default: [], description: "Namespaces besides this one whose pods may reach the store (its NetworkPolicy); they still need the keys." },
     region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },
@@ -98,6 +100,20 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
 
   // The read-only keys the store always generates: for fetchers and model servers.
   readSecretName(name):: name + '-read-credentials',
+
+  // The keys the store always generates for training jobs: read everything, write in
+  // params.jobBuckets.
+  jobSecretName(name):: name + '-job-credentials',
+
+  // params.jobBuckets, each checked to be one of the store's buckets.
+  jobBuckets(params):: (
+    if !std.isArray(params.jobBuckets) then u.fail(component, 'jobBuckets', 'must be a list of buckets, got %s' % std.manifestJson(params.jobBuckets))
+    else [
+      if std.member(params.buckets, b) then b
+      else u.fail(component, 'jobBuckets', '%s is not a bucket of the store (%s)' % [std.manifestJson(b), std.join(', ', params.buckets)])
+      for b in params.jobBuckets
+    ]
+  ),
 
   // What KServe reads on a predictor's ServiceAccount's Secret to reach an S3 store: its
   // endpoint (host:port), plain HTTP, and the region.
@@ -145,7 +161,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           {
             apiGroups: [''],
             resources: ['secrets'],
-            resourceNames: [secretName, $.readSecretName(name)] + std.objectFields($.writerSecrets(params)),
+            resourceNames: [secretName, $.readSecretName(name), $.jobSecretName(name)] + std.objectFields($.writerSecrets(params)),
             verbs: ['get'],
           },
           // The read-only keys get KServe's annotations, naming the store's endpoint.
@@ -244,6 +260,8 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
                 { name: 'READ_SECRET_ANNOTATIONS', value: std.manifestJsonMinified($.kserveAnnotations(params, env)) },
                 { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
+                { name: 'JOB_SECRET_NAME', value: $.jobSecretName(name) },
+                { name: 'JOB_BUCKETS', value: std.manifestJsonMinified($.jobBuckets(params)) },
                 { name: 'WRITERS', value: std.manifestJsonMinified($.writerSecrets(params)) },
                 { name: 'CONFIG_FILE', value: identitiesFile },
               ],

@@ -362,6 +362,7 @@ fn object_store_writers_get_keys_of_their_own_for_their_prefixes_only() {
         json!([
             "store-credentials",
             "store-read-credentials",
+            "store-job-credentials",
             "store-writer-digits-v1",
             "store-writer-uploads"
         ])
@@ -386,6 +387,36 @@ fn object_store_writers_get_keys_of_their_own_for_their_prefixes_only() {
     .unwrap_err();
     assert!(
         error.contains("param writers: prefix \"datasets/digits\" of digits-v1 is in no bucket of the store (data, models)"),
+        "{error}"
+    );
+}
+
+/// Jobs get keys of their own by default: they read and list every bucket and write only in
+/// `jobBuckets` (the store's init container makes the identity from these two variables).
+#[test]
+fn object_store_jobs_keys_write_only_in_the_job_buckets() {
+    let env = |objects: &Value| {
+        let init =
+            &object_of(objects, "StatefulSet")["spec"]["template"]["spec"]["initContainers"][0];
+        init["env"].clone()
+    };
+    let value = |env: &Value, name: &str| {
+        env.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {env}"))["value"]
+            .clone()
+    };
+    let defaults = env(&render("object-store", "store", &json!({})).unwrap());
+    assert_eq!(value(&defaults, "JOB_SECRET_NAME"), "store-job-credentials");
+    assert_eq!(value(&defaults, "JOB_BUCKETS"), r#"["models"]"#);
+    let both = json!({ "jobBuckets": ["models", "data"] });
+    let both = env(&render("object-store", "store", &both).unwrap());
+    assert_eq!(value(&both, "JOB_BUCKETS"), r#"["models","data"]"#);
+    let error = render("object-store", "store", &json!({ "jobBuckets": ["model"] })).unwrap_err();
+    assert!(
+        error.contains("param jobBuckets: \"model\" is not a bucket of the store (data, models)"),
         "{error}"
     );
 }
@@ -417,7 +448,7 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
     assert_eq!(
         role["rules"],
         json!([
-            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials"], "verbs": ["get"] },
+            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials", "store-job-credentials"], "verbs": ["get"] },
             { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["store-read-credentials"], "verbs": ["patch"] },
             { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
         ])
@@ -593,7 +624,7 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
         container["envFrom"],
         json!([
             { "configMapRef": { "name": "object-store-endpoint" } },
-            { "secretRef": { "name": "object-store-credentials" } },
+            { "secretRef": { "name": "object-store-job-credentials" } },
         ])
     );
     assert_eq!(

@@ -95,8 +95,8 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
     uses("gateway.networking.k8s.io", "gatewayclasses", WATCH),
 ];
 
-/// The object store's init container: its two Secrets read (the administrator's keys and the
-/// read-only ones), made once (`create` cannot be limited to a name), and the read-only ones
+/// The object store's init container: its three Secrets read (the administrator's keys, the
+/// read-only ones and the jobs'), made once (`create` cannot be limited to a name), and the read-only ones
 /// annotated with the store's endpoint for KServe.
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
@@ -106,6 +106,10 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-read-credentials"),
         ..uses("", "secrets", &["get", "patch"])
+    },
+    Uses {
+        name: Some("object-store-job-credentials"),
+        ..uses("", "secrets", &["get"])
     },
     uses("", "secrets", &["create"]),
 ];

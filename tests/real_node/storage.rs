@@ -403,9 +403,10 @@ bucket, key = sys.argv[1].split("/", 1)
 print("read back", s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
 "#;
 
-/// A writer's keys (the `writers` param) write below its prefix and nowhere else.
+/// A writer's keys (the `writers` param) write below its prefix and nowhere else; the jobs'
+/// keys (a training job's default) write in the `models` bucket and not in `data`.
 #[tokio::test]
-async fn a_writers_keys_write_below_its_prefix_and_nowhere_else() {
+async fn job_and_writer_keys_write_only_where_they_may() {
     let store = StoreApp::init().await;
     let writers = r#"{"digits-v1": ["models/digits/v1"]}"#;
     let set = mlkube(&store.app, &["param", "set", STORE, "writers", writers]);
@@ -416,17 +417,13 @@ async fn a_writers_keys_write_below_its_prefix_and_nowhere_else() {
     );
     assert_success("mlkube apply local -c object-store", &apply);
     let pods = Api::<Pod>::namespaced(store.namespace.client.clone(), store.ns());
-    let mut pod = s3_client_pod_with("writer", PUT_EACH, &format!("{STORE}-writer-digits-v1"));
+    let writer = format!("{STORE}-writer-digits-v1");
     let targets = [
         "models/digits/v1/model.json",
         "models/digits/v2/model.json",
         "data/digits.csv",
     ];
-    pod["spec"]["containers"][0]["command"]
-        .as_array_mut()
-        .expect("a command")
-        .extend(targets.iter().map(|t| json!(t)));
-    let printed = run_to_completion(&pods, pod).await;
+    let printed = put_each(&pods, "writer", &writer, &targets).await;
     for line in [
         "models/digits/v1/model.json allowed",
         "models/digits/v2/model.json refused AccessDenied",
@@ -435,6 +432,27 @@ async fn a_writers_keys_write_below_its_prefix_and_nowhere_else() {
     ] {
         assert!(printed.contains(line), "expected {line:?}:\n{printed}");
     }
+    let jobs = format!("{STORE}-job-credentials");
+    let targets = ["models/digits/v3/model.json", "data/digits.csv"];
+    let printed = put_each(&pods, "job", &jobs, &targets).await;
+    for line in [
+        "models/digits/v3/model.json allowed",
+        "data/digits.csv refused AccessDenied",
+        "read back model",
+    ] {
+        assert!(printed.contains(line), "expected {line:?}:\n{printed}");
+    }
+}
+
+/// What a pod `name` with the keys of `secret` printed as it put an object at each of
+/// `targets` ("bucket/key") and read the first back.
+async fn put_each(pods: &Api<Pod>, name: &str, secret: &str, targets: &[&str]) -> String {
+    let mut pod = s3_client_pod_with(name, PUT_EACH, secret);
+    pod["spec"]["containers"][0]["command"]
+        .as_array_mut()
+        .expect("a command")
+        .extend(targets.iter().map(|t| json!(t)));
+    run_to_completion(pods, pod).await
 }
 
 /// The states `mlkube status local -o json` reports for the store's objects, by kind.
