@@ -28,9 +28,9 @@ local uid = 1000;
     notebook runs in their profile's namespace instead (see the profile component), as its
     ServiceAccount, apart from the platform's: the hub gets a ClusterRole
     `<namespace>-<name>-spawner` with the same rules, which each profile binds in its own
-    namespace, and no notebook ServiceAccount or Role is rendered; a user without a profile
-    cannot start a notebook. Hub state sits in an emptyDir (the hub
-    stops users' servers as it shuts down), or in a volume of hubDbStorage (servers outlive it).
+    namespace, and no notebook ServiceAccount, Role or admission rule is rendered; a user
+    without a profile cannot start a notebook. Hub state sits in an emptyDir (the hub stops
+    users' servers as it shuts down), or in a volume of hubDbStorage (servers outlive it).
     Containers run as uid 1000 with read-only root filesystems.
     Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
     (gcpSecretName, accessLocalFs hostPath access; mount secrets through disks or an image

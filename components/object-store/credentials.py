@@ -13,8 +13,8 @@ how to make it. So are the Secrets of WRITERS (JSON: Secret name -> "bucket/pref
 keys may write, read and list only below those prefixes. The read one carries the annotations
 of READ_SECRET_ANNOTATIONS (JSON), by which KServe's InferenceServices find the store
 (`serving.kserve.io/s3-endpoint`); one made before them gets them added. Then CONFIG_FILE gets
-the S3 server's identities: the read-only one, the jobs' and the writers' (the administrator's comes from
-the server's environment). The values are never printed.
+the S3 server's identities: the read-only one, the jobs' and the writers' (the administrator's
+comes from the server's environment). The values are never printed.
 
 Talks to the API server with the pod's ServiceAccount token, standard library only.
 """
