@@ -63,6 +63,16 @@ async fn refused(
     }
 }
 
+/// Create the ServiceAccount `name` in `namespace`, as an administrator would.
+async fn create_service_account(admin: &Client, namespace: &str, name: &str) {
+    let account: ServiceAccount = serde_json::from_value(json!({ "metadata": { "name": name } }))
+        .expect("a valid ServiceAccount");
+    Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("creating the ServiceAccount {namespace}/{name}: {e}"));
+}
+
 fn tfjob(name: &str, account: &str) -> Value {
     json!({ "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": { "name": name },
         "spec": { "tfReplicaSpecs": { "Worker": { "replicas": 1, "template": { "spec": {
@@ -118,13 +128,7 @@ async fn a_profiles_workloads_run_only_as_the_service_accounts_it_allows() {
         NamespaceCleanup(profile.clone()),
     );
 
-    let account: ServiceAccount =
-        serde_json::from_value(json!({ "metadata": { "name": INTRUDER } }))
-            .expect("a valid ServiceAccount");
-    Api::<ServiceAccount>::namespaced(ns.client.clone(), &profile)
-        .create(&PostParams::default(), &account)
-        .await
-        .expect("creating the other ServiceAccount");
+    create_service_account(&ns.client, &profile, INTRUDER).await;
     let editor = client_from(&token_kubeconfig(&ns.client, &profile, "default-editor").await).await;
 
     // A policy just created is enforced a moment later, once the API server has compiled it.
@@ -228,13 +232,7 @@ async fn a_notebook_starts_no_job_as_a_platform_service_account() {
     mlkube_ok(&app, &["apply", "local", "--no-wait"]);
     let _gone = AppsCleanup(vec![app.clone()]);
     for name in PLATFORM_ACCOUNTS {
-        let account: ServiceAccount =
-            serde_json::from_value(json!({ "metadata": { "name": name } }))
-                .expect("a valid ServiceAccount");
-        Api::<ServiceAccount>::namespaced(ns.client.clone(), &ns.name)
-            .create(&PostParams::default(), &account)
-            .await
-            .expect("creating a platform ServiceAccount's stand-in");
+        create_service_account(&ns.client, &ns.name, name).await;
     }
     let notebook =
         client_from(&token_kubeconfig(&ns.client, &ns.name, "notebook-hub-notebook").await).await;
