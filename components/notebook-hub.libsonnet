@@ -29,8 +29,13 @@ local uid = 1000;
     ServiceAccount, apart from the platform's: the hub gets a ClusterRole
     `<namespace>-<name>-spawner` with the same rules, which each profile binds in its own
     namespace, and no notebook ServiceAccount, Role or admission rule is rendered; a user
-    without a profile cannot start a notebook. Hub state sits in an emptyDir (the hub stops
-    users' servers as it shuts down), or in a volume of hubDbStorage (servers outlive it).
+    without a profile cannot start a notebook. Users log in with FirstUseAuthenticator by
+    default: the first login under a name sets its password (a bcrypt hash kept in the hub's
+    state), so nobody else logs in as that user. Hub state sits in a volume of hubDbStorage
+    (servers outlive a restart of the hub; 1Gi when null and the authenticator is firstuse,
+    whose passwords a restart must not forget, or the next to log in as a user would take
+    their name and volume), else in an emptyDir (the hub stops users' servers as it shuts
+    down).
     Containers run as uid 1000 with read-only root filesystems.
     Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
     (gcpSecretName, accessLocalFs hostPath access; mount secrets through disks or an image
@@ -44,7 +49,7 @@ local uid = 1000;
     tag: { type: 'string', default: '4.2.0', description: 'Hub image tag.' },
     proxyImage: { type: 'image', default: 'jupyterhub/configurable-http-proxy:4.6.3', description: 'configurable-http-proxy image run beside the hub.' },
     serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'], default: 'ClusterIP', description: 'Type of the user-facing Service: ClusterIP, NodePort or LoadBalancer.' },
-    authenticator: { type: 'string', enum: ['dummy', 'header'], default: 'dummy', description: "'dummy' (any user name; local and dev only) or 'header' (trust authHeader from a proxy)." },
+    authenticator: { type: 'string', enum: ['firstuse', 'dummy', 'header'], default: 'firstuse', description: "'firstuse' (a name's first login sets its password, kept on the hub's volume), 'dummy' (any name, any password: a cluster of one's own only) or 'header' (trust authHeader from a proxy)." },
     authHeader: { type: 'string', default: 'X-Remote-User', description: "Header carrying the user name with authenticator 'header'." },
     defaultUrl: { type: 'string', default: '/lab', description: "Path a notebook server opens at: '/lab' (JupyterLab) or '/tree'." },
     notebookImages: { type: 'array', items: { type: 'image' }, default: ['jupyter/tensorflow-notebook:2023-10-20', 'jupyter/scipy-notebook:2023-10-20'], description: 'Images offered in the options form; the first is the default.' },
@@ -62,7 +67,7 @@ local uid = 1000;
     userNamespaces: { type: 'boolean', default: false, description: "Spawn each user's notebook in their profile's namespace (userNamespaceTemplate), as profileServiceAccount, instead of in the hub's; each profile lets the hub in with its notebookHub param." },
     userNamespaceTemplate: { type: 'string', default: '{username}', description: "With userNamespaces, the namespace of a user's notebook, KubeSpawner's template ({username} is the user's escaped name): the profile component of that name makes it." },
     profileServiceAccount: { type: 'string', default: 'default-editor', description: "With userNamespaces, the ServiceAccount notebooks run as: the profile's, which its admission rule allows." },
-    hubDbStorage: { type: 'quantity', default: null, description: "Size of a volume for the hub's database, whose users' servers then outlive a hub restart; null keeps it in an emptyDir, and the hub stops every server as it shuts down." },
+    hubDbStorage: { type: 'quantity', default: null, description: "Size of a volume for the hub's database and firstuse's passwords, whose users' servers then outlive a hub restart; null: 1Gi with authenticator firstuse, else an emptyDir, and the hub stops every server as it shuts down." },
   } + u.resourceParams('200m', '512Mi'),
 
   render(params, env):: (
@@ -71,7 +76,10 @@ local uid = 1000;
     local notebookAccount = name + '-notebook';
     local publicName = name + '-public';
     local serviceType = u.oneOf(component, params, 'serviceType', ['ClusterIP', 'NodePort', 'LoadBalancer']);
-    local authenticator = u.oneOf(component, params, 'authenticator', ['dummy', 'header']);
+    local authenticator = u.oneOf(component, params, 'authenticator', ['firstuse', 'dummy', 'header']);
+    // firstuse's passwords must outlive the pod: in an emptyDir a restart would forget them.
+    local dbStorage =
+      if params.hubDbStorage != null || authenticator != 'firstuse' then params.hubDbStorage else '1Gi';
     local strings(param) =
       if std.all([std.isString(x) && x != '' for x in params[param]]) then params[param]
       else u.fail(component, param, 'every entry must be a non-empty string');
@@ -106,7 +114,7 @@ local uid = 1000;
       disks: disks,
       notebookUid: params.notebookUid,
       notebookGid: params.notebookGid,
-      stopServersAtShutdown: params.hubDbStorage == null,
+      stopServersAtShutdown: dbStorage == null,
     };
     local configData = {
       'jupyterhub_config.py': importstr 'mlkube/notebook-hub/jupyterhub_config.py',
@@ -270,14 +278,14 @@ local uid = 1000;
                 { name: 'config', configMap: { name: name + '-config' } },
                 { name: 'proxy-token', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
                 { name: 'tmp', emptyDir: {} },
-              ] + (if params.hubDbStorage == null then [stateVolume] else []),
+              ] + (if dbStorage == null then [stateVolume] else []),
             },
           },
-          [if params.hubDbStorage != null then 'volumeClaimTemplates']: [{
+          [if dbStorage != null then 'volumeClaimTemplates']: [{
             metadata: { name: 'state' },
             spec: {
               accessModes: ['ReadWriteOnce'],
-              resources: { requests: { storage: params.hubDbStorage } },
+              resources: { requests: { storage: dbStorage } },
             },
           }],
         },

@@ -254,8 +254,8 @@ fn notebook_hub_liveness_waits_for_the_start_and_readiness_is_probed_every_few_s
 #[test]
 fn notebook_hub_stops_servers_at_shutdown_unless_its_database_outlives_the_pod() {
     for (overrides, volume, stops) in [
-        (json!({}), false, true),
-        (json!({ "hubDbStorage": "1Gi" }), true, false),
+        (json!({ "authenticator": "dummy" }), false, true),
+        (json!({}), true, false),
     ] {
         let objects = render("notebook-hub", "notebook-hub", &overrides).unwrap();
         let objects = objects.as_array().unwrap();
@@ -276,6 +276,41 @@ fn notebook_hub_stops_servers_at_shutdown_unless_its_database_outlives_the_pod()
             .iter()
             .any(|v| v["name"] == "state" && v["emptyDir"].is_object());
         assert_eq!(empty_state, !volume, "{overrides}");
+    }
+}
+
+/// Users log in with FirstUseAuthenticator unless told otherwise: a name's first password becomes
+/// its own, kept beside the hub's database on its volume, which firstuse always gets (1Gi unless
+/// hubDbStorage says): in an emptyDir a restart would forget every password, and the next to log
+/// in as a user would take their name.
+#[test]
+fn notebook_hub_keeps_each_users_first_password_on_its_volume() {
+    for (overrides, authenticator, volume) in [
+        (json!({}), "firstuse", Some("1Gi")),
+        (json!({ "hubDbStorage": "5Gi" }), "firstuse", Some("5Gi")),
+        (json!({ "authenticator": "dummy" }), "dummy", None),
+        (json!({ "authenticator": "header" }), "header", None),
+    ] {
+        let objects = render("notebook-hub", "notebook-hub", &overrides).unwrap();
+        let objects = objects.as_array().unwrap();
+        let of_kind = |kind: &str| objects.iter().find(|o| o["kind"] == kind).unwrap();
+        let data = &of_kind("ConfigMap")["data"];
+        let settings: Value =
+            serde_json::from_str(data["settings.json"].as_str().unwrap()).unwrap();
+        assert_eq!(settings["authenticator"], authenticator, "{overrides}");
+        let config = data["jupyterhub_config.py"].as_str().unwrap();
+        assert!(
+            config.contains(
+                "c.FirstUseAuthenticator.dbm_path = os.path.join(STATE_DIR, \"passwords\")"
+            ),
+            "the passwords are kept in the hub's state directory"
+        );
+        let claim = &of_kind("StatefulSet")["spec"]["volumeClaimTemplates"][0];
+        assert_eq!(
+            claim["spec"]["resources"]["requests"]["storage"].as_str(),
+            volume,
+            "{overrides}"
+        );
     }
 }
 

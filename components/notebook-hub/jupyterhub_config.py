@@ -70,8 +70,13 @@ class HeaderAuthenticator(Authenticator):
 
 if settings["authenticator"] == "header":
     c.JupyterHub.authenticator_class = HeaderAuthenticator
+elif settings["authenticator"] == "firstuse":
+    # A name's first login sets its password, kept as a bcrypt hash beside the hub's database on
+    # its volume: nobody else logs in under a name that has one, also after the hub restarts.
+    c.JupyterHub.authenticator_class = "firstuse"
+    c.FirstUseAuthenticator.dbm_path = os.path.join(STATE_DIR, "passwords")
 else:
-    # Any user name and password: for local and development clusters only.
+    # Any user name and password: for a cluster of one's own only.
     c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
 

@@ -1,5 +1,7 @@
 // The `dev` environment: a shared development cluster, in a namespace of its own
-// (`<namespace>-dev`). Dev-sized requests with memory limits; no GPUs, no Istio.
+// (`<namespace>-dev`). Dev-sized requests with memory limits; no GPUs, no Istio. The hub keeps
+// the component's default authenticator, `firstuse`: a name's first login sets its password, kept
+// on the hub's volume (1Gi), so nobody logs in as another user.
 {
   global: {},
   components: {
@@ -23,7 +25,6 @@
     },
     'notebook-hub': {
       serviceType: 'ClusterIP',
-      authenticator: 'dummy',
       notebookMaxGpus: 0,
       notebookCpu: 0.5,
       notebookMemoryGb: 1,

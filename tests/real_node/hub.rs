@@ -1,11 +1,12 @@
 //! The notebook hub on the real node, as a user meets it: an app of the test's own made by
 //! `mlkube init`, the hub's params in its `local` environment pointing at the notebook-hub image
 //! the node holds (as `cluster/quickstart.sh` sets them), `mlkube apply local -c notebook-hub`;
-//! then a user logs in with the default `dummy` authenticator, is refused options the hub does
+//! then a user logs in with `local`'s `dummy` authenticator, is refused options the hub does
 //! not offer through its REST API, spawns a notebook from the options form, uses it through
 //! configurable-http-proxy (JupyterLab after the OAuth round with the hub, the REST API, a file
 //! saved in the home directory, on the user's own volume, a claim of the default StorageClass) and
-//! stops it again.
+//! stops it again. With `firstuse`, the component's default, a user's first password is theirs
+//! alone, also after the hub restarts.
 //!
 //! Pod IPs are not reachable from the host, so the test is a browser that talks to the hub's
 //! public Service through the API server's service proxy. That proxy drops the `Authorization`
@@ -267,16 +268,43 @@ fn form_encode(fields: &[(&str, &str)]) -> String {
 
 /// The login page, then its form with any password (the `dummy` authenticator).
 async fn log_in(browser: &mut Browser, user: &str) {
-    let page = browser.get("/hub/login").await;
-    assert_eq!(page.status, StatusCode::OK, "the login page: {}", page.body);
-    let login = browser
-        .post_form("/hub/login", &[("username", user), ("password", "any")])
-        .await;
+    log_in_with(browser, user, "any").await;
+}
+
+/// The login page, then its form with `password`, which lets the user in.
+async fn log_in_with(browser: &mut Browser, user: &str, password: &str) {
+    let login = try_log_in(browser, user, password).await;
     assert!(
         login.status.is_redirection(),
         "logging in as {user} redirects into the hub, got {}: {}",
         login.status,
         login.body
+    );
+}
+
+/// The login page, then its form with `password`; the hub's answer to the form.
+async fn try_log_in(browser: &mut Browser, user: &str, password: &str) -> Reply {
+    let page = browser.get("/hub/login").await;
+    assert_eq!(page.status, StatusCode::OK, "the login page: {}", page.body);
+    browser
+        .post_form("/hub/login", &[("username", user), ("password", password)])
+        .await
+}
+
+/// A login refused with the hub's 403 and the page's message saying why.
+async fn assert_refused(browser: &mut Browser, user: &str, password: &str, why: &str) {
+    let login = try_log_in(browser, user, password).await;
+    let what = format!("logging in as {user} with {password:?}");
+    assert_refusal(&login, StatusCode::FORBIDDEN, why, &what);
+}
+
+/// `reply`, the hub's answer to `what`, is a refusal with `status` that says `why`.
+fn assert_refusal(reply: &Reply, status: StatusCode, why: &str, what: &str) {
+    assert_eq!(reply.status, status, "{what} is refused: {}", reply.body);
+    assert!(
+        reply.body.contains(why),
+        "the refusal of {what} says {why:?}: {}",
+        reply.body
     );
 }
 
@@ -297,17 +325,8 @@ async fn refuse_options_the_hub_does_not_offer(browser: &mut Browser, user: &str
         let reply = browser
             .send(Method::POST, &server, Some(body), &[("X-XSRFToken", &xsrf)])
             .await;
-        assert_eq!(
-            reply.status,
-            StatusCode::BAD_REQUEST,
-            "starting a server with {options} is refused: {}",
-            reply.body
-        );
-        assert!(
-            reply.body.contains(reason),
-            "the refusal of {options} says {reason:?}: {}",
-            reply.body
-        );
+        let what = format!("starting a server with {options}");
+        assert_refusal(&reply, StatusCode::BAD_REQUEST, reason, &what);
     }
 }
 
@@ -523,6 +542,35 @@ async fn restart_the_hub_with_a_server_running(
     .await;
 }
 
+/// The hub's pod deleted, and its StatefulSet's next one Ready.
+async fn restart_the_hub(client: &Client, namespace: &str) {
+    let old = pods(client, namespace, HUB_LABEL).await;
+    let old = old[0].metadata.uid.clone().expect("the hub pod's uid");
+    let hub = format!("{HUB}-0");
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete(&hub, &Default::default())
+        .await
+        .expect("delete the hub's pod");
+    support::eventually(
+        "the hub's next pod to be Ready",
+        Duration::from_secs(180),
+        || async {
+            let ready = pods(client, namespace, HUB_LABEL)
+                .await
+                .into_iter()
+                .any(|pod| {
+                    let conditions = pod.status.and_then(|s| s.conditions).unwrap_or_default();
+                    pod.metadata.uid.as_ref() != Some(&old)
+                        && conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+            ready.then_some(())
+        },
+    )
+    .await;
+}
+
 async fn pods(client: &Client, namespace: &str, label: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), namespace)
         .list(&ListParams::default().labels(label))
@@ -573,6 +621,29 @@ async fn a_users_notebook_runs_in_their_profile_as_its_service_account() {
         "the user's volume is there too"
     );
     stop_the_notebook(&mut browser, &client, &user, &user).await;
+}
+
+/// With `firstuse` (the hub's default, and dev's), a name's first login sets its password:
+/// nobody logs in under that name with another one, before or after the hub restarts (the
+/// passwords are on the hub's volume), and a new name's too short password is refused, saying so.
+#[tokio::test]
+async fn a_users_first_password_is_theirs_alone_across_a_restart_of_the_hub() {
+    let params = [("authenticator", "firstuse"), ("hubDbStorage", "1Gi")];
+    let app = HubApp::deploy_with(&params, None).await;
+    let namespace = app.namespace.name.as_str();
+    let client = support::client().await;
+    let password = "correct horse battery staple";
+    let (invalid, short) = ("Invalid username or password", "Password too short");
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, USER, password).await;
+    let mut other = Browser::new(client.clone(), namespace);
+    assert_refused(&mut other, USER, "another password", invalid).await;
+    assert_refused(&mut other, "newcomer", "short", short).await;
+
+    restart_the_hub(&client, namespace).await;
+    assert_refused(&mut other, USER, "another password", invalid).await;
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, USER, password).await;
 }
 
 #[tokio::test]
