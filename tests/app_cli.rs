@@ -486,6 +486,31 @@ fn values_keep_their_json_types_unless_as_string() {
     assert!(read(&app, "components/params.libsonnet").contains("o: { a: [1, 'x'] },"));
 }
 
+/// `null` sets a string-typed param back to null, as it does a param of any other type; the word
+/// itself takes `--as-string`.
+#[test]
+fn null_sets_a_string_param_back_to_unset_and_the_word_takes_as_string() {
+    let (_tmp, app) = new_app(&[]);
+    let storage_class = |value: &str, extra: &[&str]| {
+        let set = [
+            "param",
+            "set",
+            "notebook-hub",
+            "notebookStorageClass",
+            value,
+        ];
+        ok(&app, &[&set[..], &["--env", "dev"], extra].concat());
+        let objects = show_json(&app, "dev");
+        let data = &find(&objects, "ConfigMap", "notebook-hub-config")["data"];
+        let settings: Value =
+            serde_json::from_str(data["settings.json"].as_str().unwrap()).unwrap();
+        settings["notebookStorageClass"].clone()
+    };
+    assert_eq!(storage_class("fast", &[]), "fast");
+    assert_eq!(storage_class("null", &[]), Value::Null);
+    assert_eq!(storage_class("null", &["--as-string"]), "null");
+}
+
 #[test]
 fn a_list_or_an_object_given_as_plain_or_python_text_is_refused_saying_write_it_as_json() {
     let (_tmp, app) = new_app(&["--empty"]);

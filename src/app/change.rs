@@ -308,10 +308,14 @@ fn edit_file(
 }
 
 /// A value from the command line: JSON when it parses (numbers stay numbers, `true` is a
-/// boolean), else a string; always a string with `--as-string` or for a string-typed param.
+/// boolean), else a string; always a string with `--as-string`, and for a string-typed param
+/// unless it is `null` (the param set back to unset, where it takes null).
 fn parse_value(raw: &str, as_string: bool, declared: &[ParamType]) -> Value {
+    if as_string {
+        return Value::String(raw.to_owned());
+    }
     let string_param = !declared.is_empty() && declared.iter().all(|t| t.is_text());
-    if as_string || string_param {
+    if string_param && raw != "null" {
         return Value::String(raw.to_owned());
     }
     serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))

@@ -424,8 +424,9 @@ pub enum ParamCommand {
         component: String,
         /// The parameter's name.
         key: String,
-        /// The value, read as JSON (`3`, `true`, `[1,2]`) or else as a string; it may start
-        /// with `-` (`-1`, `-v`), also before `--env`.
+        /// The value, read as JSON (`3`, `true`, `[1,2]`, `null`) or else as a string, `null`
+        /// also for a string's param (`--as-string` for the word); it may start with `-` (`-1`,
+        /// `-v`), also before `--env`.
         #[arg(allow_hyphen_values = true)]
         value: String,
         /// Set it for this environment only.
