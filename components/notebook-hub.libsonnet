@@ -31,7 +31,8 @@ local uid = 1000;
     namespace, and no notebook ServiceAccount, Role or admission rule is rendered; a user
     without a profile cannot start a notebook. Users log in with FirstUseAuthenticator by
     default: the first login under a name sets its password (a bcrypt hash kept in the hub's
-    state), so nobody else logs in as that user. Hub state sits in a volume of hubDbStorage
+    state), so nobody else logs in as that user; allowedUsers lists the only names that may
+    log in (with firstuse, a stranger then claims none). Hub state sits in a volume of hubDbStorage
     (servers outlive a restart of the hub; 1Gi when null and the authenticator is firstuse,
     whose passwords a restart must not forget, or the next to log in as a user would take
     their name and volume), else in an emptyDir (the hub stops users' servers as it shuts
@@ -50,6 +51,7 @@ local uid = 1000;
     proxyImage: { type: 'image', default: 'jupyterhub/configurable-http-proxy:4.6.3', description: 'configurable-http-proxy image run beside the hub.' },
     serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'], default: 'ClusterIP', description: 'Type of the user-facing Service: ClusterIP, NodePort or LoadBalancer.' },
     authenticator: { type: 'string', enum: ['firstuse', 'dummy', 'header'], default: 'firstuse', description: "'firstuse' (a name's first login sets its password, kept on the hub's volume), 'dummy' (any name, any password: a cluster of one's own only) or 'header' (trust authHeader from a proxy)." },
+    allowedUsers: { type: 'array', items: { type: 'string' }, default: null, description: "The only user names that may log in (JupyterHub's allowed_users, whatever the authenticator): with firstuse a stranger can then claim no name, and a name taken out of the list is refused from the hub's next start; null lets in any name." },
     authHeader: { type: 'string', default: 'X-Remote-User', description: "Header carrying the user name with authenticator 'header'." },
     defaultUrl: { type: 'string', default: '/lab', description: "Path a notebook server opens at: '/lab' (JupyterLab) or '/tree'." },
     notebookImages: { type: 'array', items: { type: 'image' }, default: ['jupyter/tensorflow-notebook:2023-10-20', 'jupyter/scipy-notebook:2023-10-20'], description: 'Images offered in the options form; the first is the default.' },
@@ -87,6 +89,14 @@ local uid = 1000;
       if std.length(params.notebookImages) == 0 then u.fail(component, 'notebookImages', 'offer at least one image')
       else strings('notebookImages');
     local disks = strings('disks');
+    // Names as JupyterHub takes them: a space or comma makes one it refuses to log in.
+    local allowedUsers =
+      local users = params.allowedUsers;
+      local badName(x) = !std.isString(x) || x == '' || std.length([ch for ch in std.stringChars(x) if std.member(' \t\n,', ch)]) > 0;
+      if users == null then null
+      else if !std.isArray(users) || users == [] || std.length(std.filter(badName, users)) > 0 then
+        u.fail(component, 'allowedUsers', 'must list user names (at least one, no spaces or commas), or be null to let in any name; got %s' % std.manifestJson(users))
+      else users;
     local maxGpus = if params.notebookMaxGpus < 0 then u.fail(component, 'notebookMaxGpus', 'must not be negative, got %d' % params.notebookMaxGpus) else params.notebookMaxGpus;
 
     local settings = {
@@ -94,6 +104,7 @@ local uid = 1000;
       hubHost: '%s.%s.svc' % [name, env.namespace],
       authenticator: authenticator,
       authHeader: params.authHeader,
+      allowedUsers: allowedUsers,
       defaultUrl: params.defaultUrl,
       notebookServiceAccount: if params.userNamespaces then params.profileServiceAccount else notebookAccount,
       userNamespaceTemplate: if params.userNamespaces then params.userNamespaceTemplate else null,

@@ -314,6 +314,39 @@ fn notebook_hub_keeps_each_users_first_password_on_its_volume() {
     }
 }
 
+/// `allowedUsers` reaches the hub's settings as listed (null lets in any name), and a list the
+/// hub could not use is refused at render, naming the param.
+#[test]
+fn notebook_hub_lets_in_only_the_names_it_lists() {
+    let settings = |overrides: Value| {
+        let objects = render("notebook-hub", "notebook-hub", &overrides).unwrap();
+        let config = objects
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap");
+        let data = &config.unwrap()["data"];
+        serde_json::from_str::<Value>(data["settings.json"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(settings(json!({}))["allowedUsers"], Value::Null);
+    let listed = settings(json!({ "allowedUsers": ["ada", "grace"] }));
+    assert_eq!(listed["allowedUsers"], json!(["ada", "grace"]));
+    for users in [
+        json!([]),
+        json!(["ada", ""]),
+        json!(["ada lovelace"]),
+        json!(["ada,grace"]),
+    ] {
+        let error = render("notebook-hub", "hub", &json!({ "allowedUsers": users })).unwrap_err();
+        assert!(
+            error.contains(
+                "param allowedUsers: must list user names (at least one, no spaces or commas)"
+            ),
+            "{users}: {error}"
+        );
+    }
+}
+
 #[test]
 fn serving_with_default_params() {
     let objects = render("serving", "mnist", &json!({})).unwrap();

@@ -68,17 +68,40 @@ class HeaderAuthenticator(Authenticator):
         return data["name"]
 
 
+def listed_first_use():
+    """FirstUseAuthenticator that refuses a name the hub does not allow before it looks at the
+    password: on its own it stores a new name's password first, and the hub checks the list
+    after, so a stranger refused under a listed-to-be name would have set that name's password."""
+    from firstuseauthenticator import FirstUseAuthenticator
+
+    class ListedFirstUseAuthenticator(FirstUseAuthenticator):
+        async def authenticate(self, handler, data):
+            if not self.check_allowed(self.normalize_username(data["username"])):
+                return None
+            return await super().authenticate(handler, data)
+
+    return ListedFirstUseAuthenticator
+
+
 if settings["authenticator"] == "header":
     c.JupyterHub.authenticator_class = HeaderAuthenticator
 elif settings["authenticator"] == "firstuse":
     # A name's first login sets its password, kept as a bcrypt hash beside the hub's database on
     # its volume: nobody else logs in under a name that has one, also after the hub restarts.
-    c.JupyterHub.authenticator_class = "firstuse"
+    c.JupyterHub.authenticator_class = listed_first_use()
     c.FirstUseAuthenticator.dbm_path = os.path.join(STATE_DIR, "passwords")
 else:
     # Any user name and password: for a cluster of one's own only.
     c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allow_all = True
+
+if settings["allowedUsers"] is None:
+    c.Authenticator.allow_all = True
+else:
+    # Only these names log in. The list is the whole truth: a name taken out of it is refused,
+    # though the hub's database still holds it (which JupyterHub would otherwise keep allowing).
+    c.Authenticator.allow_all = False
+    c.Authenticator.allowed_users = set(settings["allowedUsers"])
+    c.Authenticator.allow_existing_users = False
 
 
 # --- spawning notebooks ------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 //! configurable-http-proxy (JupyterLab after the OAuth round with the hub, the REST API, a file
 //! saved in the home directory, on the user's own volume, a claim of the default StorageClass) and
 //! stops it again. With `firstuse`, the component's default, a user's first password is theirs
-//! alone, also after the hub restarts.
+//! alone, also after the hub restarts; with `allowedUsers`, only the names listed log in.
 //!
 //! Pod IPs are not reachable from the host, so the test is a browser that talks to the hub's
 //! public Service through the API server's service proxy. That proxy drops the `Authorization`
@@ -14,7 +14,7 @@
 //! browser, never by an API token.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, StatusCode};
@@ -37,7 +37,7 @@ const NOTEBOOK_LABEL: &str = "app.kubernetes.io/name=notebook";
 /// The hub's app and namespace, both removed when the test ends (also when it fails).
 struct HubApp {
     namespace: TestNamespace,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl HubApp {
@@ -58,18 +58,14 @@ impl HubApp {
         assert_success("mlkube init", &init);
         let image = format!("{IMAGE}:{TAG}");
         let notebook_images = json!([image]).to_string();
-        for (param, value) in [
+        let node_images = [
             ("image", IMAGE),
             ("tag", TAG),
             ("proxyImage", &image),
             ("notebookImages", &notebook_images),
-        ]
-        .into_iter()
-        .chain(params.iter().copied())
-        {
-            let set = mlkube(&app, &["param", "set", HUB, param, value, "--env", "local"]);
-            assert_success(&format!("mlkube param set {HUB} {param}"), &set);
-        }
+        ];
+        set_params(&app, &node_images);
+        set_params(&app, params);
         let mut components = vec!["-c", HUB];
         let hub = format!("notebookHub={}/{HUB}", namespace.name);
         let owner = format!("owner={}", profile.unwrap_or_default());
@@ -92,10 +88,24 @@ impl HubApp {
             &[&["apply", "local", "--timeout", "3m"], &components[..]].concat(),
         );
         assert_success("mlkube apply local -c notebook-hub", &apply);
-        HubApp {
-            namespace,
-            _dir: dir,
-        }
+        HubApp { namespace, dir }
+    }
+
+    /// The hub's `params` changed in `local` and applied again: its config changed, so `apply`
+    /// waits for the hub's next pod.
+    fn reapply(&self, params: &[(&str, &str)]) {
+        let app = self.dir.path().join("hub-app");
+        set_params(&app, params);
+        let apply = mlkube(&app, &["apply", "local", "--timeout", "3m", "-c", HUB]);
+        assert_success("mlkube apply local -c notebook-hub, again", &apply);
+    }
+}
+
+/// `mlkube param set` of each of the hub's `params` in the app's `local` environment.
+fn set_params(app: &Path, params: &[(&str, &str)]) {
+    for (param, value) in params {
+        let set = mlkube(app, &["param", "set", HUB, param, value, "--env", "local"]);
+        assert_success(&format!("mlkube param set {HUB} {param}"), &set);
     }
 }
 
@@ -523,12 +533,7 @@ async fn restart_the_hub_with_a_server_running(
         start.body
     );
     wait_until_ready(browser, user).await;
-    let hub = pods(client, namespace, HUB_LABEL).await;
-    let hub = hub[0].metadata.name.as_deref().expect("the hub pod's name");
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .delete(hub, &Default::default())
-        .await
-        .expect("delete the hub's pod");
+    delete_the_hub_pod(client, namespace).await;
     support::eventually(
         "the restarting hub to delete the notebook pod",
         Duration::from_secs(60),
@@ -544,13 +549,7 @@ async fn restart_the_hub_with_a_server_running(
 
 /// The hub's pod deleted, and its StatefulSet's next one Ready.
 async fn restart_the_hub(client: &Client, namespace: &str) {
-    let old = pods(client, namespace, HUB_LABEL).await;
-    let old = old[0].metadata.uid.clone().expect("the hub pod's uid");
-    let hub = format!("{HUB}-0");
-    Api::<Pod>::namespaced(client.clone(), namespace)
-        .delete(&hub, &Default::default())
-        .await
-        .expect("delete the hub's pod");
+    let old = delete_the_hub_pod(client, namespace).await;
     support::eventually(
         "the hub's next pod to be Ready",
         Duration::from_secs(180),
@@ -569,6 +568,20 @@ async fn restart_the_hub(client: &Client, namespace: &str) {
         },
     )
     .await;
+}
+
+/// Deletes the hub's pod (its StatefulSet makes the next); returns the deleted pod's uid.
+async fn delete_the_hub_pod(client: &Client, namespace: &str) -> String {
+    let hub = pods(client, namespace, HUB_LABEL).await;
+    let (name, uid) = (&hub[0].metadata.name, &hub[0].metadata.uid);
+    Api::<Pod>::namespaced(client.clone(), namespace)
+        .delete(
+            name.as_deref().expect("the hub pod's name"),
+            &Default::default(),
+        )
+        .await
+        .expect("delete the hub's pod");
+    uid.clone().expect("the hub pod's uid")
 }
 
 async fn pods(client: &Client, namespace: &str, label: &str) -> Vec<Pod> {
@@ -644,6 +657,35 @@ async fn a_users_first_password_is_theirs_alone_across_a_restart_of_the_hub() {
     assert_refused(&mut other, USER, "another password", invalid).await;
     let mut user = Browser::new(client.clone(), namespace);
     log_in_with(&mut user, USER, password).await;
+}
+
+/// With `allowedUsers` only the names listed log in. A stranger refused under a name sets no
+/// password for it (FirstUseAuthenticator would store one before the hub checks the list), so
+/// once the name is listed its owner's own first password is theirs; and a name taken out of
+/// the list is refused, though its password is right and the hub's database still holds it.
+#[tokio::test]
+async fn only_the_names_listed_log_in_and_a_stranger_claims_none() {
+    let (listed, later) = (r#"["ada"]"#, r#"["grace"]"#);
+    let params = [
+        ("authenticator", "firstuse"),
+        ("hubDbStorage", "1Gi"),
+        ("allowedUsers", listed),
+    ];
+    let app = HubApp::deploy_with(&params, None).await;
+    let namespace = app.namespace.name.as_str();
+    let client = support::client().await;
+    let invalid = "Invalid username or password";
+    let (ada, grace) = ("ada's own password", "grace's own password");
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, USER, ada).await;
+    let mut stranger = Browser::new(client.clone(), namespace);
+    assert_refused(&mut stranger, "grace", "a stranger's password", invalid).await;
+
+    app.reapply(&[("allowedUsers", later)]);
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, "grace", grace).await;
+    let mut removed = Browser::new(client.clone(), namespace);
+    assert_refused(&mut removed, USER, ada, invalid).await;
 }
 
 #[tokio::test]
