@@ -33,6 +33,8 @@ state = "$NODE_DIR/containerd"
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
+    # The kubelet's pulls keep only what they unpacked, as the preload's (discard_unpacked_layers).
+    discard_unpacked_layers = true
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
@@ -109,6 +111,32 @@ pull_images() {
     "$@" ctr --address "$CONTAINERD_SOCKET" --namespace k8s.io images pull --hosts-dir "$NODE_DIR/certs.d" \
       "$ref" >>"$NODE_DIR/pulls.log" 2>&1 || die_with_log "$NODE_NAME could not pull $ref from the registry" "$NODE_DIR/pulls.log" 8
   done <"$STATE_DIR/images.list"
+  discard_unpacked_layers
+}
+
+# A pulled image's layers, compressed, once unpacked into snapshots: containers run from the
+# snapshots, and the registry keeps the layers, from which a pull that needs them (a policy of
+# Always) fetches them again. Dropping them saves each node their size (what CRI's
+# discard_unpacked_layers does for the kubelet's pulls; `ctr images pull` has no such switch).
+# The image's manifest and config stay, and with them its digest and the kubelet's view of it.
+discard_unpacked_layers() {
+  local layers
+  # The blobs a manifest names as its layers (labels containerd.io/gc.ref.content.l.<n>) that
+  # the store still holds.
+  layers=$(ctr_node content ls 2>/dev/null | awk '
+    NR > 1 {
+      held[$1] = 1
+      n = split($0, parts, /containerd\.io\/gc\.ref\.content\.l\.[0-9]+=/)
+      for (i = 2; i <= n; i++) named[substr(parts[i], 1, 71)] = 1
+    }
+    END { for (d in named) if (d in held) print d }')
+  [ -n "$layers" ] || return 0
+  # shellcheck disable=SC2086
+  ctr_node content rm $layers >/dev/null 2>&1 || true
+  # The files go at containerd's next collection; a lease removed with --sync runs one now.
+  if ctr_node leases create --id mlkube-discard >/dev/null 2>&1; then
+    ctr_node leases rm --sync mlkube-discard >/dev/null 2>&1 || true
+  fi
 }
 
 # The image store a one-node cluster of an older mlkube kept for this port (images imported, not

@@ -1,7 +1,8 @@
 //! The nodes pull from the cluster's registry, as any cluster's nodes do: every node pulls an
 //! image whose policy is `Always` (the registry answers for `docker.io/mlkube/...`), a tag the
-//! registry does not hold fails the pull with the kubelet's `ErrImagePull`, and the registry
-//! answers on the host's `MLKUBE_REGISTRY` with the platform's images.
+//! registry does not hold fails the pull with the kubelet's `ErrImagePull`, the registry
+//! answers on the host's `MLKUBE_REGISTRY` with the platform's images, and each node keeps the
+//! images it pulled unpacked, without their compressed layers (the registry holds those).
 
 use std::time::Duration;
 
@@ -115,21 +116,7 @@ fn the_registry_answers_on_the_hosts_address_with_the_platforms_images() {
     let registry = std::env::var("MLKUBE_REGISTRY").expect(
         "MLKUBE_REGISTRY is set: eval \"$(cluster/local-cluster.sh env)\" of a real-node cluster",
     );
-    let output = std::process::Command::new("curl")
-        .args([
-            "-fsS",
-            "--max-time",
-            "10",
-            &format!("http://{registry}/v2/_catalog"),
-        ])
-        .output()
-        .expect("curl runs");
-    let catalog = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let catalog = curl(&format!("http://{registry}/v2/_catalog"), &[]);
     for image in [
         "mlkube/pause",
         "mlkube/mlkube",
@@ -139,6 +126,105 @@ fn the_registry_answers_on_the_hosts_address_with_the_platforms_images() {
         assert!(
             catalog.contains(&format!("\"{image}\"")),
             "{image} in {catalog}"
+        );
+    }
+}
+
+const TRAINING: &str = concat!("mlkube/training:", env!("CARGO_PKG_VERSION"));
+
+/// `curl` of `url`, which must answer; its body.
+fn curl(url: &str, headers: &[&str]) -> String {
+    let mut args = vec!["-fsS", "--max-time", "10"];
+    for header in headers {
+        args.extend(["-H", header]);
+    }
+    let output = std::process::Command::new("curl")
+        .args(&args)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "GET {url}: {stderr}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `ctr` of the node's containerd, whose socket is `socket`, in the kubelet's namespace; stdout.
+fn ctr(socket: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(socket)
+        .args(["--namespace", "k8s.io"])
+        .args(args)
+        .output()
+        .expect("ctr runs (Debian's containerd package, as the nodes')");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "ctr {args:?}: {stderr}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The layers of `image` (`repository:tag`) as the registry's manifest lists them.
+fn layers_in_the_registry(registry: &str, image: &str) -> Vec<String> {
+    let (repository, tag) = image.split_once(':').expect("a tagged image");
+    let accept = "Accept: application/vnd.oci.image.manifest.v1+json";
+    let manifest = curl(
+        &format!("http://{registry}/v2/{repository}/manifests/{tag}"),
+        &[accept],
+    );
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).expect("a JSON manifest");
+    let layers: Vec<String> = manifest["layers"]
+        .as_array()
+        .expect("the manifest lists layers")
+        .iter()
+        .filter_map(|layer| Some(layer["digest"].as_str()?.to_owned()))
+        .collect();
+    assert!(!layers.is_empty(), "{manifest}");
+    layers
+}
+
+/// The containerd sockets of the cluster's nodes, `<dir>/node-K/containerd.sock`.
+fn node_sockets(dir: &str) -> Vec<std::path::PathBuf> {
+    let sockets: Vec<_> = std::fs::read_dir(dir)
+        .expect("the cluster's directory")
+        .filter_map(|entry| Some(entry.ok()?.path().join("containerd.sock")))
+        .filter(|socket| {
+            socket
+                .parent()
+                .is_some_and(|p| p.to_string_lossy().contains("/node-"))
+        })
+        .filter(|socket| socket.exists())
+        .collect();
+    assert!(
+        sockets.len() >= 2,
+        "two nodes' containerd sockets in {dir}: {sockets:?}"
+    );
+    sockets
+}
+
+/// Once unpacked, a node needs an image's snapshots, not its compressed layers: every node holds
+/// the training image (the largest) and none of the layers the registry's manifest lists for it.
+#[test]
+fn each_node_keeps_its_images_unpacked_without_their_compressed_layers() {
+    let [registry, dir] = ["MLKUBE_REGISTRY", "MLKUBE_CLUSTER_DIR"].map(|name| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is set: eval \"$(cluster/local-cluster.sh env)\" of a real-node cluster")
+        })
+    });
+    let layers = layers_in_the_registry(&registry, TRAINING);
+    for socket in &node_sockets(&dir) {
+        let images = ctr(socket, &["images", "ls", "-q"]);
+        let reference = format!("docker.io/{TRAINING}");
+        assert!(
+            images.lines().any(|l| l == reference),
+            "{socket:?} holds {reference}: {images}"
+        );
+        let content = ctr(socket, &["content", "ls", "-q"]);
+        let kept: Vec<_> = layers
+            .iter()
+            .filter(|l| content.contains(l.as_str()))
+            .collect();
+        assert!(
+            kept.is_empty(),
+            "{socket:?} dropped the unpacked layers, kept {kept:?}"
         );
     }
 }
