@@ -23,10 +23,9 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::gateway::gateway;
-use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::platform::{NAMESPACE, app, assert_success, mlkube, set_param};
 use crate::serving::{
-    Http, apply, assert_none_failed, digits_models, param_set, request_loop, serve_digits,
-    split_is_ninety_ten,
+    Http, apply, assert_none_failed, digits_models, request_loop, serve_digits, split_is_ninety_ten,
 };
 use crate::support::{self, eventually};
 use crate::volume_support::object_store;
@@ -113,7 +112,7 @@ impl Drop for Cordoned {
 /// its drain, would stay where they are.
 fn serve_two_replicas_of_each_version() {
     serve_digits(SERVING, "v1:90,v2:10");
-    param_set(SERVING, "replicas", &REPLICAS.to_string());
+    set_param(app(), SERVING, "replicas", &REPLICAS.to_string(), None);
     let delete = mlkube(app(), &["delete", "local", "-c", SERVING, "--yes"]);
     assert_success(&format!("mlkube delete local -c {SERVING}"), &delete);
     let applied = apply(SERVING, &["--prune", "--yes"]);

@@ -24,7 +24,7 @@ use kube::client::Body;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::platform::{assert_success, mlkube};
+use crate::platform::{assert_success, mlkube, set_param};
 use crate::support::{self, TestNamespace};
 
 const HUB: &str = "notebook-hub";
@@ -104,8 +104,7 @@ impl HubApp {
 /// `mlkube param set` of each of the hub's `params` in the app's `local` environment.
 fn set_params(app: &Path, params: &[(&str, &str)]) {
     for (param, value) in params {
-        let set = mlkube(app, &["param", "set", HUB, param, value, "--env", "local"]);
-        assert_success(&format!("mlkube param set {HUB} {param}"), &set);
+        set_param(app, HUB, param, value, Some("local"));
     }
 }
 

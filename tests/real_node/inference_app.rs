@@ -21,18 +21,12 @@ use crate::gateway::gateway;
 use crate::inference::{
     ROLLOUTS, answered_by, condition, latest_created, predict, request_loop, traffic, until,
 };
-use crate::platform::{self, NAMESPACE, assert_success, mlkube};
+use crate::platform::{self, NAMESPACE, assert_success, mlkube, set_param};
 use crate::serving::{Http, digits_models_once};
 use crate::support;
 use crate::volume_support::object_store;
 
 const COMPONENT: &str = "digits-kserve";
-
-/// Set `param` of the component to `value` (JSON or a bare string) in every environment.
-fn set(dir: &Path, param: &str, value: &str) {
-    let set = mlkube(dir, &["param", "set", COMPONENT, param, value]);
-    assert_success(&format!("param set {param} {value}"), &set);
-}
 
 /// The component in the platform's app, added once.
 fn component(dir: &Path) {
@@ -58,10 +52,16 @@ fn component(dir: &Path) {
 
 /// Serve `version`, naming it in the answers, at `canary` percent (`null` promotes).
 fn serve(dir: &Path, version: &str, canary: &str) {
-    set(dir, "version", version);
-    set(dir, "args", &format!(r#"["--version", "{version}"]"#));
-    set(dir, "canaryTrafficPercent", canary);
-    set(dir, "modelFormat", "xgboost");
+    set_param(dir, COMPONENT, "version", version, None);
+    set_param(
+        dir,
+        COMPONENT,
+        "args",
+        &format!(r#"["--version", "{version}"]"#),
+        None,
+    );
+    set_param(dir, COMPONENT, "canaryTrafficPercent", canary, None);
+    set_param(dir, COMPONENT, "modelFormat", "xgboost", None);
 }
 
 fn apply(dir: &Path) -> std::process::Output {
@@ -151,7 +151,7 @@ async fn a_format_no_runtime_serves_fails_the_apply_with_the_reason(
     dir: &Path,
     api: &Api<InferenceService>,
 ) {
-    set(dir, "modelFormat", "onnx");
+    set_param(dir, COMPONENT, "modelFormat", "onnx", None);
     let refused = apply(dir);
     let said = String::from_utf8_lossy(&refused.stderr).into_owned()
         + &String::from_utf8_lossy(&refused.stdout);
@@ -166,5 +166,5 @@ async fn a_format_no_runtime_serves_fails_the_apply_with_the_reason(
         Some("False")
     );
     assert_eq!(traffic(&isvc).len(), 1, "what served goes on serving");
-    set(dir, "modelFormat", "xgboost");
+    set_param(dir, COMPONENT, "modelFormat", "xgboost", None);
 }

@@ -7,7 +7,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 
-use crate::platform::{self, assert_success, mlkube};
+use crate::platform::{self, assert_success, mlkube, set_param};
 use crate::support::TestNamespace;
 
 #[tokio::test]
@@ -21,14 +21,7 @@ async fn a_second_operator_beside_the_platforms_cluster_wide_one_is_refused_and_
     assert_success("mlkube init", &output);
     let holder = format!("environment {}/local", platform::APP_NAME);
     for scope in ["cluster", "namespace"] {
-        let set = [
-            "param",
-            "set",
-            "training-operator",
-            "deploymentScope",
-            scope,
-        ];
-        assert_success("mlkube param set", &mlkube(&app, &set));
+        set_param(&app, "training-operator", "deploymentScope", scope, None);
         for dry_run in [true, false] {
             let mut args = vec!["apply", "local", "-c", "training-operator"];
             if dry_run {

@@ -52,17 +52,9 @@ pub fn app() -> &'static Path {
         add_missing_components(&dir);
         let operator = operator_of(&dir);
         // PyTorch workers' init container: the image the node holds, not upstream's alpine.
-        let init = [
-            "param",
-            "set",
-            operator,
-            "pytorchInitImage",
-            PYTORCH_INIT_IMAGE,
-        ];
-        assert_success("mlkube param set", &mlkube(&dir, &init));
+        set_param(&dir, operator, "pytorchInitImage", PYTORCH_INIT_IMAGE, None);
         // The InferenceService controller too, its routes on the gateway, applied first.
-        let serving = ["param", "set", operator, "servingGateway", GATEWAY];
-        assert_success("mlkube param set", &mlkube(&dir, &serving));
+        set_param(&dir, operator, "servingGateway", GATEWAY, None);
         apply_gateway(&dir);
         let apply = mlkube(&dir, &["apply", "local", "-c", operator, "--timeout", "5m"]);
         assert_success(&format!("mlkube apply local -c {operator}"), &apply);
@@ -91,11 +83,7 @@ fn apply_gateway(dir: &Path) {
         ("replicas", "2"),
         ("routeNamespaces", "All"),
     ] {
-        let set = mlkube(
-            dir,
-            &["param", "set", GATEWAY, param, value, "--env", "local"],
-        );
-        assert_success(&format!("mlkube param set gateway {param}"), &set);
+        set_param(dir, GATEWAY, param, value, Some("local"));
     }
     let apply = mlkube(dir, &["apply", "local", "-c", GATEWAY, "--timeout", "5m"]);
     assert_success("mlkube apply local -c gateway", &apply);
@@ -161,6 +149,17 @@ pub fn mlkube(dir: &Path, args: &[&str]) -> Output {
     } else {
         run()
     }
+}
+
+/// `mlkube param set COMPONENT PARAM VALUE` in the app in `dir`: in environment `env`, or in
+/// every environment (the component's own params) when `None`.
+pub fn set_param(dir: &Path, component: &str, param: &str, value: &str, env: Option<&str>) {
+    let mut args = vec!["param", "set", component, param, value];
+    if let Some(env) = env {
+        args.extend(["--env", env]);
+    }
+    let set = mlkube(dir, &args);
+    assert_success(&format!("mlkube param set {component} {param}"), &set);
 }
 
 pub fn assert_success(what: &str, output: &Output) {

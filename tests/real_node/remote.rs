@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Api;
 use kube::api::ListParams;
 
-use crate::platform::{assert_success, mlkube};
+use crate::platform::{assert_success, mlkube, set_param};
 use crate::support::{self, TestNamespace};
 
 const COMPONENT: &str = "object-store";
@@ -69,18 +69,7 @@ async fn the_way_to_your_own_cluster_works_against_the_local_one_as_if_remote() 
             CHECKOUT,
         ],
     );
-    run(
-        &app,
-        &[
-            "param",
-            "set",
-            "global",
-            "imageRegistry",
-            &to,
-            "--env",
-            "remote",
-        ],
-    );
+    set_param(&app, "global", "imageRegistry", &to, Some("remote"));
     let image = format!("{to}/object-store:{}", env!("CARGO_PKG_VERSION"));
     // Exit 1: there are changes, as with diff(1).
     let diff = mlkube(&app, &["diff", "remote", "-c", COMPONENT]);

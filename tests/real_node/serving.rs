@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use crate::gateway::{gateway, gateway_url};
 use crate::jobs::{ended, finished};
-use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::platform::{NAMESPACE, app, assert_success, mlkube, set_param};
 use crate::support;
 use crate::volume_support::{object_store, run_pod};
 
@@ -58,11 +58,6 @@ fn add(prototype: &str, name: &str, params: &[&str]) {
         &format!("mlkube component add {name}"),
         &mlkube(app(), &args),
     );
-}
-
-pub fn param_set(component: &str, param: &str, value: &str) {
-    let set = mlkube(app(), &["param", "set", component, param, value]);
-    assert_success(&format!("mlkube param set {component} {param}"), &set);
 }
 
 /// `mlkube apply local -c COMPONENT ARGS...`, its output.
@@ -242,7 +237,7 @@ pub fn serve_digits(name: &str, rule: &str) {
             "memoryRequest=256Mi",
         ],
     );
-    param_set(name, "trafficRule", rule);
+    set_param(app(), name, "trafficRule", rule, None);
 }
 
 /// Requests to `model` through the gateway, one after another, until `stop`: (versions seen,

@@ -17,7 +17,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::platform::{assert_success, mlkube};
+use crate::platform::{assert_success, mlkube, set_param};
 use crate::story::pod_story;
 use crate::support::{self, TestNamespace, eventually, within};
 
@@ -373,11 +373,7 @@ async fn the_store_admits_its_own_namespace_and_the_granted_ones_only() {
     );
 
     let granted = format!("[\"{}\"]", user.name);
-    let set = mlkube(
-        &store.app,
-        &["param", "set", STORE, "grantedNamespaces", &granted],
-    );
-    assert_success("mlkube param set object-store grantedNamespaces", &set);
+    set_param(&store.app, STORE, "grantedNamespaces", &granted, None);
     let apply = mlkube(
         &store.app,
         &["apply", "local", "-c", STORE, "--timeout", "5m"],
@@ -409,8 +405,7 @@ print("read back", s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
 async fn job_and_writer_keys_write_only_where_they_may() {
     let store = StoreApp::init().await;
     let writers = r#"{"digits-v1": ["models/digits/v1"]}"#;
-    let set = mlkube(&store.app, &["param", "set", STORE, "writers", writers]);
-    assert_success("mlkube param set object-store writers", &set);
+    set_param(&store.app, STORE, "writers", writers, None);
     let apply = mlkube(
         &store.app,
         &["apply", "local", "-c", STORE, "--timeout", "5m"],
@@ -497,16 +492,13 @@ fn assert_store_healthy(store: &StoreApp) {
 #[tokio::test]
 async fn a_store_given_a_missing_secret_says_so_and_serves_once_it_exists() {
     let store = StoreApp::init().await;
-    let set = [
-        "param",
-        "set",
+    set_param(
+        &store.app,
         STORE,
         "credentialsSecret",
         "team-keys",
-        "--env",
-        "local",
-    ];
-    assert_success("mlkube param set", &mlkube(&store.app, &set));
+        Some("local"),
+    );
     let apply = mlkube(&store.app, &["apply", "local", "-c", STORE, "--no-wait"]);
     assert_success("mlkube apply --no-wait", &apply);
     let pods = Api::<Pod>::namespaced(store.namespace.client.clone(), store.ns());

@@ -11,7 +11,7 @@ use kube::{Api, Client, ResourceExt};
 use mlkube::operator::volumes::api::{State, VolumeManager, VolumeStatus};
 use serde_json::{Value, json};
 
-use crate::platform::{NAMESPACE, app, assert_success, mlkube};
+use crate::platform::{NAMESPACE, app, assert_success, mlkube, set_param};
 use crate::support::eventually;
 
 const COMPONENT: &str = "volume-controller";
@@ -31,19 +31,14 @@ pub fn volume_controller() {
             "no-such-secret",
             "volumes-wrong-creds"
         ]);
-        let set = mlkube(
+        let granted = granted.to_string();
+        set_param(
             app(),
-            &[
-                "param",
-                "set",
-                COMPONENT,
-                "credentialSecrets",
-                &granted.to_string(),
-                "--env",
-                "local",
-            ],
+            COMPONENT,
+            "credentialSecrets",
+            &granted,
+            Some("local"),
         );
-        assert_success("mlkube param set volume-controller credentialSecrets", &set);
         let apply = mlkube(
             app(),
             &["apply", "local", "-c", COMPONENT, "--timeout", "5m"],
