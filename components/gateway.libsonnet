@@ -103,12 +103,12 @@ local dynamicFile = 'dynamic.yaml';
     local logLevel = u.oneOf(component, params, 'logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
     local port =
       if std.isNumber(params.port) && params.port == std.floor(params.port) && params.port >= 1 && params.port <= 65535 && params.port != pingPort then params.port
-      else u.fail(component, 'port', 'must be a port from 1 to 65535 other than %d (the ping port), got %s' % [pingPort, std.manifestJson(params.port)]);
+      else u.fail(component, 'port', 'must be a port from 1 to 65535 other than %d (the ping port), got %s' % [pingPort, std.manifestJsonMinified(params.port)]);
     local nodePort =
       if params.nodePort == null then null
       else if serviceType != 'NodePort' then u.fail(component, 'nodePort', 'is set but serviceType is %s; set serviceType: NodePort or nodePort: null' % serviceType)
       else if std.isNumber(params.nodePort) && params.nodePort == std.floor(params.nodePort) && params.nodePort >= 30000 && params.nodePort <= 32767 then params.nodePort
-      else u.fail(component, 'nodePort', 'must be in the node port range 30000-32767, got %s' % std.manifestJson(params.nodePort));
+      else u.fail(component, 'nodePort', 'must be in the node port range 30000-32767, got %s' % std.manifestJsonMinified(params.nodePort));
     // Traefik serves only the GatewayClasses carrying this label: another environment's
     // Traefik in the same cluster leaves this one's Gateway alone.
     local classLabel = { 'mlkube.io/gateway-namespace': namespace };

@@ -16,27 +16,27 @@ local storageUri(params) =
   local s3 = std.startsWith(uri, 's3://');
   local parts = std.split(std.substr(uri, 5, std.length(uri)), '/');
   if std.length(std.findSubstr('{', uri)) > 0 then
-    u.fail(component, 'storageUri', '%s has a placeholder other than {version}' % std.manifestJson(params.storageUri))
+    u.fail(component, 'storageUri', '%s has a placeholder other than {version}' % std.manifestJsonMinified(params.storageUri))
   else if s3 && (std.length(parts) < 2 || std.length(parts[0]) < 3 || parts[1] == '') then
-    u.fail(component, 'storageUri', '%s is not s3://bucket/prefix, e.g. s3://models/xgboost-digits/{version}/' % std.manifestJson(uri))
+    u.fail(component, 'storageUri', '%s is not s3://bucket/prefix, e.g. s3://models/xgboost-digits/{version}/' % std.manifestJsonMinified(uri))
   else if s3 && params.objectStore == null && params.serviceAccountName == null then
-    u.fail(component, 'objectStore', '%s is in an object store: name its object-store component in objectStore (or a serviceAccountName whose Secret has the %s annotation)' % [std.manifestJson(uri), endpointAnnotation])
+    u.fail(component, 'objectStore', '%s is in an object store: name its object-store component in objectStore (or a serviceAccountName whose Secret has the %s annotation)' % [std.manifestJsonMinified(uri), endpointAnnotation])
   else if !s3 && !std.startsWith(uri, 'pvc://') then
-    u.fail(component, 'storageUri', '%s is neither s3://bucket/prefix nor pvc://claim/path' % std.manifestJson(uri))
+    u.fail(component, 'storageUri', '%s is neither s3://bucket/prefix nor pvc://claim/path' % std.manifestJsonMinified(uri))
   else uri;
 
 // The version's name, checked: it is part of the model's URI and what a user sets to roll.
 local version(params) =
   local v = params.version;
   if !std.isString(v) || v == '' || std.length(std.findSubstr('/', v)) > 0 then
-    u.fail(component, 'version', '%s is not a name without slashes, e.g. v2' % std.manifestJson(v))
+    u.fail(component, 'version', '%s is not a name without slashes, e.g. v2' % std.manifestJsonMinified(v))
   else v;
 
 local canary(params) =
   local p = params.canaryTrafficPercent;
   if p == null then null
   else if !std.isNumber(p) || p != std.floor(p) || p < 0 || p > 100 then
-    u.fail(component, 'canaryTrafficPercent', 'must be a whole number from 0 to 100 (or null to promote), got %s' % std.manifestJson(p))
+    u.fail(component, 'canaryTrafficPercent', 'must be a whole number from 0 to 100 (or null to promote), got %s' % std.manifestJsonMinified(p))
   else p;
 
 local replicas(params) =

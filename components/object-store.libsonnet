@@ -67,14 +67,14 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     local secretName = if generated then name + '-credentials' else params.credentialsSecret;
     local buckets = [
       if std.isString(b) && std.length(std.findSubstr('..', b)) == 0 && $.validBucket(b) then b
-      else u.fail(component, 'buckets', '%s is not an S3 bucket name (3-63 lower-case letters, digits, dots, hyphens)' % std.manifestJson(b))
+      else u.fail(component, 'buckets', '%s is not an S3 bucket name (3-63 lower-case letters, digits, dots, hyphens)' % std.manifestJsonMinified(b))
       for b in params.buckets
     ];
     local external = params.endpoint != null;
     local endpointUrl =
       if !external then 'http://%s.%s.svc:%d' % [name, env.namespace, s3Port]
       else if !std.startsWith(params.endpoint, 'http://') && !std.startsWith(params.endpoint, 'https://') then
-        u.fail(component, 'endpoint', '%s is not an http:// or https:// URL' % std.manifestJson(params.endpoint))
+        u.fail(component, 'endpoint', '%s is not an http:// or https:// URL' % std.manifestJsonMinified(params.endpoint))
       else if generated then u.fail(component, 'credentialsSecret', 'name the Secret with the keys of the external endpoint %s' % params.endpoint)
       else params.endpoint;
     local connection = {
@@ -107,10 +107,10 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
 
   // params.jobBuckets, each checked to be one of the store's buckets.
   jobBuckets(params):: (
-    if !std.isArray(params.jobBuckets) then u.fail(component, 'jobBuckets', 'must be a list of buckets, got %s' % std.manifestJson(params.jobBuckets))
+    if !std.isArray(params.jobBuckets) then u.fail(component, 'jobBuckets', 'must be a list of buckets, got %s' % std.manifestJsonMinified(params.jobBuckets))
     else [
       if std.member(params.buckets, b) then b
-      else u.fail(component, 'jobBuckets', '%s is not a bucket of the store (%s)' % [std.manifestJson(b), std.join(', ', params.buckets)])
+      else u.fail(component, 'jobBuckets', '%s is not a bucket of the store (%s)' % [std.manifestJsonMinified(b), std.join(', ', params.buckets)])
       for b in params.jobBuckets
     ]
   ),
@@ -132,14 +132,14 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     local prefix(w, p) =
       local parts = if std.isString(p) then std.split(std.rstripChars(p, '/'), '/') else [];
       if std.length(parts) < 2 || std.member(parts, '') || std.member(parts, '..') || std.member(parts, '.') then
-        bad('prefix %s of %s is not <bucket>/<prefix>' % [std.manifestJson(p), w])
+        bad('prefix %s of %s is not <bucket>/<prefix>' % [std.manifestJsonMinified(p), w])
       else if !std.member(params.buckets, parts[0]) then
-        bad('prefix %s of %s is in no bucket of the store (%s)' % [std.manifestJson(p), w, std.join(', ', params.buckets)])
+        bad('prefix %s of %s is in no bucket of the store (%s)' % [std.manifestJsonMinified(p), w, std.join(', ', params.buckets)])
       else std.join('/', parts);
-    if !std.isObject(params.writers) then bad('must be an object, got %s' % std.manifestJson(params.writers))
+    if !std.isObject(params.writers) then bad('must be an object, got %s' % std.manifestJsonMinified(params.writers))
     else {
       [params.name + '-writer-' + w]:
-        if !writerName(w) then bad('writer %s is not a name (1-40 lower-case letters, digits and hyphens)' % std.manifestJson(w))
+        if !writerName(w) then bad('writer %s is not a name (1-40 lower-case letters, digits and hyphens)' % std.manifestJsonMinified(w))
         else if !std.isArray(params.writers[w]) || params.writers[w] == [] then bad('writer %s needs a list of prefixes' % w)
         else [prefix(w, p) for p in params.writers[w]]
       for w in std.objectFields(params.writers)

@@ -104,15 +104,15 @@ local binding = {
       else
         local parts = std.split(params.owner, ':');
         if std.length(parts) != 2 || parts[0] == '' || parts[1] == '' then
-          u.fail(component, 'owner', 'a ServiceAccount owner is namespace:name, got %s' % std.manifestJson(params.owner))
+          u.fail(component, 'owner', 'a ServiceAccount owner is namespace:name, got %s' % std.manifestJsonMinified(params.owner))
         else { kind: 'ServiceAccount', namespace: parts[0], name: parts[1] };
     local allowed = params.allowedServiceAccounts;
     local validAllowed =
       if allowed == [] then u.fail(component, 'allowedServiceAccounts', 'must list at least one ServiceAccount')
       else if std.length([a for a in allowed if a == '' || std.member(a, ',')]) > 0 then
-        u.fail(component, 'allowedServiceAccounts', 'names must be non-empty and without commas, got %s' % std.manifestJson(allowed))
+        u.fail(component, 'allowedServiceAccounts', 'names must be non-empty and without commas, got %s' % std.manifestJsonMinified(allowed))
       else if !std.member(allowed, params.serviceAccount) then
-        u.fail(component, 'allowedServiceAccounts', 'must hold serviceAccount %s, which notebooks and jobs run as' % std.manifestJson(params.serviceAccount))
+        u.fail(component, 'allowedServiceAccounts', 'must hold serviceAccount %s, which notebooks and jobs run as' % std.manifestJsonMinified(params.serviceAccount))
       else allowed;
     local quota = std.prune({
       'requests.cpu': params.cpuQuota,
@@ -160,7 +160,7 @@ local binding = {
     + (if params.notebookHub == null then [] else
          local hub = std.split(params.notebookHub, '/');
          if std.length(hub) != 2 || hub[0] == '' || hub[1] == '' then
-           u.fail(component, 'notebookHub', 'is namespace/name of the notebook hub, got %s' % std.manifestJson(params.notebookHub))
+           u.fail(component, 'notebookHub', 'is namespace/name of the notebook hub, got %s' % std.manifestJsonMinified(params.notebookHub))
          else [{
            apiVersion: 'rbac.authorization.k8s.io/v1',
            kind: 'RoleBinding',

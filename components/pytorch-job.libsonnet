@@ -78,12 +78,12 @@ local elasticFields = ['maxReplicas', 'maxRestarts', 'metrics', 'minReplicas', '
     std.prune({
       nprocPerNode:
         if nproc == null || isCount(nproc) || std.member(['auto', 'cpu', 'gpu'], nproc) then nproc
-        else u.fail(prototype, 'nprocPerNode', 'must be a number of processes, auto, cpu or gpu, got %s' % std.manifestJson(nproc)),
+        else u.fail(prototype, 'nprocPerNode', 'must be a number of processes, auto, cpu or gpu, got %s' % std.manifestJsonMinified(nproc)),
       elasticPolicy:
         if unknown != [] then
           u.fail(prototype, 'elasticPolicy', 'has no field %s; its fields are %s' % [unknown[0], std.join(', ', elasticFields)])
         else if backend != null && !std.member(['c10d', 'etcd', 'etcd-v2'], backend) then
-          u.fail(prototype, 'elasticPolicy', 'rdzvBackend %s is not one of c10d, etcd, etcd-v2' % std.manifestJson(backend))
+          u.fail(prototype, 'elasticPolicy', 'rdzvBackend %s is not one of c10d, etcd, etcd-v2' % std.manifestJsonMinified(backend))
         else if elastic != null && std.objectHas(elastic, 'nProcPerNode') && nproc != null then
           u.fail(prototype, 'elasticPolicy', 'nProcPerNode and the nprocPerNode param cannot both be set; use nprocPerNode')
         else elastic,

@@ -30,16 +30,16 @@ local formatNames = ['tensorflow', 'xgboost'];
 // 'v1:90,v2:10' -> [{version: 'v1', weight: 90}, {version: 'v2', weight: 10}], or an error that
 // names the param.
 local parseTrafficRule(rule) =
-  local bad(message) = u.fail(component, 'trafficRule', '%s in %s; expected <version>:<weight>[,...] with weights summing to 100, e.g. v1:90,v2:10' % [message, std.manifestJson(rule)]);
+  local bad(message) = u.fail(component, 'trafficRule', '%s in %s; expected <version>:<weight>[,...] with weights summing to 100, e.g. v1:90,v2:10' % [message, std.manifestJsonMinified(rule)]);
   local entry(text) =
     local kv = std.split(std.trim(text), ':');
     local version = if std.length(kv) == 2 then std.trim(kv[0]) else '';
     local weight = if std.length(kv) == 2 then std.trim(kv[1]) else '';
-    if version == '' || weight == '' then bad('entry %s is not <version>:<weight>' % std.manifestJson(text))
+    if version == '' || weight == '' then bad('entry %s is not <version>:<weight>' % std.manifestJsonMinified(text))
     else if !std.all([std.member('0123456789', c) for c in std.stringChars(weight)]) then
-      bad('weight %s of %s is not a whole number' % [std.manifestJson(weight), version])
+      bad('weight %s of %s is not a whole number' % [std.manifestJsonMinified(weight), version])
     else if std.length(std.findSubstr('.', version)) > 0 || std.asciiLower(version) != version then
-      bad('version %s must be a lowercase name (it becomes part of a Deployment name)' % std.manifestJson(version))
+      bad('version %s must be a lowercase name (it becomes part of a Deployment name)' % std.manifestJsonMinified(version))
     else { version: version, weight: std.parseInt(weight) };
   local entries = [entry(e) for e in std.split(rule, ',')];
   local versions = [e.version for e in entries];
@@ -62,7 +62,7 @@ local versionPath(params, versions, version) =
 local checkedMlserverPath(params, version, path) =
   local s3 = std.startsWith(path, 's3://');
   local parts = std.split(std.lstripChars(std.substr(path, 5, std.length(path)), '/'), '/');
-  local where = 'the model path of %s, %s,' % [version, std.manifestJson(path)];
+  local where = 'the model path of %s, %s,' % [version, std.manifestJsonMinified(path)];
   if s3 && (std.length(parts) < 2 || std.length(parts[0]) < 3 || std.rstripChars(parts[1], '/') == '') then
     u.fail(component, 'modelBasePath', '%s is not s3://bucket/prefix, e.g. s3://models/xgboost-digits/{version}/' % where)
   else if s3 && params.objectStore == null then
@@ -76,7 +76,7 @@ local parentRef(gateway) =
   local parts = std.split(gateway, '/');
   if std.length(parts) == 1 && parts[0] != '' then { name: parts[0] }
   else if std.length(parts) == 2 && parts[0] != '' && parts[1] != '' then { namespace: parts[0], name: parts[1] }
-  else u.fail(component, 'gateway', '%s is not <name> or <namespace>/<name> of a Gateway' % std.manifestJson(gateway));
+  else u.fail(component, 'gateway', '%s is not <name> or <namespace>/<name> of a Gateway' % std.manifestJsonMinified(gateway));
 
 {
   name: component,
@@ -168,7 +168,7 @@ local parentRef(gateway) =
       if params.istioGateway == null then null
       else if !params.istio then u.fail(component, 'istioGateway', 'is set but istio is off; set istio: true or istioGateway: null')
       else if std.length(std.split(params.istioGateway, '/')) == 2 then params.istioGateway
-      else u.fail(component, 'istioGateway', '%s is not <namespace>/<name>' % std.manifestJson(params.istioGateway));
+      else u.fail(component, 'istioGateway', '%s is not <namespace>/<name>' % std.manifestJsonMinified(params.istioGateway));
     local route = if params.gateway == null then null else parentRef(params.gateway);
     local configName = name + '-config';
     local versionLabels(version) = u.selector(name, part) + { version: version };

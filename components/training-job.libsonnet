@@ -97,9 +97,9 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
       u.fail(prototype, 'modelPath', 'needs objectStore, the object-store component to save the model in')
     else if path != null && std.length(std.findSubstr('://', path)) > 0 then
       local rest = std.split(path, '://');
-      u.fail(prototype, 'modelPath', '%s is a URL; give bucket/prefix in objectStore without the scheme, e.g. %s' % [std.manifestJson(path), std.manifestJson(rest[std.length(rest) - 1])])
+      u.fail(prototype, 'modelPath', '%s is a URL; give bucket/prefix in objectStore without the scheme, e.g. %s' % [std.manifestJsonMinified(path), std.manifestJsonMinified(rest[std.length(rest) - 1])])
     else if path != null && !validPath then
-      u.fail(prototype, 'modelPath', '%s is not bucket/prefix, e.g. models/digits/1' % std.manifestJson(path))
+      u.fail(prototype, 'modelPath', '%s is not bucket/prefix, e.g. models/digits/1' % std.manifestJsonMinified(path))
     else if store == null && params.objectStoreCredentials != null then
       u.fail(prototype, 'objectStoreCredentials', 'is set without objectStore; name the object-store component too')
     else {

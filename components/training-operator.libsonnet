@@ -95,7 +95,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     local servingGateway =
       if params.servingGateway == null then null
       else if !std.isString(params.servingGateway) || params.servingGateway == '' || std.length(std.split(params.servingGateway, '/')) > 2 then
-        u.fail(component, 'servingGateway', 'must be <namespace>/<name> or <name> of a Gateway, got %s' % std.manifestJson(params.servingGateway))
+        u.fail(component, 'servingGateway', 'must be <namespace>/<name> or <name> of a Gateway, got %s' % std.manifestJsonMinified(params.servingGateway))
       else if std.length(std.split(params.servingGateway, '/')) == 1 then env.namespace + '/' + params.servingGateway
       else params.servingGateway;
     local serving = import 'mlkube/training-operator/serving.libsonnet';
@@ -105,18 +105,18 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
     local validGangScheduler =
       if gangScheduler == null then null
       else if std.type(gangScheduler) != 'string' || gangScheduler == '' then
-        u.fail(component, 'gangScheduler', "must be 'volcano' or a scheduler-plugins scheduler's name, got %s" % std.manifestJson(gangScheduler))
+        u.fail(component, 'gangScheduler', "must be 'volcano' or a scheduler-plugins scheduler's name, got %s" % std.manifestJsonMinified(gangScheduler))
       else gangScheduler;
     local pytorchInitImage = params.pytorchInitImage;
     local spaces = function(s) std.length(std.filter(function(c) std.member([' ', '\t', '\n', '\r'], c), std.stringChars(s))) > 0;
     local validPytorchInitImage =
       if std.type(pytorchInitImage) != 'string' || pytorchInitImage == '' || spaces(pytorchInitImage) then
-        u.fail(component, 'pytorchInitImage', 'must be an image as the nodes pull it, e.g. alpine:3.10, got %s' % std.manifestJson(pytorchInitImage))
+        u.fail(component, 'pytorchInitImage', 'must be an image as the nodes pull it, e.g. alpine:3.10, got %s' % std.manifestJsonMinified(pytorchInitImage))
       else pytorchInitImage;
     local kubectlDeliveryImage = params.mpiKubectlDeliveryImage;
     local validKubectlDeliveryImage =
       if std.type(kubectlDeliveryImage) != 'string' || kubectlDeliveryImage == '' || spaces(kubectlDeliveryImage) then
-        u.fail(component, 'mpiKubectlDeliveryImage', 'must be an image as the nodes pull it, e.g. %s, got %s' % [operatorKubectlDeliveryImage, std.manifestJson(kubectlDeliveryImage)])
+        u.fail(component, 'mpiKubectlDeliveryImage', 'must be an image as the nodes pull it, e.g. %s, got %s' % [operatorKubectlDeliveryImage, std.manifestJsonMinified(kubectlDeliveryImage)])
       else kubectlDeliveryImage;
     local runsMpi = std.member(params.frameworks, 'mpi');
     local runsPytorch = std.member(params.frameworks, 'pytorch');

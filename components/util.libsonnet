@@ -54,10 +54,10 @@
     local label(n) = std.isString(n) && std.length(n) >= 1 && std.length(n) <= 63
                      && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789-', c) for c in std.stringChars(n)])
                      && n[0] != '-' && n[std.length(n) - 1] != '-';
-    if !std.isArray(names) then $.fail(component, param, 'must be a list of namespaces, got %s' % std.manifestJson(names))
+    if !std.isArray(names) then $.fail(component, param, 'must be a list of namespaces, got %s' % std.manifestJsonMinified(names))
     else [
       if label(n) then n
-      else $.fail(component, param, '%s is not a namespace name (1-63 lower-case letters, digits and hyphens)' % std.manifestJson(n))
+      else $.fail(component, param, '%s is not a namespace name (1-63 lower-case letters, digits and hyphens)' % std.manifestJsonMinified(n))
       for n in names
     ],
 
@@ -68,8 +68,8 @@
   oneOf(component, params, param, allowed)::
     if std.member(allowed, params[param]) then params[param]
     else $.fail(component, param, '%s is not one of %s' % [
-      std.manifestJson(params[param]),
-      std.join(', ', [std.manifestJson(a) for a in allowed]),
+      std.manifestJsonMinified(params[param]),
+      std.join(', ', [std.manifestJsonMinified(a) for a in allowed]),
     ]),
 
   // A PodDisruptionBudget over `selector` (the instance's pods unless given): `minAvailable` when

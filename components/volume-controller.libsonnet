@@ -65,14 +65,14 @@ local healthPort = 8081;
     local root = params.volumeRoot;
     local validRoot =
       if std.type(root) != 'string' || !std.startsWith(root, '/') || std.length(std.rstripChars(root, '/')) == 0 then
-        u.fail(component, 'volumeRoot', 'must be an absolute directory other than /, got %s' % std.manifestJson(root))
+        u.fail(component, 'volumeRoot', 'must be an absolute directory other than /, got %s' % std.manifestJsonMinified(root))
       else root;
     local image = '%s:%s' % [params.image, params.tag];
     local secrets = params.credentialSecrets;
     local secretsFlag =
       if secrets == null then []
       else if !std.isArray(secrets) || secrets == [] || std.length([x for x in secrets if !std.isString(x) || x == '' || std.member(x, ',')]) > 0 then
-        u.fail(component, 'credentialSecrets', 'must list Secret names (at least one, no commas), or be null to allow any; got %s' % std.manifestJson(secrets))
+        u.fail(component, 'credentialSecrets', 'must list Secret names (at least one, no commas), or be null to allow any; got %s' % std.manifestJsonMinified(secrets))
       else ['--volume-secrets', std.join(',', secrets)];
     local probe(path, period, failures) = {
       httpGet: { path: path, port: 'health' },

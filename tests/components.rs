@@ -344,6 +344,8 @@ fn notebook_hub_lets_in_only_the_names_it_lists() {
             ),
             "{users}: {error}"
         );
+        // The list as given, on the error's one line.
+        assert!(error.contains(&format!("got {users}")), "{users}: {error}");
     }
 }
 
