@@ -7,6 +7,7 @@ local part = 'notebook-hub';
 local hubPort = 8081;
 local proxyPort = 8000;
 local configDir = '/etc/mlkube/hub';
+local invitationsDir = '/etc/mlkube/hub-invitations';
 local uid = 1000;
 
 {
@@ -32,7 +33,8 @@ local uid = 1000;
     without a profile cannot start a notebook. Users log in with FirstUseAuthenticator by
     default: the first login under a name sets its password (a bcrypt hash kept in the hub's
     state), so nobody else logs in as that user; allowedUsers lists the only names that may
-    log in (with firstuse, a stranger then claims none). Hub state sits in a volume of hubDbStorage
+    log in (with firstuse, a stranger then claims none), and with invitationsSecret a name's
+    first login must give the invitation its administrator put in that Secret. Hub state sits in a volume of hubDbStorage
     (servers outlive a restart of the hub; 1Gi when null and the authenticator is firstuse,
     whose passwords a restart must not forget, or the next to log in as a user would take
     their name and volume), else in an emptyDir (the hub stops users' servers as it shuts
@@ -52,6 +54,7 @@ local uid = 1000;
     serviceType: { type: 'string', enum: ['ClusterIP', 'NodePort', 'LoadBalancer'], default: 'ClusterIP', description: 'Type of the user-facing Service: ClusterIP, NodePort or LoadBalancer.' },
     authenticator: { type: 'string', enum: ['firstuse', 'dummy', 'header'], default: 'firstuse', description: "'firstuse' (a name's first login sets its password, kept on the hub's volume), 'dummy' (any name, any password: a cluster of one's own only) or 'header' (trust authHeader from a proxy)." },
     allowedUsers: { type: 'array', items: { type: 'string' }, default: null, description: "The only user names that may log in (JupyterHub's allowed_users, whatever the authenticator): with firstuse a stranger can then claim no name, and a name taken out of the list is refused from the hub's next start; null lets in any name." },
+    invitationsSecret: { type: 'string', default: null, description: "With firstuse, a Secret of the hub's namespace (made with kubectl, never rendered) whose keys are user names and values their invitations (7 characters at least): a name without a password yet logs in first only with its invitation, which stays its password until the user changes it; null: a new name's first login sets any password." },
     authHeader: { type: 'string', default: 'X-Remote-User', description: "Header carrying the user name with authenticator 'header'." },
     defaultUrl: { type: 'string', default: '/lab', description: "Path a notebook server opens at: '/lab' (JupyterLab) or '/tree'." },
     notebookImages: { type: 'array', items: { type: 'image' }, default: ['jupyter/tensorflow-notebook:2023-10-20', 'jupyter/scipy-notebook:2023-10-20'], description: 'Images offered in the options form; the first is the default.' },
@@ -97,6 +100,13 @@ local uid = 1000;
       else if !std.isArray(users) || users == [] || std.length(std.filter(badName, users)) > 0 then
         u.fail(component, 'allowedUsers', 'must list user names (at least one, no spaces or commas), or be null to let in any name; got %s' % std.manifestJsonMinified(users))
       else users;
+    local invitations =
+      if params.invitationsSecret == null then null
+      else if authenticator != 'firstuse' then
+        u.fail(component, 'invitationsSecret', "needs authenticator 'firstuse' (the one that sets a name's password at its first login); got authenticator %s" % std.manifestJsonMinified(authenticator))
+      else if !std.isString(params.invitationsSecret) || params.invitationsSecret == '' then
+        u.fail(component, 'invitationsSecret', 'must name a Secret of the hub\'s namespace, or be null; got %s' % std.manifestJsonMinified(params.invitationsSecret))
+      else params.invitationsSecret;
     local maxGpus = if params.notebookMaxGpus < 0 then u.fail(component, 'notebookMaxGpus', 'must not be negative, got %d' % params.notebookMaxGpus) else params.notebookMaxGpus;
 
     local settings = {
@@ -105,6 +115,7 @@ local uid = 1000;
       authenticator: authenticator,
       authHeader: params.authHeader,
       allowedUsers: allowedUsers,
+      invitationsDir: if invitations != null then invitationsDir else null,
       defaultUrl: params.defaultUrl,
       notebookServiceAccount: if params.userNamespaces then params.profileServiceAccount else notebookAccount,
       userNamespaceTemplate: if params.userNamespaces then params.userNamespaceTemplate else null,
@@ -270,7 +281,7 @@ local uid = 1000;
                     { name: 'state', mountPath: '/srv/jupyterhub' },
                     { name: 'proxy-token', mountPath: '/run/proxy', readOnly: true },
                     { name: 'tmp', mountPath: '/tmp' },
-                  ],
+                  ] + (if invitations != null then [{ name: 'invitations', mountPath: invitationsDir, readOnly: true }] else []),
                 },
                 {
                   name: 'proxy',
@@ -289,7 +300,10 @@ local uid = 1000;
                 { name: 'config', configMap: { name: name + '-config' } },
                 { name: 'proxy-token', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
                 { name: 'tmp', emptyDir: {} },
-              ] + (if dbStorage == null then [stateVolume] else []),
+              ] + (if dbStorage == null then [stateVolume] else [])
+              // Optional, so the hub starts before the Secret exists; a key the kubelet adds to
+              // the volume later counts from the next login. 0440: read by the hub's group only.
+              + (if invitations != null then [{ name: 'invitations', secret: { secretName: invitations, optional: true, defaultMode: 288 } }] else []),
             },
           },
           [if dbStorage != null then 'volumeClaimTemplates']: [{

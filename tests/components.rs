@@ -349,6 +349,52 @@ fn notebook_hub_lets_in_only_the_names_it_lists() {
     }
 }
 
+/// With `invitationsSecret` the hub mounts that Secret (never rendering it: the administrator
+/// makes it) and its config knows where, so a new name logs in first only with its invitation;
+/// only `firstuse` sets a password at a first login, so another authenticator is refused.
+#[test]
+fn notebook_hub_reads_invitations_from_the_secret_it_is_given() {
+    let params = json!({ "invitationsSecret": "hub-invitations" });
+    let objects = render("notebook-hub", "notebook-hub", &params).unwrap();
+    let find = |kind: &str| {
+        let objects = objects.as_array().unwrap().iter();
+        objects.filter(|o| o["kind"] == kind).collect::<Vec<_>>()
+    };
+    assert!(find("Secret").is_empty(), "{:?}", kinds_and_names(&objects));
+    let config = &find("ConfigMap")[0]["data"];
+    let settings: Value = serde_json::from_str(config["settings.json"].as_str().unwrap()).unwrap();
+    let dir = "/etc/mlkube/hub-invitations";
+    assert_eq!(settings["invitationsDir"], dir);
+    let pod = &find("StatefulSet")[0]["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "invitations");
+    let secret = json!({ "secretName": "hub-invitations", "optional": true, "defaultMode": 288 });
+    assert_eq!(volume.unwrap()["secret"], secret, "{}", pod["volumes"]);
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    let mount = json!({ "name": "invitations", "mountPath": dir, "readOnly": true });
+    assert!(mounts.contains(&mount), "{mounts:?}");
+
+    let none = render("notebook-hub", "notebook-hub", &json!({})).unwrap();
+    assert!(
+        !none.to_string().contains("invitations\""),
+        "no invitations without the param"
+    );
+    for authenticator in ["dummy", "header"] {
+        let params =
+            json!({ "invitationsSecret": "hub-invitations", "authenticator": authenticator });
+        let error = render("notebook-hub", "hub", &params).unwrap_err();
+        let why = "param invitationsSecret: needs authenticator 'firstuse'";
+        assert!(error.contains(why), "{authenticator}: {error}");
+        assert!(
+            error.contains(&format!("got authenticator \"{authenticator}\"")),
+            "{error}"
+        );
+    }
+}
+
 #[test]
 fn serving_with_default_params() {
     let objects = render("serving", "mnist", &json!({})).unwrap();

@@ -4,9 +4,12 @@
 # component renders into the same ConfigMap. The hub runs with configurable-http-proxy as a
 # sidecar in its pod: the proxy's API listens on 127.0.0.1 only, and its token is generated per
 # pod by an init container into a memory-backed volume, so no secret is ever rendered.
+import dbm
+import hmac
 import json
 import math
 import os
+import re
 
 from jupyterhub.auth import Authenticator
 from jupyterhub.handlers import BaseHandler
@@ -68,19 +71,44 @@ class HeaderAuthenticator(Authenticator):
         return data["name"]
 
 
-def listed_first_use():
-    """FirstUseAuthenticator that refuses a name the hub does not allow before it looks at the
-    password: on its own it stores a new name's password first, and the hub checks the list
-    after, so a stranger refused under a listed-to-be name would have set that name's password."""
+def invitation(name):
+    """The invitation the administrator gave `name` in the invitations Secret, mounted as a file
+    of that name, or None. A Secret's keys are letters, digits, '-', '_' and '.', never '..'
+    first: any other name has none, and a name never reaches outside the directory."""
+    directory = settings["invitationsDir"]
+    if not re.fullmatch(r"[-._a-zA-Z0-9]+", name) or name.startswith(".."):
+        return None
+    try:
+        with open(os.path.join(directory, name), "rb") as f:
+            return f.read().strip()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+
+
+def guarded_first_use():
+    """FirstUseAuthenticator that, before it stores a new name's password, refuses a name the
+    hub does not allow (on its own it stores the password first, and the hub checks the list
+    after, so a stranger refused under a listed-to-be name would have set that name's password)
+    and, with invitations, a first password that is not the name's invitation."""
     from firstuseauthenticator import FirstUseAuthenticator
 
-    class ListedFirstUseAuthenticator(FirstUseAuthenticator):
+    class GuardedFirstUseAuthenticator(FirstUseAuthenticator):
         async def authenticate(self, handler, data):
-            if not self.check_allowed(self.normalize_username(data["username"])):
+            name = self.normalize_username(data["username"])
+            if not self.check_allowed(name):
                 return None
+            if settings["invitationsDir"] and not self.has_password(name):
+                given = invitation(name)
+                if given is None or not hmac.compare_digest(given, data["password"].encode("utf8")):
+                    self.log.warning("%s has no password yet and was not given its invitation", name)
+                    return None
             return await super().authenticate(handler, data)
 
-    return ListedFirstUseAuthenticator
+        def has_password(self, name):
+            with dbm.open(self.dbm_path, "c", 0o600) as db:
+                return name.encode("utf8") in db
+
+    return GuardedFirstUseAuthenticator
 
 
 if settings["authenticator"] == "header":
@@ -88,7 +116,7 @@ if settings["authenticator"] == "header":
 elif settings["authenticator"] == "firstuse":
     # A name's first login sets its password, kept as a bcrypt hash beside the hub's database on
     # its volume: nobody else logs in under a name that has one, also after the hub restarts.
-    c.JupyterHub.authenticator_class = listed_first_use()
+    c.JupyterHub.authenticator_class = guarded_first_use()
     c.FirstUseAuthenticator.dbm_path = os.path.join(STATE_DIR, "passwords")
 else:
     # Any user name and password: for a cluster of one's own only.

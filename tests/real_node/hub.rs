@@ -6,7 +6,8 @@
 //! configurable-http-proxy (JupyterLab after the OAuth round with the hub, the REST API, a file
 //! saved in the home directory, on the user's own volume, a claim of the default StorageClass) and
 //! stops it again. With `firstuse`, the component's default, a user's first password is theirs
-//! alone, also after the hub restarts; with `allowedUsers`, only the names listed log in.
+//! alone, also after the hub restarts; with `allowedUsers`, only the names listed log in; with
+//! `invitationsSecret`, a new name only with its invitation.
 //!
 //! Pod IPs are not reachable from the host, so the test is a browser that talks to the hub's
 //! public Service through the API server's service proxy. That proxy drops the `Authorization`
@@ -18,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, StatusCode};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{ListParams, PostParams};
 use kube::client::Body;
 use kube::{Api, Client};
 use serde_json::{Value, json};
@@ -50,7 +51,15 @@ impl HubApp {
     /// [`HubApp::deploy`], with more params of the hub and, with `profile`, a profile of that
     /// name (its namespace too) that lets the hub in.
     async fn deploy_with(params: &[(&str, &str)], profile: Option<&str>) -> Self {
-        let namespace = TestNamespace::new("hub").await;
+        Self::deploy_in(TestNamespace::new("hub").await, params, profile).await
+    }
+
+    /// [`HubApp::deploy_with`] in a `namespace` the test made (and may have put objects in).
+    async fn deploy_in(
+        namespace: TestNamespace,
+        params: &[(&str, &str)],
+        profile: Option<&str>,
+    ) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let app: PathBuf = dir.path().join("hub-app");
         let path = app.to_str().expect("a UTF-8 path");
@@ -685,6 +694,61 @@ async fn only_the_names_listed_log_in_and_a_stranger_claims_none() {
     log_in_with(&mut user, "grace", grace).await;
     let mut removed = Browser::new(client.clone(), namespace);
     assert_refused(&mut removed, USER, ada, invalid).await;
+}
+
+/// With `invitationsSecret` a name nobody has logged in under yet is not its first comer's: its
+/// first login must give the invitation the administrator put in that Secret (FirstUse alone
+/// would store a stranger's password, and the name's owner would be refused), the invitation
+/// stays the user's password until they change it, and a name with no invitation is claimed
+/// by nobody.
+#[tokio::test]
+async fn a_new_name_logs_in_first_only_with_the_invitation_it_was_given() {
+    let namespace = TestNamespace::new("hub").await;
+    let client = support::client().await;
+    let invitation = "ada's invitation";
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "hub-invitations" },
+        "stringData": { USER: invitation },
+    }))
+    .expect("a valid Secret");
+    Api::<Secret>::namespaced(client.clone(), &namespace.name)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the invitations Secret");
+    let params = [
+        ("authenticator", "firstuse"),
+        ("hubDbStorage", "1Gi"),
+        ("invitationsSecret", "hub-invitations"),
+    ];
+    let app = HubApp::deploy_in(namespace, &params, None).await;
+    let namespace = app.namespace.name.as_str();
+    let invalid = "Invalid username or password";
+    let mut stranger = Browser::new(client.clone(), namespace);
+    assert_refused(&mut stranger, USER, "a stranger's password", invalid).await;
+    assert_refused(&mut stranger, "grace", "a stranger's password", invalid).await;
+
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, USER, invitation).await;
+    let own = "ada's own password";
+    change_password(&mut user, own).await;
+    assert_refused(&mut stranger, USER, invitation, invalid).await;
+    let mut user = Browser::new(client.clone(), namespace);
+    log_in_with(&mut user, USER, own).await;
+}
+
+/// The logged-in user sets a new password on FirstUse's change-password page.
+async fn change_password(browser: &mut Browser, password: &str) {
+    let path = "/hub/auth/change-password";
+    let page = browser.get(path).await;
+    assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+    let changed = browser.post_form(path, &[("password", password)]).await;
+    let done = "Your password has been changed successfully";
+    assert!(
+        changed.status == StatusCode::OK && changed.body.contains(done),
+        "{path} changes the password, got {}: {}",
+        changed.status,
+        changed.body
+    );
 }
 
 #[tokio::test]
