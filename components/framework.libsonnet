@@ -35,7 +35,7 @@ local roleFields = std.set([
 
 local isName(name) =
   std.isString(name) && std.length(name) >= 1 && std.length(name) <= maxName
-  && std.all([std.member(nameChars, c) for c in std.stringChars(name)]);
+  && u.onlyChars(nameChars, name);
 
 local isInteger(v) = std.isNumber(v) && v == std.floor(v);
 

@@ -34,7 +34,7 @@ local isLabelValue(text) =
   local alphanumeric(c) = std.member(letters + digits, c);
   std.length(chars) <= 63
   && (chars == [] || (alphanumeric(chars[0]) && alphanumeric(chars[std.length(chars) - 1])))
-  && std.all([std.member(letters + digits + '-_.', c) for c in chars]);
+  && u.onlyChars(letters + digits + '-_.', text);
 
 // A hyperparameter's name becomes a flag and a label key: a letter, then letters, digits and
 // `_`, ending with a letter or digit.
@@ -43,7 +43,7 @@ local isHyperparameterName(name) =
   std.length(chars) > 0 && std.length(chars) <= 63
   && std.member(letters, chars[0])
   && std.member(letters + digits, chars[std.length(chars) - 1])
-  && std.all([std.member(letters + digits + '_', c) for c in chars]);
+  && u.onlyChars(letters + digits + '_', name);
 
 // `learningRate` -> `learning-rate` (kebab) or `learning_rate` (snake).
 local flagName(name, style) =

@@ -95,7 +95,7 @@ local uid = 1000;
     // Names as JupyterHub takes them: a space or comma makes one it refuses to log in.
     local allowedUsers =
       local users = params.allowedUsers;
-      local badName(x) = !std.isString(x) || x == '' || std.length([ch for ch in std.stringChars(x) if std.member(' \t\n,', ch)]) > 0;
+      local badName(x) = !std.isString(x) || x == '' || u.anyChar(' \t\n,', x);
       if users == null then null
       else if !std.isArray(users) || users == [] || std.length(std.filter(badName, users)) > 0 then
         u.fail(component, 'allowedUsers', 'must list user names (at least one, no spaces or commas), or be null to let in any name; got %s' % std.manifestJsonMinified(users))

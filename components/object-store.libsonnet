@@ -93,10 +93,9 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     [connection] + (if external then [] else $.server(params, env, buckets, secretName, generated))
   ),
 
-  validBucket(b):: std.length(b) >= 3 && std.length(b) <= 63 && std.all([
-    std.member('abcdefghijklmnopqrstuvwxyz0123456789.-', c)
-    for c in std.stringChars(b)
-  ]) && !std.member('.-', b[0]) && !std.member('.-', b[std.length(b) - 1]),
+  validBucket(b):: std.length(b) >= 3 && std.length(b) <= 63
+                   && u.onlyChars('abcdefghijklmnopqrstuvwxyz0123456789.-', b)
+                   && !std.member('.-', b[0]) && !std.member('.-', b[std.length(b) - 1]),
 
   // The read-only keys the store always generates: for fetchers and model servers.
   readSecretName(name):: name + '-read-credentials',
@@ -127,7 +126,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
   // the bucket one of the store's) below which they may write.
   writerSecrets(params):: (
     local bad(message) = u.fail(component, 'writers', message + '; expected {"<writer>": ["<bucket>/<prefix>", ...]}, e.g. {"digits-v1": ["models/digits/v1"]}');
-    local writerName(w) = std.length(w) >= 1 && std.length(w) <= 40 && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789-', c) for c in std.stringChars(w)])
+    local writerName(w) = std.length(w) >= 1 && std.length(w) <= 40 && u.onlyChars('abcdefghijklmnopqrstuvwxyz0123456789-', w)
                           && w[0] != '-' && w[std.length(w) - 1] != '-';
     local prefix(w, p) =
       local parts = if std.isString(p) then std.split(std.rstripChars(p, '/'), '/') else [];

@@ -72,7 +72,7 @@ local elasticFields = ['maxReplicas', 'maxRestarts', 'metrics', 'minReplicas', '
   spec(prototype, params):: (
     local nproc = params.nprocPerNode;
     local elastic = params.elasticPolicy;
-    local isCount(text) = std.length(text) > 0 && std.all([std.member('0123456789', c) for c in std.stringChars(text)]);
+    local isCount(text) = std.length(text) > 0 && u.onlyChars('0123456789', text);
     local unknown = if elastic == null then [] else std.setDiff(std.objectFields(elastic), elasticFields);
     local backend = if elastic == null then null else std.get(elastic, 'rdzvBackend');
     std.prune({

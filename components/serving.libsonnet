@@ -36,7 +36,7 @@ local parseTrafficRule(rule) =
     local version = if std.length(kv) == 2 then std.trim(kv[0]) else '';
     local weight = if std.length(kv) == 2 then std.trim(kv[1]) else '';
     if version == '' || weight == '' then bad('entry %s is not <version>:<weight>' % std.manifestJsonMinified(text))
-    else if !std.all([std.member('0123456789', c) for c in std.stringChars(weight)]) then
+    else if !u.onlyChars('0123456789', weight) then
       bad('weight %s of %s is not a whole number' % [std.manifestJsonMinified(weight), version])
     else if std.length(std.findSubstr('.', version)) > 0 || std.asciiLower(version) != version then
       bad('version %s must be a lowercase name (it becomes part of a Deployment name)' % std.manifestJsonMinified(version))

@@ -16,7 +16,7 @@ local isDns1035(name) =
   local chars = std.stringChars(name);
   std.length(chars) > 0
   && std.member(lowercase, chars[0])
-  && std.all([std.member(lowercase + digits + '-', c) for c in chars])
+  && u.onlyChars(lowercase + digits + '-', name)
   && chars[std.length(chars) - 1] != '-';
 
 local stringList(prototype, params, param) =
@@ -90,7 +90,7 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     // An S3 bucket's name: 3 to 63 lowercase letters, digits, dots and hyphens.
     local bucket = if path == null then '' else std.split(path, '/')[0];
     local validBucket = std.length(bucket) >= 3 && std.length(bucket) <= 63
-                        && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789.-', c) for c in std.stringChars(bucket)]);
+                        && u.onlyChars('abcdefghijklmnopqrstuvwxyz0123456789.-', bucket);
     local validPath = path != null && std.length(std.findSubstr('/', path)) > 0
                       && validBucket && !std.endsWith(path, '/');
     if path != null && store == null then

@@ -108,7 +108,7 @@ local operatorKubectlDeliveryImage = 'mlkube/kubectl-delivery:0.1.0';
         u.fail(component, 'gangScheduler', "must be 'volcano' or a scheduler-plugins scheduler's name, got %s" % std.manifestJsonMinified(gangScheduler))
       else gangScheduler;
     local pytorchInitImage = params.pytorchInitImage;
-    local spaces = function(s) std.length(std.filter(function(c) std.member([' ', '\t', '\n', '\r'], c), std.stringChars(s))) > 0;
+    local spaces(s) = u.anyChar(' \t\n\r', s);
     local validPytorchInitImage =
       if std.type(pytorchInitImage) != 'string' || pytorchInitImage == '' || spaces(pytorchInitImage) then
         u.fail(component, 'pytorchInitImage', 'must be an image as the nodes pull it, e.g. alpine:3.10, got %s' % std.manifestJsonMinified(pytorchInitImage))

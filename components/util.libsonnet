@@ -49,10 +49,16 @@
   // still wrong (an unknown enum value, a malformed traffic rule).
   fail(component, param, message):: error 'component %s: param %s: %s' % [component, param, message],
 
+  // Whether every character of `text` is one of `chars` (a string of them).
+  onlyChars(chars, text):: std.all([std.member(chars, c) for c in std.stringChars(text)]),
+
+  // Whether any character of `text` is one of `chars` (a string of them).
+  anyChar(chars, text):: std.any([std.member(chars, c) for c in std.stringChars(text)]),
+
   // `names` of param, each a namespace's name (an RFC 1123 label), or an error naming it.
   namespaceNames(component, param, names)::
     local label(n) = std.isString(n) && std.length(n) >= 1 && std.length(n) <= 63
-                     && std.all([std.member('abcdefghijklmnopqrstuvwxyz0123456789-', c) for c in std.stringChars(n)])
+                     && $.onlyChars('abcdefghijklmnopqrstuvwxyz0123456789-', n)
                      && n[0] != '-' && n[std.length(n) - 1] != '-';
     if !std.isArray(names) then $.fail(component, param, 'must be a list of namespaces, got %s' % std.manifestJsonMinified(names))
     else [
