@@ -34,11 +34,11 @@ local uid = 1000;
     default: the first login under a name sets its password (a bcrypt hash kept in the hub's
     state), so nobody else logs in as that user; allowedUsers lists the only names that may
     log in (with firstuse, a stranger then claims none), and with invitationsSecret a name's
-    first login must give the invitation its administrator put in that Secret. Hub state sits in a volume of hubDbStorage
-    (servers outlive a restart of the hub; 1Gi when null and the authenticator is firstuse,
-    whose passwords a restart must not forget, or the next to log in as a user would take
-    their name and volume), else in an emptyDir (the hub stops users' servers as it shuts
-    down).
+    first login must give the invitation its administrator put in that Secret. Hub state sits
+    in a volume of hubDbStorage (servers outlive a restart of the hub; 1Gi when null and the
+    authenticator is firstuse, whose passwords a restart must not forget, or the next to log in
+    as a user would take their name and volume), else in an emptyDir (the hub stops users'
+    servers as it shuts down).
     Containers run as uid 1000 with read-only root filesystems.
     Dropped from Kubeflow's package: cloud/platform switches and the GKE/minikube specifics
     (gcpSecretName, accessLocalFs hostPath access; mount secrets through disks or an image
@@ -107,6 +107,15 @@ local uid = 1000;
       else if !std.isString(params.invitationsSecret) || params.invitationsSecret == '' then
         u.fail(component, 'invitationsSecret', 'must name a Secret of the hub\'s namespace, or be null; got %s' % std.manifestJsonMinified(params.invitationsSecret))
       else params.invitationsSecret;
+    // An invitation is the Secret's key of the name as the hub normalizes it (in lowercase).
+    local uninvitable = if invitations == null || allowedUsers == null then [] else [
+      x
+      for x in allowedUsers
+      if !u.onlyChars('abcdefghijklmnopqrstuvwxyz0123456789-_.', std.asciiLower(x)) || std.startsWith(x, '..')
+    ];
+    local checkedUsers =
+      if uninvitable == [] then allowedUsers
+      else u.fail(component, 'allowedUsers', "with invitationsSecret every name must be one a Secret's key can hold (letters, digits, '-', '_' and '.'), so that it can be invited; got %s" % std.manifestJsonMinified(uninvitable));
     local maxGpus = if params.notebookMaxGpus < 0 then u.fail(component, 'notebookMaxGpus', 'must not be negative, got %d' % params.notebookMaxGpus) else params.notebookMaxGpus;
 
     local settings = {
@@ -114,7 +123,7 @@ local uid = 1000;
       hubHost: '%s.%s.svc' % [name, env.namespace],
       authenticator: authenticator,
       authHeader: params.authHeader,
-      allowedUsers: allowedUsers,
+      allowedUsers: checkedUsers,
       invitationsDir: if invitations != null then invitationsDir else null,
       defaultUrl: params.defaultUrl,
       notebookServiceAccount: if params.userNamespaces then params.profileServiceAccount else notebookAccount,

@@ -393,6 +393,17 @@ fn notebook_hub_reads_invitations_from_the_secret_it_is_given() {
             "{error}"
         );
     }
+    // A listed name that no Secret key can hold could never be invited.
+    let users = json!(["Ada", "grace.hopper", "alan@example.com", "..x"]);
+    let params = json!({ "invitationsSecret": "hub-invitations", "allowedUsers": users });
+    let error = render("notebook-hub", "hub", &params).unwrap_err();
+    let why =
+        "param allowedUsers: with invitationsSecret every name must be one a Secret's key can hold";
+    assert!(error.contains(why), "{error}");
+    assert!(
+        error.contains(r#"got ["alan@example.com","..x"]"#),
+        "{error}"
+    );
 }
 
 #[test]
