@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, StatusCode};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
-use kube::api::{ListParams, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::ListParams;
 use kube::client::Body;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::platform::{assert_success, mlkube, set_param};
+use crate::platform::{assert_success, create_secret, mlkube, set_param};
 use crate::support::{self, TestNamespace};
 
 const HUB: &str = "notebook-hub";
@@ -706,15 +706,8 @@ async fn a_new_name_logs_in_first_only_with_the_invitation_it_was_given() {
     let namespace = TestNamespace::new("hub").await;
     let client = support::client().await;
     let invitation = "ada's invitation";
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "hub-invitations" },
-        "stringData": { USER: invitation },
-    }))
-    .expect("a valid Secret");
-    Api::<Secret>::namespaced(client.clone(), &namespace.name)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create the invitations Secret");
+    let invitations = json!({ USER: invitation });
+    create_secret(&client, &namespace.name, "hub-invitations", invitations).await;
     let params = [
         ("authenticator", "firstuse"),
         ("hubDbStorage", "1Gi"),

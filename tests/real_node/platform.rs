@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
 
 use crate::support;
 
@@ -207,4 +208,18 @@ async fn the_operator_runs_in_cluster_from_its_image_as_its_service_account_and_
         container.image_id.contains("sha256:"),
         "the container runs an image the node holds: {container:?}"
     );
+}
+
+/// Create the Secret `name` in `namespace` with `string_data` (its values in plain text), as an
+/// administrator would with `kubectl create secret generic`.
+pub async fn create_secret(client: &Client, namespace: &str, name: &str, string_data: Value) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "stringData": string_data,
+    }))
+    .expect("a valid Secret");
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("create the Secret {namespace}/{name}: {e}"));
 }

@@ -17,7 +17,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::platform::{assert_success, mlkube, set_param};
+use crate::platform::{assert_success, create_secret, mlkube, set_param};
 use crate::story::pod_story;
 use crate::support::{self, TestNamespace, eventually, within};
 
@@ -525,15 +525,8 @@ async fn a_store_given_a_missing_secret_says_so_and_serves_once_it_exists() {
         "{states:?}"
     );
 
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "team-keys" },
-        "stringData": { "AWS_ACCESS_KEY_ID": "team", "AWS_SECRET_ACCESS_KEY": "a-secret-of-the-teams-own-42" },
-    }))
-    .expect("a valid Secret");
-    Api::<Secret>::namespaced(store.namespace.client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create the Secret");
+    let keys = json!({ "AWS_ACCESS_KEY_ID": "team", "AWS_SECRET_ACCESS_KEY": "a-secret-of-the-teams-own-42" });
+    create_secret(&store.namespace.client, ns, "team-keys", keys).await;
     // The init container retries with the kubelet's back-off (10 s, 20 s, 40 s, ... 5 min);
     // as a user would, the test does not wait for it: a new pod starts at once.
     pods.delete(&format!("{STORE}-0"), &DeleteParams::default())
