@@ -184,6 +184,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     local meta(objectName) = u.metadata(objectName, part, {}, name);
     local scripts = {
       'credentials.py': importstr 'mlkube/object-store/credentials.py',
+      'kube_api.py': importstr 'mlkube/object-store/kube_api.py',
       's3_ready.py': importstr 'mlkube/object-store/s3_ready.py',
     };
     $.access(params, env, secretName, generated) + [

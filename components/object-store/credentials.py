@@ -16,44 +16,18 @@ of READ_SECRET_ANNOTATIONS (JSON), by which KServe's InferenceServices find the 
 the S3 server's identities: the read-only one, the jobs' and the writers' (the administrator's
 comes from the server's environment). The values are never printed.
 
-Talks to the API server with the pod's ServiceAccount token, standard library only.
+Talks to the API server with the pod's ServiceAccount token (kube_api.py), standard library only.
 """
 
 import base64
 import json
 import os
 import secrets
-import ssl
 import sys
-import urllib.error
-import urllib.request
 
-ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+from kube_api import ACCOUNT, api
+
 KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-
-
-def api(method, path, body=None):
-    """(status, JSON body) of one request to the API server."""
-    with open(f"{ACCOUNT}/token") as token:
-        headers = {"Authorization": "Bearer " + token.read().strip(), "Accept": "application/json"}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        merge = method == "PATCH"
-        headers["Content-Type"] = "application/merge-patch+json" if merge else "application/json"
-    host = os.environ["KUBERNETES_SERVICE_HOST"]
-    port = os.environ["KUBERNETES_SERVICE_PORT"]
-    request = urllib.request.Request(f"https://{host}:{port}{path}", data, headers, method=method)
-    context = ssl.create_default_context(cafile=f"{ACCOUNT}/ca.crt")
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as error:
-        text = error.read()
-        try:
-            return error.code, json.loads(text)
-        except ValueError:
-            return error.code, {"message": text.decode(errors="replace")}
 
 
 def create(namespace, name, labels, annotations):
