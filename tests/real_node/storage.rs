@@ -21,7 +21,7 @@ use crate::platform::{assert_success, create_secret, mlkube, set_param};
 use crate::story::pod_story;
 use crate::support::{self, TestNamespace, eventually, within};
 
-const STORE: &str = "object-store";
+pub(crate) const STORE: &str = "object-store";
 const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
 const POD_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -43,7 +43,7 @@ pub async fn busybox_image(client: &Client) -> String {
 
 /// Create the pod `pod` (JSON), wait until it ends, and return its logs; panics with them if it
 /// failed.
-async fn run_to_completion(pods: &Api<Pod>, pod: Value) -> String {
+pub(crate) async fn run_to_completion(pods: &Api<Pod>, pod: Value) -> String {
     let name = pod["metadata"]["name"]
         .as_str()
         .expect("a name")
@@ -141,16 +141,16 @@ async fn a_claim_of_the_default_storage_class_binds_and_keeps_what_a_pod_wrote()
 }
 
 /// The store's app and namespace, removed when the test ends (also when it fails).
-struct StoreApp {
-    namespace: TestNamespace,
-    app: PathBuf,
+pub(crate) struct StoreApp {
+    pub(crate) namespace: TestNamespace,
+    pub(crate) app: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl StoreApp {
     /// `mlkube init` and `mlkube apply local -c object-store`, which waits until the store
     /// answers S3 requests.
-    async fn deploy() -> Self {
+    pub(crate) async fn deploy() -> Self {
         let store = Self::init().await;
         let apply = mlkube(
             &store.app,
@@ -177,7 +177,7 @@ impl StoreApp {
         }
     }
 
-    fn ns(&self) -> &str {
+    pub(crate) fn ns(&self) -> &str {
         &self.namespace.name
     }
 }
@@ -247,7 +247,7 @@ fn s3_client_pod(name: &str, script: &str) -> Value {
 }
 
 /// As [`s3_client_pod`], with the credentials of the Secret `secret`.
-fn s3_client_pod_with(name: &str, script: &str, secret: &str) -> Value {
+pub(crate) fn s3_client_pod_with(name: &str, script: &str, secret: &str) -> Value {
     json!({
         "metadata": { "name": name },
         "spec": {
@@ -278,7 +278,7 @@ fn checksums(logs: &str) -> BTreeMap<String, String> {
 }
 
 /// The uid of the store's pod once it is Ready.
-async fn ready_store_pod(pods: &Api<Pod>) -> String {
+pub(crate) async fn ready_store_pod(pods: &Api<Pod>) -> String {
     let name = format!("{STORE}-0");
     eventually("the store's pod to be Ready", POD_TIMEOUT, || async {
         let pod = pods.get(&name).await.ok()?;
@@ -287,6 +287,18 @@ async fn ready_store_pod(pods: &Api<Pod>) -> String {
             .flatten()
     })
     .await
+}
+
+/// Deletes the store's pod, whose uid is `before`, and waits until its successor is Ready.
+pub(crate) async fn restart_store_pod(pods: &Api<Pod>, before: &str) {
+    pods.delete(&format!("{STORE}-0"), &DeleteParams::default())
+        .await
+        .expect("delete the store's pod");
+    eventually("a new store pod", POD_TIMEOUT, || async {
+        let uid = ready_store_pod(pods).await;
+        (uid != before).then_some(uid)
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -308,15 +320,7 @@ async fn the_object_store_keeps_every_object_across_a_restart_of_its_pod() {
         "four objects in each of two buckets: {uploaded}"
     );
 
-    pods.delete(&format!("{STORE}-0"), &DeleteParams::default())
-        .await
-        .expect("delete the store's pod");
-    let after = eventually("a new store pod", POD_TIMEOUT, || async {
-        let uid = ready_store_pod(&pods).await;
-        (uid != before).then_some(uid)
-    })
-    .await;
-    assert_ne!(after, before);
+    restart_store_pod(&pods, &before).await;
 
     let downloaded = run_to_completion(&pods, s3_client_pod("download", DOWNLOAD)).await;
     assert_eq!(
@@ -384,8 +388,8 @@ async fn the_store_admits_its_own_namespace_and_the_granted_ones_only() {
 }
 
 /// Puts one object at each `bucket/key` of argv and prints `<bucket/key> allowed` or `<bucket/key>
-/// refused <code>`, then reads the first back.
-const PUT_EACH: &str = r#"
+/// refused <code>`.
+const TRY_PUTS: &str = r#"
 import os, sys, boto3, botocore
 s3 = boto3.client("s3", endpoint_url=os.environ["S3_ENDPOINT"])
 for target in sys.argv[1:]:
@@ -395,6 +399,10 @@ for target in sys.argv[1:]:
         print(target, "allowed")
     except botocore.exceptions.ClientError as error:
         print(target, "refused", error.response["Error"]["Code"])
+"#;
+
+/// After TRY_PUTS, reads the first object back.
+const READ_FIRST: &str = r#"
 bucket, key = sys.argv[1].split("/", 1)
 print("read back", s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode())
 "#;
@@ -441,8 +449,13 @@ async fn job_and_writer_keys_write_only_where_they_may() {
 
 /// What a pod `name` with the keys of `secret` printed as it put an object at each of
 /// `targets` ("bucket/key") and read the first back.
-async fn put_each(pods: &Api<Pod>, name: &str, secret: &str, targets: &[&str]) -> String {
-    let mut pod = s3_client_pod_with(name, PUT_EACH, secret);
+pub(crate) async fn put_each(
+    pods: &Api<Pod>,
+    name: &str,
+    secret: &str,
+    targets: &[&str],
+) -> String {
+    let mut pod = s3_client_pod_with(name, &format!("{TRY_PUTS}{READ_FIRST}"), secret);
     pod["spec"]["containers"][0]["command"]
         .as_array_mut()
         .expect("a command")
