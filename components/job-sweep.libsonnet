@@ -14,6 +14,7 @@
 // other ranges: `local` with count 1 renders draw 0 with the name `prod` gives it, and a larger
 // count keeps the draws before it.
 local u = import 'mlkube/util.libsonnet';
+local t = import 'mlkube/training-job.libsonnet';
 
 // Hex digits of the combination's hash in a job's name: `<component>-<hash>`.
 local hashLength = 10;
@@ -273,7 +274,7 @@ local jobName(job, name, combination) =
           extraArgs=['--%s=%s' % [flagName(h, style), std.toString(c[h])] for h in std.objectFields(c)],
         )
         for c in checked
-      ]
+      ] + t.modelKeys(name, name, params)
     ),
   },
 }

@@ -7,6 +7,7 @@ local part = 'object-store';
 local s3Port = 8333;
 // The loopback ports of the servers behind the S3 gateway: never reachable from outside the pod.
 local filerPort = 8888;
+local masterPort = 9333;
 local innerS3Port = 8334;
 // The S3 server's identities besides the administrator's (its environment): the read-only
 // keys', written by the init container into a volume of the pod alone.
@@ -32,7 +33,13 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     deleted (added again, the store serves the same data with the same keys); never rendered, so
     `show` and `diff` never print them. Those keys read and write every bucket (for uploads);
     <name>-job-credentials, always generated the same way, read and list every bucket and write
-    only in jobBuckets (models: a training job's keys by default); <name>-read-credentials may only
+    only in jobBuckets (models: the keys of a training job that saves no model);
+    a training job that saves a model (modelPath) gets keys of its own: its component renders
+    the request <component>-model-keys, a ConfigMap labelled mlkube.io/object-store=<name>,
+    which the pod's model-keys container answers with a Secret of that name, owned by the
+    request, of keys that write, read and list only below that prefix (kept in the store's
+    filer, withdrawn with the request; a prefix that overlaps an older request's, or is outside
+    jobBuckets, gets a Warning event instead); <name>-read-credentials may only
     read and list (for fetchers and model servers), and carries KServe's annotations
     (serving.kserve.io/s3-endpoint, -usehttps, -region), so an InferenceService whose
     ServiceAccount lists it fetches its model from this store; each of `writers` gets
@@ -165,8 +172,12 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           },
           // The read-only keys get KServe's annotations, naming the store's endpoint.
           { apiGroups: [''], resources: ['secrets'], resourceNames: [$.readSecretName(name)], verbs: ['patch'] },
-          // `create` cannot be limited to a name; the script creates only those.
+          // `create` cannot be limited to a name; the scripts create only those and the
+          // Secrets of the model keys' requests.
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+          // The requests for model keys (model_keys.py), and the events of those it refuses.
+          { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
+          { apiGroups: [''], resources: ['events'], verbs: ['create'] },
         ],
       },
       {
@@ -185,6 +196,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     local scripts = {
       'credentials.py': importstr 'mlkube/object-store/credentials.py',
       'kube_api.py': importstr 'mlkube/object-store/kube_api.py',
+      'model_keys.py': importstr 'mlkube/object-store/model_keys.py',
       's3_ready.py': importstr 'mlkube/object-store/s3_ready.py',
     };
     $.access(params, env, secretName, generated) + [
@@ -275,7 +287,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
               container('store') {
                 command: [
                   'weed', 'mini', '-dir=/data', '-ip=127.0.0.1', '-ip.bind=127.0.0.1',
-                  '-master.port=9333', '-filer.port=%d' % filerPort, '-volume.port=9340',
+                  '-master.port=%d' % masterPort, '-filer.port=%d' % filerPort, '-volume.port=9340',
                   '-s3.port=%d' % innerS3Port, '-s3.port.iceberg=0', '-s3.port.lance=0',
                   '-webdav=false', '-admin.ui=false', '-bucket=' + std.join(',', buckets),
                 ],
@@ -300,6 +312,18 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                   { name: 'scripts', mountPath: '/scripts', readOnly: true },
                   { name: 'identities', mountPath: identitiesDir, readOnly: true },
                 ],
+              },
+              container('model-keys') {
+                command: ['python3', '/scripts/model_keys.py'],
+                env: [
+                  { name: 'STORE', value: name },
+                  { name: 'JOB_BUCKETS', value: std.manifestJsonMinified($.jobBuckets(params)) },
+                  { name: 'MASTER', value: '127.0.0.1:%d' % masterPort },
+                  { name: 'FILER', value: '127.0.0.1:%d' % filerPort },
+                  { name: 'HOME', value: '/tmp' },
+                ],
+                resources: u.resources(params { cpuRequest: '10m', memoryRequest: '64Mi' }),
+                volumeMounts: mounts + [{ name: 'scripts', mountPath: '/scripts', readOnly: true }],
               },
             ],
             volumes: [

@@ -97,7 +97,8 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
 
 /// The object store's init container: its three Secrets read (the administrator's keys, the
 /// read-only ones and the jobs'), made once (`create` cannot be limited to a name), and the read-only ones
-/// annotated with the store's endpoint for KServe.
+/// annotated with the store's endpoint for KServe. Its model-keys container: the jobs' requests
+/// watched, a Secret made for each, and an event for each it refuses.
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
@@ -112,6 +113,8 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
         ..uses("", "secrets", &["get"])
     },
     uses("", "secrets", &["create"]),
+    uses("", "configmaps", WATCH),
+    uses("", "events", &["create"]),
 ];
 
 /// The operator's InferenceService controller (`servingGateway`), cluster-wide as `local` runs

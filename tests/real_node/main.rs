@@ -30,6 +30,7 @@ mod inference;
 mod inference_app;
 mod jobs;
 mod kserve_sdk;
+mod model_keys;
 mod models;
 mod mpi;
 mod network;
