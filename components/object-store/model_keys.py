@@ -138,8 +138,10 @@ class Keys:
             print(f"model keys: the keys of {gone.rsplit('.', 1)[0]} withdrawn", flush=True)
         if commands:
             shell(commands)
+            # Only keys the server now holds are handed out (a refused command is retried).
+            have = identities()
         for request in requests:
-            if identity_of(request) in wanted:
+            if identity_of(request) in wanted and identity_of(request) in have:
                 self.deliver(request, have[identity_of(request)])
 
     def deliver(self, request, keys):
