@@ -33,7 +33,8 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     deleted (added again, the store serves the same data with the same keys); never rendered, so
     `show` and `diff` never print them. Those keys read and write every bucket (for uploads);
     <name>-job-credentials, always generated the same way, read and list every bucket and write
-    only in jobBuckets (models: the keys of a training job that saves no model);
+    only in jobBuckets (models: for jobs of your own that write there; a training-job component
+    that saves no model gets the read-only keys);
     a training job that saves a model (modelPath) gets keys of its own: its component renders
     the request <component>-model-keys, a ConfigMap labelled mlkube.io/object-store=<name>,
     which the pod's model-keys container answers with a Secret of that name, owned by the
@@ -61,7 +62,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
     credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
     endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
-    jobBuckets: { type: 'array', items: { type: 'string' }, default: ['models'], description: "Buckets the jobs' keys (<name>-job-credentials, a training job's default) may write in; they read and list every bucket." },
+    jobBuckets: { type: 'array', items: { type: 'string' }, default: ['models'], description: "Buckets the jobs' keys (<name>-job-credentials) may write in, and the only ones a job's own keys (modelPath) may be made in; the jobs' keys read and list every bucket." },
     writers: { type: 'object', default: {}, description: 'Keys that write only below their prefixes, e.g. {"digits-v1": ["models/digits/v1"]}: each gets the Secret <name>-writer-<writer> (it may also read and list there), for a job that saves its model (objectStoreCredentials).' },
     grantedNamespaces: { type: 'array', items: { type: 'string' }, default: [], description: "Namespaces besides this one whose pods may reach the store (its NetworkPolicy); they still need the keys." },
     region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },

@@ -50,7 +50,7 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     serviceAccount: { type: 'string', default: null, description: "Service account of the pods; null uses the namespace's default, without a token." },
     imagePullSecrets: { type: 'array', items: { type: 'string' }, default: [], description: 'Names of Secrets used to pull the images.' },
     objectStore: { type: 'string', default: null, description: "Object-store component whose endpoint (its <name>-endpoint ConfigMap) and keys every replica gets as AWS_* variables; null for none." },
-    objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is, with modelPath, <name>-model-keys, keys the store makes for this component alone (write, read and list only below modelPath; the component renders the request), and without it <objectStore>-job-credentials, the object-store component's keys for jobs (read every bucket, write in its jobBuckets: models)." },
+    objectStoreCredentials: { type: 'string', default: null, description: "Secret with the store's AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; null is, with modelPath, <name>-model-keys, keys the store makes for this component alone (write, read and list only below modelPath; the component renders the request), and without it <objectStore>-read-credentials, the object-store component's keys that only read and list." },
     modelPath: { type: 'string', default: null, description: "Where the lead replica saves the trained model: bucket/prefix in objectStore, e.g. models/digits/1, as MODEL_URI=s3://models/digits/1/ (a sweep's jobs add their name); null saves none." },
     dataVolumeManager: { type: 'string', default: null, description: 'VolumeManager (volume-controller) whose volumes every replica mounts read-only at /data/<volume id>; the pods wait until it has placed the data.' },
   } + u.resourceParams('500m', '1Gi'),
@@ -107,7 +107,7 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
         { configMapRef: { name: store + '-endpoint' } },
         { secretRef: { name: if params.objectStoreCredentials != null then params.objectStoreCredentials
                                 else if path != null then $.modelKeysName(params)
-                                else store + '-job-credentials' } },
+                                else store + '-read-credentials' } },
       ],
       env: if path == null then [] else [
         { name: 'MODEL_URI', value: 's3://%s/%s' % [path, if name == params.name then '' else name + '/'] },

@@ -784,7 +784,8 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
     let master = &objects[0]["spec"]["pytorchReplicaSpecs"]["Master"];
     assert_eq!(
         master["template"]["spec"]["containers"][0]["envFrom"][1]["secretRef"]["name"],
-        "object-store-job-credentials"
+        "object-store-read-credentials",
+        "a job that saves no model only reads"
     );
 
     let own_keys = json!({ "objectStore": "s3", "objectStoreCredentials": "my-keys" });
