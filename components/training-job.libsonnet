@@ -129,7 +129,10 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
     else [{
       apiVersion: 'v1',
       kind: 'ConfigMap',
-      metadata: u.metadata($.modelKeysName(params), part, { 'mlkube.io/object-store': params.objectStore }, params.name),
+      metadata: u.metadata($.modelKeysName(params), part, { 'mlkube.io/object-store': params.objectStore }, params.name) {
+        // `apply` writes the jobs only once this Secret exists (src/deploy/health/answer.rs).
+        annotations: { 'mlkube.io/answered-by-secret': $.modelKeysName(params) },
+      },
       data: { prefix: $.storeAccess(prototype, params, params.name).modelPath },
     }],
 

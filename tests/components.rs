@@ -778,6 +778,10 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
         "object-store"
     );
     assert_eq!(request["data"], json!({ "prefix": "models/digits/1" }));
+    assert_eq!(
+        request["metadata"]["annotations"]["mlkube.io/answered-by-secret"], "digits-model-keys",
+        "apply waits for the Secret that answers it"
+    );
     let no_model = json!({ "objectStore": "object-store" });
     let objects = render("pytorch-job", "reader", &no_model).unwrap();
     assert_eq!(objects.as_array().unwrap().len(), 1, "no model, no request");

@@ -103,7 +103,7 @@ class Keys:
 
     def __init__(self, namespace):
         self.namespace = namespace
-        self.warned = {}  # request name -> the refusal its last event gave
+        self.warned = {}  # identity_of(request) -> the refusal its last event gave
         self.minted = set()  # identities made by this process whose Secret it has not created
         self.delivered = set()  # identities whose Secret exists
 
@@ -121,7 +121,7 @@ class Keys:
             if why:
                 self.warn(request, why)
                 continue
-            self.warned.pop(name, None)
+            self.warned.pop(identity_of(request), None)
             granted[name] = prefix
             if identity_of(request) not in have:
                 keys = have[identity_of(request)] = ("mlkube" + secrets.token_hex(10), secrets.token_urlsafe(30))
@@ -133,6 +133,7 @@ class Keys:
         wanted = {identity_of(r) for r in requests if r["metadata"]["name"] in granted}
         self.minted &= wanted
         self.delivered &= wanted
+        self.warned = {made: why for made, why in self.warned.items() if made in {identity_of(r) for r in requests}}
         for gone in sorted(set(have) - wanted):
             commands.append(f"s3.configure -user={IDENTITY}{gone} -delete -apply")
             print(f"model keys: the keys of {gone.rsplit('.', 1)[0]} withdrawn", flush=True)
@@ -163,7 +164,7 @@ class Keys:
     def warn(self, request, why):
         """A Warning event on the request, once per reason."""
         meta = request["metadata"]
-        if self.warned.get(meta["name"]) == why:
+        if self.warned.get(identity_of(request)) == why:
             return
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
@@ -183,7 +184,7 @@ class Keys:
         status, answer = api("POST", f"/api/v1/namespaces/{self.namespace}/events", event)
         print(f"model keys: {event['message']}", file=sys.stderr, flush=True)
         if status == 201:
-            self.warned[meta["name"]] = why
+            self.warned[identity_of(request)] = why
         else:
             print(f"model keys: the event: HTTP {status}: {answer.get('message', '')}", file=sys.stderr, flush=True)
 

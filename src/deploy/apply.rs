@@ -48,6 +48,7 @@ use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::managed_fields::FIELD_MANAGER;
 use crate::deploy::cluster::{self, ApplyMode, CONCURRENCY, Cluster, Resolved, namespace_resource};
 use crate::deploy::diff;
+use crate::deploy::health::answer;
 use crate::deploy::health::wait::{self, NotReady, Pending, Watched};
 use crate::deploy::inventory::adopt::{RemovedField, removals};
 use crate::deploy::inventory::applyset::{self, Inventory, Member};
@@ -307,6 +308,13 @@ impl<'w, C: Cluster> Writing<'w, C> {
                 })
                 .collect();
             let (listed, sending) = (self.listed, self.sending);
+            if current == Tier::Other
+                && options.wait
+                && !options.dry_run
+                && self.answers(resolved, report).await?.is_break()
+            {
+                return Ok(ControlFlow::Break(()));
+            }
             if current == Tier::Routes && options.wait && !options.dry_run {
                 if self.routes(resolved, &objects, report).await?.is_break() {
                     return Ok(ControlFlow::Break(()));
@@ -373,6 +381,23 @@ impl<'w, C: Cluster> Writing<'w, C> {
         apply_tier(cluster, routes, resolved, self.listed, self.sending, report).await?;
         let written = routes.iter().copied();
         let not_ready = wait_until_healthy(cluster, written, resolved, options).await?;
+        Ok(self.stop_unless_ready(not_ready, report))
+    }
+
+    /// Before the custom objects (the jobs), wait until every request written before them is
+    /// answered ([`answer`]): a job's pods then never start without their Secret, and a request
+    /// refused stops the apply with its reason, no job written.
+    async fn answers(
+        &self,
+        resolved: &BTreeMap<Key, Resolved>,
+        report: &mut ApplyReport,
+    ) -> Result<ControlFlow<()>, ApplyError> {
+        let requests = self
+            .plan
+            .objects
+            .iter()
+            .filter(|d| d.tier < Tier::Other && answer::answered_by(&d.value).is_some());
+        let not_ready = wait_until_healthy(self.cluster, requests, resolved, self.options).await?;
         Ok(self.stop_unless_ready(not_ready, report))
     }
 
@@ -444,7 +469,9 @@ async fn wait_until_healthy<'d>(
     options: &ApplyOptions<'_>,
 ) -> Result<Vec<NotReady>, ApplyError> {
     let pending: Vec<Pending> = objects
-        .filter(|d| wait::waits_for(&d.key.group, &d.key.kind))
+        .filter(|d| {
+            wait::waits_for(&d.key.group, &d.key.kind) || answer::answered_by(&d.value).is_some()
+        })
         .filter_map(|d| {
             Some(Pending {
                 key: d.key.clone(),

@@ -13,13 +13,17 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
+use mlkube::operator::training::frameworks::xgboost::XGBoostJob;
 use serde_json::json;
 
+use crate::jobs::finished;
+use crate::platform::{NAMESPACE, app, assert_success, mlkube};
 use crate::storage::{
-    STORE, StoreApp, put_each, ready_store_pod, restart_store_pod, run_to_completion,
+    STORE, STORE_IMAGE, StoreApp, put_each, ready_store_pod, restart_store_pod, run_to_completion,
     s3_client_pod_with,
 };
-use crate::support::eventually;
+use crate::support::{self, eventually};
+use crate::volume_support::object_store;
 
 const KEYS_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -227,4 +231,99 @@ async fn each_job_that_saves_a_model_gets_keys_that_write_below_its_path_alone()
     )
     .await;
     assert_printed(&printed, &["models/b/2/model.json allowed"]);
+}
+
+/// Adds the component `name` to the shared app unless it is there: an XGBoostJob of the store's
+/// image that saves nothing, with `modelPath`.
+fn add_job(name: &str, model_path: &str) {
+    let listed = mlkube(app(), &["component", "list", "-o", "name"]);
+    if String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .any(|l| l.trim() == name)
+    {
+        return;
+    }
+    let image = format!("image={STORE_IMAGE}");
+    let model = format!("modelPath={model_path}");
+    let params = [
+        &*image,
+        r#"command=["python3", "-c", "pass"]"#,
+        "objectStore=object-store",
+        &model,
+    ];
+    let mut args = vec!["component", "add", "xgboost-job", name];
+    for param in params {
+        args.extend(["--param", param]);
+    }
+    assert_success(
+        &format!("mlkube component add {name}"),
+        &mlkube(app(), &args),
+    );
+}
+
+/// `apply` writes a job only once the store answered its request, so its pods never start
+/// without their keys; a job whose modelPath overlaps another job's is refused at `apply` with
+/// the store's reason, and never written.
+#[tokio::test]
+async fn apply_writes_a_job_once_its_keys_exist_and_refuses_one_whose_path_another_holds() {
+    object_store();
+    let client = support::client().await;
+    let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
+    add_job("keys-first", "models/keys-test/v1");
+    let apply = mlkube(
+        app(),
+        &["apply", "local", "-c", "keys-first", "--timeout", "5m"],
+    );
+    assert_success("mlkube apply local -c keys-first", &apply);
+    let (state, message) = finished(&jobs, "keys-first").await;
+    assert_eq!(state, "Succeeded", "{message}");
+    let events = Api::<Event>::namespaced(client.clone(), NAMESPACE);
+    let listed = events
+        .list(&ListParams::default())
+        .await
+        .expect("list the events");
+    let missing: Vec<String> = listed
+        .items
+        .into_iter()
+        .filter_map(|e| e.message)
+        .filter(|m| m.contains("secret \"keys-first-model-keys\" not found"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "a pod started before its keys: {missing:?}"
+    );
+
+    add_job("keys-second", "models/keys-test");
+    let apply = mlkube(
+        app(),
+        &["apply", "local", "-c", "keys-second", "--timeout", "2m"],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&apply.stdout),
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    assert!(
+        !apply.status.success(),
+        "the overlapping job was applied:\n{said}"
+    );
+    assert!(
+        said.contains(
+            "overlaps models/keys-test/v1, the prefix of the older request keys-first-model-keys"
+        ),
+        "{said}"
+    );
+    assert!(
+        jobs.get_opt("keys-second").await.expect("get").is_none(),
+        "the job was written"
+    );
+    for (what, args) in [
+        (
+            "delete",
+            &["delete", "local", "-c", "keys-second", "--yes"][..],
+        ),
+        ("component rm", &["component", "rm", "keys-second"][..]),
+    ] {
+        assert_success(&format!("mlkube {what} keys-second"), &mlkube(app(), args));
+    }
 }

@@ -22,7 +22,7 @@ use crate::story::pod_story;
 use crate::support::{self, TestNamespace, eventually, within};
 
 pub(crate) const STORE: &str = "object-store";
-const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
+pub(crate) const STORE_IMAGE: &str = concat!("mlkube/object-store:", env!("CARGO_PKG_VERSION"));
 const POD_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The busybox image the node holds (its tag is Debian's busybox version, so it is looked up).

@@ -4,5 +4,6 @@
 //! Above the cluster seam only; beside the checks before a write, which it does not use.
 //! `logs` and a sweep's notes ([`crate::observe`]) say why a pod is blocked through it too.
 
+pub mod answer;
 pub mod blocked;
 pub mod wait;

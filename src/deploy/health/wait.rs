@@ -1,7 +1,8 @@
 //! Waiting until what was applied is healthy: CRDs established (before their objects are
 //! applied), then Deployments, StatefulSets and DaemonSets available at their desired replicas
-//! and observed generation, Jobs complete, routes taken up by their Gateways, and
-//! InferenceServices ready at their newest revision.
+//! and observed generation, Jobs complete, routes taken up by their Gateways,
+//! InferenceServices ready at their newest revision, and requests answered by their Secret
+//! ([`answer`]).
 //!
 //! A PodDisruptionBudget is not waited for: it has nothing to become, and how many evictions it
 //! allows now (none while its pods roll out) is what a drain reads, not a state of the apply.
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 use crate::deploy::cluster::cancel::Cancel;
 use crate::deploy::cluster::key::Key;
 use crate::deploy::cluster::{self, CONCURRENCY, Cluster, Resolved};
+use crate::deploy::health::answer::{self, Answer};
 use crate::deploy::health::blocked::{IMAGE_PULL_FAILURES, ended, image_of, image_pull_message};
 
 /// An object's health as far as waiting is concerned.
@@ -412,6 +414,13 @@ async fn poll(cluster: &impl Cluster, watched: &mut [(Pending, Watched)]) -> Res
                     source,
                 })?;
             w.health = match &live {
+                Some(object) if answer::answered_by(object).is_some() => {
+                    match answer::answer(cluster, &p.key, object).await {
+                        Answer::Given => Health::Ready,
+                        Answer::Awaited(why) => Health::Progressing(why),
+                        Answer::Refused(why) => Health::Failed(why),
+                    }
+                }
                 Some(object) => health(&p.key.group, &p.key.kind, object),
                 None => Health::Progressing("not found".into()),
             };
