@@ -111,6 +111,26 @@ class Keys:
         """Gives every acceptable request its identity and Secret, and takes the identities of
         the others away."""
         have = identities()
+        commands, granted = self.grant(requests, have)
+        wanted = {identity_of(r) for r in requests if r["metadata"]["name"] in granted}
+        self.minted &= wanted
+        self.delivered &= wanted
+        self.warned = {made: why for made, why in self.warned.items() if made in {identity_of(r) for r in requests}}
+        for gone in sorted(set(have) - wanted):
+            commands.append(f"s3.configure -user={IDENTITY}{gone} -delete -apply")
+            print(f"model keys: the keys of {gone.rsplit('.', 1)[0]} withdrawn", flush=True)
+        if commands:
+            shell(commands)
+            # Only keys the server now holds are handed out (a refused command is retried).
+            have = identities()
+        for request in requests:
+            if identity_of(request) in wanted and identity_of(request) in have:
+                self.deliver(request, have[identity_of(request)])
+
+    def grant(self, requests, have):
+        """The s3.configure commands that make the identities of the acceptable requests that
+        have none (their keys put in `have`), and the acceptable requests' prefixes by name,
+        oldest first; the others get a Warning event."""
         granted = {}
         commands = []
         buckets = json.loads(os.environ["JOB_BUCKETS"])
@@ -130,20 +150,7 @@ class Keys:
                                 f"-secret_key={keys[1]} -actions={actions} -apply")
                 self.minted.add(identity_of(request))
                 print(f"model keys: {name} may write below {prefix}", flush=True)
-        wanted = {identity_of(r) for r in requests if r["metadata"]["name"] in granted}
-        self.minted &= wanted
-        self.delivered &= wanted
-        self.warned = {made: why for made, why in self.warned.items() if made in {identity_of(r) for r in requests}}
-        for gone in sorted(set(have) - wanted):
-            commands.append(f"s3.configure -user={IDENTITY}{gone} -delete -apply")
-            print(f"model keys: the keys of {gone.rsplit('.', 1)[0]} withdrawn", flush=True)
-        if commands:
-            shell(commands)
-            # Only keys the server now holds are handed out (a refused command is retried).
-            have = identities()
-        for request in requests:
-            if identity_of(request) in wanted and identity_of(request) in have:
-                self.deliver(request, have[identity_of(request)])
+        return commands, granted
 
     def deliver(self, request, keys):
         """Creates the request's Secret, unless it did before. A Secret of that name that
