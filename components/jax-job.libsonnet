@@ -44,7 +44,7 @@ local framework = {
     workerReplicas: { type: 'integer', minimum: 1, default: 1, description: 'Worker replicas: the JAX processes, worker 0 the coordinator.' },
   },
 
-  render(params, env):: [$.job(component, part, params, params.name)] + t.modelKeys(component, part, params),
+  render(params, env):: t.withModelKeys(component, part, params, [$.job(component, part, params, params.name)]),
 
   // The replica types with their counts, after checking them.
   replicaCounts(prototype, params)::

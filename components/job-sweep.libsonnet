@@ -262,7 +262,7 @@ local jobName(job, name, combination) =
         else if std.length(std.set(names)) != std.length(names) then
           u.fail(name, 'grid', 'two combinations hash to the same job name; change a value slightly')
         else all;
-      [
+      t.withModelKeys(name, name, params, [
         job.job(
           name,
           name,
@@ -274,7 +274,7 @@ local jobName(job, name, combination) =
           extraArgs=['--%s=%s' % [flagName(h, style), std.toString(c[h])] for h in std.objectFields(c)],
         )
         for c in checked
-      ] + t.modelKeys(name, name, params)
+      ])
     ),
   },
 }

@@ -93,7 +93,7 @@ local shared = t.params(framework, { image: image, command: [], args: [], restar
     runLauncherAsWorker: { type: 'boolean', default: null, description: 'Whether the Launcher runs MPI processes too (first in the hostfile); null: only when it asks for a GPU.' },
   },
 
-  render(params, env):: [$.job(component, part, params, params.name)] + t.modelKeys(component, part, params),
+  render(params, env):: t.withModelKeys(component, part, params, [$.job(component, part, params, params.name)]),
 
   // The replica types with their counts, left out when 0, after checking the counts.
   replicaCounts(prototype, params):: t.present({

@@ -65,7 +65,7 @@ local types = {
     tunerReplicas: { type: 'integer', minimum: 0, maximum: 1, default: null, description: 'Tuner replicas: 0 or 1; null is 1 with MXTune.' },
   },
 
-  render(params, env):: [$.job(component, part, params, params.name)] + t.modelKeys(component, part, params),
+  render(params, env):: t.withModelKeys(component, part, params, [$.job(component, part, params, params.name)]),
 
   // The replica types with their counts, left out when 0, after checking the counts against
   // the job mode.

@@ -51,7 +51,7 @@ local elasticFields = ['maxReplicas', 'maxRestarts', 'metrics', 'minReplicas', '
     elasticPolicy: { type: 'object', default: null, description: 'Elastic training: %s; null is a job of fixed size.' % std.join(', ', elasticFields) },
   },
 
-  render(params, env):: [$.job(component, part, params, params.name)] + t.modelKeys(component, part, params),
+  render(params, env):: t.withModelKeys(component, part, params, [$.job(component, part, params, params.name)]),
 
   // The replica types with their counts, left out when 0, after checking the counts.
   replicaCounts(prototype, params):: (

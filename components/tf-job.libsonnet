@@ -54,7 +54,7 @@ local framework = {
     evaluatorReplicas: { type: 'integer', minimum: 0, default: 0, description: 'Evaluator replicas.' },
   },
 
-  render(params, env):: [$.job(component, part, params, params.name)] + t.modelKeys(component, part, params),
+  render(params, env):: t.withModelKeys(component, part, params, [$.job(component, part, params, params.name)]),
 
   // The replica types with their counts, left out when 0, after checking the counts.
   replicaCounts(prototype, params):: (

@@ -121,6 +121,9 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
   // modelPath (object-store/model_keys.py).
   modelKeysName(params):: params.name + '-model-keys',
 
+  // The component's `jobs` and, when they save a model with no keys of their own, that request.
+  withModelKeys(prototype, part, params, jobs):: jobs + $.modelKeys(prototype, part, params),
+
   // That request, a ConfigMap labelled with the store's name; none when the jobs save no model or
   // bring their own keys (or have no objectStore param: a Framework's). `part` labels it as the
   // component's jobs are labelled.
