@@ -580,7 +580,8 @@ pub struct ApplyArgs {
     /// Wait until what was applied is healthy (the default).
     #[arg(long, overrides_with = "no_wait")]
     pub wait: bool,
-    /// Do not wait for health.
+    /// Do not wait for health (a training job is still written only once the object store has
+    /// answered its request for keys).
     #[arg(long)]
     pub no_wait: bool,
     /// How long to wait for health, e.g. 90s, 5m.

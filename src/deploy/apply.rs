@@ -309,7 +309,6 @@ impl<'w, C: Cluster> Writing<'w, C> {
                 .collect();
             let (listed, sending) = (self.listed, self.sending);
             if current == Tier::Other
-                && options.wait
                 && !options.dry_run
                 && self.answers(resolved, report).await?.is_break()
             {
@@ -386,7 +385,8 @@ impl<'w, C: Cluster> Writing<'w, C> {
 
     /// Before the custom objects (the jobs), wait until every request written before them is
     /// answered ([`answer`]): a job's pods then never start without their Secret, and a request
-    /// refused stops the apply with its reason, no job written.
+    /// refused stops the apply with its reason, no job written. `--no-wait` waits for this too:
+    /// a job written without its keys could not start.
     async fn answers(
         &self,
         resolved: &BTreeMap<Key, Resolved>,

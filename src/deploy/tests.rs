@@ -12,6 +12,7 @@ use super::cluster::cancel::Cancel;
 use super::cluster::key::Key;
 use super::cluster::memory::{MemoryCluster, Write};
 use super::delete::{self, DeleteOptions};
+use super::health::answer::ANSWERED_BY;
 use super::inventory::applyset::{self, ApplySet};
 use super::inventory::plan::{self, Plan};
 use super::prune::{self, PruneOptions};
@@ -806,6 +807,92 @@ async fn a_finished_job_adopted_or_changed_is_told_that_its_operator_will_not_ru
         ];
         assert_eq!(told, expected, "dry run: {dry_run}");
     }
+}
+
+/// A job component's request for keys of its own, answered by the Secret of its name.
+fn request_for_keys(name: &str) -> Object {
+    let mut request = object(
+        "mnist",
+        "v1",
+        "ConfigMap",
+        name,
+        json!({"data": {"prefix": "models/mnist/v1"}}),
+    );
+    request.value["metadata"]["annotations"] = json!({ANSWERED_BY: name});
+    request
+}
+
+#[tokio::test]
+async fn a_job_is_written_only_once_its_keys_exist_with_or_without_waiting() {
+    let cluster = deployed(vec![tfjob_crd()]).await;
+    let plan = plan_of(
+        vec![
+            tfjob_crd(),
+            request_for_keys("mnist-keys"),
+            tfjob("mnist", 1),
+        ],
+        &[],
+    );
+    for wait in [false, true] {
+        let unanswered = ApplyOptions {
+            wait,
+            timeout: Duration::from_millis(200),
+            ..options(&Yes)
+        };
+        let report = apply::apply(&cluster, &plan, &unanswered)
+            .await
+            .expect("apply");
+        let waited: Vec<(String, &str)> = report
+            .not_ready
+            .iter()
+            .map(|n| (n.key.to_string(), n.reason.as_str()))
+            .collect();
+        let why = "waiting for the Secret mnist-keys that answers it (the object store's \
+                   model-keys container makes it; a store with an external endpoint makes none: \
+                   give such a job objectStoreCredentials)";
+        assert_eq!(waited, [("ConfigMap ml/mnist-keys".to_string(), why)]);
+        let job = cluster.object("kubeflow.org/v1", "TFJob", Some(NS), "mnist");
+        assert!(
+            job.is_none(),
+            "the job was written without its keys (wait: {wait})"
+        );
+    }
+    let refused = ApplyOptions {
+        timeout: Duration::from_secs(60),
+        ..options(&Yes)
+    };
+    let request = cluster.object("v1", "ConfigMap", Some(NS), "mnist-keys");
+    let uid = &request.expect("the request")["metadata"]["uid"];
+    for (about, message) in [
+        ("uid-0", "another object's"),
+        (
+            uid.as_str().expect("a uid"),
+            "no keys: a prefix of another job's",
+        ),
+    ] {
+        let event = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{about}.1"), "namespace": NS}, "type": "Warning",
+            "involvedObject": {"uid": about}, "message": message});
+        cluster.create_as("model-keys", event);
+    }
+    let report = apply::apply(&cluster, &plan, &refused)
+        .await
+        .expect("apply, refused");
+    let said: Vec<&str> = report.not_ready.iter().map(|n| n.reason.as_str()).collect();
+    assert_eq!(
+        said,
+        ["no keys: a prefix of another job's"],
+        "the store's reason, at once"
+    );
+    let answer = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "mnist-keys", "namespace": NS}});
+    cluster.create_as("model-keys", answer);
+    let report = apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("apply, answered");
+    assert!(report.not_ready.is_empty(), "{:?}", report.not_ready);
+    let job = cluster.object("kubeflow.org/v1", "TFJob", Some(NS), "mnist");
+    assert!(job.is_some(), "the job is written once its keys exist");
 }
 
 #[tokio::test]

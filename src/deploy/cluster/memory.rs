@@ -93,6 +93,7 @@ const BUILT_IN: &[(&str, &str, &str, &str, bool)] = &[
     ("", "v1", "Service", "services", true),
     ("", "v1", "ServiceAccount", "serviceaccounts", true),
     ("", "v1", "Pod", "pods", true),
+    ("", "v1", "Event", "events", true),
     ("apps", "v1", "Deployment", "deployments", true),
     (
         "policy",
@@ -642,6 +643,17 @@ fn selects(selector: &str, labels: &Value) -> bool {
         })
 }
 
+/// Whether `object` has each `path=value` of `selector` (a path of dotted field names).
+fn fields_match(selector: &str, object: &Value) -> bool {
+    selector
+        .split(',')
+        .filter_map(|term| term.trim().split_once('='))
+        .all(|(path, value)| {
+            let field = path.split('.').fold(object, |at, name| &at[name]);
+            field.as_str() == Some(value)
+        })
+}
+
 fn disown_locked(
     state: &mut State,
     resolved: &Resolved,
@@ -843,6 +855,19 @@ impl Cluster for MemoryCluster {
             })
             .map(|((_, _, ns, name), stored)| live(resolved, ns.as_deref(), name, stored))
             .filter(|object| selects(label_selector, &object["metadata"]["labels"]))
+            .collect())
+    }
+
+    async fn list_by_fields(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        field_selector: &str,
+    ) -> Result<Vec<Value>, kube::Error> {
+        let listed = self.list(resolved, namespace, "").await?;
+        Ok(listed
+            .into_iter()
+            .filter(|object| fields_match(field_selector, object))
             .collect())
     }
 }

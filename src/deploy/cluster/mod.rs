@@ -424,6 +424,16 @@ pub trait Cluster: Sync {
         label_selector: &str,
     ) -> impl Future<Output = Result<Vec<Value>, kube::Error>> + Send;
 
+    /// Every object of a kind whose fields match `field_selector` (`path=value` terms joined by
+    /// commas, e.g. `involvedObject.uid=...`, as far as the server supports that field), in one
+    /// namespace or in all of them.
+    fn list_by_fields(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        field_selector: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, kube::Error>> + Send;
+
     /// Take the field manager `manager` and the label `label` off the object `live` (as read),
     /// leaving every other field where it is; refused (409) when the object changed since it
     /// was read. How the last claim on an object mlkube never deletes is released (see
@@ -694,13 +704,35 @@ impl Cluster for KubeCluster {
         namespace: Option<&str>,
         label_selector: &str,
     ) -> Result<Vec<Value>, kube::Error> {
+        let params = ListParams::default().labels(label_selector);
+        self.list_with(resolved, namespace, &params).await
+    }
+
+    async fn list_by_fields(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        field_selector: &str,
+    ) -> Result<Vec<Value>, kube::Error> {
+        let params = ListParams::default().fields(field_selector);
+        self.list_with(resolved, namespace, &params).await
+    }
+}
+
+impl KubeCluster {
+    /// The objects of a kind that `params` select, in one namespace or in all of them.
+    async fn list_with(
+        &self,
+        resolved: &Resolved,
+        namespace: Option<&str>,
+        params: &ListParams,
+    ) -> Result<Vec<Value>, kube::Error> {
         // The items are read straight into JSON values: through `DynamicObject` each would be
         // decoded twice, and a list of thousands is what a no-op diff spends its time on.
         let namespace = namespace.filter(|_| resolved.namespaced);
         let url = DynamicObject::url_path(&resolved.resource, namespace);
-        let params = ListParams::default().labels(label_selector);
         let mut request = kube::core::Request::new(url)
-            .list(&params)
+            .list(params)
             .map_err(kube::Error::BuildRequest)?;
         request.extensions_mut().insert("list");
         let list: Items = self.client.request(request).await?;

@@ -23,6 +23,10 @@ pub enum Answer {
     Refused(String),
 }
 
+/// What a request still waiting says of who answers it.
+const UNANSWERED: &str = " (the object store's model-keys container makes it; a store with an \
+     external endpoint makes none: give such a job objectStoreCredentials)";
+
 /// The annotation that names the Secret answering a request.
 pub const ANSWERED_BY: &str = "mlkube.io/answered-by-secret";
 
@@ -45,7 +49,9 @@ pub async fn answer(cluster: &impl Cluster, key: &Key, object: &Value) -> Answer
         Ok(Some(_)) => Answer::Given,
         Ok(None) => match refusal(cluster, namespace, object).await {
             Some(why) => Answer::Refused(why),
-            None => Answer::Awaited(format!("waiting for the Secret {secret} that answers it")),
+            None => Answer::Awaited(format!(
+                "waiting for the Secret {secret} that answers it{UNANSWERED}"
+            )),
         },
         Err(error) => Answer::Awaited(format!("cannot read the Secret {secret}: {error}")),
     }
@@ -58,8 +64,13 @@ async fn refusal(
     object: &Value,
 ) -> Option<String> {
     let events = cluster.resolve("v1", "Event")?;
-    let listed = cluster.list(&events, namespace, "").await.ok()?;
-    newest_warning(&listed, &object["metadata"]["uid"])
+    let uid = &object["metadata"]["uid"];
+    let about = format!("involvedObject.uid={}", uid.as_str()?);
+    let listed = cluster
+        .list_by_fields(&events, namespace, &about)
+        .await
+        .ok()?;
+    newest_warning(&listed, uid)
 }
 
 fn newest_warning(events: &[Value], uid: &Value) -> Option<String> {
