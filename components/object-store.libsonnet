@@ -1,5 +1,6 @@
 // An S3-compatible object store: SeaweedFS, one pod, its data on a volume; or, with `endpoint`,
 // only the connection details of an S3 service that runs elsewhere.
+local admission = import 'mlkube/admission.libsonnet';
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'object-store';
@@ -38,10 +39,11 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     a training job that saves a model (modelPath) gets keys of its own: its component renders
     the request <component>-model-keys, a ConfigMap labelled mlkube.io/object-store=<name>,
     which the pod's model-keys container answers with a Secret of that name, owned by the
-    request, of keys that write, read and list only below that prefix (kept in the store's
-    filer, withdrawn with the request; a prefix that overlaps an older request's, or is outside
-    jobBuckets, gets a Warning event instead); <name>-read-credentials may only
-    read and list (for fetchers and model servers), and carries KServe's annotations
+    request, of keys that read and list only below that prefix and write only in the paths of
+    the jobs it names, no longer in a job's once that job succeeded (kept in the store's filer,
+    withdrawn with the request; a prefix that overlaps an older request's, is outside
+    jobBuckets, or holds a file already (a model version is written once) gets a Warning event
+    instead); <name>-read-credentials may only read and list (for fetchers and model servers), and carries KServe's annotations
     (serving.kserve.io/s3-endpoint, -usehttps, -region), so an InferenceService whose
     ServiceAccount lists it fetches its model from this store; each of `writers` gets
     <name>-writer-<writer>, keys that write, read and list only below its prefixes (for one
@@ -179,6 +181,8 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           // The requests for model keys (model_keys.py), and the events of those it refuses.
           { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
           { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+          // The jobs a request names: once they succeeded, their keys no longer write.
+          { apiGroups: ['kubeflow.org'], resources: admission.jobs, verbs: ['get'] },
         ],
       },
       {

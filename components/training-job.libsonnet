@@ -110,11 +110,15 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
                                 else store + '-read-credentials' } },
       ],
       env: if path == null then [] else [
-        { name: 'MODEL_URI', value: 's3://%s/%s' % [path, if name == params.name then '' else name + '/'] },
+        { name: 'MODEL_URI', value: 's3://%s/' % $.jobModelPath(path, params, name) },
       ],
       // params.modelPath, checked.
       modelPath: path,
     },
+
+  // Where the job named `name` saves its model, below `prefix` (params.modelPath): there for
+  // the component's own job, in a path of its own for each of a sweep's jobs.
+  jobModelPath(prefix, params, name):: if name == params.name then prefix else prefix + '/' + name,
 
   // The request for keys of the component's own, and their Secret, when its jobs save a model
   // with no keys of their own: the store's model-keys container makes keys that write only below
@@ -122,12 +126,13 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
   modelKeysName(params):: params.name + '-model-keys',
 
   // The component's `jobs` and, when they save a model with no keys of their own, that request.
-  withModelKeys(prototype, part, params, jobs):: jobs + $.modelKeys(prototype, part, params),
+  withModelKeys(prototype, part, params, jobs):: jobs + $.modelKeys(prototype, part, params, jobs),
 
   // That request, a ConfigMap labelled with the store's name; none when the jobs save no model or
   // bring their own keys (or have no objectStore param: a Framework's). `part` labels it as the
-  // component's jobs are labelled.
-  modelKeys(prototype, part, params)::
+  // component's jobs are labelled. It names the `jobs` and the path each saves in: once a job
+  // has succeeded, the keys no longer write in its path (a model version is written once).
+  modelKeys(prototype, part, params, jobs)::
     if std.get(params, 'objectStore') == null || params.modelPath == null || params.objectStoreCredentials != null then []
     else [{
       apiVersion: 'v1',
@@ -136,7 +141,14 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
         // `apply` writes the jobs only once this Secret exists (src/deploy/health/answer.rs).
         annotations: { 'mlkube.io/answered-by-secret': $.modelKeysName(params) },
       },
-      data: { prefix: $.storeAccess(prototype, params, params.name).modelPath },
+      local prefix = $.storeAccess(prototype, params, params.name).modelPath,
+      data: {
+        prefix: prefix,
+        jobs: std.manifestJsonMinified([
+          { apiVersion: j.apiVersion, kind: j.kind, name: j.metadata.name, path: $.jobModelPath(prefix, params, j.metadata.name) }
+          for j in jobs
+        ]),
+      },
     }],
 
   // params[param], checked to be a list of strings.

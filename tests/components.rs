@@ -589,6 +589,7 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
             { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
             { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"] },
             { "apiGroups": [""], "resources": ["events"], "verbs": ["create"] },
+            { "apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mxjobs", "xgboostjobs", "mpijobs", "paddlejobs", "jaxjobs"], "verbs": ["get"] },
         ])
     );
 }
@@ -777,7 +778,12 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
         request["metadata"]["labels"]["mlkube.io/object-store"],
         "object-store"
     );
-    assert_eq!(request["data"], json!({ "prefix": "models/digits/1" }));
+    let named = r#"[{"apiVersion":"kubeflow.org/v1","kind":"TFJob","name":"digits","path":"models/digits/1"}]"#;
+    assert_eq!(
+        request["data"],
+        json!({ "prefix": "models/digits/1", "jobs": named }),
+        "it names its jobs: once they succeeded, the keys no longer write"
+    );
     assert_eq!(
         request["metadata"]["annotations"]["mlkube.io/answered-by-secret"], "digits-model-keys",
         "apply waits for the Secret that answers it"
@@ -811,7 +817,9 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
         .partition(|o| o["kind"] == "ConfigMap");
     assert_eq!(requests.len(), 1, "one request for the sweep's jobs");
     assert_eq!(requests[0]["metadata"]["name"], "sweep-model-keys");
-    assert_eq!(requests[0]["data"], json!({ "prefix": "models/sweep/1" }));
+    assert_eq!(requests[0]["data"]["prefix"], "models/sweep/1");
+    let named: Vec<Value> = serde_json::from_str(requests[0]["data"]["jobs"].as_str().unwrap())
+        .expect("the jobs, as JSON");
     let uris: std::collections::BTreeSet<String> = jobs
         .iter()
         .map(|job| {
@@ -829,6 +837,19 @@ fn a_job_reads_placed_data_and_saves_its_model_from_params() {
         })
         .collect();
     assert_eq!(uris.len(), jobs.len(), "one path per job");
+    let names: std::collections::BTreeSet<String> = named
+        .iter()
+        .map(|job| {
+            let name = job["name"].as_str().unwrap();
+            assert_eq!(
+                job["path"],
+                format!("models/sweep/1/{name}"),
+                "as its MODEL_URI"
+            );
+            name.to_owned()
+        })
+        .collect();
+    assert_eq!(names, uris, "the request names each of the sweep's jobs");
 }
 
 #[test]

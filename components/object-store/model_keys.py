@@ -8,11 +8,14 @@ keys that write, read and list only below that prefix: an identity of the S3 ser
 store's filer (a restart of the store keeps it; the server takes a change within a second,
 without a restart), and a Secret of the request's name holding them, owned by the request, so
 that Kubernetes deletes it with the request. A request whose prefix is not in one of JOB_BUCKETS,
-or overlaps the prefix of an older request, gets no keys and a Warning event that says why; the
+overlaps the prefix of an older request, or holds a file in the store already (a model version is
+written once: new keys never write over one) gets no keys and a Warning event that says why; the
 identity of a request that is gone goes with it, and a request made again under the same name
-gets new keys (its identity is named by the request's uid too). Lists the requests, then
-watches them: at each change, and every RESYNC seconds, compares them with the identities and
-mends the difference.
+gets new keys (its identity is named by the request's uid too) if its prefix is still empty.
+The keys write only in the paths of the jobs a request names (its `jobs`: a sweep's each save
+below the prefix), and no longer in a job's path once that job has succeeded: its version is
+written once. Lists the requests, then watches them: at each change, and every RESYNC seconds,
+compares them with the identities (and their jobs) and mends the difference.
 
 The identities are changed through `weed shell`'s s3.configure, on the pod's loopback; the
 values of the keys are never printed.
@@ -25,7 +28,9 @@ import secrets
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from datetime import datetime, timezone
 
 from kube_api import ACCOUNT, api, watch_lines
@@ -35,7 +40,12 @@ LABEL = "mlkube.io/object-store"
 IDENTITY = "model-keys."
 # A prefix's parts: letters, digits, '.', '_' and '-' (so that it is one word of s3.configure).
 PART = re.compile(r"^[A-Za-z0-9._-]+$")
+# A job's kind and name, as the API server would take them.
+KIND = re.compile(r"^[A-Za-z]+$")
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 RESYNC = 30
+# The filer's mode bit of a directory (Go's os.ModeDir).
+DIRECTORY = 1 << 31
 RETRY = 3
 
 
@@ -50,18 +60,68 @@ def shell(commands):
 
 
 def identities():
-    """The keys of this container's identities in the filer: "<request>.<uid>" -> (key id,
-    secret)."""
+    """The keys of this container's identities in the filer, "<request>.<uid>" -> (key id,
+    secret), and the Write actions each holds."""
     output = shell(["s3.configure"])
     start = output.find("{")
     config = json.loads(output[start:]) if start >= 0 else {}
-    keys = {}
+    keys, writes = {}, {}
     for identity in config.get("identities") or []:
         name = identity.get("name", "")
         credentials = identity.get("credentials") or [{}]
         if name.startswith(IDENTITY):
-            keys[name[len(IDENTITY):]] = (credentials[0].get("accessKey"), credentials[0].get("secretKey"))
-    return keys
+            made = name[len(IDENTITY):]
+            keys[made] = (credentials[0].get("accessKey"), credentials[0].get("secretKey"))
+            writes[made] = {a for a in identity.get("actions") or [] if a.startswith("Write:")}
+    return keys, writes
+
+
+def jobs_of(request):
+    """The Kubeflow jobs the request names (its `jobs`, JSON) whose path lies below its prefix:
+    [{apiVersion, kind, name, path}]. Anything else it says is left out: a request is anyone's
+    ConfigMap, and one written by hand must neither stop this container nor read other kinds."""
+    prefix = request["data"]["prefix"]
+    try:
+        jobs = json.loads(request["data"].get("jobs") or "[]")
+    except ValueError:
+        return []
+    return [j for j in jobs if a_job(j, prefix)] if isinstance(jobs, list) else []
+
+
+def a_job(job, prefix):
+    """Whether `job` names a Kubeflow job, and a path below `prefix` for it."""
+    fields = ("apiVersion", "kind", "name", "path")
+    if not isinstance(job, dict) or not all(isinstance(job.get(f), str) for f in fields):
+        return False
+    return (job["apiVersion"] == "kubeflow.org/v1" and KIND.match(job["kind"]) and NAME.match(job["name"])
+            and (job["path"] + "/").startswith(prefix + "/") and well_formed(job["path"]))
+
+
+def writable(request, namespace, held):
+    """The Write actions the request's keys should hold, given those they hold (`held`): one for
+    the path of each job it names (its whole prefix when it names none) whose job has not
+    succeeded and, unless held already, that holds no file: a version is written once, so a path
+    never gets write access back (a job made again in it, a sweep grown over it). A job is read
+    only when its path may still be written."""
+    jobs = jobs_of(request)
+    paths = [(j, j["path"]) for j in jobs] or [(None, request["data"]["prefix"])]
+    want = set()
+    for job, path in paths:
+        action = f"Write:{path}/*"
+        if (action in held or not written(path)) and not (job and succeeded(job, namespace)):
+            want.add(action)
+    return want
+
+
+def succeeded(job, namespace):
+    """Whether the job exists and has succeeded."""
+    plural = job["kind"].lower() + "s"
+    status, read = api("GET", f"/apis/{job['apiVersion']}/namespaces/{namespace}/{plural}/{job['name']}")
+    if status not in (200, 404):
+        print(f"model keys: reading the job {job['name']}: HTTP {status}: {read.get('message', '')}",
+              file=sys.stderr, flush=True)
+    conditions = (read.get("status") or {}).get("conditions") or [] if status == 200 else []
+    return any(c.get("type") == "Succeeded" and c.get("status") == "True" for c in conditions)
 
 
 def identity_of(request):
@@ -70,19 +130,73 @@ def identity_of(request):
     return f"{request['metadata']['name']}.{request['metadata']['uid']}"
 
 
+def well_formed(path):
+    """Whether `path` is <bucket>/<prefix> of parts that are words of s3.configure."""
+    parts = path.split("/")
+    return len(parts) >= 2 and all(PART.match(p) and p not in (".", "..") for p in parts)
+
+
 def refusal(prefix, granted, buckets):
     """Why `prefix` gets no keys, or None: it must be <bucket>/<prefix> in one of `buckets`,
     and overlap no prefix in `granted` (request name -> prefix)."""
-    parts = prefix.split("/")
-    if len(parts) < 2 or not all(PART.match(p) and p not in (".", "..") for p in parts):
+    if not well_formed(prefix):
         return f"its prefix {json.dumps(prefix)} is not <bucket>/<prefix> (letters, digits, '.', '_', '-' and '/')"
-    if parts[0] not in buckets:
+    if prefix.split("/")[0] not in buckets:
         return f"its prefix {prefix} is in no bucket that jobs may write in ({', '.join(buckets)})"
     for other, theirs in granted.items():
         if (prefix + "/").startswith(theirs + "/") or (theirs + "/").startswith(prefix + "/"):
             return (f"its prefix {prefix} overlaps {theirs}, the prefix of the older request {other}: each job's "
                     "keys write only below a prefix of its own; give the job another modelPath")
     return None
+
+
+def written(prefix):
+    """Why new keys for `prefix` would write over a model, or None: a file below it in the
+    store (a version is written once; the keys of the request that wrote it stay its own)."""
+    pending = [f"/buckets/{prefix}"]
+    while pending:
+        path = pending.pop()
+        entries = listing(path)
+        files = [path] if entries is None else [e["FullPath"] for e in entries if not e.get("Mode", 0) & DIRECTORY]
+        if files:
+            return (f"{prefix} holds a model already ({files[0][len('/buckets/'):]}), and a model version is "
+                    "written once: give the job a new modelPath, or delete that version from the store first")
+        pending.extend(e["FullPath"] for e in entries)
+    return None
+
+
+def listing(path):
+    """The entries of the directory `path` of the store's filer: none when nothing is there,
+    None when it is a file."""
+    entries, last = [], ""
+    while True:
+        query = urllib.parse.urlencode({"limit": 1000, "lastFileName": last})
+        url = f"http://{os.environ['FILER']}{urllib.parse.quote(path)}/?{query}"
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                body = answer.read()
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return entries
+            raise RuntimeError(f"listing {path} in the store's filer: HTTP {error.code}") from error
+        page = directory(body, path)
+        if page is None:
+            return None
+        entries.extend(page.get("Entries") or [])
+        last = page.get("LastFileName", "")
+        if not page.get("ShouldDisplayLoadMore") or not last:
+            return entries
+
+
+def directory(body, path):
+    """The filer's listing of the directory `path` in `body`, or None when `body` is a file's
+    content (the filer answers a file's path with it)."""
+    try:
+        page = json.loads(body)
+    except ValueError:
+        return None
+    return page if isinstance(page, dict) and page.get("Path") == path else None
 
 
 def secret(request, keys):
@@ -110,22 +224,40 @@ class Keys:
     def mend(self, requests):
         """Gives every acceptable request its identity and Secret, and takes the identities of
         the others away."""
-        have = identities()
+        have, writes = identities()
+        by_identity = {identity_of(r): r for r in requests}
         commands, granted = self.grant(requests, have)
-        wanted = {identity_of(r) for r in requests if r["metadata"]["name"] in granted}
+        wanted = {m for m, r in by_identity.items() if r["metadata"]["name"] in granted}
         self.minted &= wanted
         self.delivered &= wanted
-        self.warned = {made: why for made, why in self.warned.items() if made in {identity_of(r) for r in requests}}
+        self.warned = {m: why for m, why in self.warned.items() if m in by_identity}
         for gone in sorted(set(have) - wanted):
             commands.append(f"s3.configure -user={IDENTITY}{gone} -delete -apply")
             print(f"model keys: the keys of {gone.rsplit('.', 1)[0]} withdrawn", flush=True)
         if commands:
             shell(commands)
             # Only keys the server now holds are handed out (a refused command is retried).
-            have = identities()
-        for request in requests:
-            if identity_of(request) in wanted and identity_of(request) in have:
-                self.deliver(request, have[identity_of(request)])
+            have, writes = identities()
+        for m in sorted(wanted & set(have)):
+            self.deliver(by_identity[m], have[m])
+        self.narrow({m: by_identity[m] for m in wanted & set(have)}, writes)
+
+    def narrow(self, requests, writes):
+        """Gives the keys of `requests` (identity -> request) write access to the paths of their
+        jobs that may still be written ([writable]), and to no other."""
+        commands = []
+        for made, request in sorted(requests.items()):
+            held = writes.get(made, set())
+            want = writable(request, self.namespace, held)
+            if want - held:
+                commands.append(f"s3.configure -user={IDENTITY}{made} -actions={','.join(sorted(want - held))} -apply")
+            if held - want:
+                commands.append(f"s3.configure -user={IDENTITY}{made} -actions={','.join(sorted(held - want))} "
+                                "-delete -apply")
+                paths = ", ".join(sorted(a[len("Write:"):-len("/*")] for a in held - want))
+                print(f"model keys: {request['metadata']['name']}'s keys no longer write below {paths}", flush=True)
+        if commands:
+            shell(commands)
 
     def grant(self, requests, have):
         """The s3.configure commands that make the identities of the acceptable requests that
@@ -135,20 +267,23 @@ class Keys:
         commands = []
         buckets = json.loads(os.environ["JOB_BUCKETS"])
         for request in sorted(requests, key=lambda r: (r["metadata"]["creationTimestamp"], r["metadata"]["name"])):
-            name = request["metadata"]["name"]
+            name, made = request["metadata"]["name"], identity_of(request)
             prefix = (request.get("data") or {}).get("prefix", "")
             why = refusal(prefix, granted, buckets)
+            if not why and made not in have:
+                why = written(prefix)
             if why:
                 self.warn(request, why)
                 continue
-            self.warned.pop(identity_of(request), None)
+            self.warned.pop(made, None)
             granted[name] = prefix
-            if identity_of(request) not in have:
-                keys = have[identity_of(request)] = ("mlkube" + secrets.token_hex(10), secrets.token_urlsafe(30))
-                actions = f"Write:{prefix}/*,Read:{prefix}/*,List:{prefix.split('/')[0]}"
-                commands.append(f"s3.configure -user={IDENTITY}{identity_of(request)} -access_key={keys[0]} "
+            if made not in have:
+                keys = have[made] = ("mlkube" + secrets.token_hex(10), secrets.token_urlsafe(30))
+                reads = [f"Read:{prefix}/*", f"List:{prefix.split('/')[0]}"]
+                actions = ",".join(sorted(writable(request, self.namespace, set())) + reads)
+                commands.append(f"s3.configure -user={IDENTITY}{made} -access_key={keys[0]} "
                                 f"-secret_key={keys[1]} -actions={actions} -apply")
-                self.minted.add(identity_of(request))
+                self.minted.add(made)
                 print(f"model keys: {name} may write below {prefix}", flush=True)
         return commands, granted
 

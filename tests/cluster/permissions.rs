@@ -98,7 +98,8 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
 /// The object store's init container: its three Secrets read (the administrator's keys, the
 /// read-only ones and the jobs'), made once (`create` cannot be limited to a name), and the read-only ones
 /// annotated with the store's endpoint for KServe. Its model-keys container: the jobs' requests
-/// watched, a Secret made for each, and an event for each it refuses.
+/// watched, a Secret made for each, an event for each it refuses, and the jobs each names read
+/// (once they succeeded, their keys no longer write).
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
@@ -115,6 +116,13 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
     uses("", "secrets", &["create"]),
     uses("", "configmaps", WATCH),
     uses("", "events", &["create"]),
+    uses("kubeflow.org", "tfjobs", &["get"]),
+    uses("kubeflow.org", "pytorchjobs", &["get"]),
+    uses("kubeflow.org", "mxjobs", &["get"]),
+    uses("kubeflow.org", "xgboostjobs", &["get"]),
+    uses("kubeflow.org", "mpijobs", &["get"]),
+    uses("kubeflow.org", "paddlejobs", &["get"]),
+    uses("kubeflow.org", "jaxjobs", &["get"]),
 ];
 
 /// The operator's InferenceService controller (`servingGateway`), cluster-wide as `local` runs
