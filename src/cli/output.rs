@@ -394,6 +394,10 @@ fn not_ready_headline(report: &ApplyReport, waited: bool) -> String {
         (true, _) => format!(
             "interrupted during the wait: everything was applied; {count} object(s) not ready yet:"
         ),
+        // The wait ends early when all that are not ready failed.
+        (false, _) if report.not_ready.iter().all(|n| n.failed) => {
+            format!("{count} object(s) failed:")
+        }
         (false, _) => format!("{count} object(s) not ready before the timeout:"),
     }
 }
@@ -660,6 +664,7 @@ mod tests {
             key: key("a"),
             reason: "0/1 available".into(),
             pods: Vec::new(),
+            failed: false,
         });
         assert_eq!(
             not_ready_headline(&report, true),
@@ -669,6 +674,24 @@ mod tests {
         assert_eq!(
             not_ready_headline(&report, true),
             "1 object(s) not ready before the timeout:"
+        );
+    }
+
+    #[test]
+    fn a_wait_that_ended_as_everything_left_failed_says_so_not_timeout() {
+        let mut report = ApplyReport::default();
+        let not_ready = |name: &str, failed: bool| NotReady {
+            key: key(name),
+            reason: "no keys for the request".into(),
+            pods: Vec::new(),
+            failed,
+        };
+        report.not_ready.push(not_ready("a", true));
+        assert_eq!(not_ready_headline(&report, true), "1 object(s) failed:");
+        report.not_ready.push(not_ready("b", false));
+        assert_eq!(
+            not_ready_headline(&report, true),
+            "2 object(s) not ready before the timeout:"
         );
     }
 }

@@ -91,6 +91,8 @@ async fn an_image_that_cannot_be_pulled_fails_the_apply_without_waiting_out_its_
         .read_to_string(&mut stderr)
         .expect("stderr is read");
     assert_eq!(code, Some(3), "{stderr}");
+    // It stopped as the object failed, not at the timeout, and says so.
+    assert!(stderr.contains("mlkube: 1 object(s) failed:"), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "Deployment.apps {}/serving: image {IMAGE} cannot be pulled: {message} \

@@ -312,6 +312,9 @@ pub struct NotReady {
     pub reason: String,
     /// Its pods' problems (waiting reasons, scheduling failures).
     pub pods: Vec<String>,
+    /// Whether it failed (no wait would make it ready), rather than being still on its way.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// One object to wait for.
@@ -397,6 +400,7 @@ fn not_ready(watched: &Watched) -> NotReady {
         key: watched.key.clone(),
         reason,
         pods: watched.blockers.clone(),
+        failed: matches!(watched.health, Health::Failed(_)),
     }
 }
 
