@@ -33,17 +33,18 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     values by the pod's init container and kept, like the data volume, when the component is
     deleted (added again, the store serves the same data with the same keys); never rendered, so
     `show` and `diff` never print them. Those keys read and write every bucket (for uploads);
-    <name>-job-credentials, always generated the same way, read and list every bucket and write
-    only in jobBuckets (models: for jobs of your own that write there; a training-job component
-    that saves no model gets the read-only keys);
-    a training job that saves a model (modelPath) gets keys of its own: its component renders
+    every other key the store makes writes only below prefixes of its own, or nowhere: a
+    training-job component that saves no model gets the read-only keys, and a training job
+    that saves a model (modelPath) gets keys of its own: its component renders
     the request <component>-model-keys, a ConfigMap labelled mlkube.io/object-store=<name>,
     which the pod's model-keys container answers with a Secret of that name, owned by the
     request, of keys that read and list only below that prefix and write only in the paths of
-    the jobs it names, no longer in a job's once that job succeeded (kept in the store's filer,
-    withdrawn with the request; a prefix that overlaps an older request's, is outside
+    the jobs it names, no longer in a job's once that job has finished (kept in the store's
+    filer, withdrawn with the request; a prefix that overlaps an older request's, is outside
     jobBuckets, or holds a file already (a model version is written once) gets a Warning event
-    instead); <name>-read-credentials may only read and list (for fetchers and model servers), and carries KServe's annotations
+    instead; a job of your own gets such keys from a ConfigMap you write the same way);
+    <name>-read-credentials, always generated, may only read and list (for fetchers and model
+    servers), and carries KServe's annotations
     (serving.kserve.io/s3-endpoint, -usehttps, -region), so an InferenceService whose
     ServiceAccount lists it fetches its model from this store; each of `writers` gets
     <name>-writer-<writer>, keys that write, read and list only below its prefixes (for one
@@ -64,7 +65,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
     storageClass: { type: 'string', default: null, description: 'StorageClass of the data volume; null uses the cluster default.' },
     credentialsSecret: { type: 'string', default: null, description: 'Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY to use; null generates <name>-credentials.' },
     endpoint: { type: 'string', default: null, description: 'URL of an external S3 service to use instead of deploying one (needs credentialsSecret).' },
-    jobBuckets: { type: 'array', items: { type: 'string' }, default: ['models'], description: "Buckets the jobs' keys (<name>-job-credentials) may write in, and the only ones a job's own keys (modelPath) may be made in; the jobs' keys read and list every bucket." },
+    jobBuckets: { type: 'array', items: { type: 'string' }, default: ['models'], description: "The only buckets a job's own keys (modelPath) may be made in." },
     writers: { type: 'object', default: {}, description: 'Keys that write only below their prefixes, e.g. {"digits-v1": ["models/digits/v1"]}: each gets the Secret <name>-writer-<writer> (it may also read and list there), for a job that saves its model (objectStoreCredentials).' },
     grantedNamespaces: { type: 'array', items: { type: 'string' }, default: [], description: "Namespaces besides this one whose pods may reach the store (its NetworkPolicy); they still need the keys." },
     region: { type: 'string', default: 'us-east-1', description: 'Region clients sign their requests for.' },
@@ -109,10 +110,6 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
 
   // The read-only keys the store always generates: for fetchers and model servers.
   readSecretName(name):: name + '-read-credentials',
-
-  // The keys the store always generates for training jobs: read everything, write in
-  // params.jobBuckets.
-  jobSecretName(name):: name + '-job-credentials',
 
   // params.jobBuckets, each checked to be one of the store's buckets.
   jobBuckets(params):: (
@@ -170,7 +167,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           {
             apiGroups: [''],
             resources: ['secrets'],
-            resourceNames: [secretName, $.readSecretName(name), $.jobSecretName(name)] + std.objectFields($.writerSecrets(params)),
+            resourceNames: [secretName, $.readSecretName(name)] + std.objectFields($.writerSecrets(params)),
             verbs: ['get'],
           },
           // The read-only keys get KServe's annotations, naming the store's endpoint.
@@ -181,7 +178,7 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
           // The requests for model keys (model_keys.py), and the events of those it refuses.
           { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'watch'] },
           { apiGroups: [''], resources: ['events'], verbs: ['create'] },
-          // The jobs a request names: once they succeeded, their keys no longer write.
+          // The jobs a request names: once they have finished, their keys no longer write.
           { apiGroups: ['kubeflow.org'], resources: admission.jobs, verbs: ['get'] },
         ],
       },
@@ -277,8 +274,6 @@ local bucketName = '^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$';
                 { name: 'READ_SECRET_NAME', value: $.readSecretName(name) },
                 { name: 'READ_SECRET_ANNOTATIONS', value: std.manifestJsonMinified($.kserveAnnotations(params, env)) },
                 { name: 'SECRET_LABELS', value: std.manifestJsonMinified(u.selector(name, part)) },
-                { name: 'JOB_SECRET_NAME', value: $.jobSecretName(name) },
-                { name: 'JOB_BUCKETS', value: std.manifestJsonMinified($.jobBuckets(params)) },
                 { name: 'WRITERS', value: std.manifestJsonMinified($.writerSecrets(params)) },
                 { name: 'CONFIG_FILE', value: identitiesFile },
               ],

@@ -131,7 +131,7 @@ local schedulingFields = ['minAvailable', 'queue', 'minResources', 'priorityClas
   // That request, a ConfigMap labelled with the store's name; none when the jobs save no model or
   // bring their own keys (or have no objectStore param: a Framework's). `part` labels it as the
   // component's jobs are labelled. It names the `jobs` and the path each saves in: once a job
-  // has succeeded, the keys no longer write in its path (a model version is written once).
+  // has finished, the keys no longer write in its path (a model version is written once).
   modelKeys(prototype, part, params, jobs)::
     if std.get(params, 'objectStore') == null || params.modelPath == null || params.objectStoreCredentials != null then []
     else [{

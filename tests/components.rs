@@ -498,7 +498,6 @@ fn object_store_writers_get_keys_of_their_own_for_their_prefixes_only() {
         json!([
             "store-credentials",
             "store-read-credentials",
-            "store-job-credentials",
             "store-writer-digits-v1",
             "store-writer-uploads"
         ])
@@ -527,29 +526,37 @@ fn object_store_writers_get_keys_of_their_own_for_their_prefixes_only() {
     );
 }
 
-/// Jobs get keys of their own by default: they read and list every bucket and write only in
-/// `jobBuckets` (the store's init container makes the identity from these two variables).
+/// A job's own keys are made only in `jobBuckets` (the model-keys container reads them); the
+/// store's init container makes no keys that write in a whole bucket.
 #[test]
-fn object_store_jobs_keys_write_only_in_the_job_buckets() {
-    let env = |objects: &Value| {
-        let init =
-            &object_of(objects, "StatefulSet")["spec"]["template"]["spec"]["initContainers"][0];
-        init["env"].clone()
+fn object_store_makes_jobs_keys_only_in_the_job_buckets() {
+    let env = |objects: &Value, container: &str| {
+        let pod = &object_of(objects, "StatefulSet")["spec"]["template"]["spec"];
+        let init = pod["initContainers"].as_array().unwrap().iter();
+        let all: Vec<&Value> = init.chain(pod["containers"].as_array().unwrap()).collect();
+        let found = all.iter().find(|c| c["name"] == container);
+        found.unwrap_or_else(|| panic!("{container} in {pod}"))["env"].clone()
     };
     let value = |env: &Value, name: &str| {
-        env.as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {env}"))["value"]
-            .clone()
+        let found = env.as_array().unwrap().iter().find(|e| e["name"] == name);
+        found.map(|e| e["value"].clone())
     };
-    let defaults = env(&render("object-store", "store", &json!({})).unwrap());
-    assert_eq!(value(&defaults, "JOB_SECRET_NAME"), "store-job-credentials");
-    assert_eq!(value(&defaults, "JOB_BUCKETS"), r#"["models"]"#);
+    let defaults = render("object-store", "store", &json!({})).unwrap();
+    let keys = env(&defaults, "model-keys");
+    assert_eq!(value(&keys, "JOB_BUCKETS"), Some(json!(r#"["models"]"#)));
+    let credentials = env(&defaults, "credentials");
+    for name in ["JOB_SECRET_NAME", "JOB_BUCKETS"] {
+        assert_eq!(value(&credentials, name), None, "{credentials}");
+    }
     let both = json!({ "jobBuckets": ["models", "data"] });
-    let both = env(&render("object-store", "store", &both).unwrap());
-    assert_eq!(value(&both, "JOB_BUCKETS"), r#"["models","data"]"#);
+    let both = env(
+        &render("object-store", "store", &both).unwrap(),
+        "model-keys",
+    );
+    assert_eq!(
+        value(&both, "JOB_BUCKETS"),
+        Some(json!(r#"["models","data"]"#))
+    );
     let error = render("object-store", "store", &json!({ "jobBuckets": ["model"] })).unwrap_err();
     assert!(
         error.contains("param jobBuckets: \"model\" is not a bucket of the store (data, models)"),
@@ -584,7 +591,7 @@ fn object_store_with_an_external_endpoint_deploys_nothing() {
     assert_eq!(
         role["rules"],
         json!([
-            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials", "store-job-credentials"], "verbs": ["get"] },
+            { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-keys", "store-read-credentials"], "verbs": ["get"] },
             { "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["store-read-credentials"], "verbs": ["patch"] },
             { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create"] },
             { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"] },

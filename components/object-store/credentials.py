@@ -2,10 +2,8 @@
 
 Makes sure the Secret named by SECRET_NAME (the administrator's keys: every bucket, read and
 write) and the one named by READ_SECRET_NAME (read and list only: for fetchers and model
-servers) hold AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and so does the one named by
-JOB_SECRET_NAME (training jobs': read and list every bucket, write only in the buckets of
-JOB_BUCKETS, a JSON list). A missing Secret that the store generates (the read and the jobs'
-ones always; the administrator's with GENERATE set) is created with random
+servers) hold AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. A missing Secret that the store
+generates (the read one always; the administrator's with GENERATE set) is created with random
 values and owned by nothing: like the data volume, it outlives the store, so a store deleted and
 added again serves the same data with the same keys (deleting both starts afresh); a Secret
 another pod created first is read instead. A missing Secret of the user's is an error that says
@@ -13,7 +11,7 @@ how to make it. So are the Secrets of WRITERS (JSON: Secret name -> "bucket/pref
 keys may write, read and list only below those prefixes. The read one carries the annotations
 of READ_SECRET_ANNOTATIONS (JSON), by which KServe's InferenceServices find the store
 (`serving.kserve.io/s3-endpoint`); one made before them gets them added. Then CONFIG_FILE gets
-the S3 server's identities: the read-only one, the jobs' and the writers' (the administrator's
+the S3 server's identities: the read-only one and the writers' (the administrator's
 comes from the server's environment). The values are never printed.
 
 Talks to the API server with the pod's ServiceAccount token (kube_api.py), standard library only.
@@ -118,9 +116,6 @@ def main():
     annotations = json.loads(os.environ.get("READ_SECRET_ANNOTATIONS") or "{}")
     reader = ensure(namespace, os.environ["READ_SECRET_NAME"], True, annotations)
     identities = [identity("reader", reader, ["Read", "List"])]
-    jobs = ensure(namespace, os.environ["JOB_SECRET_NAME"], True)
-    buckets = json.loads(os.environ.get("JOB_BUCKETS") or "[]")
-    identities.append(identity("jobs", jobs, ["Read", "List"] + [f"Write:{bucket}/*" for bucket in buckets]))
     for secret, prefixes in json.loads(os.environ.get("WRITERS") or "{}").items():
         keys = ensure(namespace, secret, True)
         identities.append(identity(secret, keys, prefix_actions(prefixes)))

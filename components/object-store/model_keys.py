@@ -13,8 +13,10 @@ written once: new keys never write over one) gets no keys and a Warning event th
 identity of a request that is gone goes with it, and a request made again under the same name
 gets new keys (its identity is named by the request's uid too) if its prefix is still empty.
 The keys write only in the paths of the jobs a request names (its `jobs`: a sweep's each save
-below the prefix), and no longer in a job's path once that job has succeeded: its version is
-written once. Lists the requests, then watches them: at each change, and every RESYNC seconds,
+below the prefix), and no longer in a job's path once that job has finished (succeeded or
+failed): its version is written once. Lists the requests, then watches them: at each change, and
+every RESYNC seconds (FOLLOW while a job that may write runs, so that its keys stop writing soon
+after it ends),
 compares them with the identities (and their jobs) and mends the difference.
 
 The identities are changed through `weed shell`'s s3.configure, on the pod's loopback; the
@@ -44,6 +46,7 @@ PART = re.compile(r"^[A-Za-z0-9._-]+$")
 KIND = re.compile(r"^[A-Za-z]+$")
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 RESYNC = 30
+FOLLOW = 5
 # The filer's mode bit of a directory (Go's os.ModeDir).
 DIRECTORY = 1 << 31
 RETRY = 3
@@ -100,28 +103,34 @@ def a_job(job, prefix):
 def writable(request, namespace, held):
     """The Write actions the request's keys should hold, given those they hold (`held`): one for
     the path of each job it names (its whole prefix when it names none) whose job has not
-    succeeded and, unless held already, that holds no file: a version is written once, so a path
+    finished and, unless held already, that holds no file: a version is written once, so a path
     never gets write access back (a job made again in it, a sweep grown over it). A job is read
-    only when its path may still be written."""
+    only when its path may still be written. Also whether one of those jobs runs."""
     jobs = jobs_of(request)
     paths = [(j, j["path"]) for j in jobs] or [(None, request["data"]["prefix"])]
-    want = set()
+    want, running = set(), False
     for job, path in paths:
         action = f"Write:{path}/*"
-        if (action in held or not written(path)) and not (job and succeeded(job, namespace)):
-            want.add(action)
-    return want
+        if action in held or not written(path):
+            state = job_state(job, namespace) if job else "running"
+            running = running or (job is not None and state == "running")
+            if state != "finished":
+                want.add(action)
+    return want, running
 
 
-def succeeded(job, namespace):
-    """Whether the job exists and has succeeded."""
+def job_state(job, namespace):
+    """"gone", "running" or "finished" (its condition Succeeded or Failed is true)."""
     plural = job["kind"].lower() + "s"
     status, read = api("GET", f"/apis/{job['apiVersion']}/namespaces/{namespace}/{plural}/{job['name']}")
     if status not in (200, 404):
         print(f"model keys: reading the job {job['name']}: HTTP {status}: {read.get('message', '')}",
               file=sys.stderr, flush=True)
-    conditions = (read.get("status") or {}).get("conditions") or [] if status == 200 else []
-    return any(c.get("type") == "Succeeded" and c.get("status") == "True" for c in conditions)
+    if status != 200:
+        return "gone"
+    conditions = (read.get("status") or {}).get("conditions") or []
+    ended = any(c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True" for c in conditions)
+    return "finished" if ended else "running"
 
 
 def identity_of(request):
@@ -220,6 +229,7 @@ class Keys:
         self.warned = {}  # identity_of(request) -> the refusal its last event gave
         self.minted = set()  # identities made by this process whose Secret it has not created
         self.delivered = set()  # identities whose Secret exists
+        self.running = False  # whether a job that may write runs
 
     def mend(self, requests):
         """Gives every acceptable request its identity and Secret, and takes the identities of
@@ -244,11 +254,14 @@ class Keys:
 
     def narrow(self, requests, writes):
         """Gives the keys of `requests` (identity -> request) write access to the paths of their
-        jobs that may still be written ([writable]), and to no other."""
+        jobs that may still be written ([writable]), and to no other; notes whether one of
+        those jobs runs."""
         commands = []
+        self.running = False
         for made, request in sorted(requests.items()):
             held = writes.get(made, set())
-            want = writable(request, self.namespace, held)
+            want, running = writable(request, self.namespace, held)
+            self.running = self.running or running
             if want - held:
                 commands.append(f"s3.configure -user={IDENTITY}{made} -actions={','.join(sorted(want - held))} -apply")
             if held - want:
@@ -280,7 +293,7 @@ class Keys:
             if made not in have:
                 keys = have[made] = ("mlkube" + secrets.token_hex(10), secrets.token_urlsafe(30))
                 reads = [f"Read:{prefix}/*", f"List:{prefix.split('/')[0]}"]
-                actions = ",".join(sorted(writable(request, self.namespace, set())) + reads)
+                actions = ",".join(sorted(writable(request, self.namespace, set())[0]) + reads)
                 commands.append(f"s3.configure -user={IDENTITY}{made} -access_key={keys[0]} "
                                 f"-secret_key={keys[1]} -actions={actions} -apply")
                 self.minted.add(made)
@@ -345,8 +358,9 @@ def main():
             keys.mend(listed.get("items") or [])
             version = listed["metadata"]["resourceVersion"]
             # The first change ends the watch; the list after it sees every change since. A
-            # Secret still to create (the old one of its name not yet deleted) is tried again soon.
-            wait = RETRY if keys.minted else RESYNC
+            # Secret still to create (the old one of its name not yet deleted) is tried again soon,
+            # and a running job is read again soon: its keys stop writing once it has finished.
+            wait = RETRY if keys.minted else FOLLOW if keys.running else RESYNC
             for _ in watch_lines(f"{path}&watch=1&resourceVersion={version}&timeoutSeconds={wait}", wait + 30):
                 break
         except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:

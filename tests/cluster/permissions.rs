@@ -95,11 +95,11 @@ const SEES_GATEWAY_CLASSES: &[Uses] = &[
     uses("gateway.networking.k8s.io", "gatewayclasses", WATCH),
 ];
 
-/// The object store's init container: its three Secrets read (the administrator's keys, the
-/// read-only ones and the jobs'), made once (`create` cannot be limited to a name), and the read-only ones
+/// The object store's init container: its two Secrets read (the administrator's keys and the
+/// read-only ones), made once (`create` cannot be limited to a name), and the read-only ones
 /// annotated with the store's endpoint for KServe. Its model-keys container: the jobs' requests
 /// watched, a Secret made for each, an event for each it refuses, and the jobs each names read
-/// (once they succeeded, their keys no longer write).
+/// (once they have finished, their keys no longer write).
 const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-credentials"),
@@ -108,10 +108,6 @@ const KEEPS_ITS_KEYS: &[Uses] = &[
     Uses {
         name: Some("object-store-read-credentials"),
         ..uses("", "secrets", &["get", "patch"])
-    },
-    Uses {
-        name: Some("object-store-job-credentials"),
-        ..uses("", "secrets", &["get"])
     },
     uses("", "secrets", &["create"]),
     uses("", "configmaps", WATCH),

@@ -108,7 +108,7 @@ async fn withdraw(configmaps: &Api<ConfigMap>, secrets: &Api<Secret>, name: &str
 
 /// Puts an object at the `bucket/key` of argv[2] once a second until the put ends as argv[1]
 /// says (`allowed` or `refused`), for at most 60 s (the S3 server reloads its identities after
-/// the store's filer tells it of a change, and the store looks at the jobs every 30 s); prints
+/// the store's filer tells it of a change, and the store looks at a running job every 5 s); prints
 /// how the last try ended, and when.
 const UNTIL: &str = r#"
 import os, sys, time, boto3, botocore
@@ -321,8 +321,8 @@ async fn each_job_that_saves_a_model_gets_keys_that_write_below_its_path_alone()
 }
 
 /// Adds the component `name` to the shared app unless it is there: an XGBoostJob of the store's
-/// image that saves nothing, with `modelPath`.
-fn add_job(name: &str, model_path: &str) {
+/// image that runs the Python `code` and saves nothing, with `modelPath`.
+fn add_job(name: &str, model_path: &str, code: &str) {
     let listed = mlkube(app(), &["component", "list", "-o", "name"]);
     if String::from_utf8_lossy(&listed.stdout)
         .lines()
@@ -332,12 +332,8 @@ fn add_job(name: &str, model_path: &str) {
     }
     let image = format!("image={STORE_IMAGE}");
     let model = format!("modelPath={model_path}");
-    let params = [
-        &*image,
-        r#"command=["python3", "-c", "pass"]"#,
-        "objectStore=object-store",
-        &model,
-    ];
+    let command = format!("command={}", json!(["python3", "-c", code]));
+    let params = [&*image, &*command, "objectStore=object-store", &model];
     let mut args = vec!["component", "add", "xgboost-job", name];
     for param in params {
         args.extend(["--param", param]);
@@ -349,15 +345,15 @@ fn add_job(name: &str, model_path: &str) {
 }
 
 /// `apply` writes a job only once the store answered its request, so its pods never start
-/// without their keys, and once the job succeeded its keys no longer write; a job whose
-/// modelPath overlaps another job's is refused at `apply` with the store's reason, and never
-/// written.
+/// without their keys, and once the job succeeded, or failed, its keys no longer write; a job
+/// whose modelPath overlaps another job's is refused at `apply` with the store's reason, and
+/// never written.
 #[tokio::test]
 async fn apply_writes_a_job_once_its_keys_exist_and_refuses_one_whose_path_another_holds() {
     object_store();
     let client = support::client().await;
     let jobs = Api::<XGBoostJob>::namespaced(client.clone(), NAMESPACE);
-    add_job("keys-first", "models/keys-test/v1");
+    add_job("keys-first", "models/keys-test/v1", "pass");
     let apply = mlkube(
         app(),
         &["apply", "local", "-c", "keys-first", "--timeout", "5m"],
@@ -392,8 +388,26 @@ async fn apply_writes_a_job_once_its_keys_exist_and_refuses_one_whose_path_anoth
         &printed,
         &["models/keys-test/v1/late.json refused AccessDenied"],
     );
+    // A job that failed: its keys no longer write in its path either (`--no-wait` still waits
+    // for the keys, and not for the job, which fails).
+    add_job(
+        "keys-failed",
+        "models/keys-test/failed",
+        "raise SystemExit(1)",
+    );
+    let apply = mlkube(app(), &["apply", "local", "-c", "keys-failed", "--no-wait"]);
+    assert_success("mlkube apply local -c keys-failed --no-wait", &apply);
+    let (state, message) = finished(&jobs, "keys-failed").await;
+    assert_eq!(state, "Failed", "{message}");
+    let keys = keys_of(&secrets, "keys-failed-model-keys").await;
+    let late = ["refused", "models/keys-test/failed/late.json"];
+    let printed = put_with_keys(&pods, &format!("{name}-failed"), &keys, UNTIL, &late).await;
+    assert_printed(
+        &printed,
+        &["models/keys-test/failed/late.json refused AccessDenied"],
+    );
 
-    add_job("keys-second", "models/keys-test");
+    add_job("keys-second", "models/keys-test", "pass");
     let apply = mlkube(
         app(),
         &["apply", "local", "-c", "keys-second", "--timeout", "2m"],
@@ -413,17 +427,16 @@ async fn apply_writes_a_job_once_its_keys_exist_and_refuses_one_whose_path_anoth
         ),
         "{said}"
     );
+    assert!(said.contains("mlkube: 1 object(s) failed:"), "{said}");
     assert!(
         jobs.get_opt("keys-second").await.expect("get").is_none(),
         "the job was written"
     );
-    for (what, args) in [
-        (
-            "delete",
-            &["delete", "local", "-c", "keys-second", "--yes"][..],
-        ),
-        ("component rm", &["component", "rm", "keys-second"][..]),
-    ] {
-        assert_success(&format!("mlkube {what} keys-second"), &mlkube(app(), args));
+    for name in ["keys-second", "keys-failed"] {
+        let delete = ["delete", "local", "-c", name, "--yes"];
+        for args in [&delete[..], &["component", "rm", name]] {
+            let what = format!("mlkube {}", args.join(" "));
+            assert_success(&what, &mlkube(app(), args));
+        }
     }
 }
