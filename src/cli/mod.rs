@@ -1008,7 +1008,7 @@ fn run(global: &GlobalArgs, command: Command) -> Exit {
         }
         // Its codes are not the verbs' Exit: it ends the process with its own.
         Command::FrameworkBarrier => std::process::exit(framework_barrier()),
-        Command::GatewayFallback(args) => outcome(crate::gateway::run(&args.listen)),
+        Command::GatewayFallback(args) => outcome(crate::gateway::fallback::run(&args.listen)),
     }
 }
 
