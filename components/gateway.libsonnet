@@ -1,5 +1,6 @@
-// A Gateway API implementation: Traefik Proxy, its kubernetesgateway provider serving the
-// HTTPRoutes of one Gateway, with the traffic split by their backendRefs' weights.
+// A Gateway API implementation: Traefik Proxy serving the HTTPRoutes of one Gateway, with the
+// traffic split by their backendRefs' weights, as `mlkube gateway-routes` (a container beside
+// it) translates them; Traefik itself holds no Kubernetes credentials.
 local u = import 'mlkube/util.libsonnet';
 
 local component = 'gateway';
@@ -9,11 +10,15 @@ local controllerName = 'traefik.io/gateway-controller';
 local pingPort = 8080;
 local uid = 65532;
 local group = 'gateway.networking.k8s.io';
-// The Gateway API resources Traefik's provider caches (pkg/provider/kubernetes/gateway/client.go
-// of v3.7): it starts an informer for each, experimental channel off, and its caches never
-// sync if one is missing or forbidden; and those whose status it writes.
-local namespacedRoutes = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'referencegrants', 'backendtlspolicies'];
-local statusWritten = ['gateways', 'httproutes', 'grpcroutes', 'tlsroutes', 'backendtlspolicies'];
+// What `mlkube gateway-routes` (beside Traefik in each pod) watches in the namespaces it
+// serves, and the statuses it writes. No Secret and no ConfigMap: Traefik's own Gateway API
+// provider would cache every Secret of those namespaces.
+local watchedRoutes = ['gateways', 'httproutes', 'referencegrants'];
+local statusWritten = ['gateways', 'httproutes'];
+// Where Traefik's HTTP provider fetches the routes (the pod's loopback alone), and where the
+// kubelet asks whether they are there (synced; fetched by Traefik).
+local routesPort = 8081;
+local routesProbePort = 8082;
 // The fallback's port: `mlkube gateway-fallback`, the answer for paths no other route takes.
 local fallbackPort = 8080;
 // Seconds a Traefik pod told to stop (a drain's eviction, a rollout) goes on serving: its
@@ -50,17 +55,24 @@ local dynamicFile = 'dynamic.yaml';
   name: component,
   description: |||
     A Gateway API implementation: Traefik Proxy v3.7 (MIT, pure Go), from the image
-    image/gateway/ builds, as the controller of a GatewayClass <namespace>-<name> and of the
+    image/gateway/ builds, as the data plane of a GatewayClass <namespace>-<name> and of the
     Gateway <name> in the environment's namespace, with one HTTP listener on `port`. HTTPRoutes
     attached to that Gateway (a serving component's `gateway` param renders one) are served with their
     backendRefs' weights, so a canary gets its share of the requests, and get Accepted and
-    ResolvedRefs conditions in their status. Renders the Gateway API v1.6.3 standard-channel
-    CRDs Traefik watches (gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes,
+    ResolvedRefs conditions in their status: `mlkube gateway-routes` (routesImage), a sidecar in
+    each pod, watches the Gateway, its routes, their Services and EndpointSlices, and serves them
+    to Traefik's HTTP provider on the pod's loopback as Traefik's own routes, each Service's
+    ready endpoints as servers (path, header, query and method matches, host names, weights;
+    a route with filters is refused, saying so in its status). Traefik holds no Kubernetes
+    credentials, and the ServiceAccount reads no Secret or ConfigMap (Traefik's own Gateway API
+    provider caches every Secret of the namespaces it watches). Renders the Gateway API v1.6.3
+    standard-channel CRDs (gatewayclasses, gateways, httproutes, grpcroutes, tlsroutes,
     referencegrants, backendtlspolicies; `crds: false` for a cluster that has them), the
     GatewayClass and Gateway, a ServiceAccount, RBAC with only the lists, watches and status
-    updates Traefik makes, the Deployment (non-root, read-only root filesystem, /ping probes;
+    patches gateway-routes makes, the Deployment (non-root, read-only root filesystem, /ping probes;
     `replicas` pods spread over the nodes, each serving for a few seconds after it is told to
-    stop, and a PodDisruptionBudget, maxUnavailable, so a drain takes one at a time)
+    stop, and a PodDisruptionBudget, maxUnavailable, so a drain takes one at a time; a pod is
+    ready once Traefik has fetched its routes)
     and the Service <name> (ClusterIP, or NodePort on `nodePort`; the local environment's real
     node forwards 127.0.0.1:<API port + 1> to node port 30080). A request whose connection to a
     backend is refused before a byte of it went out (a server that stopped before Traefik took
@@ -71,9 +83,9 @@ local dynamicFile = 'dynamic.yaml';
     instead, not Traefik's bare `404 page not found`: an HTTPRoute <name>-fallback for `/` (the
     shortest prefix, so every other route wins) to `mlkube gateway-fallback` (fallbackImage, a
     Deployment and Service <name>-fallback; `fallbackImage: null` renders none). With routeNamespaces `Same`,
-    Traefik watches only this namespace and its rules are a Role here (plus the cluster-scoped
-    GatewayClasses and Namespaces); with `All` routes of every namespace may attach and the
-    rules are cluster-wide, Secrets included.
+    only this namespace is watched and the rules are a Role here (plus the cluster-scoped
+    GatewayClasses); with `All` routes of every namespace may attach and the rules are
+    cluster-wide (Services, EndpointSlices and the Gateway API's objects; still no Secret).
     Dropped from what Kubeflow shipped (Ambassador, then Istio's ingress gateway): Envoy
     (C++, which cannot be built here), Ambassador's Mapping annotations (HTTPRoutes replace
     them), TLS listeners, Traefik's dashboard and its own CRDs (IngressRoute and friends).
@@ -89,6 +101,7 @@ local dynamicFile = 'dynamic.yaml';
     replicas: { type: 'integer', minimum: 1, default: 1, description: 'Traefik pods, spread over the nodes (two or more keep the routes served through a node drain).' },
     maxUnavailable: { type: 'integer', minimum: 1, default: 1, description: "PodDisruptionBudget: at most this many Traefik pods evicted at once (kubectl drain waits for the replacements to be Ready)." },
     logLevel: { type: 'string', enum: ['DEBUG', 'INFO', 'WARN', 'ERROR'], default: 'INFO', description: "Traefik's log level: DEBUG, INFO, WARN or ERROR." },
+    routesImage: { type: 'image', default: 'mlkube/mlkube:0.1.0', description: "Image with the mlkube binary (the operator's) whose `gateway-routes` turns the Gateway's HTTPRoutes into Traefik's routes and writes their statuses." },
     fallbackImage: { type: 'image', default: 'mlkube/mlkube:0.1.0', description: 'Image with the mlkube binary (the operator\'s) that answers the paths no route takes with a 404 saying what to ask instead; null: Traefik\'s bare 404.' },
   } + u.resourceParams('50m', '64Mi', '256Mi'),
 
@@ -101,9 +114,10 @@ local dynamicFile = 'dynamic.yaml';
     local routeNamespaces = u.oneOf(component, params, 'routeNamespaces', ['Same', 'All']);
     local serviceType = u.oneOf(component, params, 'serviceType', ['ClusterIP', 'NodePort']);
     local logLevel = u.oneOf(component, params, 'logLevel', ['DEBUG', 'INFO', 'WARN', 'ERROR']);
+    local taken = [pingPort, routesPort, routesProbePort];
     local port =
-      if std.isNumber(params.port) && params.port == std.floor(params.port) && params.port >= 1 && params.port <= 65535 && params.port != pingPort then params.port
-      else u.fail(component, 'port', 'must be a port from 1 to 65535 other than %d (the ping port), got %s' % [pingPort, std.manifestJsonMinified(params.port)]);
+      if std.isNumber(params.port) && params.port == std.floor(params.port) && params.port >= 1 && params.port <= 65535 && !std.member(taken, params.port) then params.port
+      else u.fail(component, 'port', 'must be a port from 1 to 65535 other than %d, %d and %d (the ping and routes ports), got %s' % (taken + [std.manifestJsonMinified(params.port)]));
     local nodePort =
       if params.nodePort == null then null
       else if serviceType != 'NodePort' then u.fail(component, 'nodePort', 'is set but serviceType is %s; set serviceType: NodePort or nodePort: null' % serviceType)
@@ -113,22 +127,21 @@ local dynamicFile = 'dynamic.yaml';
     // Traefik in the same cluster leaves this one's Gateway alone.
     local classLabel = { 'mlkube.io/gateway-namespace': namespace };
     local subject = { kind: 'ServiceAccount', name: name, namespace: namespace };
-    // What Traefik reads and writes in the namespaces it watches.
+    // What `mlkube gateway-routes` reads and writes in the namespaces it watches.
     local watchedRules = [
-      { apiGroups: [''], resources: ['services', 'secrets', 'configmaps'], verbs: ['list', 'watch'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch'] },
       { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['list', 'watch'] },
-      { apiGroups: [group], resources: namespacedRoutes, verbs: ['list', 'watch'] },
-      { apiGroups: [group], resources: [r + '/status' for r in statusWritten], verbs: ['update'] },
+      { apiGroups: [group], resources: watchedRoutes, verbs: ['list', 'watch'] },
+      { apiGroups: [group], resources: [r + '/status' for r in statusWritten], verbs: ['patch'] },
     ];
     local clusterRole = {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: meta(className),
       rules: [
-        // Namespaces for allowedRoutes' selectors, GatewayClasses to find its own.
-        { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
+        // Its own GatewayClass, read by name (a list and watch cannot be narrowed to it).
         { apiGroups: [group], resources: ['gatewayclasses'], verbs: ['list', 'watch'] },
-        { apiGroups: [group], resources: ['gatewayclasses/status'], resourceNames: [className], verbs: ['update'] },
+        { apiGroups: [group], resources: ['gatewayclasses/status'], resourceNames: [className], verbs: ['patch'] },
       ] + (if routeNamespaces == 'All' then watchedRules else []),
     };
     local roleRef(kind, roleName) = { apiGroup: 'rbac.authorization.k8s.io', kind: kind, name: roleName };
@@ -151,7 +164,6 @@ local dynamicFile = 'dynamic.yaml';
              subjects: [subject],
            },
          ] else []);
-    local provider = '--providers.kubernetesgateway';
     local args = [
       '--global.checknewversion=false',
       '--global.sendanonymoususage=false',
@@ -171,14 +183,25 @@ local dynamicFile = 'dynamic.yaml';
       '--serverstransport.forwardingtimeouts.idleconntimeout=%ds' % backendIdleSeconds,
       '--ping=true',
       '--ping.entrypoint=traefik',
-      provider + '=true',
-      provider + '.labelselector=mlkube.io/gateway-namespace=' + namespace,
-      // Gateways report the Service's name: no load balancer fills in an address.
-      provider + '.statusaddress.hostname=%s.%s.svc' % [name, namespace],
-      // A new route is served a second after it is written, not after the default two.
-      provider + '.throttleduration=1s',
+      // The routes, from the container beside it, polled every second; a new configuration is
+      // applied a second after it came, not after the default two.
+      '--providers.http.endpoint=http://127.0.0.1:%d/config' % routesPort,
+      '--providers.http.pollinterval=1s',
       '--providers.providersthrottleduration=1s',
-    ] + (if routeNamespaces == 'Same' then [provider + '.namespaces=' + namespace] else []);
+    ];
+    local routesArgs = [
+      'mlkube',
+      'gateway-routes',
+      '--gateway=%s/%s' % [namespace, name],
+      '--class=' + className,
+      '--controller-name=' + controllerName,
+      '--port=%d' % port,
+      '--entry-point=web',
+      // Gateways report the Service's name: no load balancer fills in an address.
+      '--address=%s.%s.svc' % [name, namespace],
+      '--listen=127.0.0.1:%d' % routesPort,
+      '--probes=:%d' % routesProbePort,
+    ] + (if routeNamespaces == 'All' then ['--all-namespaces'] else []);
     local dynamic = std.manifestYamlDoc({ http: { middlewares: { 'retry-refused': { retry: retry } } } }, quote_keys=false);
     local probe(period, failures) = {
       httpGet: { path: '/ping', port: 'ping' },
@@ -245,9 +268,29 @@ local dynamicFile = 'dynamic.yaml';
             },
             spec: {
               serviceAccountName: name,
+              // Only the routes container gets the account's token (its own volume): Traefik,
+              // which faces every client, holds no Kubernetes credentials.
+              automountServiceAccountToken: false,
               securityContext: u.podSecurity(uid),
               terminationGracePeriodSeconds: drainSeconds + graceSeconds + 5,
               topologySpreadConstraints: u.spreadOverNodes(u.selector(name, part)),
+              // A sidecar: started (its caches synced) before Traefik, stopped after it.
+              initContainers: [{
+                name: 'routes',
+                image: params.routesImage,
+                imagePullPolicy: pullPolicy,
+                restartPolicy: 'Always',
+                command: routesArgs,
+                ports: [{ name: 'routes-probes', containerPort: routesProbePort, protocol: 'TCP' }],
+                startupProbe: { httpGet: { path: '/synced', port: 'routes-probes' }, periodSeconds: 1, failureThreshold: 300 },
+                // Ready once Traefik has fetched the routes (and so applied them): until then
+                // the pod takes no request it would answer 404.
+                readinessProbe: { httpGet: { path: '/ready', port: 'routes-probes' }, periodSeconds: 2 },
+                livenessProbe: { tcpSocket: { port: 'routes-probes' }, periodSeconds: 10, failureThreshold: 3 },
+                resources: u.resources(params),
+                securityContext: u.containerSecurity(uid),
+                volumeMounts: [{ name: 'api-access', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }],
+              }],
               containers: [{
                 name: 'traefik',
                 image: params.image,
@@ -270,6 +313,16 @@ local dynamicFile = 'dynamic.yaml';
               volumes: [
                 { name: 'tmp', emptyDir: {} },
                 { name: 'dynamic', configMap: { name: name } },
+                {
+                  name: 'api-access',
+                  projected: {
+                    sources: [
+                      { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+                      { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+                      { downwardAPI: { items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }] } },
+                    ],
+                  },
+                },
               ],
             },
           },

@@ -18,10 +18,10 @@ local v2GrpcPort = 8081;
 local modelsDir = '/models';
 // Seconds a retiring pod goes on serving after it is told to stop (a pruned version, a rollout,
 // an eviction by `kubectl drain`): its endpoint turns not ready at once, but the gateway learns
-// it a moment later (Traefik's Gateway API provider balances over the Service's ready
-// EndpointSlice addresses itself, not through the Service's virtual IP, and rebuilds its
-// routes a second or two after the change), and kube-proxy, for clients of the Service, as
-// late. A preStop sleep keeps the server answering until nobody sends it anything new; then it
+// it a moment later (Traefik balances over the Service's ready EndpointSlice addresses
+// itself, not through the Service's virtual IP, and takes them from the gateway's
+// `gateway-routes` a second or two after the change), and kube-proxy, for clients of the
+// Service, as late. A preStop sleep keeps the server answering until nobody sends it anything new; then it
 // gets SIGTERM and finishes what it has in flight.
 local drainSeconds = 5;
 local runtimeNames = ['tensorflow-serving', 'mlserver'];

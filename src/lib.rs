@@ -20,8 +20,9 @@
 //!   served models' versions, logs, a sweep's ranked results), read through the deploy layer.
 //! - [`images`]: `mlkube images`, the platform's images as the checkout builds them and their
 //!   push into a registry of the user's, by skopeo.
-//! - [`gateway`]: `mlkube gateway-fallback`, the gateway component's 404 for a path no route
-//!   takes, saying what to ask instead.
+//! - [`gateway`]: the gateway component's own processes beside Traefik: `mlkube
+//!   gateway-routes`, its Gateway's HTTPRoutes as Traefik's configuration (and their statuses),
+//!   and `mlkube gateway-fallback`, the 404 for a path no route takes.
 //! - [`operator`]: `mlkube operator`, its shared controller runtime and one room per API it
 //!   serves (today `training`, the `kubeflow.org/v1` jobs).
 //! - [`error_text`] and [`random`]: an error and its causes as text, for messages and log

@@ -3664,16 +3664,35 @@ fn gateway_with_default_params_serves_one_http_listener_on_a_class_of_its_own() 
     );
     let args = traefik_args(&objects);
     for expected in [
-        "--providers.kubernetesgateway=true",
-        "--providers.kubernetesgateway.namespaces=kubeflow",
-        "--providers.kubernetesgateway.labelselector=mlkube.io/gateway-namespace=kubeflow",
-        "--providers.kubernetesgateway.statusaddress.hostname=gateway.kubeflow.svc",
+        "--providers.http.endpoint=http://127.0.0.1:8081/config",
+        "--providers.http.pollinterval=1s",
         "--entrypoints.web.address=:8000",
         "--ping=true",
         "--global.checknewversion=false",
     ] {
         assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
     }
+    assert!(
+        !args.iter().any(|a| a.contains("kubernetes")),
+        "Traefik reads nothing from the cluster: {args:?}"
+    );
+    let routes = routes_container(&objects);
+    assert_eq!(
+        routes["command"],
+        json!([
+            "mlkube",
+            "gateway-routes",
+            "--gateway=kubeflow/gateway",
+            "--class=kubeflow-gateway",
+            "--controller-name=traefik.io/gateway-controller",
+            "--port=8000",
+            "--entry-point=web",
+            "--address=gateway.kubeflow.svc",
+            "--listen=127.0.0.1:8081",
+            "--probes=:8082",
+        ])
+    );
+    assert_eq!(routes["image"], "mlkube/mlkube:0.1.0");
     assert!(
         !args.iter().any(|a| a.starts_with("--api")),
         "no API or dashboard: {args:?}"
@@ -3738,20 +3757,25 @@ fn gateway_tries_a_refused_connection_again_on_every_route() {
     );
 }
 
-/// Traefik's provider lists and watches what it caches and updates only statuses: in its own
-/// namespace unless routes of every namespace may attach.
+/// The routes sidecar of a gateway pod, which feeds Traefik.
+fn routes_container(objects: &Value) -> Value {
+    object_of(objects, "Deployment")["spec"]["template"]["spec"]["initContainers"][0].clone()
+}
+
+/// `mlkube gateway-routes` lists and watches the Gateway API's objects, Services and
+/// EndpointSlices, never a Secret or ConfigMap, and patches only statuses: in its own namespace
+/// unless routes of every namespace may attach.
 #[test]
-fn gateway_rbac_lists_and_watches_what_traefik_caches_and_updates_only_statuses() {
+fn gateway_rbac_reads_no_secret_and_patches_only_statuses() {
     let cluster_wide = [
-        r#"[""] ["namespaces"] ["list","watch"]"#,
         r#"["gateway.networking.k8s.io"] ["gatewayclasses"] ["list","watch"]"#,
-        r#"["gateway.networking.k8s.io"] ["gatewayclasses/status"] ["kubeflow-gateway"] ["update"]"#,
+        r#"["gateway.networking.k8s.io"] ["gatewayclasses/status"] ["kubeflow-gateway"] ["patch"]"#,
     ];
     let watched = [
-        r#"[""] ["services","secrets","configmaps"] ["list","watch"]"#,
+        r#"[""] ["services"] ["list","watch"]"#,
         r#"["discovery.k8s.io"] ["endpointslices"] ["list","watch"]"#,
-        r#"["gateway.networking.k8s.io"] ["gateways","httproutes","grpcroutes","tlsroutes","referencegrants","backendtlspolicies"] ["list","watch"]"#,
-        r#"["gateway.networking.k8s.io"] ["gateways/status","httproutes/status","grpcroutes/status","tlsroutes/status","backendtlspolicies/status"] ["update"]"#,
+        r#"["gateway.networking.k8s.io"] ["gateways","httproutes","referencegrants"] ["list","watch"]"#,
+        r#"["gateway.networking.k8s.io"] ["gateways/status","httproutes/status"] ["patch"]"#,
     ];
     let same = render("gateway", "gateway", &json!({})).unwrap();
     assert_eq!(rule_lines(object_of(&same, "ClusterRole")), cluster_wide);
@@ -3765,12 +3789,47 @@ fn gateway_rbac_lists_and_watches_what_traefik_caches_and_updates_only_statuses(
         object_of(&all, "Gateway")["spec"]["listeners"][0]["allowedRoutes"],
         json!({ "namespaces": { "from": "All" } })
     );
-    assert!(
-        !traefik_args(&all)
-            .iter()
-            .any(|a| a.contains(".namespaces=")),
-        "Traefik watches every namespace"
+    let command = routes_container(&all)["command"].clone();
+    assert_eq!(
+        command.as_array().unwrap().last().unwrap(),
+        "--all-namespaces",
+        "gateway-routes watches every namespace: {command}"
     );
+}
+
+/// Traefik, which faces every client, holds no Kubernetes credentials: the pod mounts no token
+/// by default, and only the routes sidecar (started before Traefik, stopped after it) mounts
+/// one, with the cluster's CA and its namespace, where a client looks for them.
+#[test]
+fn gateway_traefik_holds_no_credentials_and_only_the_routes_sidecar_has_the_token() {
+    let objects = render("gateway", "gateway", &json!({})).unwrap();
+    let pod = &object_of(&objects, "Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let traefik = &pod["containers"][0];
+    let mounts = traefik["volumeMounts"].to_string();
+    assert!(
+        !mounts.contains("api-access") && !mounts.contains("serviceaccount"),
+        "{mounts}"
+    );
+    let routes = routes_container(&objects);
+    assert_eq!(routes["restartPolicy"], "Always");
+    assert_eq!(routes["startupProbe"]["httpGet"]["path"], "/synced");
+    assert_eq!(routes["readinessProbe"]["httpGet"]["path"], "/ready");
+    assert_eq!(
+        routes["volumeMounts"],
+        json!([{ "name": "api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true }])
+    );
+    let access = (pod["volumes"].as_array().unwrap().iter())
+        .find(|v| v["name"] == "api-access")
+        .expect("the token's volume");
+    let sources = access["projected"]["sources"].to_string();
+    for expected in [
+        "serviceAccountToken",
+        "kube-root-ca.crt",
+        "metadata.namespace",
+    ] {
+        assert!(sources.contains(expected), "{expected} in {sources}");
+    }
 }
 
 #[test]

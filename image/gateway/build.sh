@@ -2,10 +2,10 @@
 # The gateway's image: Traefik Proxy v3 (one static Go binary, built here from its Go module,
 # never downloaded prebuilt) alone in one layer with an /etc/passwd naming its user, `gateway`
 # (uid 65532), and nothing else: no shell, no CA bundle (it only proxies plain HTTP to services
-# inside the cluster). The gateway component runs it as the cluster's Gateway API
-# implementation: Traefik is pure Go (so it builds on this machine, where Envoy-based gateways,
-# C++ with Bazel, cannot), passes the Gateway API's conformance suite for HTTPRoute and
-# GRPCRoute, and splits traffic by HTTPRoute backendRef weights, which model serving needs.
+# inside the cluster). The gateway component runs it as the data plane of the cluster's Gateway
+# API implementation, fed its routes by `mlkube gateway-routes` through its HTTP provider:
+# Traefik is pure Go (so it builds on this machine, where Envoy-based gateways, C++ with
+# Bazel, cannot) and splits traffic by weights, which model serving needs.
 # image/node-images.sh calls this with the image's name and caches the archive.
 #
 #   image/gateway/build.sh ARCHIVE REF   (e.g. REF docker.io/mlkube/gateway:0.1.0)
@@ -24,8 +24,7 @@
 #   that note instead of the dashboard, which the component leaves off anyway.
 # - The version of Traefik's fork of go-http-auth (its basic and digest auth middlewares) that
 #   it pins is not served: the fork's version of March 2020, which Traefik v2 used and which has
-#   the same functions, stands in. The gateway component configures no auth middleware (its
-#   Gateway API provider alone cannot).
+#   the same functions, stands in. The gateway component configures no auth middleware.
 # - Several of the SDKs behind lego's DNS-01 challenge providers (ACME certificates through a
 #   DNS host's API) are not served. The build replaces lego with a copy whose table of
 #   providers is empty, so a DNS challenge fails with a message saying so; the

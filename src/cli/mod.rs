@@ -240,6 +240,49 @@ pub enum Command {
   mlkube gateway-fallback --listen :8080"
     )]
     GatewayFallback(GatewayFallbackArgs),
+    /// Serve a Gateway's HTTPRoutes to Traefik's HTTP provider as its dynamic configuration,
+    /// and write the routes', Gateway's and GatewayClass's statuses: the gateway component's
+    /// container beside Traefik, which holds no Kubernetes credentials itself.
+    #[command(
+        name = "gateway-routes",
+        hide = true,
+        after_help = "Examples:
+  mlkube gateway-routes --gateway kubeflow/gateway --class kubeflow-gateway \\
+    --controller-name traefik.io/gateway-controller --port 8000 \\
+    --address gateway.kubeflow.svc --listen 127.0.0.1:8081 --probes :8082"
+    )]
+    GatewayRoutes(GatewayRoutesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GatewayRoutesArgs {
+    /// The Gateway served, as <namespace>/<name>.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub gateway: String,
+    /// Its GatewayClass, whose Accepted condition this writes.
+    #[arg(long, value_name = "NAME")]
+    pub class: String,
+    /// The GatewayClass's controllerName, written in each route's status.
+    #[arg(long, value_name = "NAME")]
+    pub controller_name: String,
+    /// The port of Traefik's entry point: a listener on another port is not served.
+    #[arg(long)]
+    pub port: i64,
+    /// The name of that entry point in Traefik's configuration.
+    #[arg(long, value_name = "NAME", default_value = "web")]
+    pub entry_point: String,
+    /// The Gateway's address, as its status says it (the Service's DNS name).
+    #[arg(long, value_name = "HOSTNAME")]
+    pub address: String,
+    /// Watch the routes and Services of every namespace, not only the Gateway's.
+    #[arg(long)]
+    pub all_namespaces: bool,
+    /// Where Traefik and the probes ask, e.g. 127.0.0.1:8081.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
+    pub listen: String,
+    /// Where the kubelet's probes ask (/synced, /ready; never the routes), e.g. :8082.
+    #[arg(long, value_name = "ADDR", default_value = ":8082")]
+    pub probes: String,
 }
 
 #[derive(Debug, Args)]
@@ -250,7 +293,7 @@ pub struct GatewayFallbackArgs {
 }
 
 /// The verbs that read no app.
-const WITHOUT_APP: [&str; 10] = [
+const WITHOUT_APP: [&str; 11] = [
     "init",
     "prototype",
     "images",
@@ -261,6 +304,7 @@ const WITHOUT_APP: [&str; 10] = [
     "volume-clean",
     "framework-barrier",
     "gateway-fallback",
+    "gateway-routes",
 ];
 
 /// A verb that reads no app takes no `--app`: it is neither listed nor accepted there (a
@@ -1009,7 +1053,34 @@ fn run(global: &GlobalArgs, command: Command) -> Exit {
         // Its codes are not the verbs' Exit: it ends the process with its own.
         Command::FrameworkBarrier => std::process::exit(framework_barrier()),
         Command::GatewayFallback(args) => outcome(crate::gateway::fallback::run(&args.listen)),
+        Command::GatewayRoutes(args) => gateway_routes(args),
     }
+}
+
+/// `mlkube gateway-routes`: its arguments checked, then served until the process ends.
+fn gateway_routes(args: GatewayRoutesArgs) -> Exit {
+    let Some((namespace, name)) = args.gateway.split_once('/') else {
+        eprintln!(
+            "mlkube: --gateway {:?} is not <namespace>/<name>; hint: e.g. --gateway kubeflow/gateway",
+            args.gateway
+        );
+        return Exit::Error;
+    };
+    let settings = crate::gateway::routes::Settings {
+        served: crate::gateway::routes::world::Served {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            controller: args.controller_name,
+            port: args.port,
+            entry_point: args.entry_point,
+        },
+        class: args.class,
+        all_namespaces: args.all_namespaces,
+        hostname: args.address,
+        listen: args.listen,
+        probes: args.probes,
+    };
+    outcome(crate::gateway::routes::run(settings))
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -56,44 +56,21 @@ const RUNS_A_NOTEBOOK: &[Uses] = &[
     uses("", "events", READ),
 ];
 
-/// Traefik's Gateway API provider in its namespace: its caches and the statuses it writes.
+/// `mlkube gateway-routes` in its namespace: what it translates for Traefik, and the statuses it
+/// writes. No Secret, no ConfigMap: Traefik itself holds no credentials.
 const ROUTES_TRAFFIC: &[Uses] = &[
     uses("", "services", WATCH),
-    // Traefik's provider caches Secrets for TLS listeners, and cannot be told not to.
-    uses("", "secrets", WATCH),
-    uses("", "configmaps", WATCH),
     uses("discovery.k8s.io", "endpointslices", WATCH),
     uses("gateway.networking.k8s.io", "gateways", WATCH),
     uses("gateway.networking.k8s.io", "httproutes", WATCH),
-    uses("gateway.networking.k8s.io", "grpcroutes", WATCH),
-    uses("gateway.networking.k8s.io", "tlsroutes", WATCH),
     uses("gateway.networking.k8s.io", "referencegrants", WATCH),
-    uses("gateway.networking.k8s.io", "backendtlspolicies", WATCH),
-    uses("gateway.networking.k8s.io", "gateways/status", &["update"]),
-    uses(
-        "gateway.networking.k8s.io",
-        "httproutes/status",
-        &["update"],
-    ),
-    uses(
-        "gateway.networking.k8s.io",
-        "grpcroutes/status",
-        &["update"],
-    ),
-    uses("gateway.networking.k8s.io", "tlsroutes/status", &["update"]),
-    uses(
-        "gateway.networking.k8s.io",
-        "backendtlspolicies/status",
-        &["update"],
-    ),
+    uses("gateway.networking.k8s.io", "gateways/status", &["patch"]),
+    uses("gateway.networking.k8s.io", "httproutes/status", &["patch"]),
 ];
 
-/// Traefik cluster-wide: namespaces for allowedRoutes' selectors, GatewayClasses to find its own
-/// (whose status alone it writes: see [`gateway_class_status`]).
-const SEES_GATEWAY_CLASSES: &[Uses] = &[
-    uses("", "namespaces", WATCH),
-    uses("gateway.networking.k8s.io", "gatewayclasses", WATCH),
-];
+/// It cluster-wide: GatewayClasses, to read its own (whose status alone it writes: see
+/// [`gateway_class_status`]).
+const SEES_GATEWAY_CLASSES: &[Uses] = &[uses("gateway.networking.k8s.io", "gatewayclasses", WATCH)];
 
 /// The object store's init container: its two Secrets read (the administrator's keys and the
 /// read-only ones), made once (`create` cannot be limited to a name), and the read-only ones
@@ -165,12 +142,12 @@ type Row<'a> = (
     &'a BTreeSet<Permission>,
 );
 
-/// The update of the gateway's own GatewayClass's status, named after the namespace.
+/// The patch of the gateway's own GatewayClass's status, named after the namespace.
 fn gateway_class_status(namespace: &str) -> Permission {
     Permission {
         group: "gateway.networking.k8s.io".into(),
         resource: "gatewayclasses/status".into(),
-        verb: "update".into(),
+        verb: "patch".into(),
         name: Some(format!("{namespace}-gateway")),
     }
 }
