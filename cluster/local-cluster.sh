@@ -33,7 +33,8 @@
 #   cluster/local-cluster.sh stop-node K  real node K (2, 3, ...) fails: every process of it killed
 #   cluster/local-cluster.sh start-node K  real node K back, as after a reboot
 #   cluster/local-cluster.sh leftovers  list what a real node's `down` left (processes, mounts,
-#                                     cgroups, the namespace); exit 1 if anything
+#                                     cgroups, the namespace, the state directory with the nodes'
+#                                     data); exit 1 if anything
 #   cluster/local-cluster.sh operator NAMESPACE SERVICEACCOUNT [ARGS...]
 #                                     (re)start `mlkube operator ARGS` (mlkube from PATH, or
 #                                     $MLKUBE_BIN) beside the cluster as that ServiceAccount

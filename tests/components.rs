@@ -1442,6 +1442,29 @@ fn training_operator_rbac_lists_exact_verbs() {
     "#);
 }
 
+/// A controller's memory is bounded even where an environment sets no limits (`local`): one
+/// object that grows its caches cannot take the node's memory, only restart the controller.
+#[test]
+fn every_controller_has_a_memory_limit_by_default() {
+    for (prototype, name, limit) in [
+        ("training-operator", "training-operator", "512Mi"),
+        ("volume-controller", "volume-controller", "256Mi"),
+        ("gateway", "gateway", "256Mi"),
+    ] {
+        let objects = render(prototype, name, &json!({})).unwrap();
+        let pod = &object_of(&objects, "Deployment")["spec"]["template"]["spec"];
+        let containers = pod["containers"].as_array().unwrap().iter();
+        let init = pod["initContainers"].as_array().into_iter().flatten();
+        for container in containers.chain(init) {
+            assert_eq!(
+                container["resources"]["limits"]["memory"], limit,
+                "{prototype}: container {}",
+                container["name"]
+            );
+        }
+    }
+}
+
 #[test]
 fn every_container_has_resources_and_runs_non_root() {
     for (prototype, name) in [

@@ -89,5 +89,7 @@ leftovers_real() {
   m=$(awk -v dir="$STATE_DIR/" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo)
   [ -z "$m" ] || echo "mounts $(echo "$m" | tr '\n' ' ')"
   for c in $(cgroup_roots); do [ -d "$c" ] && echo "cgroup $c"; done
+  # The nodes' own directories (their /var/lib/mlkube: the VolumeManagers' data) live in it.
+  [ ! -e "$STATE_DIR" ] || echo "files $STATE_DIR"
   return 0
 }
