@@ -100,6 +100,30 @@ async fn two_replicas_are_placed_on_two_real_nodes_or_refused_on_one() {
 const READ_ON_NODE: &str =
     "import os; print(os.environ['NODE'], sorted(os.listdir('/data/digits')))";
 
+/// A job's pods once each has ended: a TFJob succeeds when its worker 0 does, while the other
+/// workers may still be starting.
+async fn ended_pods(client: &Client, job: &str, count: usize) -> Vec<Pod> {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let selector = format!("training.kubeflow.org/job-name={job}");
+    eventually(
+        "each of the job's pods to end",
+        crate::volume_support::TIMEOUT,
+        || async {
+            let items = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?
+                .items;
+            let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+            let ended = items
+                .iter()
+                .all(|p| matches!(phase(p).as_deref(), Some("Succeeded" | "Failed")));
+            (items.len() == count && ended).then_some(items)
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_job_reading_a_volume_runs_only_on_the_node_that_holds_it() {
     volume_controller();
@@ -141,12 +165,7 @@ async fn a_job_reading_a_volume_runs_only_on_the_node_that_holds_it() {
         .expect("creating the TFJob");
     let (state, message) = finished(&jobs, "one-copy-reader").await;
     assert_eq!(state, "Succeeded", "{message}");
-    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .list(&ListParams::default().labels("training.kubeflow.org/job-name=one-copy-reader"))
-        .await
-        .expect("listing the job's pods")
-        .items;
-    assert_eq!(pods.len(), 3);
+    let pods = ended_pods(&client, "one-copy-reader", 3).await;
     let pods_api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
     for pod in &pods {
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
