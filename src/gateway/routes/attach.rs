@@ -4,9 +4,7 @@
 
 use serde_json::Value;
 
-use super::world::{Served, World, namespace};
-
-const GROUP: &str = "gateway.networking.k8s.io";
+use super::world::{GROUP, Served, World, namespace};
 
 /// Why a parent did not accept a route, or a listener is not served: a condition's reason
 /// and message.

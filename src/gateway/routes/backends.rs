@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::world::{World, name, namespace};
+use super::world::{GROUP, World, name, namespace};
 
 /// A backendRef, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,11 +78,8 @@ pub fn resolve(world: &World, from: &str, reference: &Value) -> Result<Backend, 
 fn granted(world: &World, from: &str, to: &str, target: &str) -> bool {
     (world.grants.iter().filter(|g| namespace(g) == to)).any(|grant| {
         let spec = &grant["spec"];
-        let from_ok = (spec["from"].as_array().into_iter().flatten()).any(|f| {
-            f["group"] == "gateway.networking.k8s.io"
-                && f["kind"] == "HTTPRoute"
-                && f["namespace"] == from
-        });
+        let from_ok = (spec["from"].as_array().into_iter().flatten())
+            .any(|f| f["group"] == GROUP && f["kind"] == "HTTPRoute" && f["namespace"] == from);
         let to_ok = (spec["to"].as_array().into_iter().flatten()).any(|t| {
             t["group"].as_str().unwrap_or_default().is_empty()
                 && t["kind"] == "Service"

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::serve::Published;
 use super::status;
 use super::translate::translate;
-use super::watch::Caches;
+use super::watch::{Caches, gateway_api};
 use super::world::{Served, World, name, namespace};
 
 /// A look after a write failed comes this soon; after every write went, this late (a change
@@ -104,10 +104,7 @@ async fn write_routes(
 /// Patch `object`'s status to `made`, at the version read (a status another writer changed
 /// since is read again, not overwritten).
 async fn write(client: &Client, object: &Value, kind: &str, plural: &str, made: Value) -> bool {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind),
-        plural,
-    );
+    let resource = gateway_api(kind, plural, "v1");
     let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
         Some(namespace) => Api::namespaced_with(client.clone(), namespace, &resource),
         None => Api::all_with(client.clone(), &resource),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::attach::{self, Refusal};
 use super::translate::Verdict;
-use super::world::{Served, generation};
+use super::world::{GROUP, Served, generation};
 
 /// One condition, `ok` or refused.
 fn condition(kind: &str, outcome: Result<&str, &Refusal>, observed: i64) -> Value {
@@ -118,7 +118,7 @@ pub fn gateway(
         let before = before.map_or(&Value::Null, |b| &b["conditions"]);
         json!({
             "name": name,
-            "supportedKinds": [{ "group": "gateway.networking.k8s.io", "kind": "HTTPRoute" }],
+            "supportedKinds": [{ "group": GROUP, "kind": "HTTPRoute" }],
             "attachedRoutes": attached.get(name).copied().unwrap_or_default(),
             "conditions": stamped(conditions, before, now),
         })

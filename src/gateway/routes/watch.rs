@@ -15,9 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::world::World;
-
-const GROUP: &str = "gateway.networking.k8s.io";
+use super::world::{GROUP, World};
 
 /// Where the caches look.
 pub struct Scope {
@@ -38,7 +36,8 @@ pub struct Caches {
     grants: Store<DynamicObject>,
 }
 
-fn gateway_api(kind: &str, plural: &str, version: &str) -> ApiResource {
+/// The Gateway API resource of `kind`.
+pub fn gateway_api(kind: &str, plural: &str, version: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, version, kind), plural)
 }
 

@@ -3,6 +3,9 @@
 
 use serde_json::Value;
 
+/// The Gateway API's group.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
 /// One look at the watched objects.
 #[derive(Debug, Default, Clone)]
 pub struct World {
