@@ -822,17 +822,20 @@ fn request_for_keys(name: &str) -> Object {
     request
 }
 
+/// The plan of a TFJob `mnist` and its request for keys `mnist-keys`.
+fn job_with_keys() -> Plan {
+    let objects = vec![
+        tfjob_crd(),
+        request_for_keys("mnist-keys"),
+        tfjob("mnist", 1),
+    ];
+    plan_of(objects, &[])
+}
+
 #[tokio::test]
 async fn a_job_is_written_only_once_its_keys_exist_with_or_without_waiting() {
     let cluster = deployed(vec![tfjob_crd()]).await;
-    let plan = plan_of(
-        vec![
-            tfjob_crd(),
-            request_for_keys("mnist-keys"),
-            tfjob("mnist", 1),
-        ],
-        &[],
-    );
+    let plan = job_with_keys();
     for wait in [false, true] {
         let unanswered = ApplyOptions {
             wait,
@@ -884,8 +887,9 @@ async fn a_job_is_written_only_once_its_keys_exist_with_or_without_waiting() {
         ["no keys: a prefix of another job's"],
         "the store's reason, at once"
     );
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "mnist-keys", "uid": uid});
     let answer = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "mnist-keys", "namespace": NS}});
+        "metadata": {"name": "mnist-keys", "namespace": NS, "ownerReferences": [owner]}});
     cluster.create_as("model-keys", answer);
     let report = apply::apply(&cluster, &plan, &options(&Yes))
         .await
@@ -893,6 +897,27 @@ async fn a_job_is_written_only_once_its_keys_exist_with_or_without_waiting() {
     assert!(report.not_ready.is_empty(), "{:?}", report.not_ready);
     let job = cluster.object("kubeflow.org/v1", "TFJob", Some(NS), "mnist");
     assert!(job.is_some(), "the job is written once its keys exist");
+}
+
+#[tokio::test]
+async fn a_secret_the_request_does_not_own_is_refused_and_the_job_is_not_written() {
+    let cluster = deployed(vec![tfjob_crd()]).await;
+    let planted = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "mnist-keys", "namespace": NS}});
+    cluster.create_as("another-user", planted);
+    let plan = job_with_keys();
+    let report = apply::apply(&cluster, &plan, &options(&Yes))
+        .await
+        .expect("apply");
+    let said: Vec<&str> = report.not_ready.iter().map(|n| n.reason.as_str()).collect();
+    let why = "the Secret mnist-keys exists but was not made for this job's keys (it is not owned \
+               by their request): delete it, or give the job another name";
+    assert_eq!(said, [why]);
+    let job = cluster.object("kubeflow.org/v1", "TFJob", Some(NS), "mnist");
+    assert!(
+        job.is_none(),
+        "the job was written with keys somebody else made"
+    );
 }
 
 #[tokio::test]

@@ -1,11 +1,12 @@
 //! Requests that another controller answers with a Secret: an object annotated
 //! `mlkube.io/answered-by-secret: <name>` (a training job's request for keys of its own, which
 //! the object store's model-keys container answers) is ready once the Secret of that name
-//! exists in its namespace, and failed when a Warning event on it says why it will not be.
+//! exists in its namespace, owned by the request, and failed when a Warning event on it says
+//! why it will not be, or when a Secret of that name exists that the request does not own.
 //! `apply` waits for them before it writes the objects that use the answer (the jobs), so that
 //! no pod starts without its Secret, and a refusal ends the apply with its reason.
 //!
-//! Only the Secret's existence is read, never its values.
+//! Only the Secret's metadata is read, never its values.
 
 use serde_json::Value;
 
@@ -46,7 +47,7 @@ pub async fn answer(cluster: &impl Cluster, key: &Key, object: &Value) -> Answer
     };
     let namespace = key.namespace.as_deref();
     match cluster.get(&secrets, namespace, secret).await {
-        Ok(Some(_)) => Answer::Given,
+        Ok(Some(found)) => made_for(&found, object),
         Ok(None) => match refusal(cluster, namespace, object).await {
             Some(why) => Answer::Refused(why),
             None => Answer::Awaited(format!(
@@ -54,6 +55,29 @@ pub async fn answer(cluster: &impl Cluster, key: &Key, object: &Value) -> Answer
             )),
         },
         Err(error) => Answer::Awaited(format!("cannot read the Secret {secret}: {error}")),
+    }
+}
+
+/// Whether the Secret `found` answers `request`: the store makes each answer owned by its
+/// request. One owned by an earlier request of that name goes with it (Kubernetes' garbage
+/// collector deletes it); one that no request of that name owns was made by somebody else and
+/// is never taken for keys of this job's own.
+fn made_for(found: &Value, request: &Value) -> Answer {
+    let owners = found["metadata"]["ownerReferences"].as_array();
+    let by_request =
+        |o: &&Value| o["kind"] == "ConfigMap" && o["name"] == request["metadata"]["name"];
+    let owner = owners.into_iter().flatten().find(by_request);
+    let secret = found["metadata"]["name"].as_str().unwrap_or_default();
+    match owner {
+        Some(o) if o["uid"] == request["metadata"]["uid"] => Answer::Given,
+        Some(_) => Answer::Awaited(format!(
+            "the Secret {secret} of an earlier request of this name is still there; Kubernetes \
+             deletes it with that request"
+        )),
+        None => Answer::Refused(format!(
+            "the Secret {secret} exists but was not made for this job's keys (it is not owned \
+             by their request): delete it, or give the job another name"
+        )),
     }
 }
 
@@ -100,6 +124,28 @@ mod tests {
         let request = json!({ "metadata": { "annotations": { ANSWERED_BY: "x-model-keys" } } });
         assert_eq!(answered_by(&request), Some("x-model-keys"));
         assert_eq!(answered_by(&json!({ "metadata": {} })), None);
+    }
+
+    #[test]
+    fn only_a_secret_owned_by_the_request_answers_it() {
+        let request = json!({ "metadata": { "name": "x-model-keys", "uid": "u1" } });
+        let secret = |owners: Value| json!({ "metadata": { "name": "x-model-keys", "ownerReferences": owners } });
+        let owner = |name: &str, uid: &str| json!({ "apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid });
+        let given = secret(json!([owner("x-model-keys", "u1")]));
+        assert_eq!(made_for(&given, &request), Answer::Given);
+        let earlier = secret(json!([owner("x-model-keys", "u0")]));
+        assert!(
+            matches!(made_for(&earlier, &request), Answer::Awaited(why) if why.contains("earlier request"))
+        );
+        for foreign in [Value::Null, json!([owner("other", "u1")])] {
+            let Answer::Refused(why) = made_for(&secret(foreign), &request) else {
+                panic!("a Secret the request does not own was taken for its answer");
+            };
+            assert!(
+                why.contains("delete it, or give the job another name"),
+                "{why}"
+            );
+        }
     }
 
     #[test]
